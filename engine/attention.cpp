@@ -1,0 +1,74 @@
+// Causal attention and partial rotary embedding. See attention.h.
+#include "engine/attention.h"
+
+#include <cmath>
+
+#include <torch/version.h>
+
+#include "engine/error.h"
+
+namespace tfw {
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, AttentionKernel kernel) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (kernel != AttentionKernel::manual) {
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                            /*is_causal=*/true);
+  }
+#else
+  if (kernel == AttentionKernel::fused) {
+    throw Error("fused attention needs LibTorch >= 2; this build has " TORCH_VERSION);
+  }
+#endif
+  const std::int64_t T = q.size(-2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;               // (B, H, T, T)
+  torch::Tensor future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
+                             .triu(1);                                                 // (T, T)
+  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  return torch::matmul(torch::softmax(scores, -1), v);                                  // (B, H, T, dh)
+}
+
+std::int64_t rotary_dims(std::int64_t head_dim, double pct) {
+  auto dims = static_cast<std::int64_t>(std::floor(static_cast<double>(head_dim) * pct));
+  return dims - dims % 2;
+}
+
+RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base,
+                         const torch::TensorOptions& options) {
+  RotaryTable table;
+  table.dims = dims;
+  if (dims <= 0) return table;
+  // Angles in float64, then cast: positions up to 64k keep full precision.
+  auto float64 = torch::TensorOptions().dtype(torch::kFloat64).device(options.device());
+  torch::Tensor inv_freq = torch::pow(base, -torch::arange(0, dims, 2, float64) / dims);  // (dims/2)
+  torch::Tensor angles = torch::outer(torch::arange(T, float64), inv_freq);               // (T, dims/2)
+  table.cos = torch::cat({angles.cos(), angles.cos()}, -1).to(options.dtype());           // (T, dims)
+  table.sin = torch::cat({angles.sin(), angles.sin()}, -1).to(options.dtype());           // (T, dims)
+  return table;
+}
+
+torch::Tensor rotary_apply(const torch::Tensor& x, const RotaryTable& table) {
+  if (table.dims <= 0) return x;
+  const std::int64_t half = table.dims / 2;
+  torch::Tensor rot = x.narrow(-1, 0, table.dims);                                 // (B, H, T, dims)
+  torch::Tensor pass = x.narrow(-1, table.dims, x.size(-1) - table.dims);          // (B, H, T, dh - dims)
+  torch::Tensor rotated_half =
+      torch::cat({-rot.narrow(-1, half, half), rot.narrow(-1, 0, half)}, -1);      // (B, H, T, dims)
+  return torch::cat({rot * table.cos + rotated_half * table.sin, pass}, -1);
+}
+
+torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v, std::int64_t heads,
+                                          const RotaryTable& table, AttentionKernel kernel) {
+  const std::int64_t B = q.size(0), T = q.size(1), width = q.size(2);
+  const std::int64_t dh = width / heads;
+  auto split = [&](const torch::Tensor& x) { return x.view({B, T, heads, dh}).transpose(1, 2); };
+  torch::Tensor qh = rotary_apply(split(q), table);                  // (B, H, T, dh)
+  torch::Tensor kh = rotary_apply(split(k), table);                  // (B, H, T, dh)
+  torch::Tensor a = causal_attention(qh, kh, split(v), kernel);      // (B, H, T, dh)
+  return a.transpose(1, 2).reshape({B, T, width});                   // (B, T, H·dh)
+}
+
+}  // namespace tfw

@@ -1,0 +1,44 @@
+// Causal self-attention pieces shared by both model families: partial rotary position
+// embedding (GPT-NeoX "rotate half" on the first rotary_pct of each head's dims) and
+// causal softmax attention. Shapes: B batch, H heads, T length, dh head width.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace tfw {
+
+enum class AttentionKernel {
+  automatic,  // fused when compiled against LibTorch >= 2, else manual
+  manual,     // q·kᵀ/sqrt(dh), causal mask, softmax, ·v: works on every LibTorch
+  fused,      // at::scaled_dot_product_attention (LibTorch >= 2 only; throws otherwise)
+};
+
+// q, k, v (B, H, T, dh) -> (B, H, T, dh), scale 1/sqrt(dh), token t sees tokens <= t.
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v,
+                               AttentionKernel kernel = AttentionKernel::automatic);
+
+// Rotary dims of a head: floor(head_dim * pct) rounded down to even.
+std::int64_t rotary_dims(std::int64_t head_dim, double pct);
+
+// cos/sin tables for positions 0..T-1, computed once per forward and shared by layers.
+struct RotaryTable {
+  std::int64_t dims = 0;  // rotary dims per head (even)
+  torch::Tensor cos;      // (T, dims)
+  torch::Tensor sin;      // (T, dims)
+};
+RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base,
+                         const torch::TensorOptions& options);
+
+// Rotates the first table.dims dims of x (B, H, T, dh), pairing dim j with j + dims/2;
+// the other dims pass through.
+torch::Tensor rotary_apply(const torch::Tensor& x, const RotaryTable& table);
+
+// The attention step of a decoder block for projections q, k, v (B, T, H·dh): split
+// heads, rotate q and k, causal attention, merge heads back to (B, T, H·dh).
+torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v, std::int64_t heads,
+                                          const RotaryTable& table,
+                                          AttentionKernel kernel = AttentionKernel::automatic);
+
+}  // namespace tfw

@@ -1,0 +1,20 @@
+#include "engine/runtime.h"
+
+#include <thread>
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+namespace tfw {
+
+void runtime_init(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads <= 0) threads = 1;
+  torch::set_num_threads(threads);
+}
+
+const char* torch_version() { return TORCH_VERSION; }
+
+bool fused_attention_available() { return TORCH_VERSION_MAJOR >= 2; }
+
+}  // namespace tfw

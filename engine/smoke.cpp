@@ -1,0 +1,47 @@
+// See smoke.h.
+#include "engine/smoke.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/model.h"
+#include "engine/registry.h"
+
+namespace tfw {
+
+SmokeResult model_smoke(const Registry& registry, const ModelConfig& config, const SmokeOptions& options) {
+  if (options.steps <= 0 || options.batch <= 0 || options.seq_len <= 0) {
+    throw UsageError("smoke needs positive steps, batch and seq_len");
+  }
+  std::shared_ptr<LanguageModel> model = registry.family(config.family).build(*config.spec, options.seed);
+  SmokeResult result;
+  for (const torch::Tensor& p : model->parameters()) result.parameters += p.numel();
+
+  const std::int64_t vocab = config.spec->shape().vocab;
+  torch::Tensor ids = torch::randint(vocab, {options.batch, options.seq_len + 1}, torch::kInt64);  // (B, T+1)
+  torch::Tensor inputs = ids.narrow(1, 0, options.seq_len);                                          // (B, T)
+  torch::Tensor targets = ids.narrow(1, 1, options.seq_len);                                         // (B, T)
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(options.lr).weight_decay(0.0));
+
+  auto start = std::chrono::steady_clock::now();
+  for (std::int64_t step = 0; step < options.steps; ++step) {
+    optimizer.zero_grad();
+    torch::Tensor logits = model->forward(inputs);                                                   // (B, T, V)
+    torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
+    loss.backward();
+    optimizer.step();
+    double value = loss.item<double>();
+    if (!std::isfinite(value)) {
+      throw Error(with_hint(fmt::format("smoke of '{}': loss is {} at step {}", config.name, value, step),
+                            "lower the learning rate or check the config's init values"));
+    }
+    result.losses.push_back(value);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.tokens_per_second = static_cast<double>(options.steps * options.batch * options.seq_len) / result.seconds;
+  return result;
+}
+
+}  // namespace tfw

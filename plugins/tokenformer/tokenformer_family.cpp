@@ -1,0 +1,115 @@
+// The `tokenformer` model-family plugin: config parsing and validation, parameter count
+// and FLOPs (TOKENFORMER.md §4, §5), registration.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "plugins/tokenformer/tokenformer.h"
+
+namespace tfw::tokenformer {
+
+std::int64_t TokenformerSpec::parameter_count() const {
+  std::int64_t per_layer = 2 * d * (4 * n_attn + n_ffn);  // keys and values of Q, K, V, O, FFN
+  if (layernorm_affine) per_layer += 2 * 2 * d;           // γ and β of the two block norms
+  return vocab * d + layers * per_layer + 2 * d;          // + final norm γ, β
+}
+
+FlopsPerToken TokenformerSpec::flops_per_token(std::int64_t T) const {
+  const std::int64_t N = 2 * layers * d * (4 * n_attn + n_ffn);
+  return {T, 2 * N, 4 * layers * d * T, 2 * vocab * d};
+}
+
+double TokenformerSpec::value_init_std() const {
+  return value_std > 0 ? value_std : 2.0 / (static_cast<double>(layers) * std::sqrt(static_cast<double>(d)));
+}
+
+toml::table TokenformerSpec::to_toml() const {
+  return toml::table{
+      {"layers", layers}, {"d", d}, {"heads", heads}, {"n_attn", n_attn}, {"n_ffn", n_ffn},
+      {"vocab", vocab}, {"seq_len", seq_len}, {"rotary_pct", rotary_pct},
+      {"rotary_base", rotary_base},
+      {"layernorm", toml::table{{"affine", layernorm_affine}, {"eps", layernorm_eps}}},
+      {"pattention", toml::table{{"norm", pattention_norm_name(norm)},
+                                 {"tau", tau_mode_name(tau)},
+                                 {"eps", pattention_eps}}},
+      {"init", toml::table{{"key_std", key_std}, {"value_std", value_init_std()},
+                           {"embedding_std", embedding_std}}},
+  };
+}
+
+std::string TokenformerSpec::summary() const {
+  return fmt::format("L={} d={} H={} n_attn={} n_ffn={} V={} norm={} tau={}{}", layers, d, heads,
+                     n_attn, n_ffn, vocab, pattention_norm_name(norm), tau_mode_name(tau),
+                     layernorm_affine ? " layernorm.affine" : "");
+}
+
+namespace {
+
+std::int64_t positive(ConfigTable& table, const char* key, std::int64_t value) {
+  if (value <= 0) table.fail(key, fmt::format("must be positive, got {}", value), "use a size >= 1");
+  return value;
+}
+
+class TokenformerFamily : public ModelFamily {
+ public:
+  std::string name() const override { return "tokenformer"; }
+  std::string version() const override { return TFW_VERSION; }
+  std::string description() const override {
+    return "Tokenformer LM: Pattention projections, parameter-free block norms, tied logits";
+  }
+  std::vector<std::string> growth_methods() const override { return {"pattention_grow"}; }
+
+  std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
+    auto spec = std::make_shared<TokenformerSpec>();
+    spec->layers = positive(table, "layers", table.require_int("layers"));
+    spec->d = positive(table, "d", table.require_int("d"));
+    spec->heads = positive(table, "heads", table.require_int("heads"));
+    spec->n_attn = positive(table, "n_attn", table.require_int("n_attn"));
+    spec->n_ffn = positive(table, "n_ffn", table.require_int("n_ffn"));
+    spec->vocab = positive(table, "vocab", table.require_int("vocab"));
+    spec->seq_len = positive(table, "seq_len", table.get_int("seq_len", 1024));
+    spec->rotary_pct = table.get_double("rotary_pct", 0.25);
+    spec->rotary_base = table.get_double("rotary_base", 10000.0);
+    if (spec->d % spec->heads != 0) {
+      table.fail("heads", fmt::format("d = {} is not divisible by heads = {}", spec->d, spec->heads),
+                 "choose heads that divide d (head width dh = d / heads)");
+    }
+    if (spec->rotary_pct < 0 || spec->rotary_pct > 1) {
+      table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct),
+                 "the paper uses 0.25");
+    }
+    ConfigTable layernorm = table.sub("layernorm");
+    spec->layernorm_affine = layernorm.get_bool("affine", false);
+    spec->layernorm_eps = layernorm.get_double("eps", 1e-5);
+    layernorm.finish();
+    ConfigTable pattention = table.sub("pattention");
+    spec->norm = pattention_norm_parse(
+        pattention.get_choice("norm", "l2_gelu", {"l2_gelu", "gelu_l2", "gelu_l1", "softmax"}));
+    spec->tau = tau_mode_parse(pattention.get_choice("tau", "fixed", {"fixed", "sqrt_n"}));
+    spec->pattention_eps = pattention.get_double("eps", 1e-6);
+    pattention.finish();
+    ConfigTable init = table.sub("init");
+    spec->key_std = init.get_double("key_std", 0.02);
+    spec->value_std = init.get_double("value_std", 0.0);
+    spec->embedding_std = init.get_double("embedding_std", 0.02);
+    init.finish();
+    return spec;
+  }
+
+  std::shared_ptr<LanguageModel> build(const ModelSpec& spec, std::uint64_t seed) const override {
+    const auto* tokenformer = dynamic_cast<const TokenformerSpec*>(&spec);
+    if (tokenformer == nullptr) {
+      throw UsageError(fmt::format("the tokenformer family cannot build a '{}' model", spec.family()));
+    }
+    torch::manual_seed(seed);
+    return tokenformer_build(*tokenformer);
+  }
+};
+
+}  // namespace
+}  // namespace tfw::tokenformer
+
+TFW_PLUGIN(registrar) {
+  registrar.add_model_family(std::make_shared<tfw::tokenformer::TokenformerFamily>());
+}

@@ -1,0 +1,99 @@
+// The `transformer` model-family plugin: config parsing and validation, parameter count and
+// FLOPs (TOKENFORMER.md §5: N = 12·L·d² when d_attn = d and d_ffn = 4d), registration.
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "plugins/transformer/transformer.h"
+
+namespace tfw::transformer {
+
+std::int64_t TransformerSpec::parameter_count() const {
+  std::int64_t per_layer = 4 * d * d_attn() + 2 * d * d_ffn + 2 * 2 * d;  // projections, FFN, 2 norms
+  if (bias) per_layer += 3 * d_attn() + d + d_ffn + d;                   // Q,K,V; O; FFN up; down
+  return vocab * d + layers * per_layer + 2 * d;
+}
+
+FlopsPerToken TransformerSpec::flops_per_token(std::int64_t T) const {
+  const std::int64_t N = layers * (4 * d * d_attn() + 2 * d * d_ffn);
+  return {T, 2 * N, 4 * layers * d_attn() * T, 2 * vocab * d};
+}
+
+toml::table TransformerSpec::to_toml() const {
+  return toml::table{
+      {"layers", layers}, {"d", d}, {"heads", heads}, {"head_dim", head_dim}, {"d_ffn", d_ffn},
+      {"vocab", vocab}, {"seq_len", seq_len}, {"rotary_pct", rotary_pct},
+      {"rotary_base", rotary_base},
+      {"layernorm", toml::table{{"eps", layernorm_eps}}},
+      {"linear", toml::table{{"bias", bias}}},
+      {"init", toml::table{{"std", init_std}}},
+  };
+}
+
+std::string TransformerSpec::summary() const {
+  return fmt::format("L={} d={} H={} dh={} d_ffn={} V={}{}", layers, d, heads, head_dim, d_ffn,
+                     vocab, bias ? " bias" : "");
+}
+
+namespace {
+
+std::int64_t positive(ConfigTable& table, const char* key, std::int64_t value) {
+  if (value <= 0) table.fail(key, fmt::format("must be positive, got {}", value), "use a size >= 1");
+  return value;
+}
+
+class TransformerFamily : public ModelFamily {
+ public:
+  std::string name() const override { return "transformer"; }
+  std::string version() const override { return TFW_VERSION; }
+  std::string description() const override {
+    return "baseline Transformer LM: linear projections, GELU FFN, affine LayerNorms, tied logits";
+  }
+  std::vector<std::string> growth_methods() const override { return {"net2net", "hypercloning"}; }
+
+  std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
+    auto spec = std::make_shared<TransformerSpec>();
+    spec->layers = positive(table, "layers", table.require_int("layers"));
+    spec->d = positive(table, "d", table.require_int("d"));
+    spec->heads = positive(table, "heads", table.require_int("heads"));
+    if (!table.has("head_dim") && spec->d % spec->heads != 0) {
+      table.fail("heads", fmt::format("d = {} is not divisible by heads = {}", spec->d, spec->heads),
+                 "choose heads that divide d, or set head_dim explicitly");
+    }
+    spec->head_dim = positive(table, "head_dim", table.get_int("head_dim", spec->d / spec->heads));
+    spec->d_ffn = positive(table, "d_ffn", table.get_int("d_ffn", 4 * spec->d));
+    spec->vocab = positive(table, "vocab", table.require_int("vocab"));
+    spec->seq_len = positive(table, "seq_len", table.get_int("seq_len", 1024));
+    spec->rotary_pct = table.get_double("rotary_pct", 0.25);
+    spec->rotary_base = table.get_double("rotary_base", 10000.0);
+    if (spec->rotary_pct < 0 || spec->rotary_pct > 1) {
+      table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct),
+                 "the paper uses 0.25");
+    }
+    ConfigTable layernorm = table.sub("layernorm");
+    spec->layernorm_eps = layernorm.get_double("eps", 1e-5);
+    layernorm.finish();
+    ConfigTable linear = table.sub("linear");
+    spec->bias = linear.get_bool("bias", false);
+    linear.finish();
+    ConfigTable init = table.sub("init");
+    spec->init_std = init.get_double("std", 0.02);
+    init.finish();
+    return spec;
+  }
+
+  std::shared_ptr<LanguageModel> build(const ModelSpec& spec, std::uint64_t seed) const override {
+    const auto* transformer = dynamic_cast<const TransformerSpec*>(&spec);
+    if (transformer == nullptr) {
+      throw UsageError(fmt::format("the transformer family cannot build a '{}' model", spec.family()));
+    }
+    torch::manual_seed(seed);
+    return transformer_build(*transformer);
+  }
+};
+
+}  // namespace
+}  // namespace tfw::transformer
+
+TFW_PLUGIN(registrar) {
+  registrar.add_model_family(std::make_shared<tfw::transformer::TransformerFamily>());
+}

@@ -1,0 +1,77 @@
+// `tfw params CONFIG`: parameter count and the FLOPs-per-token breakdown of
+// TOKENFORMER.md §5 (token-parameter, token-token, embedding) at the config's seq_len.
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "engine/registry.h"
+#include "engine/run_config.h"
+#include "workbench/cli/commands.h"
+#include "workbench/cli/output.h"
+
+namespace tfw::cli {
+
+namespace {
+
+struct ParamsArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::int64_t seq_len = 0;
+  bool json = false;
+};
+
+nlohmann::json flops_json(const FlopsPerToken& flops) {
+  return {{"seq_len", flops.seq_len},
+          {"token_parameter", flops.token_parameter},
+          {"token_token", flops.token_token},
+          {"embedding", flops.embedding},
+          {"forward", flops.forward()},
+          {"training", flops.training()}};
+}
+
+void run_params(const ParamsArgs& args) {
+  ModelConfig config = model_config_load(registry(), args.config, args.overrides);
+  const ModelSpec& spec = *config.spec;
+  const std::int64_t T = args.seq_len > 0 ? args.seq_len : spec.shape().seq_len;
+  FlopsPerToken flops = spec.flops_per_token(T);
+  const std::int64_t parameters = spec.parameter_count();
+  const std::int64_t embedding = spec.embedding_parameter_count();
+  if (args.json) {
+    print_json({{"config", config.path},
+                {"name", config.name},
+                {"family", config.family},
+                {"model", spec.summary()},
+                {"parameters", parameters},
+                {"parameters_embedding", embedding},
+                {"parameters_non_embedding", parameters - embedding},
+                {"flops_per_token", flops_json(flops)}});
+    return;
+  }
+  std::cout << fmt::format("{} ({}): {}\n", config.name, config.family, spec.summary());
+  std::cout << fmt::format("  parameters            {:>16}  ({})\n", grouped(parameters), short_count(parameters));
+  std::cout << fmt::format("    embedding (tied)    {:>16}\n", grouped(embedding));
+  std::cout << fmt::format("    non-embedding       {:>16}\n", grouped(parameters - embedding));
+  std::cout << fmt::format("  forward FLOPs per token at T = {}:\n", T);
+  std::cout << fmt::format("    token-parameter     {:>16}  (2N)\n", grouped(flops.token_parameter));
+  std::cout << fmt::format("    token-token         {:>16}  (4·L·d·T)\n", grouped(flops.token_token));
+  std::cout << fmt::format("    embedding (logits)  {:>16}  (2·V·d)\n", grouped(flops.embedding));
+  std::cout << fmt::format("    total               {:>16}\n", grouped(flops.forward()));
+  std::cout << fmt::format("  training FLOPs per token (3 x forward) {}\n", grouped(flops.training()));
+}
+
+}  // namespace
+
+void add_params_command(CLI::App& app) {
+  auto args = std::make_shared<ParamsArgs>();
+  CLI::App* command = app.add_subcommand("params", "Parameter count and FLOPs per token of a model config");
+  command->add_option("config", args->config, "model config TOML (e.g. experiments/paper/tokenformer-150m.toml)")
+      ->required();
+  command->add_option("--set", args->overrides, "override a config key, e.g. --set model.n_attn=1024")
+      ->allow_extra_args(false);
+  command->add_option("--seq-len", args->seq_len, "sequence length T for the FLOPs (default: the config's seq_len)")
+      ->check(CLI::PositiveNumber);
+  command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
+  command->callback([args] { run_params(*args); });
+}
+
+}  // namespace tfw::cli

@@ -1,0 +1,14 @@
+// The subcommands of `tfw`, one file each. Each add_*_command registers itself on the app;
+// its callback throws tfw::UsageError (exit 2) or tfw::Error (exit 1) on failure.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tfw::cli {
+
+void add_params_command(CLI::App& app);
+void add_flops_command(CLI::App& app);
+void add_plugins_command(CLI::App& app);
+void add_smoke_command(CLI::App& app);
+
+}  // namespace tfw::cli

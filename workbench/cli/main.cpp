@@ -1,0 +1,47 @@
+// tfw: the Tokenformer Workbench command line. Exit codes: 0 success, 1 runtime failure,
+// 2 usage or configuration error (the message names the file, key and fix).
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/error.h"
+#include "engine/runtime.h"
+#include "workbench/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tfw: Tokenformer Workbench. Train, grow, record and compare Tokenformer and "
+               "Transformer language models.",
+               "tfw"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("tfw ") + TFW_VERSION + " (LibTorch " +
+                                        tfw::torch_version() + ")");
+  tfw::runtime_init();  // all cores; --threads overrides as soon as it is parsed
+  app.add_option_function<int>("--threads", [](const int& threads) { tfw::runtime_init(threads); },
+                               "torch intra-op threads (default: all cores)")
+      ->check(CLI::PositiveNumber);
+
+  tfw::cli::add_params_command(app);
+  tfw::cli::add_flops_command(app);
+  tfw::cli::add_plugins_command(app);
+  tfw::cli::add_smoke_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "tfw: " << e.what() << "\n  hint: run `tfw --help` or `tfw SUBCOMMAND --help`\n";
+    return 2;
+  } catch (const tfw::UsageError& e) {
+    std::cerr << "tfw: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "tfw: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

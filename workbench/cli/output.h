@@ -1,0 +1,16 @@
+// Number formatting and JSON printing shared by the subcommands.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tfw::cli {
+
+std::string grouped(std::int64_t value);   // 151881216 -> "151,881,216"
+std::string short_count(double value);     // 151881216 -> "151.9M", 1.3e9 -> "1.310B"
+std::string scientific(double value);      // 3.1e14 -> "3.10e+14"
+void print_json(const nlohmann::json& value);
+
+}  // namespace tfw::cli
