@@ -95,9 +95,12 @@ void config_apply_overrides(toml::table& table, const std::vector<std::string>& 
       parsed = toml::parse("value = " + value_text, source);
     } catch (const toml::parse_error&) {
       // A bare word (--set family=transformer) is a string.
-      toml::table quoted;
-      quoted.insert("value", value_text);
-      parsed = std::move(quoted);
+      std::string escaped;
+      for (char c : value_text) {
+        if (c == '"' || c == '\\') escaped += '\\';
+        escaped += c;
+      }
+      parsed = toml::parse("value = \"" + escaped + "\"", source);
     }
     // Walk the dotted key, creating tables.
     toml::table* current = &table;
@@ -110,7 +113,8 @@ void config_apply_overrides(toml::table& table, const std::vector<std::string>& 
                                    "write dotted keys like model.pattention.norm"));
       }
       if (dot == std::string::npos) {
-        current->insert_or_assign(part, *parsed.get("value"));
+        // Moved, not copied: a toml++ copy drops the source region the errors quote.
+        parsed.get("value")->visit([&](auto&& value) { current->insert_or_assign(part, std::move(value)); });
         break;
       }
       toml::node* next = current->get(part);
@@ -232,7 +236,10 @@ void ConfigTable::finish() const {
         suggestion = candidate;
       }
     }
-    std::string where = config_where(node);
+    const toml::source_region& source = key.source();
+    std::string where = source.path ? fmt::format("{}:{}:{}", *source.path, source.begin.line, source.begin.column)
+                                    : config_where(node);
+    if (source.path && source.path->rfind(kOverridePrefix, 0) == 0) where = *source.path;
     std::string hint = suggestion.empty()
                            ? fmt::format("known keys here: {}", fmt::join(known_, ", "))
                            : fmt::format("did you mean '{}'? known keys here: {}", suggestion,

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Fails when a folder includes what ARCHITECTURE.md forbids it: storage/ never sees torch,
+# only workbench/gui includes ImGui/GLFW, plugins reach nothing past the engine API, and the
+# CLI plumbing stays torch-free (torch lives in engine/ and plugins/).
+set -u
+root=${1:-.}
+cd "$root" || exit 2
+status=0
+check() {  # check DESCRIPTION PATTERN FOLDER... (files that match are violations)
+  local what=$1 pattern=$2; shift 2
+  local hits
+  hits=$(grep -rlE "$pattern" "$@" --include='*.cpp' --include='*.h' --include='*.hpp' 2>/dev/null)
+  if [ -n "$hits" ]; then
+    echo "architecture violation: $what:"; echo "$hits" | sed 's/^/  /'; status=1
+  fi
+}
+torch='#include *[<"](torch/|ATen/|c10/|engine/model\.h|engine/pattention\.h|engine/attention\.h|engine/decoder\.h)'
+check "storage/ includes torch" "$torch" storage
+check "workbench/cli includes torch (keep torch in engine/ and plugins/)" "$torch" workbench/cli
+check "ImGui/GLFW outside workbench/gui" '#include *[<"](imgui|GLFW/|backends/imgui)' engine storage plugins workbench/cli
+check "plugins reach past the engine API" '#include *[<"](sqlite3\.h|imgui|boost/asio|storage/|workbench/)' plugins
+check "engine includes storage or workbench" '#include *[<"](storage/|workbench/)' engine
+[ $status = 0 ] && echo "architecture arrows: ok"
+exit $status

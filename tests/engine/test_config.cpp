@@ -1,0 +1,143 @@
+// Config files: typed values, defaults, --set overrides, and the error messages a user
+// sees for a missing file, a syntax error, an unknown key, a wrong type or a bad value.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "engine/error.h"
+#include "tests/support.h"
+
+namespace tfw {
+namespace {
+
+const char* kTiny = R"(family = "tokenformer"
+[model]
+layers = 2
+d = 16
+heads = 2
+n_attn = 8
+n_ffn = 32
+vocab = 64
+)";
+
+// Returns the UsageError message of `body`, or fails the test.
+template <typename Body>
+std::string usage_error(Body body) {
+  try {
+    body();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a UsageError";
+  return "";
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto dir = std::filesystem::temp_directory_path() / "tfw-test-config";
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Config, ParsesTypedValuesWithDefaults) {
+  ModelConfig config = test::config_from_text(kTiny, "tiny.toml");
+  EXPECT_EQ(config.name, "tiny");
+  EXPECT_EQ(config.family, "tokenformer");
+  ModelShape shape = config.spec->shape();
+  EXPECT_EQ(shape.layers, 2);
+  EXPECT_EQ(shape.d, 16);
+  EXPECT_EQ(shape.seq_len, 1024);  // default
+  toml::table resolved = config.spec->to_toml();
+  EXPECT_EQ(resolved["pattention"]["norm"].value<std::string>(), "l2_gelu");
+  EXPECT_EQ(resolved["pattention"]["tau"].value<std::string>(), "fixed");
+  EXPECT_EQ(resolved["layernorm"]["affine"].value<bool>(), false);
+  // value init 2 / (L · sqrt(d)) = 2 / (2 · 4)
+  EXPECT_DOUBLE_EQ(*resolved["init"]["value_std"].value<double>(), 0.25);
+}
+
+TEST(Config, UnknownKeyNamesFileLineColumnAndSuggests) {
+  std::string text = std::string(kTiny) + "n_atn = 4\n";
+  std::string message = usage_error([&] { test::config_from_text(text, "bad.toml"); });
+  EXPECT_NE(message.find("bad.toml:9:1: unknown key 'model.n_atn'"), std::string::npos) << message;
+  EXPECT_NE(message.find("did you mean 'n_attn'"), std::string::npos) << message;
+}
+
+TEST(Config, UnknownKeyInSubTableAndAtTopLevel) {
+  std::string text = std::string(kTiny) + "[model.pattention]\nnrom = \"softmax\"\n";
+  std::string message = usage_error([&] { test::config_from_text(text, "bad.toml"); });
+  EXPECT_NE(message.find("bad.toml:10:1: unknown key 'model.pattention.nrom'"), std::string::npos) << message;
+  message = usage_error([&] { test::config_from_text(std::string("colour = 1\n") + kTiny, "top.toml"); });
+  EXPECT_NE(message.find("top.toml:1:1: unknown key 'colour'"), std::string::npos) << message;
+}
+
+TEST(Config, WrongTypeNamesKeyAndExpectedType) {
+  std::string text = kTiny;
+  text.replace(text.find("layers = 2"), 10, "layers = \"2\"");
+  std::string message = usage_error([&] { test::config_from_text(text, "type.toml"); });
+  EXPECT_NE(message.find("type.toml:3:10: model.layers: expected an integer, got a string"), std::string::npos)
+      << message;
+}
+
+TEST(Config, BadValuesAreRefusedWithTheReason) {
+  std::string text = std::string(kTiny) + "[model.pattention]\nnorm = \"l3\"\n";
+  std::string message = usage_error([&] { test::config_from_text(text, "v.toml"); });
+  EXPECT_NE(message.find("model.pattention.norm: 'l3' is not one of: l2_gelu, gelu_l2, gelu_l1, softmax"),
+            std::string::npos)
+      << message;
+  text = kTiny;
+  text.replace(text.find("heads = 2"), 9, "heads = 3");
+  message = usage_error([&] { test::config_from_text(text, "h.toml"); });
+  EXPECT_NE(message.find("h.toml:5:9: model.heads: d = 16 is not divisible by heads = 3"), std::string::npos)
+      << message;
+  text = kTiny;
+  text.replace(text.find("d = 16"), 6, "d = -16");
+  message = usage_error([&] { test::config_from_text(text, "n.toml"); });
+  EXPECT_NE(message.find("model.d: must be positive, got -16"), std::string::npos) << message;
+}
+
+TEST(Config, MissingKeyAndUnknownFamily) {
+  std::string text = kTiny;
+  text.erase(text.find("vocab = 64"), 10);
+  std::string message = usage_error([&] { test::config_from_text(text, "m.toml"); });
+  EXPECT_NE(message.find("model.vocab: missing"), std::string::npos) << message;
+  text = kTiny;
+  text.replace(text.find("\"tokenformer\""), 13, "\"mamba\"");
+  message = usage_error([&] { test::config_from_text(text, "f.toml"); });
+  EXPECT_NE(message.find("f.toml:1:10: family: unknown model family 'mamba'"), std::string::npos) << message;
+  EXPECT_NE(message.find("known families: tokenformer, transformer"), std::string::npos) << message;
+}
+
+TEST(Config, MissingFileAndSyntaxError) {
+  std::string message = usage_error([] { model_config_load(test::plugins(), "/nonexistent/x.toml"); });
+  EXPECT_NE(message.find("config file '/nonexistent/x.toml' not found"), std::string::npos) << message;
+  std::string path = write_temp("syntax.toml", "family = \"tokenformer\"\n[model\nlayers = 2\n");
+  message = usage_error([&] { model_config_load(test::plugins(), path); });
+  EXPECT_NE(message.find(path + ":2:"), std::string::npos) << message;
+  EXPECT_NE(message.find("TOML syntax error"), std::string::npos) << message;
+}
+
+TEST(Config, SetOverridesReplaceAndAddKeys) {
+  std::string path = write_temp("tiny.toml", kTiny);
+  ModelConfig config = model_config_load(test::plugins(), path,
+                                         {"model.n_attn=12", "model.pattention.norm=softmax", "name=renamed"});
+  EXPECT_EQ(config.name, "renamed");
+  toml::table resolved = config.spec->to_toml();
+  EXPECT_EQ(resolved["n_attn"].value<std::int64_t>(), 12);
+  EXPECT_EQ(resolved["pattention"]["norm"].value<std::string>(), "softmax");
+
+  std::string message = usage_error([&] { model_config_load(test::plugins(), path, {"model.layers=two"}); });
+  EXPECT_NE(message.find("--set model.layers=two: model.layers: expected an integer, got a string"),
+            std::string::npos)
+      << message;
+  message = usage_error([&] { model_config_load(test::plugins(), path, {"model.n_atn=3"}); });
+  EXPECT_NE(message.find("--set model.n_atn=3: unknown key 'model.n_atn'"), std::string::npos) << message;
+  message = usage_error([&] { model_config_load(test::plugins(), path, {"novalue"}); });
+  EXPECT_NE(message.find("is not key=value"), std::string::npos) << message;
+  message = usage_error([&] { model_config_load(test::plugins(), path, {"model.d.x=1"}); });
+  EXPECT_NE(message.find("'model.d' is an integer, not a table"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace tfw

@@ -1,0 +1,89 @@
+// The plugin registry: in-tree plugins, an out-of-tree plugin from another folder, a plugin
+// built for another API version (refused, never registered), a library that is not a plugin.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "engine/error.h"
+#include "engine/model.h"
+#include "engine/registry.h"
+#include "tests/support.h"
+
+namespace tfw {
+namespace {
+
+const std::string kSampleDir = TFW_SAMPLE_PLUGIN_DIR;
+
+TEST(Registry, LoadsInTreeFamilies) {
+  Registry registry;
+  registry.load_folder(TFW_PLUGIN_DIR, "built-in");
+  std::vector<PluginEntry> entries = registry.entries();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].name, "tokenformer");
+  EXPECT_EQ(entries[1].name, "transformer");
+  EXPECT_EQ(entries[0].kind, "model-family");
+  EXPECT_EQ(entries[0].origin, "built-in");
+  EXPECT_EQ(entries[0].version, TFW_VERSION);
+  EXPECT_TRUE(registry.rejected().empty());
+  EXPECT_EQ(registry.family("transformer").growth_methods(),
+            (std::vector<std::string>{"net2net", "hypercloning"}));
+}
+
+TEST(Registry, OutOfTreePluginIsFoundBuiltAndRun) {
+  Registry registry;
+  registry.load_folder(kSampleDir + "/good", "TFW_PLUGIN_PATH");
+  ASSERT_EQ(registry.entries().size(), 1u) << (registry.rejected().empty() ? "" : registry.rejected()[0].reason);
+  EXPECT_EQ(registry.entries()[0].name, "bigram");
+  EXPECT_EQ(registry.entries()[0].version, "0.0.1-sample");
+  EXPECT_EQ(registry.entries()[0].origin, "TFW_PLUGIN_PATH");
+
+  toml::table table = toml::parse(std::string_view("family = \"bigram\"\n[model]\nd = 8\nvocab = 32\n"), std::string_view("bigram.toml"));
+  ModelConfig config = model_config_parse(registry, table, "bigram.toml");
+  EXPECT_EQ(config.spec->parameter_count(), 32 * 8 + 8 * 8);
+  std::shared_ptr<LanguageModel> model = registry.family("bigram").build(*config.spec, 0);
+  torch::Tensor logits = model->forward(torch::randint(32, {2, 5}, torch::kInt64));
+  EXPECT_EQ(logits.sizes(), (std::vector<std::int64_t>{2, 5, 32}));
+}
+
+TEST(Registry, PluginForAnotherApiVersionIsRefused) {
+  Registry registry;
+  registry.load_folder(kSampleDir + "/wrong_version", "TFW_PLUGIN_PATH");
+  EXPECT_TRUE(registry.entries().empty());
+  ASSERT_EQ(registry.rejected().size(), 1u);
+  EXPECT_NE(registry.rejected()[0].reason.find("built for plugin API version " +
+                                               std::to_string(kPluginApiVersion + 1) + ", this tfw has version " +
+                                               std::to_string(kPluginApiVersion)),
+            std::string::npos)
+      << registry.rejected()[0].reason;
+  EXPECT_THROW(registry.family("bigram"), UsageError);
+}
+
+TEST(Registry, NonPluginLibrariesAndDuplicatesAreRefusedWithReasons) {
+  auto dir = std::filesystem::temp_directory_path() / "tfw-test-registry";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "garbage.so") << "not an ELF file";
+  Registry registry;
+  registry.load_folder(dir.string(), "TFW_PLUGIN_PATH");
+  ASSERT_EQ(registry.rejected().size(), 1u);
+  EXPECT_NE(registry.rejected()[0].reason.find("cannot load"), std::string::npos);
+
+  registry.load_file(kSampleDir + "/good/tfw-bigram.so", "TFW_PLUGIN_PATH");
+  registry.load_file(kSampleDir + "/good/tfw-bigram.so", "TFW_PLUGIN_PATH");
+  EXPECT_EQ(registry.entries().size(), 1u);
+  ASSERT_EQ(registry.rejected().size(), 2u);
+  EXPECT_NE(registry.rejected()[1].reason.find("already registered"), std::string::npos);
+}
+
+TEST(Registry, UnknownNamesListTheKnownOnes) {
+  try {
+    test::plugins().family("mamba");
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("known families: tokenformer, transformer"), std::string::npos);
+  }
+  EXPECT_THROW(test::plugins().growth_method("no_such_method"), UsageError);
+}
+
+}  // namespace
+}  // namespace tfw
