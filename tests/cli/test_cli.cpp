@@ -108,3 +108,27 @@ TEST(Cli, SmokeTrainsBothTinyModels) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, DataPrepareAndListAFolderCorpus) {
+  std::string home = "/tmp/tfw-test-cli-home";
+  std::string source = "/tmp/tfw-test-cli-corpus";
+  std::system(("rm -rf " + home + " " + source + " && mkdir -p " + source).c_str());
+  std::system(("printf 'hello tokenformer' > " + source + "/a.txt").c_str());
+  Result prepare = tfw("data prepare " + source + " --json --home " + home);
+  ASSERT_EQ(prepare.code, 0) << prepare.output;
+  nlohmann::json json = nlohmann::json::parse(prepare.output);
+  EXPECT_EQ(json["train_tokens"].get<std::int64_t>(), 17);
+  EXPECT_EQ(json["path"], home + "/data/tfw-test-cli-corpus-byte");
+  Result again = tfw("data prepare " + source + " --home " + home);
+  EXPECT_NE(again.output.find("already prepared"), std::string::npos) << again.output;
+  Result list = tfw("data list --json", "TFW_HOME=" + home);
+  ASSERT_EQ(list.code, 0) << list.output;
+  EXPECT_EQ(nlohmann::json::parse(list.output)["prepared"].size(), 1u);
+  Result missing = tfw("data prepare /nonexistent/corpus --home " + home);
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.output.find("unknown corpus '/nonexistent/corpus'"), std::string::npos) << missing.output;
+}
+
+}  // namespace

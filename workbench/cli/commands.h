@@ -10,5 +10,6 @@ void add_params_command(CLI::App& app);
 void add_flops_command(CLI::App& app);
 void add_plugins_command(CLI::App& app);
 void add_smoke_command(CLI::App& app);
+void add_data_command(CLI::App& app);
 
 }  // namespace tfw::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   tfw::cli::add_flops_command(app);
   tfw::cli::add_plugins_command(app);
   tfw::cli::add_smoke_command(app);
+  tfw::cli::add_data_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,149 @@
+// Data: the byte tokenizer, token shards written and read back with an exact split, a
+// nanoGPT-layout shard written by numpy, a truncated shard, real corpora from Debian packages.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "engine/data/corpus.h"
+#include "engine/data/shards.h"
+#include "engine/data/tokenizer.h"
+#include "engine/error.h"
+
+namespace tfw {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("tfw-test-data-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::vector<std::uint32_t> all_tokens(const TokenShard& shard) {
+  std::vector<std::uint32_t> out;
+  shard.read(0, shard.size(), out);
+  return out;
+}
+
+TEST(Tokenizer, ByteRoundTripsEveryByteAndUtf8) {
+  auto tokenizer = tokenizer_create("byte");
+  EXPECT_EQ(tokenizer->vocab_size(), 256u);
+  std::string every;
+  for (int b = 0; b < 256; ++b) every.push_back(static_cast<char>(b));
+  std::vector<std::uint32_t> ids;
+  tokenizer->encode(every, ids);
+  ASSERT_EQ(ids.size(), 256u);
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(ids[b], static_cast<std::uint32_t>(b));
+  EXPECT_EQ(tokenizer->decode(ids), every);
+  ids.clear();
+  tokenizer->encode("naïve €", ids);  // ï and € are 2 and 3 UTF-8 bytes
+  EXPECT_EQ(ids, (std::vector<std::uint32_t>{'n', 'a', 0xC3, 0xAF, 'v', 'e', ' ', 0xE2, 0x82, 0xAC}));
+  EXPECT_EQ(tokenizer->decode(ids), "naïve €");
+  EXPECT_THROW(tokenizer->decode({256}), UsageError);
+  EXPECT_THROW(tokenizer_create("sentencepiece"), UsageError);
+}
+
+TEST(Shards, PrepareSplitsBlocksExactlyAndReadsBack) {
+  fs::path source = fresh_dir("source");
+  std::ofstream(source / "a.txt") << "abcdefghijklmnop";  // read first (sorted)
+  std::ofstream(source / "b.txt") << "qrstuvwxyz0123456789";
+  fs::path home = fresh_dir("home");
+  fs::path out = home / "prepared";
+  PrepareOptions options;
+  options.block_bytes = 8;
+  options.val_every = 3;
+  ShardMeta meta = data_prepare(source.string(), out.string(), options);
+  // 36 bytes in blocks of 8: abcdefgh ijklmnop qrstuvwx yz012345 6789; block 2 is val.
+  const std::string train_text = "abcdefghijklmnopyz0123456789";
+  const std::string val_text = "qrstuvwx";
+  EXPECT_EQ(meta.train_tokens, train_text.size());
+  EXPECT_EQ(meta.val_tokens, val_text.size());
+  EXPECT_EQ(fs::file_size(out / "train.bin"), 2 * train_text.size());  // uint16
+  ShardMeta read = shard_meta_read(out.string());
+  EXPECT_EQ(read.tokenizer, "byte");
+  EXPECT_EQ(read.vocab_size, 256u);
+  EXPECT_EQ(read.dtype, "uint16");
+  EXPECT_EQ(read.corpus, "tfw-test-data-source");
+  EXPECT_EQ(read.train_tokens, meta.train_tokens);
+  auto tokenizer = tokenizer_create("byte");
+  EXPECT_EQ(tokenizer->decode(all_tokens(TokenShard((out / "train.bin").string(), "uint16"))), train_text);
+  EXPECT_EQ(tokenizer->decode(all_tokens(TokenShard((out / "val.bin").string(), "uint16"))), val_text);
+  EXPECT_FALSE(fs::exists(out / "train.bin.tmp"));
+  auto listed = data_list(home.string());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].first, out.string());
+  EXPECT_EQ(listed[0].second.val_tokens, val_text.size());
+}
+
+TEST(Shards, NanoGptLayoutWrittenByNumpyLoads) {
+  fs::path dir = fresh_dir("nanogpt");
+  std::string command = "/usr/bin/python3 " TFW_SOURCE_DIR "/tests/reference/nanogpt_shard.py " + dir.string();
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  ShardMeta meta = shard_meta_read(dir.string());
+  EXPECT_EQ(meta.tokenizer, "unknown");
+  EXPECT_EQ(meta.train_tokens, 1005u);
+  EXPECT_EQ(meta.val_tokens, 2u);
+  EXPECT_EQ(meta.vocab_size, 65536u);  // largest id 65535 + 1
+  TokenShard train((dir / "train.bin").string(), "uint16");
+  EXPECT_EQ(train[999], 999u);
+  EXPECT_EQ(train[1000], 1000u + 'h');
+  TokenShard val((dir / "val.bin").string(), "uint16");
+  EXPECT_EQ(val[1], 65535u);
+}
+
+TEST(Shards, TruncatedOrMissingShardsGiveClearErrors) {
+  fs::path dir = fresh_dir("truncated");
+  std::ofstream(dir / "train.bin") << "abc";  // 3 bytes: not uint16
+  std::ofstream(dir / "val.bin") << "ab";
+  try {
+    shard_meta_read(dir.string());
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("has 3 bytes, not a multiple of 2"), std::string::npos) << e.what();
+  }
+  fs::path empty = fresh_dir("empty");
+  try {
+    shard_meta_read(empty.string());
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds no token shards"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Corpus, UnknownNameListsBuiltIns) {
+  try {
+    corpus_open("wikipedia");
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("built-in corpora: gcide, kjv, pydoc"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Corpus, RealKjvFromItsDebianPackage) {
+  fs::path out = fresh_dir("kjv");
+  ShardMeta meta = data_prepare("kjv", out.string(), PrepareOptions());
+  EXPECT_EQ(meta.train_tokens + meta.val_tokens, 4404412u);  // bytes of the full text
+  EXPECT_GT(meta.val_tokens, 150000u);                        // ~5%
+  TokenShard train((out / "train.bin").string(), "uint16");
+  std::vector<std::uint32_t> head;
+  train.read(0, 35, head);
+  EXPECT_EQ(tokenizer_create("byte")->decode(head), "Ge1:1 In the beginning God created ");
+}
+
+TEST(Corpus, RealGcideStreamsFromTheCompressedDictionary) {
+  CorpusInfo info;
+  auto stream = corpus_open("gcide", &info);
+  EXPECT_EQ(info.package, "dict-gcide");
+  std::string text(1 << 20, '\0');
+  std::size_t got = stream->read(text.data(), text.size());
+  EXPECT_EQ(got, text.size());
+  EXPECT_NE(text.find("Collaborative International Dictionary of English"), std::string::npos);
+  EXPECT_GT(stream->progress(), 0.0);
+  EXPECT_LT(stream->progress(), 0.2);
+}
+
+}  // namespace
+}  // namespace tfw
