@@ -1,39 +1,130 @@
-// Model configuration files -> ModelConfig. See run_config.h.
+// Run configuration files -> RunConfig. See run_config.h.
 #include "engine/run_config.h"
 
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "engine/error.h"
 #include "engine/registry.h"
 
 namespace tfw {
 
-ModelConfig model_config_parse(const Registry& registry, const toml::table& table,
-                               const std::string& path) {
+namespace {
+
+DataConfig data_parse(ConfigTable& table) {
+  DataConfig data;
+  data.corpus = table.get_string("corpus", data.corpus);
+  data.tokenizer = table.get_choice("tokenizer", data.tokenizer, {"byte"});
+  return data;
+}
+
+template <typename T>
+T at_least(ConfigTable& table, const char* key, T value, T minimum) {
+  if (value < minimum) table.fail(key, fmt::format("must be at least {}, got {}", minimum, value), "");
+  return value;
+}
+
+TrainConfig train_parse(ConfigTable& t) {
+  TrainConfig c;
+  c.seed = static_cast<std::uint64_t>(at_least<std::int64_t>(t, "seed", t.get_int("seed", 0), 0));
+  c.batch_size = at_least<std::int64_t>(t, "batch_size", t.get_int("batch_size", c.batch_size), 1);
+  c.grad_accum = at_least<std::int64_t>(t, "grad_accum", t.get_int("grad_accum", c.grad_accum), 1);
+  c.seq_len = at_least<std::int64_t>(t, "seq_len", t.get_int("seq_len", c.seq_len), 0);
+  c.lr = at_least(t, "lr", t.get_double("lr", c.lr), 0.0);
+  c.min_lr_ratio = at_least(t, "min_lr_ratio", t.get_double("min_lr_ratio", c.min_lr_ratio), 0.0);
+  c.warmup_steps = at_least<std::int64_t>(t, "warmup_steps", t.get_int("warmup_steps", c.warmup_steps), -1);
+  c.warmup_fraction = at_least(t, "warmup_fraction", t.get_double("warmup_fraction", c.warmup_fraction), 0.0);
+  c.beta1 = at_least(t, "beta1", t.get_double("beta1", c.beta1), 0.0);
+  c.beta2 = at_least(t, "beta2", t.get_double("beta2", c.beta2), 0.0);
+  c.eps = at_least(t, "eps", t.get_double("eps", c.eps), 0.0);
+  c.weight_decay = at_least(t, "weight_decay", t.get_double("weight_decay", c.weight_decay), 0.0);
+  c.grad_clip = at_least(t, "grad_clip", t.get_double("grad_clip", c.grad_clip), 0.0);
+  c.max_steps = at_least<std::int64_t>(t, "max_steps", t.get_int("max_steps", 0), 0);
+  c.max_tokens = at_least(t, "max_tokens", t.get_double("max_tokens", 0), 0.0);
+  c.max_flops = at_least(t, "max_flops", t.get_double("max_flops", 0), 0.0);
+  int budgets = (c.max_steps > 0) + (c.max_tokens > 0) + (c.max_flops > 0);
+  if (budgets > 1) {
+    t.fail(c.max_steps > 0 ? "max_steps" : "max_tokens", "more than one budget is set",
+           "set exactly one of train.max_steps, train.max_tokens, train.max_flops");
+  }
+  c.eval_every = at_least<std::int64_t>(t, "eval_every", t.get_int("eval_every", c.eval_every), 1);
+  c.eval_batches = at_least<std::int64_t>(t, "eval_batches", t.get_int("eval_batches", c.eval_batches), 1);
+  c.checkpoint_every =
+      at_least<std::int64_t>(t, "checkpoint_every", t.get_int("checkpoint_every", c.checkpoint_every), 1);
+  c.keep_checkpoints =
+      at_least<std::int64_t>(t, "keep_checkpoints", t.get_int("keep_checkpoints", c.keep_checkpoints), 1);
+  c.nan_policy = t.get_choice("nan_policy", c.nan_policy, {"stop", "skip"});
+  c.log_every = at_least<std::int64_t>(t, "log_every", t.get_int("log_every", c.log_every), 1);
+  c.peak_flops = at_least(t, "peak_flops", t.get_double("peak_flops", 0), 0.0);
+  return c;
+}
+
+toml::table train_to_toml(const TrainConfig& c) {
+  toml::table t{{"seed", static_cast<std::int64_t>(c.seed)}, {"batch_size", c.batch_size},
+                {"grad_accum", c.grad_accum}, {"seq_len", c.seq_len}, {"lr", c.lr},
+                {"min_lr_ratio", c.min_lr_ratio}, {"warmup_steps", c.warmup_steps},
+                {"warmup_fraction", c.warmup_fraction}, {"beta1", c.beta1}, {"beta2", c.beta2},
+                {"eps", c.eps}, {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip},
+                {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},
+                {"checkpoint_every", c.checkpoint_every}, {"keep_checkpoints", c.keep_checkpoints},
+                {"nan_policy", c.nan_policy}, {"log_every", c.log_every}};
+  if (c.max_steps > 0) t.insert("max_steps", c.max_steps);
+  if (c.max_tokens > 0) t.insert("max_tokens", c.max_tokens);
+  if (c.max_flops > 0) t.insert("max_flops", c.max_flops);
+  if (c.peak_flops > 0) t.insert("peak_flops", c.peak_flops);
+  return t;
+}
+
+}  // namespace
+
+RunConfig run_config_parse(const Registry& registry, const toml::table& table, const std::string& path) {
   ConfigTable top(table, "");
-  ModelConfig config;
-  config.path = path;
-  config.name = top.get_string("name", std::filesystem::path(path).stem().string());
-  config.description = top.get_string("description", "");
-  config.family = top.require_string("family");
+  RunConfig config;
+  ModelConfig& model = config.model;
+  model.path = path;
+  model.name = top.get_string("name", std::filesystem::path(path).stem().string());
+  model.description = top.get_string("description", "");
+  model.family = top.require_string("family");
   const ModelFamily* family = nullptr;
   try {
-    family = &registry.family(config.family);
+    family = &registry.family(model.family);
   } catch (const UsageError& e) {
     top.fail("family", e.what(), "");
   }
-  ConfigTable model = top.sub("model");
-  config.spec = family->parse(model);
-  model.finish();
+  ConfigTable model_table = top.sub("model");
+  model.spec = family->parse(model_table);
+  model_table.finish();
+  ConfigTable data_table = top.sub("data");
+  config.data = data_parse(data_table);
+  data_table.finish();
+  ConfigTable train_table = top.sub("train");
+  config.train = train_parse(train_table);
+  train_table.finish();
   top.finish();
+
+  config.resolved = toml::table{
+      {"name", model.name}, {"family", model.family}, {"model", model.spec->to_toml()},
+      {"data", toml::table{{"corpus", config.data.corpus}, {"tokenizer", config.data.tokenizer}}},
+      {"train", train_to_toml(config.train)}};
+  if (!model.description.empty()) config.resolved.insert("description", model.description);
   return config;
+}
+
+RunConfig run_config_load(const Registry& registry, const std::string& path,
+                          const std::vector<std::string>& overrides) {
+  toml::table table = config_read_file(path);
+  config_apply_overrides(table, overrides);
+  return run_config_parse(registry, table, path);
+}
+
+ModelConfig model_config_parse(const Registry& registry, const toml::table& table, const std::string& path) {
+  return run_config_parse(registry, table, path).model;
 }
 
 ModelConfig model_config_load(const Registry& registry, const std::string& path,
                               const std::vector<std::string>& overrides) {
-  toml::table table = config_read_file(path);
-  config_apply_overrides(table, overrides);
-  return model_config_parse(registry, table, path);
+  return run_config_load(registry, path, overrides).model;
 }
 
 }  // namespace tfw

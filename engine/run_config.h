@@ -1,8 +1,10 @@
-// A model configuration file: which family, and its [model] table, parsed by the family's
-// plugin into a typed, validated ModelSpec. Later issues add [train], [data] and growth
-// schedules to the same file; every key not read is an error naming file:line:col.
+// A run configuration file: `family`, the [model] table (parsed by the family's plugin
+// into a typed ModelSpec), [data] and [train]. Every table is validated whichever command
+// reads the file, so `tfw params` on a training config still rejects a misspelt [train]
+// key; every key not read is an error naming file:line:col. Torch-free.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,11 +23,51 @@ struct ModelConfig {
   std::shared_ptr<const ModelSpec> spec;
 };
 
+struct DataConfig {
+  std::string corpus = "gcide";  // built-in name, text file or folder, or a prepared shard folder
+  std::string tokenizer = "byte";
+};
+
+struct TrainConfig {
+  std::uint64_t seed = 0;
+  std::int64_t batch_size = 16;   // sequences per micro-batch
+  std::int64_t grad_accum = 1;    // micro-batches per optimiser step
+  std::int64_t seq_len = 0;       // 0: the model's seq_len
+  double lr = 6e-4;
+  double min_lr_ratio = 0.1;      // cosine decays to min_lr_ratio × lr (0 decays to 0)
+  std::int64_t warmup_steps = -1; // -1: warmup_fraction of the steps
+  double warmup_fraction = 0.01;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;      // on parameter tokens, embeddings and weight matrices; not on norms or biases
+  double grad_clip = 1.0;         // 0 disables
+  // The budget: exactly one of these is set.
+  std::int64_t max_steps = 0;
+  double max_tokens = 0;
+  double max_flops = 0;           // training FLOPs (TOKENFORMER.md §5)
+  std::int64_t eval_every = 100;
+  std::int64_t eval_batches = 10;
+  std::int64_t checkpoint_every = 500;
+  std::int64_t keep_checkpoints = 3;  // the last K, plus the best by validation loss
+  std::string nan_policy = "stop";    // "stop" or "skip"
+  std::int64_t log_every = 10;
+  double peak_flops = 0;              // for MFU; 0: measured once per machine and cached
+};
+
+struct RunConfig {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  toml::table resolved;  // every table with defaults filled in; stored with runs and checkpoints
+};
+
 // Reads `path`, applies `--set` overrides and validates every key.
+RunConfig run_config_load(const Registry& registry, const std::string& path,
+                          const std::vector<std::string>& overrides = {});
+RunConfig run_config_parse(const Registry& registry, const toml::table& table, const std::string& path);
+
+// The model part only (params, flops, smoke); the other tables are validated all the same.
 ModelConfig model_config_load(const Registry& registry, const std::string& path,
                               const std::vector<std::string>& overrides = {});
-
-// The same from an already parsed table (tests, the schedule designer).
 ModelConfig model_config_parse(const Registry& registry, const toml::table& table,
                                const std::string& path);
 

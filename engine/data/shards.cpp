@@ -85,7 +85,10 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
   meta.val_every = options.val_every;
   const int width = meta.dtype == "uint16" ? 2 : 4;
 
-  const std::string train_tmp = out_dir + "/train.bin.tmp", val_tmp = out_dir + "/val.bin.tmp";
+  // Temporary names carry the pid: two processes preparing the same corpus do not collide,
+  // and the renames below make the last complete one win.
+  const std::string suffix = fmt::format(".tmp{}", ::getpid());
+  const std::string train_tmp = out_dir + "/train.bin" + suffix, val_tmp = out_dir + "/val.bin" + suffix;
   ShardWriter train(train_tmp, width), val(val_tmp, width);
   std::string block(options.block_bytes, '\0');
   std::vector<std::uint32_t> ids;
@@ -117,7 +120,7 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
                     {"val_tokens", static_cast<std::int64_t>(meta.val_tokens)},
                     {"block_bytes", static_cast<std::int64_t>(meta.block_bytes)},
                     {"val_every", static_cast<std::int64_t>(meta.val_every)}};
-  const std::string meta_tmp = out_dir + "/meta.toml.tmp";
+  const std::string meta_tmp = out_dir + "/meta.toml" + suffix;
   {
     std::ofstream out(meta_tmp);
     out << "# tfw token shards: train.bin / val.bin, little-endian " << meta.dtype << "\n" << table << "\n";
@@ -219,6 +222,22 @@ void TokenShard::read(std::uint64_t start, std::uint64_t n, std::vector<std::uin
   if (start + n > count_) throw Error(fmt::format("token shard read [{}, {}) past its end {}", start, start + n, count_));
   out.resize(n);
   for (std::uint64_t i = 0; i < n; ++i) out[i] = (*this)[start + i];
+}
+
+std::string data_ensure_prepared(const std::string& corpus, const std::string& tokenizer,
+                                 const std::string& data_dir, const PrepareOptions& options) {
+  std::error_code ec;
+  if (fs::is_directory(corpus, ec) && fs::exists(fs::path(corpus) / "train.bin") &&
+      fs::exists(fs::path(corpus) / "val.bin")) {
+    return corpus;
+  }
+  const std::string dir = data_dir + "/" + name_of(corpus) + "-" + tokenizer;
+  if (!fs::exists(dir + "/meta.toml")) {
+    PrepareOptions with_tokenizer = options;
+    with_tokenizer.tokenizer = tokenizer;
+    data_prepare(corpus, dir, with_tokenizer);
+  }
+  return dir;
 }
 
 std::vector<std::pair<std::string, ShardMeta>> data_list(const std::string& data_dir) {

@@ -63,6 +63,11 @@ class TokenShard {
   int width_ = 2;
 };
 
+// The shard folder for `corpus`: itself when it already holds train.bin and val.bin,
+// else <data_dir>/<name>-<tokenizer>, prepared first when missing.
+std::string data_ensure_prepared(const std::string& corpus, const std::string& tokenizer,
+                                 const std::string& data_dir, const PrepareOptions& options);
+
 // Prepared corpora under `data_dir` (TFW_HOME/data), one per folder.
 std::vector<std::pair<std::string, ShardMeta>> data_list(const std::string& data_dir);
 

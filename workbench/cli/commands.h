@@ -11,5 +11,9 @@ void add_flops_command(CLI::App& app);
 void add_plugins_command(CLI::App& app);
 void add_smoke_command(CLI::App& app);
 void add_data_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+
+// Thrown by a command that stopped early on request (Ctrl-C): exit code 130.
+struct Interrupted {};
 
 }  // namespace tfw::cli

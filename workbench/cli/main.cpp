@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   tfw::cli::add_plugins_command(app);
   tfw::cli::add_smoke_command(app);
   tfw::cli::add_data_command(app);
+  tfw::cli::add_train_command(app);
 
   try {
     app.parse(argc, argv);
@@ -37,6 +38,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "tfw: " << e.what() << "\n  hint: run `tfw --help` or `tfw SUBCOMMAND --help`\n";
     return 2;
+  } catch (const tfw::cli::Interrupted&) {
+    return 130;
   } catch (const tfw::UsageError& e) {
     std::cerr << "tfw: " << e.what() << "\n";
     return 2;

@@ -1,0 +1,56 @@
+#include "engine/peak.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+#include <torch/torch.h>
+
+namespace tfw {
+
+namespace {
+
+double measure() {
+  torch::NoGradGuard no_grad;
+  const std::int64_t n = 1024;
+  torch::Tensor a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
+  torch::matmul_out(c, a, b);  // warm up
+  double best = 0;
+  for (int round = 0; round < 5; ++round) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 4; ++i) torch::matmul_out(c, a, b);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 4 * 2.0 * n * n * n / seconds);
+  }
+  return best;
+}
+
+}  // namespace
+
+double peak_flops_resolve(const std::string& home, double configured) {
+  if (configured > 0) return configured;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  const std::string key = fmt::format("{}-threads{}", host, torch::get_num_threads());
+  const std::string path = home + "/machine.toml";
+  toml::table table;
+  try {
+    if (std::filesystem::exists(path)) table = toml::parse_file(path);
+  } catch (const toml::parse_error&) {
+    table = toml::table{};  // a damaged cache is re-measured
+  }
+  if (auto cached = table["peak_flops"][key].value<double>()) return *cached;
+  double peak = measure();
+  if (!table.contains("peak_flops")) table.insert("peak_flops", toml::table{});
+  table["peak_flops"].as_table()->insert_or_assign(key, peak);
+  std::filesystem::create_directories(home);
+  std::ofstream(path) << "# tfw: measured float32 matmul peak FLOP/s (for MFU), per host and thread count\n"
+                      << table << "\n";
+  return peak;
+}
+
+}  // namespace tfw

@@ -1,0 +1,315 @@
+// The training loop. See trainer.h. Shapes: B batch, T sequence length, V vocabulary.
+#include "engine/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "engine/checkpoint.h"
+#include "engine/data/shards.h"
+#include "engine/error.h"
+#include "engine/home.h"
+#include "engine/model.h"
+#include "engine/peak.h"
+#include "engine/registry.h"
+#include "engine/train/schedule.h"
+
+namespace tfw {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Random windows of the train shard; the generator's state is the data cursor.
+class BatchSampler {
+ public:
+  BatchSampler(const TokenShard& shard, std::uint64_t seed) : shard_(shard), rng_(seed) {}
+  // (B, T + 1) int64: inputs are [:, :T], targets [:, 1:].
+  torch::Tensor next(std::int64_t B, std::int64_t T) {
+    torch::Tensor batch = torch::empty({B, T + 1}, torch::kInt64);
+    auto rows = batch.accessor<std::int64_t, 2>();
+    const std::uint64_t span = shard_.size() - static_cast<std::uint64_t>(T) - 1;
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::uint64_t start = rng_() % (span + 1);
+      for (std::int64_t t = 0; t <= T; ++t) rows[b][t] = shard_[start + t];
+    }
+    return batch;
+  }
+  std::string state() const {
+    std::ostringstream out;
+    out << rng_;
+    return out.str();
+  }
+  void restore(const std::string& state) {
+    std::istringstream in(state);
+    in >> rng_;
+    if (!in) throw UsageError("checkpoint has a corrupt data cursor (sampler state)");
+  }
+
+ private:
+  const TokenShard& shard_;
+  std::mt19937_64 rng_;
+};
+
+torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V) {
+  torch::Tensor logits = model.forward(batch.narrow(1, 0, T));                              // (B, T, V)
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, V}), batch.narrow(1, 1, T).reshape({-1}));
+}
+
+// Mean loss over eval_batches × B fixed windows spread evenly over the val shard.
+double evaluate(LanguageModel& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
+                std::int64_t batches) {
+  torch::NoGradGuard no_grad;
+  const std::int64_t windows = B * batches;
+  const std::uint64_t span = val.size() - static_cast<std::uint64_t>(T) - 1;
+  double total = 0;
+  for (std::int64_t k = 0; k < batches; ++k) {
+    torch::Tensor batch = torch::empty({B, T + 1}, torch::kInt64);
+    auto rows = batch.accessor<std::int64_t, 2>();
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int64_t w = k * B + b;
+      const std::uint64_t start = windows > 1 ? span * static_cast<std::uint64_t>(w) / (windows - 1) : 0;
+      for (std::int64_t t = 0; t <= T; ++t) rows[b][t] = val[start + t];
+    }
+    total += loss_of(model, batch, T, V).item<double>();
+  }
+  return total / static_cast<double>(batches);
+}
+
+std::string config_text(const toml::table& resolved) {
+  std::ostringstream out;
+  out << resolved;
+  return out.str();
+}
+
+// Appends one JSON line per metric to metrics.jsonl, flushed, so a crash loses nothing
+// already written. (The SQLite run store of issue 5 takes these over.)
+class MetricLog {
+ public:
+  explicit MetricLog(const std::string& path) : out_(path, std::ios::app) {
+    if (!out_) throw Error(fmt::format("cannot write metrics to '{}'", path));
+  }
+  void write(std::int64_t step, std::int64_t tokens, double flops, double wall, const char* key, double value) {
+    out_ << fmt::format(R"({{"step":{},"tokens":{},"flops":{:.6e},"wall":{:.3f},"key":"{}","value":{}}})", step, tokens,
+                        flops, wall, key, std::isfinite(value) ? fmt::format("{:.9g}", value) : "null")
+         << '\n';
+  }
+  void flush() { out_.flush(); }
+
+ private:
+  std::ofstream out_;
+};
+
+std::vector<torch::optim::OptimizerParamGroup> parameter_groups(LanguageModel& model, const TrainConfig& train) {
+  // Weight decay on every matrix (parameter tokens, embedding, linear weights); none on
+  // norm gains/biases and linear biases (the 1-D parameters).
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const torch::Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto options = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(train.lr)
+                                                            .betas({train.beta1, train.beta2})
+                                                            .eps(train.eps)
+                                                            .weight_decay(wd));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, options(train.weight_decay));
+  if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
+  return groups;
+}
+
+}  // namespace
+
+RunConfig train_resume_config(const Registry& registry, const std::string& run_dir,
+                              const std::vector<std::string>& overrides) {
+  for (const std::string& item : overrides) {
+    if (item.rfind("train.", 0) != 0) {
+      throw UsageError(with_hint(fmt::format("--set {}: only train.* keys can change on resume", item),
+                                 "the model and data of a run are fixed; start a new run to change them"));
+    }
+  }
+  std::vector<CheckpointInfo> checkpoints = checkpoint_list(run_dir + "/checkpoints");
+  if (checkpoints.empty()) {
+    throw UsageError(with_hint(fmt::format("run '{}' has no complete checkpoint to resume from", run_dir),
+                               "check the path (tfw train prints it), or start the run again"));
+  }
+  CheckpointMeta meta = checkpoint_read_meta(checkpoints.back().path);
+  toml::table table = toml::parse(meta.config_toml, checkpoints.back().path);
+  config_apply_overrides(table, overrides);
+  return run_config_parse(registry, table, run_dir + "/config.toml");
+}
+
+TrainSummary train_run(const Registry& registry, const RunConfig& config, const TrainOptions& options) {
+  const TrainConfig& train = config.train;
+  const TrainPlan plan = train_plan(config);
+  const ModelShape shape = config.model.spec->shape();
+  const std::int64_t T = plan.seq_len, V = shape.vocab, B = train.batch_size;
+  auto say = [&](const std::string& message) {
+    if (options.on_message) options.on_message(message);
+  };
+
+  // Data.
+  PrepareOptions prepare;
+  const std::string shard_dir =
+      data_ensure_prepared(config.data.corpus, config.data.tokenizer, home_data_dir(options.home), prepare);
+  ShardMeta shards = shard_meta_read(shard_dir);
+  if (shards.vocab_size > static_cast<std::uint32_t>(V)) {
+    throw UsageError(with_hint(fmt::format("the data's vocabulary ({} from {}) exceeds model.vocab = {}",
+                                           shards.vocab_size, shard_dir, V),
+                               fmt::format("set model.vocab to at least {}", shards.vocab_size)));
+  }
+  TokenShard train_tokens(shard_dir + "/train.bin", shards.dtype), val_tokens(shard_dir + "/val.bin", shards.dtype);
+  if (train_tokens.size() <= static_cast<std::uint64_t>(T) + 1 || val_tokens.size() <= static_cast<std::uint64_t>(T) + 1) {
+    throw UsageError(fmt::format("the shards in {} are shorter than one window of {} tokens", shard_dir, T + 1));
+  }
+
+  // Model, optimiser, sampler; then the checkpoint when resuming.
+  std::shared_ptr<LanguageModel> model = registry.family(config.model.family).build(*config.model.spec, train.seed);
+  torch::optim::AdamW optimizer(parameter_groups(*model, train), torch::optim::AdamWOptions(train.lr));
+  BatchSampler sampler(train_tokens, train.seed);
+  const std::string checkpoint_dir = options.run_dir + "/checkpoints";
+  fs::create_directories(checkpoint_dir);
+  CheckpointMeta state;
+  state.val_loss = kNaN;
+  state.best_val_loss = std::numeric_limits<double>::infinity();
+  state.config_toml = config_text(config.resolved);
+  if (options.resume) {
+    std::vector<CheckpointInfo> checkpoints = checkpoint_list(checkpoint_dir);
+    if (checkpoints.empty()) throw UsageError(fmt::format("run '{}' has no checkpoint to resume", options.run_dir));
+    state = checkpoint_load(checkpoints.back().path, *model, &optimizer);
+    state.config_toml = config_text(config.resolved);
+    sampler.restore(state.sampler_state);
+    say(fmt::format("resumed {} at step {} ({} tokens)", checkpoints.back().path, state.step, state.tokens));
+  }
+  std::ofstream(options.run_dir + "/config.toml") << "# resolved run config\n" << config.resolved << "\n";
+  MetricLog metrics(options.run_dir + "/metrics.jsonl");
+
+  TrainSummary summary;
+  for (const torch::Tensor& p : model->parameters()) summary.parameters += p.numel();
+  summary.peak_flops = peak_flops_resolve(options.home, train.peak_flops);
+  std::vector<torch::Tensor> parameters = model->parameters();
+
+  auto save = [&] {
+    state.sampler_state = sampler.state();
+    summary.last_checkpoint = checkpoint_save(checkpoint_dir, *model, &optimizer, state);
+    checkpoint_prune(checkpoint_dir, train.keep_checkpoints);
+  };
+
+  double step_seconds_total = 0;
+  std::int64_t steps_this_process = 0;
+  const double wall_before = state.wall_seconds;
+  const auto process_start = Clock::now();
+  while (state.step < plan.total_steps) {
+    if (options.stop != nullptr && options.stop->load()) {
+      summary.interrupted = true;
+      break;
+    }
+    const auto step_start = Clock::now();
+    const double lr = lr_at(train, plan, state.step);
+    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    optimizer.zero_grad();
+    double loss = 0;
+    for (std::int64_t micro = 0; micro < train.grad_accum; ++micro) {
+      torch::Tensor batch = sampler.next(B, T);
+      torch::Tensor micro_loss = loss_of(*model, batch, T, V) / static_cast<double>(train.grad_accum);
+      micro_loss.backward();
+      loss += micro_loss.item<double>();
+    }
+    const double wall = wall_before + seconds_since(process_start);
+    if (!std::isfinite(loss)) {
+      metrics.write(state.step, state.tokens, state.flops, wall, "event/nonfinite_loss", loss);
+      metrics.flush();
+      if (train.nan_policy == "stop") {
+        throw Error(with_hint(fmt::format("loss is {} at step {}; stopped (train.nan_policy = \"stop\")", loss,
+                                          state.step),
+                              "lower train.lr, raise train.warmup_steps, or set train.nan_policy = \"skip\"; "
+                              "resume from the last checkpoint with tfw train --resume"));
+      }
+      optimizer.zero_grad();  // skip: no update, the step still counts
+    }
+    double grad_norm = kNaN;
+    if (std::isfinite(loss)) {
+      grad_norm = train.grad_clip > 0 ? torch::nn::utils::clip_grad_norm_(parameters, train.grad_clip)
+                                      : torch::nn::utils::clip_grad_norm_(parameters, 1e300);
+      optimizer.step();
+    }
+    state.step += 1;
+    state.tokens += plan.tokens_per_step;
+    state.flops += plan.flops_per_step;
+    state.train_loss = loss;
+    const double step_seconds = seconds_since(step_start);
+    step_seconds_total += step_seconds;
+    steps_this_process += 1;
+
+    TrainProgress progress;
+    progress.step = state.step;
+    progress.total_steps = plan.total_steps;
+    progress.tokens = state.tokens;
+    progress.flops = state.flops;
+    progress.loss = loss;
+    progress.lr = lr;
+    progress.grad_norm = grad_norm;
+    const double mean_step = step_seconds_total / static_cast<double>(steps_this_process);
+    progress.tokens_per_second = static_cast<double>(plan.tokens_per_step) / mean_step;
+    progress.mfu = plan.flops_per_step / mean_step / summary.peak_flops;
+    progress.eta_seconds = mean_step * static_cast<double>(plan.total_steps - state.step);
+    progress.elapsed_seconds = wall_before + seconds_since(process_start);
+
+    metrics.write(state.step, state.tokens, state.flops, wall, "train/loss", loss);
+    metrics.write(state.step, state.tokens, state.flops, wall, "train/lr", lr);
+    metrics.write(state.step, state.tokens, state.flops, wall, "train/grad_norm", grad_norm);
+    if (state.step % train.eval_every == 0 || state.step == plan.total_steps) {
+      state.val_loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
+      state.best_val_loss = std::min(state.best_val_loss, state.val_loss);
+      metrics.write(state.step, state.tokens, state.flops, wall, "val/loss", state.val_loss);
+      metrics.write(state.step, state.tokens, state.flops, wall, "val/perplexity", std::exp(state.val_loss));
+      metrics.write(state.step, state.tokens, state.flops, wall, "val/bits_per_token", state.val_loss / std::log(2.0));
+      if (shards.tokenizer == "byte") {
+        metrics.write(state.step, state.tokens, state.flops, wall, "val/bits_per_byte", state.val_loss / std::log(2.0));
+      }
+      progress.evaluated = true;
+    }
+    progress.val_loss = state.val_loss;
+    metrics.flush();
+    state.wall_seconds = wall_before + seconds_since(process_start);
+    if (state.step % train.checkpoint_every == 0 || state.step == plan.total_steps) save();
+    if (options.on_progress) options.on_progress(progress);
+  }
+  state.wall_seconds = wall_before + seconds_since(process_start);
+  if (summary.interrupted) {
+    save();
+    say(fmt::format("stopped at step {}/{}; checkpoint {}", state.step, plan.total_steps, summary.last_checkpoint));
+  }
+  summary.steps = state.step;
+  summary.tokens = state.tokens;
+  summary.flops = state.flops;
+  summary.train_loss = state.train_loss;
+  summary.val_loss = state.val_loss;
+  summary.best_val_loss = state.best_val_loss;
+  summary.seconds = state.wall_seconds;
+  if (steps_this_process > 0) {
+    const double mean_step = step_seconds_total / static_cast<double>(steps_this_process);
+    summary.tokens_per_second = static_cast<double>(plan.tokens_per_step) / mean_step;
+    summary.mfu = plan.flops_per_step / mean_step / summary.peak_flops;
+  }
+  if (summary.last_checkpoint.empty()) {
+    std::vector<CheckpointInfo> checkpoints = checkpoint_list(checkpoint_dir);
+    if (!checkpoints.empty()) summary.last_checkpoint = checkpoints.back().path;
+  }
+  return summary;
+}
+
+}  // namespace tfw

@@ -1,0 +1,49 @@
+// The trainer: `tfw train` end to end. Builds the model from a RunConfig (or resumes it
+// from a run's last valid checkpoint), samples random windows of the token shards with a
+// seeded generator, trains with AdamW, warm-up + cosine, clipping and gradient
+// accumulation, evaluates, accounts compute per step (TOKENFORMER.md §5), checkpoints
+// atomically, and stops cleanly when asked (SIGINT/SIGTERM set the stop flag).
+// Torch-free header: the CLI includes it without compiling torch.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "engine/run_config.h"
+
+namespace tfw {
+
+struct TrainProgress {
+  std::int64_t step = 0, total_steps = 0, tokens = 0;
+  double flops = 0, loss = 0, lr = 0, grad_norm = 0;
+  double tokens_per_second = 0, mfu = 0, eta_seconds = 0, elapsed_seconds = 0;
+  double val_loss = 0;  // NaN until the first evaluation
+  bool evaluated = false;  // this step ran an evaluation
+};
+
+struct TrainOptions {
+  std::string home;      // TFW_HOME (data and the machine's peak-FLOPs cache)
+  std::string run_dir;   // metrics.jsonl, config.toml, checkpoints/
+  bool resume = false;   // continue from the last valid checkpoint in run_dir
+  const std::atomic<bool>* stop = nullptr;  // set to stop after the current step
+  std::function<void(const TrainProgress&)> on_progress;  // every step
+  std::function<void(const std::string&)> on_message;      // data preparation, checkpoints
+};
+
+struct TrainSummary {
+  std::int64_t steps = 0, tokens = 0, parameters = 0;
+  double flops = 0, train_loss = 0, val_loss = 0, best_val_loss = 0, seconds = 0;
+  double tokens_per_second = 0, mfu = 0, peak_flops = 0;
+  std::string last_checkpoint;
+  bool interrupted = false;
+};
+
+TrainSummary train_run(const Registry& registry, const RunConfig& config, const TrainOptions& options);
+
+// The run config stored in a run's newest valid checkpoint (for --resume).
+RunConfig train_resume_config(const Registry& registry, const std::string& run_dir,
+                              const std::vector<std::string>& overrides);
+
+}  // namespace tfw

