@@ -2,8 +2,14 @@
 // its messages and its --json output.
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -15,9 +21,9 @@ struct Result {
   std::string output;  // stdout and stderr together
 };
 
-Result tfw(const std::string& arguments, const std::string& environment = "") {
-  std::string command = environment + " " TFW_BINARY " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
+// Runs a shell command line; stdout and stderr together, and the exit code.
+Result capture(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   Result run{-1, ""};
   if (pipe == nullptr) return run;
   std::array<char, 4096> buffer{};
@@ -25,6 +31,17 @@ Result tfw(const std::string& arguments, const std::string& environment = "") {
   int status = pclose(pipe);
   run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return run;
+}
+
+Result tfw(const std::string& arguments, const std::string& environment = "") {
+  return capture(environment + " " TFW_BINARY " " + arguments);
+}
+
+// Runs a bash script (written to a file, so no quoting games), stdout and stderr together.
+Result tfw_shell(const std::string& script) {
+  const std::string path = "/tmp/tfw-test-script-" + std::to_string(getpid()) + ".sh";
+  std::ofstream(path) << script << "\n";
+  return capture("bash " + path);
 }
 
 const std::string kPaper = std::string(TFW_SOURCE_DIR) + "/experiments/paper/";
@@ -129,6 +146,57 @@ TEST(Cli, DataPrepareAndListAFolderCorpus) {
   Result missing = tfw("data prepare /nonexistent/corpus --home " + home);
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.output.find("unknown corpus '/nonexistent/corpus'"), std::string::npos) << missing.output;
+}
+
+}  // namespace
+
+namespace {
+
+// Starts `tfw train` in the background on the tiny kjv config, waits (at most 120 s) until
+// checkpoint step 6 is complete, sends `signal_name`, waits, and prints "rc=N".
+Result train_then_signal(const std::string& home, const std::string& signal_name) {
+  std::string script =
+      "rm -rf " + home + "; " TFW_BINARY " train " + kMini + "tiny-train-tokenformer.toml --home " + home +
+      " --set train.max_steps=100000 --set train.checkpoint_every=3 --set train.keep_checkpoints=100 & pid=$!; "
+      "for i in $(seq 1200); do [ -e " + home + "/runs/tiny-train-tokenformer/checkpoints/step-00000006.toml ] && break; "
+      "sleep 0.1; done; kill -" + signal_name + " $pid; wait $pid; echo rc=$?";
+  return tfw_shell(script);
+}
+
+TEST(Cli, TrainInterruptedByCtrlCCheckpointsAndResumes) {
+  const std::string home = "/tmp/tfw-test-cli-sigint";
+  Result run = train_then_signal(home, "INT");
+  EXPECT_NE(run.output.find("rc=130"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("interrupted; resume with: tfw train --resume " + home + "/runs/tiny-train-tokenformer"),
+            std::string::npos)
+      << run.output;
+  Result resumed = tfw("train --json --resume tiny-train-tokenformer --home " + home + " --set train.max_steps=40");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed "), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("\"steps\": 40"), std::string::npos) << resumed.output;
+}
+
+TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
+  const std::string home = "/tmp/tfw-test-cli-sigkill";
+  Result run = train_then_signal(home, "KILL");
+  EXPECT_NE(run.output.find("rc=137"), std::string::npos) << run.output;
+  // The newest complete checkpoint (its manifest is written last) is where resume starts.
+  std::int64_t newest = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(home + "/runs/tiny-train-tokenformer/checkpoints")) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() == 18 && name.rfind("step-", 0) == 0 && name.substr(13) == ".toml") {
+      newest = std::max<std::int64_t>(newest, std::stoll(name.substr(5, 8)));
+    }
+  }
+  ASSERT_GE(newest, 6);
+  Result finish = tfw("train --json --resume " + home + "/runs/tiny-train-tokenformer --home " + home +
+                      " --set train.max_steps=" + std::to_string(newest + 3));
+  ASSERT_EQ(finish.code, 0) << finish.output;
+  EXPECT_NE(finish.output.find("resumed " + home + "/runs/tiny-train-tokenformer/checkpoints/step-" +
+                               fmt::format("{:08d}", newest) + ".pt at step " + std::to_string(newest)),
+            std::string::npos)
+      << finish.output;
+  EXPECT_NE(finish.output.find("\"steps\": " + std::to_string(newest + 3)), std::string::npos) << finish.output;
 }
 
 }  // namespace
