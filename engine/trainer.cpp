@@ -19,6 +19,7 @@
 #include "engine/model.h"
 #include "engine/peak.h"
 #include "engine/registry.h"
+#include "engine/train/optim.h"
 #include "engine/train/schedule.h"
 
 namespace tfw {
@@ -114,23 +115,6 @@ class MetricLog {
   std::ofstream out_;
 };
 
-std::vector<torch::optim::OptimizerParamGroup> parameter_groups(LanguageModel& model, const TrainConfig& train) {
-  // Weight decay on every matrix (parameter tokens, embedding, linear weights); none on
-  // norm gains/biases and linear biases (the 1-D parameters).
-  std::vector<torch::Tensor> decay, no_decay;
-  for (const torch::Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto options = [&](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(train.lr)
-                                                            .betas({train.beta1, train.beta2})
-                                                            .eps(train.eps)
-                                                            .weight_decay(wd));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, options(train.weight_decay));
-  if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
-  return groups;
-}
-
 }  // namespace
 
 RunConfig train_resume_config(const Registry& registry, const std::string& run_dir,
@@ -178,7 +162,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
 
   // Model, optimiser, sampler; then the checkpoint when resuming.
   std::shared_ptr<LanguageModel> model = registry.family(config.model.family).build(*config.model.spec, train.seed);
-  torch::optim::AdamW optimizer(parameter_groups(*model, train), torch::optim::AdamWOptions(train.lr));
+  torch::optim::AdamW optimizer(optimizer_groups(*model, train), torch::optim::AdamWOptions(train.lr));
   BatchSampler sampler(train_tokens, train.seed);
   const std::string checkpoint_dir = options.run_dir + "/checkpoints";
   fs::create_directories(checkpoint_dir);
@@ -242,8 +226,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
     }
     double grad_norm = kNaN;
     if (std::isfinite(loss)) {
-      grad_norm = train.grad_clip > 0 ? torch::nn::utils::clip_grad_norm_(parameters, train.grad_clip)
-                                      : torch::nn::utils::clip_grad_norm_(parameters, 1e300);
+      grad_norm = gradients_clip(parameters, train.grad_clip);
       optimizer.step();
     }
     state.step += 1;

@@ -11,6 +11,7 @@
 #include "engine/data/shards.h"
 #include "engine/error.h"
 #include "engine/home.h"
+#include "engine/train/optim.h"
 #include "engine/train/schedule.h"
 #include "engine/trainer.h"
 #include "tests/support.h"
@@ -127,6 +128,46 @@ TEST(Schedule, BudgetsInTokensAndFlopsBecomeSteps) {
   EXPECT_EQ(train_plan(flops).total_steps, static_cast<std::int64_t>(std::ceil(1e9 / (per_token * 512))));
   EXPECT_THROW(train_plan(config_of(kTokenformer)), UsageError);  // no budget
   EXPECT_THROW(config_of(kTokenformer, {"train.max_steps=5", "train.max_tokens=100"}), UsageError);
+}
+
+TEST(Optim, ClippingBoundsTheGlobalNormAndReportsItBefore) {
+  RunConfig config = config_of(kTransformer, {"train.max_steps=1"});
+  auto model = test::plugins().family(config.model.family).build(*config.model.spec, 0);
+  model->to(torch::kFloat64);
+  torch::Tensor ids = torch::randint(256, {4, 17}, torch::kInt64);
+  (model->forward(ids.narrow(1, 0, 16)).square().sum() * 100).backward();  // large gradients
+  std::vector<torch::Tensor> parameters = model->parameters();
+  auto global_norm = [&] {
+    double total = 0;
+    for (const auto& p : parameters) total += p.grad().square().sum().item<double>();
+    return std::sqrt(total);
+  };
+  const double before = global_norm();
+  ASSERT_GT(before, 1.0);
+  EXPECT_NEAR(gradients_clip(parameters, 0.5), before, 1e-9 * before);
+  EXPECT_LE(global_norm(), 0.5 * (1 + 1e-6));
+  EXPECT_GT(global_norm(), 0.5 * (1 - 1e-6));  // scaled down to the bound, not below
+  const double small = global_norm();
+  gradients_clip(parameters, 10.0);  // under the bound: unchanged
+  EXPECT_NEAR(global_norm(), small, 1e-12);
+}
+
+TEST(Optim, WeightDecayOnMatricesOnly) {
+  for (const char* text : {kTokenformer, kTransformer}) {
+    RunConfig config = config_of(text, {"train.max_steps=1", "train.weight_decay=0.1"});
+    auto model = test::plugins().family(config.model.family).build(*config.model.spec, 0);
+    auto groups = optimizer_groups(*model, config.train);
+    ASSERT_EQ(groups.size(), 2u);
+    auto decay_of = [&](std::size_t g) {
+      return static_cast<torch::optim::AdamWOptions&>(groups[g].options()).weight_decay();
+    };
+    EXPECT_EQ(decay_of(0), 0.1);
+    EXPECT_EQ(decay_of(1), 0.0);
+    std::size_t matrices = 0, vectors = 0;
+    for (const auto& p : model->parameters()) (p.dim() >= 2 ? matrices : vectors) += 1;
+    EXPECT_EQ(groups[0].params().size(), matrices);
+    EXPECT_EQ(groups[1].params().size(), vectors);  // final norm (and block norms) gain and bias
+  }
 }
 
 TEST(Trainer, LossFallsBelowTheUnigramEntropyAndFlopsAddUp) {
