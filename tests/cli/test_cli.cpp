@@ -174,6 +174,12 @@ TEST(Cli, TrainInterruptedByCtrlCCheckpointsAndResumes) {
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed "), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("\"steps\": 40"), std::string::npos) << resumed.output;
+  Result mismatch = tfw("train " + kMini + "tiny-transformer.toml --resume tiny-train-tokenformer --home " + home);
+  EXPECT_EQ(mismatch.code, 2) << mismatch.output;
+  EXPECT_NE(mismatch.output.find("does not fit the checkpoint"), std::string::npos) << mismatch.output;
+  Result exists = tfw("train " + kMini + "tiny-train-tokenformer.toml --home " + home);
+  EXPECT_EQ(exists.code, 2) << exists.output;
+  EXPECT_NE(exists.output.find("already exists"), std::string::npos) << exists.output;
 }
 
 TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
