@@ -175,28 +175,22 @@ void checkpoint_verify(const std::string& path) {
 namespace {
 
 CheckpointMeta meta_from(torch::serialize::InputArchive& root) {
+  auto read = [&](const char* key) {
+    c10::IValue value;
+    read_into(root, key, value);
+    return value;
+  };
   CheckpointMeta meta;
-  c10::IValue value;
-  read_into(root, "format_version", value);
-  meta.format_version = value.toInt();
-  read_into(root, "step", value);
-  meta.step = value.toInt();
-  read_into(root, "tokens", value);
-  meta.tokens = value.toInt();
-  read_into(root, "flops", value);
-  meta.flops = value.toDouble();
-  read_into(root, "train_loss", value);
-  meta.train_loss = value.toDouble();
-  read_into(root, "val_loss", value);
-  meta.val_loss = value.toDouble();
-  read_into(root, "best_val_loss", value);
-  meta.best_val_loss = value.toDouble();
-  read_into(root, "wall_seconds", value);
-  meta.wall_seconds = value.toDouble();
-  read_into(root, "sampler_state", value);
-  meta.sampler_state = value.toStringRef();
-  read_into(root, "config_toml", value);
-  meta.config_toml = value.toStringRef();
+  meta.format_version = read("format_version").toInt();
+  meta.step = read("step").toInt();
+  meta.tokens = read("tokens").toInt();
+  meta.flops = read("flops").toDouble();
+  meta.train_loss = read("train_loss").toDouble();
+  meta.val_loss = read("val_loss").toDouble();
+  meta.best_val_loss = read("best_val_loss").toDouble();
+  meta.wall_seconds = read("wall_seconds").toDouble();
+  meta.sampler_state = read("sampler_state").toStringRef();
+  meta.config_toml = read("config_toml").toStringRef();
   return meta;
 }
 
