@@ -74,7 +74,7 @@ void read_into(torch::serialize::InputArchive& archive, const char* key, c10::IV
 
 }  // namespace
 
-std::string checkpoint_save(const std::string& dir, LanguageModel& model, torch::optim::Optimizer* optimizer,
+CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, torch::optim::Optimizer* optimizer,
                             const CheckpointMeta& meta) {
   fs::create_directories(dir);
   const std::string stem = fmt::format("{}/step-{:08d}", dir, meta.step);
@@ -104,10 +104,16 @@ std::string checkpoint_save(const std::string& dir, LanguageModel& model, torch:
   fsync_path(temp);
   fs::rename(temp, archive_path);
 
+  CheckpointInfo info;
+  info.path = archive_path;
+  info.step = meta.step;
+  info.val_loss = meta.val_loss;
+  info.size = fs::file_size(archive_path);
+  info.crc32 = file_crc32(archive_path);
   toml::table manifest{{"format_version", meta.format_version},
                        {"archive", fs::path(archive_path).filename().string()},
-                       {"size", static_cast<std::int64_t>(fs::file_size(archive_path))},
-                       {"crc32", static_cast<std::int64_t>(file_crc32(archive_path))},
+                       {"size", static_cast<std::int64_t>(info.size)},
+                       {"crc32", static_cast<std::int64_t>(info.crc32)},
                        {"step", meta.step},
                        {"tokens", meta.tokens},
                        {"flops", meta.flops},
@@ -122,7 +128,7 @@ std::string checkpoint_save(const std::string& dir, LanguageModel& model, torch:
   fsync_path(manifest_temp);
   fs::rename(manifest_temp, manifest_path);
   fsync_path(dir);
-  return archive_path;
+  return info;
 }
 
 std::vector<CheckpointInfo> checkpoint_list(const std::string& dir) {
@@ -228,9 +234,10 @@ CheckpointMeta checkpoint_load(const std::string& path, LanguageModel& model, to
   return meta;
 }
 
-void checkpoint_prune(const std::string& dir, std::int64_t keep) {
+std::vector<std::string> checkpoint_prune(const std::string& dir, std::int64_t keep) {
+  std::vector<std::string> removed;
   std::vector<CheckpointInfo> all = checkpoint_list(dir);
-  if (static_cast<std::int64_t>(all.size()) <= keep) return;
+  if (static_cast<std::int64_t>(all.size()) <= keep) return removed;
   std::int64_t best_step = -1;
   double best = std::numeric_limits<double>::infinity();
   for (const CheckpointInfo& info : all) {
@@ -243,7 +250,9 @@ void checkpoint_prune(const std::string& dir, std::int64_t keep) {
     if (all[i].step == best_step) continue;
     fs::remove(manifest_of(all[i].path));  // manifest first: the archive is then ignored
     fs::remove(all[i].path);
+    removed.push_back(all[i].path);
   }
+  return removed;
 }
 
 }  // namespace tfw

@@ -30,6 +30,7 @@ struct CheckpointMeta {
   std::string config_toml;        // the resolved run config
 };
 
+
 struct CheckpointInfo {
   std::string path;     // the .pt archive
   std::int64_t step = 0;
@@ -38,8 +39,8 @@ struct CheckpointInfo {
   std::uint32_t crc32 = 0;
 };
 
-// Writes <dir>/step-XXXXXXXX.{pt,toml}; returns the archive's path.
-std::string checkpoint_save(const std::string& dir, LanguageModel& model, torch::optim::Optimizer* optimizer,
+// Writes <dir>/step-XXXXXXXX.{pt,toml}; returns the archive's path, size and checksum.
+CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, torch::optim::Optimizer* optimizer,
                             const CheckpointMeta& meta);
 
 // Complete checkpoints (manifest present) in `dir`, by step.
@@ -55,7 +56,8 @@ CheckpointMeta checkpoint_read_meta(const std::string& path);
 // config. Verifies first; a shape mismatch is a UsageError.
 CheckpointMeta checkpoint_load(const std::string& path, LanguageModel& model, torch::optim::Optimizer* optimizer);
 
-// Deletes all but the last `keep` checkpoints and the one with the best val_loss.
-void checkpoint_prune(const std::string& dir, std::int64_t keep);
+// Deletes all but the last `keep` checkpoints and the one with the best val_loss; returns
+// the archives it deleted.
+std::vector<std::string> checkpoint_prune(const std::string& dir, std::int64_t keep);
 
 }  // namespace tfw

@@ -101,10 +101,11 @@ std::string config_text(const toml::table& resolved) {
 // already written. (The SQLite run store of issue 5 takes these over.)
 class MetricLog {
  public:
-  explicit MetricLog(const std::string& path) : out_(path, std::ios::app) {
+  MetricLog(const std::string& path, const TrainOptions& options) : out_(path, std::ios::app), options_(options) {
     if (!out_) throw Error(fmt::format("cannot write metrics to '{}'", path));
   }
   void write(std::int64_t step, std::int64_t tokens, double flops, double wall, const char* key, double value) {
+    if (options_.on_metric) options_.on_metric(key, step, tokens, flops, wall, value);
     out_ << fmt::format(R"({{"step":{},"tokens":{},"flops":{:.6e},"wall":{:.3f},"key":"{}","value":{}}})", step, tokens,
                         flops, wall, key, std::isfinite(value) ? fmt::format("{:.9g}", value) : "null")
          << '\n';
@@ -113,6 +114,7 @@ class MetricLog {
 
  private:
   std::ofstream out_;
+  const TrainOptions& options_;
 };
 
 }  // namespace
@@ -179,7 +181,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
     say(fmt::format("resumed {} at step {} ({} tokens)", checkpoints.back().path, state.step, state.tokens));
   }
   std::ofstream(options.run_dir + "/config.toml") << "# resolved run config\n" << config.resolved << "\n";
-  MetricLog metrics(options.run_dir + "/metrics.jsonl");
+  MetricLog metrics(options.run_dir + "/metrics.jsonl", options);
 
   TrainSummary summary;
   for (const torch::Tensor& p : model->parameters()) summary.parameters += p.numel();
@@ -188,8 +190,12 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
 
   auto save = [&] {
     state.sampler_state = sampler.state();
-    summary.last_checkpoint = checkpoint_save(checkpoint_dir, *model, &optimizer, state);
-    checkpoint_prune(checkpoint_dir, train.keep_checkpoints);
+    CheckpointInfo saved = checkpoint_save(checkpoint_dir, *model, &optimizer, state);
+    summary.last_checkpoint = saved.path;
+    if (options.on_checkpoint) options.on_checkpoint(saved.path, saved.step, saved.crc32, saved.size);
+    for (const std::string& removed : checkpoint_prune(checkpoint_dir, train.keep_checkpoints)) {
+      if (options.on_checkpoint_removed) options.on_checkpoint_removed(removed);
+    }
   };
 
   double step_seconds_total = 0;
@@ -216,6 +222,9 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
     if (!std::isfinite(loss)) {
       metrics.write(state.step, state.tokens, state.flops, wall, "event/nonfinite_loss", loss);
       metrics.flush();
+      if (options.on_event) {
+        options.on_event("nan", state.step, fmt::format(R"({{"loss":"{}","policy":"{}"}})", loss, train.nan_policy));
+      }
       if (train.nan_policy == "stop") {
         throw Error(with_hint(fmt::format("loss is {} at step {}; stopped (train.nan_policy = \"stop\")", loss,
                                           state.step),
@@ -264,6 +273,10 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
         metrics.write(state.step, state.tokens, state.flops, wall, "val/bits_per_byte", state.val_loss / std::log(2.0));
       }
       progress.evaluated = true;
+      if (options.on_event) {
+        options.on_event("evaluation", state.step, fmt::format(R"({{"val_loss":{:.9g},"tokens":{}}})", state.val_loss,
+                                                               state.tokens));
+      }
     }
     progress.val_loss = state.val_loss;
     metrics.flush();

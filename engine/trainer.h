@@ -30,6 +30,13 @@ struct TrainOptions {
   const std::atomic<bool>* stop = nullptr;  // set to stop after the current step
   std::function<void(const TrainProgress&)> on_progress;  // every step
   std::function<void(const std::string&)> on_message;      // data preparation, checkpoints
+  // Sinks for the run store (the engine does not know it; the CLI connects them).
+  std::function<void(const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
+                     double value)> on_metric;
+  std::function<void(const std::string& path, std::int64_t step, std::uint32_t crc32, std::uint64_t bytes)>
+      on_checkpoint;
+  std::function<void(const std::string& path)> on_checkpoint_removed;
+  std::function<void(const std::string& kind, std::int64_t step, const std::string& payload_json)> on_event;
 };
 
 struct TrainSummary {

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <chrono>
 
 #include <fmt/format.h>
 
@@ -195,6 +197,14 @@ TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
     }
   }
   ASSERT_GE(newest, 6);
+  // The store shows the killed run as crashed once its heartbeat is older than the threshold.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  Result listed = tfw("runs list --json --home " + home, "TFW_HEARTBEAT_TIMEOUT=1");
+  ASSERT_EQ(listed.code, 0) << listed.output;
+  nlohmann::json runs = nlohmann::json::parse(listed.output)["runs"];
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["status"], "crashed");
+  const std::int64_t run_id = runs[0]["id"].get<std::int64_t>();
   Result finish = tfw("train --json --resume " + home + "/runs/tiny-train-tokenformer --home " + home +
                       " --set train.max_steps=" + std::to_string(newest + 3));
   ASSERT_EQ(finish.code, 0) << finish.output;
@@ -203,6 +213,56 @@ TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
             std::string::npos)
       << finish.output;
   EXPECT_NE(finish.output.find("\"steps\": " + std::to_string(newest + 3)), std::string::npos) << finish.output;
+  // Resumed as the same run, now finished, with every step's loss recorded once.
+  Result shown = tfw("runs show --json " + std::to_string(run_id) + " --home " + home);
+  ASSERT_EQ(shown.code, 0) << shown.output;
+  nlohmann::json record = nlohmann::json::parse(shown.output);
+  EXPECT_EQ(record["status"], "finished");
+  EXPECT_EQ(record["tokens"].get<std::int64_t>(), (newest + 3) * 16 * 64);
+  EXPECT_EQ(tfw("runs list --json --home " + home).output.find("\"id\": 2"), std::string::npos);
+  const std::string count = "sqlite3 " + home + "/runs.db \"SELECT COUNT(*) FROM metrics WHERE run_id = " +
+                            std::to_string(run_id) + " AND key = 'train/loss'\"";
+  Result losses = capture(count);
+  EXPECT_GE(std::stoll(losses.output), newest + 3);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Cli, RunsListShowCompareAndBadStores) {
+  const std::string home = "/tmp/tfw-test-cli-runs";
+  std::system(("rm -rf " + home).c_str());
+  for (const char* name : {"a", "b"}) {
+    Result run = tfw("train " + kMini + "tiny-train-tokenformer.toml --json --name " + name + " --home " + home +
+                     " --set train.max_steps=5");
+    ASSERT_EQ(run.code, 0) << run.output;
+  }
+  Result list = tfw("runs list --json --status finished --sort name --desc --home " + home);
+  ASSERT_EQ(list.code, 0) << list.output;
+  nlohmann::json runs = nlohmann::json::parse(list.output)["runs"];
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["name"], "b");
+  EXPECT_EQ(runs[0]["tokens"].get<std::int64_t>(), 5 * 16 * 64);
+  EXPECT_GT(runs[0]["final_metrics"]["val_loss"].get<double>(), 0.0);
+  Result show = tfw("runs show a --home " + home);
+  EXPECT_NE(show.output.find("checkpoints:"), std::string::npos) << show.output;
+  EXPECT_NE(show.output.find("crc32:"), std::string::npos) << show.output;
+  Result compare = tfw("runs compare a b --json --home " + home);
+  ASSERT_EQ(compare.code, 0) << compare.output;
+  EXPECT_EQ(nlohmann::json::parse(compare.output)["runs"].size(), 2u);
+  Result missing = tfw("runs show nosuchrun --home " + home);
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.output.find("no run 'nosuchrun'"), std::string::npos) << missing.output;
+  Result sort = tfw("runs list --sort colour --home " + home);
+  EXPECT_EQ(sort.code, 2);
+  // A file that is not a store: a clear error, and the file is untouched.
+  const std::string bad_home = "/tmp/tfw-test-cli-badstore";
+  std::system(("rm -rf " + bad_home + " && mkdir -p " + bad_home + " && echo 'my notes' > " + bad_home + "/runs.db").c_str());
+  Result bad = tfw("train " + kMini + "tiny-train-tokenformer.toml --home " + bad_home);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.output.find("is not a tfw store"), std::string::npos) << bad.output;
+  EXPECT_EQ(capture("cat " + bad_home + "/runs.db").output, "my notes\n");
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -14,6 +16,7 @@
 #include "engine/home.h"
 #include "engine/registry.h"
 #include "engine/trainer.h"
+#include "storage/store.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
@@ -47,12 +50,27 @@ std::string duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
-std::string resolve_run_dir(const std::string& run, const std::string& home) {
-  if (fs::is_directory(run)) return run;
-  const std::string under_home = home + "/runs/" + run;
-  if (fs::is_directory(under_home)) return under_home;
-  throw UsageError(with_hint(fmt::format("run '{}' not found (neither a folder nor {})", run, under_home),
-                             "give the run folder tfw train printed, or the run's name"));
+// A run to resume: its id or name in the store, or its folder.
+std::pair<std::string, std::int64_t> resolve_run(const std::string& run, const std::string& home, Store& store) {
+  if (std::optional<RunRecord> record = store.run_find(run); record && fs::is_directory(record->run_dir)) {
+    return {record->run_dir, record->id};
+  }
+  for (const std::string& dir : {run, home + "/runs/" + run}) {
+    if (!fs::is_directory(dir)) continue;
+    for (const RunRecord& record : store.runs()) {
+      if (fs::equivalent(record.run_dir, dir)) return {dir, record.id};
+    }
+    return {dir, 0};  // a run folder the store does not know: recorded anew
+  }
+  throw UsageError(with_hint(fmt::format("run '{}' not found: not a run id or name in {}, nor a run folder", run,
+                                         store.path()),
+                             "list the runs with `tfw runs list`"));
+}
+
+std::string host_name() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return host;
 }
 
 void check_same_model(const RunConfig& given, const RunConfig& stored) {
@@ -69,11 +87,13 @@ void check_same_model(const RunConfig& given, const RunConfig& stored) {
 
 void run_train(const TrainArgs& args) {
   const std::string home = home_resolve(args.home);
+  std::unique_ptr<Store> store = Store::open(home + "/runs.db");
+  std::int64_t run_id = 0;
   RunConfig config;
   TrainOptions options;
   options.home = home;
   if (!args.resume.empty()) {
-    options.run_dir = resolve_run_dir(args.resume, home);
+    std::tie(options.run_dir, run_id) = resolve_run(args.resume, home, *store);
     std::vector<std::string> train_overrides;
     for (const std::string& item : args.overrides) train_overrides.push_back(item);
     config = train_resume_config(registry(), options.run_dir, train_overrides);
@@ -91,6 +111,46 @@ void run_train(const TrainArgs& args) {
     }
     fs::create_directories(options.run_dir);
   }
+  // Record the run (a new one, or the resumed one as the same run).
+  std::ostringstream config_text;
+  config_text << config.resolved;
+  if (run_id == 0) {
+    RunRecord record;
+    record.name = fs::path(options.run_dir).filename().string();
+    record.family = config.model.family;
+    record.config = config_text.str();
+    record.seed = static_cast<std::int64_t>(config.train.seed);
+    record.git_commit = TFW_GIT_COMMIT;
+    record.host = host_name();
+    record.parameters = config.model.spec->parameter_count();
+    record.run_dir = fs::absolute(options.run_dir).string();
+    run_id = store->run_create(record);
+  } else {
+    store->run_set_status(run_id, "running");
+  }
+  MetricWriter writer(home + "/runs.db");
+  writer.heartbeat_add(run_id);
+  std::int64_t last_tokens = 0;
+  double last_flops = 0;
+  options.on_metric = [&](const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
+                          double value) {
+    writer.push({run_id, key, step, tokens, flops, wall, value});
+    last_tokens = tokens;
+    last_flops = flops;
+  };
+  options.on_checkpoint = [&](const std::string& path, std::int64_t step, std::uint32_t crc32, std::uint64_t bytes) {
+    writer.flush();  // the metrics up to a checkpoint are committed with it
+    store->run_set_progress(run_id, last_tokens, last_flops);
+    store->checkpoint_add({run_id, step, static_cast<std::int64_t>(bytes), fs::absolute(path).string(),
+                           fmt::format("crc32:{:08x}", crc32)});
+  };
+  options.on_checkpoint_removed = [&](const std::string& path) {
+    store->checkpoint_remove(run_id, fs::absolute(path).string());
+  };
+  options.on_event = [&](const std::string& kind, std::int64_t step, const std::string& payload) {
+    store->event_add({run_id, step, kind, payload, 0});
+  };
+
   const bool tty = isatty(STDERR_FILENO);
   const std::int64_t log_every = config.train.log_every;
   options.stop = &stop_requested;
@@ -113,12 +173,30 @@ void run_train(const TrainArgs& args) {
     std::cerr << fmt::format("{} {} ({}): {} -> {}\n", options.resume ? "resuming" : "training", config.model.name,
                              config.model.family, config.model.spec->summary(), options.run_dir);
   }
-  TrainSummary summary = train_run(registry(), config, options);
+  TrainSummary summary;
+  try {
+    summary = train_run(registry(), config, options);
+  } catch (const std::exception& e) {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    writer.flush();
+    writer.heartbeat_remove(run_id);
+    store->run_set_progress(run_id, last_tokens, last_flops);
+    store->run_finish(run_id, "failed", "{}", e.what());
+    throw;
+  }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  writer.flush();
+  writer.heartbeat_remove(run_id);
+  store->run_set_progress(run_id, summary.tokens, summary.flops);
+  const nlohmann::json final_metrics = {{"train_loss", summary.train_loss}, {"val_loss", summary.val_loss},
+                                        {"best_val_loss", summary.best_val_loss}, {"steps", summary.steps},
+                                        {"tokens_per_second", summary.tokens_per_second}, {"mfu", summary.mfu}};
+  store->run_finish(run_id, summary.interrupted ? "killed" : "finished", final_metrics.dump());
   if (tty) std::cerr << "\r\033[K";
   if (args.json) {
-    print_json({{"run_dir", options.run_dir}, {"name", config.model.name}, {"family", config.model.family},
+    print_json({{"run_id", run_id}, {"run_dir", options.run_dir}, {"name", config.model.name}, {"family", config.model.family},
                 {"parameters", summary.parameters}, {"steps", summary.steps}, {"tokens", summary.tokens},
                 {"training_flops", summary.flops}, {"train_loss", summary.train_loss},
                 {"val_loss", summary.val_loss}, {"best_val_loss", summary.best_val_loss},
@@ -126,7 +204,7 @@ void run_train(const TrainArgs& args) {
                 {"mfu", summary.mfu}, {"peak_flops", summary.peak_flops},
                 {"last_checkpoint", summary.last_checkpoint}, {"interrupted", summary.interrupted}});
   } else {
-    std::cout << fmt::format("{}: {} steps, {} tokens, {:.3e} training FLOPs, {}\n", config.model.name, summary.steps,
+    std::cout << fmt::format("run {} {}: {} steps, {} tokens, {:.3e} training FLOPs, {}\n", run_id, config.model.name, summary.steps,
                              grouped(summary.tokens), summary.flops, duration(summary.seconds));
     std::cout << fmt::format("  val loss {:.4f} (best {:.4f}), train loss {:.4f}, {:.0f} tokens/s, MFU {:.1f}%\n",
                              summary.val_loss, summary.best_val_loss, summary.train_loss, summary.tokens_per_second,
@@ -148,7 +226,7 @@ void add_train_command(CLI::App& app) {
   command->add_option("--set", args->overrides, "override a config key, e.g. --set train.max_steps=200")
       ->allow_extra_args(false);
   command->add_option("--name", args->name, "run name (default: the config's name); the run folder is TFW_HOME/runs/NAME");
-  command->add_option("--resume", args->resume, "continue RUN (its folder or name) from its last valid checkpoint");
+  command->add_option("--resume", args->resume, "continue RUN (its id, name or folder) from its last valid checkpoint");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   command->add_flag("--json", args->json, "print the summary as JSON (keys in docs/cli.md)");
   command->callback([args] { run_train(*args); });

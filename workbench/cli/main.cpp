@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/runtime.h"
+#include "storage/store.h"
 #include "workbench/cli/commands.h"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   tfw::cli::add_smoke_command(app);
   tfw::cli::add_data_command(app);
   tfw::cli::add_train_command(app);
+  tfw::cli::add_runs_command(app);
 
   try {
     app.parse(argc, argv);
@@ -40,6 +42,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const tfw::cli::Interrupted&) {
     return 130;
+  } catch (const tfw::StoreError& e) {
+    std::cerr << "tfw: " << e.what() << "\n";
+    return 2;
   } catch (const tfw::UsageError& e) {
     std::cerr << "tfw: " << e.what() << "\n";
     return 2;

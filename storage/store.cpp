@@ -1,0 +1,596 @@
+// The SQLite run store. See store.h and docs/store.md.
+#include "storage/store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace tfw {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Migration i takes the schema from version i to i + 1. Append, never edit.
+const std::vector<const char*> kMigrations = {
+    R"sql(
+CREATE TABLE experiments (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  file TEXT NOT NULL DEFAULT '',
+  created REAL NOT NULL
+);
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+  name TEXT NOT NULL,
+  family TEXT NOT NULL,
+  config TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('queued','running','finished','failed','killed','crashed')),
+  heartbeat REAL,
+  seed INTEGER NOT NULL DEFAULT 0,
+  git_commit TEXT NOT NULL DEFAULT '',
+  host TEXT NOT NULL DEFAULT '',
+  started REAL,
+  ended REAL,
+  parent_run_id INTEGER REFERENCES runs(id),
+  growth_method TEXT NOT NULL DEFAULT '',
+  growth_options TEXT NOT NULL DEFAULT '',
+  stage INTEGER NOT NULL DEFAULT 0,
+  parameters INTEGER NOT NULL DEFAULT 0,
+  tokens INTEGER NOT NULL DEFAULT 0,
+  flops REAL NOT NULL DEFAULT 0,
+  cumulative_flops REAL NOT NULL DEFAULT 0,
+  final_metrics TEXT NOT NULL DEFAULT '{}',
+  error TEXT NOT NULL DEFAULT '',
+  run_dir TEXT NOT NULL DEFAULT '',
+  UNIQUE (experiment_id, name)
+);
+CREATE INDEX runs_status ON runs(status);
+CREATE INDEX runs_parent ON runs(parent_run_id);
+CREATE TABLE metrics (
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  key TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  tokens INTEGER NOT NULL,
+  flops REAL NOT NULL,
+  wall REAL NOT NULL,
+  value REAL,
+  PRIMARY KEY (run_id, key, step)
+) WITHOUT ROWID;
+CREATE TABLE checkpoints (
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  step INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  checksum TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  created REAL NOT NULL,
+  PRIMARY KEY (run_id, step)
+);
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  kind TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  wall REAL NOT NULL,
+  payload TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX events_run ON events(run_id);
+)sql",
+};
+
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
+      throw StoreError(fmt::format("store: cannot prepare '{}': {}", sql, sqlite3_errmsg(db)));
+    }
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
+  Statement& bind(int i, double v) { return check(sqlite3_bind_double(stmt_, i, v)); }
+  Statement& bind(int i, const std::string& v) {
+    return check(sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+  }
+  Statement& bind_null(int i) { return check(sqlite3_bind_null(stmt_, i)); }
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw StoreError(fmt::format("store: {}", sqlite3_errmsg(db_)));
+  }
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  std::int64_t integer(int i) { return sqlite3_column_int64(stmt_, i); }
+  bool is_null(int i) { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
+  double real(int i) { return sqlite3_column_double(stmt_, i); }
+  std::string text(int i) {
+    const unsigned char* p = sqlite3_column_text(stmt_, i);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+
+ private:
+  Statement& check(int rc) {
+    if (rc != SQLITE_OK) throw StoreError(fmt::format("store: bind failed: {}", sqlite3_errmsg(db_)));
+    return *this;
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+void exec(sqlite3* db, const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string text = message ? message : "unknown error";
+    sqlite3_free(message);
+    throw StoreError(fmt::format("store: {}", text));
+  }
+}
+
+// A store file must be empty or start with SQLite's header; checked before SQLite touches it,
+// so a wrong file given as the store is never modified.
+void check_header(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec) || fs::file_size(path, ec) == 0) return;
+  char header[16] = {0};
+  std::ifstream(path, std::ios::binary).read(header, 16);
+  if (std::memcmp(header, "SQLite format 3\0", 16) != 0) {
+    throw StoreError(fmt::format("'{}' is not a tfw store (not an SQLite file); it was left untouched\n"
+                                 "  hint: point --home / TFW_HOME at a folder whose runs.db is a tfw store, "
+                                 "or move the file away",
+                                 path));
+  }
+}
+
+// Holds an exclusive flock on <path>.lock for the lifetime of the object.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT, 0644)) {
+    if (fd_ < 0) throw StoreError(fmt::format("store: cannot create the lock file {}.lock", path));
+    ::flock(fd_, LOCK_EX);
+  }
+  ~FileLock() {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+
+ private:
+  int fd_;
+};
+
+const char* kRunColumns =
+    "r.id, e.name, r.name, r.family, r.config, r.status, r.heartbeat, r.seed, r.git_commit, r.host, r.started, "
+    "r.ended, r.parent_run_id, r.growth_method, r.growth_options, r.stage, r.parameters, r.tokens, r.flops, "
+    "r.cumulative_flops, r.final_metrics, r.error, r.run_dir";
+
+RunRecord run_from(Statement& s) {
+  RunRecord r;
+  r.id = s.integer(0);
+  r.experiment = s.text(1);
+  r.name = s.text(2);
+  r.family = s.text(3);
+  r.config = s.text(4);
+  r.status = s.text(5);
+  r.heartbeat = s.real(6);
+  r.seed = s.integer(7);
+  r.git_commit = s.text(8);
+  r.host = s.text(9);
+  r.started = s.real(10);
+  r.ended = s.real(11);
+  r.parent = s.integer(12);
+  r.growth_method = s.text(13);
+  r.growth_options = s.text(14);
+  r.stage = s.integer(15);
+  r.parameters = s.integer(16);
+  r.tokens = s.integer(17);
+  r.flops = s.real(18);
+  r.cumulative_flops = s.real(19);
+  r.final_metrics = s.text(20);
+  r.error = s.text(21);
+  r.run_dir = s.text(22);
+  // A running run whose heartbeat stopped is reported as crashed.
+  if (r.status == "running" && store_now() - r.heartbeat > store_heartbeat_timeout()) r.status = "crashed";
+  return r;
+}
+
+}  // namespace
+
+double store_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double store_heartbeat_timeout() {
+  if (const char* env = std::getenv("TFW_HEARTBEAT_TIMEOUT")) {
+    char* end = nullptr;
+    double value = std::strtod(env, &end);
+    if (end != env && value > 0) return value;
+  }
+  return 30.0;
+}
+
+Store::Store(sqlite3* db, std::string path, bool readonly) : db_(db), path_(std::move(path)), readonly_(readonly) {}
+
+Store::~Store() { sqlite3_close_v2(db_); }
+
+std::unique_ptr<Store> Store::open(const std::string& path) {
+  check_header(path);
+  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close_v2(db);
+    throw StoreError(fmt::format("cannot open the store '{}': {}", path, message));
+  }
+  std::unique_ptr<Store> store(new Store(db, path, false));
+  sqlite3_busy_timeout(db, 60000);
+  exec(db, "PRAGMA foreign_keys = ON");
+  store->migrate();
+  exec(db, "PRAGMA synchronous = NORMAL");
+  return store;
+}
+
+std::unique_ptr<Store> Store::open_readonly(const std::string& path) {
+  if (!fs::exists(path)) {
+    throw StoreError(fmt::format("no store at '{}'\n  hint: runs are recorded there by `tfw train`; check --home / "
+                                 "TFW_HOME", path));
+  }
+  check_header(path);
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close_v2(db);
+    throw StoreError(fmt::format("cannot open the store '{}': {}", path, message));
+  }
+  std::unique_ptr<Store> store(new Store(db, path, true));
+  sqlite3_busy_timeout(db, 60000);
+  const int version = store->schema_version();
+  if (version > kStoreSchemaVersion) {
+    throw StoreError(fmt::format("the store '{}' has schema version {}, this tfw knows up to {}\n  hint: use a newer "
+                                 "tfw to read it", path, version, kStoreSchemaVersion));
+  }
+  if (version < kStoreSchemaVersion) {
+    throw StoreError(fmt::format("the store '{}' has schema version {} (current {}); open it once read-write (any "
+                                 "`tfw train`) to migrate it", path, version, kStoreSchemaVersion));
+  }
+  return store;
+}
+
+int Store::schema_version() {
+  try {
+    Statement s(db_, "PRAGMA user_version");
+    s.step();
+    return static_cast<int>(s.integer(0));
+  } catch (const StoreError& e) {
+    throw StoreError(fmt::format("'{}' is not a usable tfw store: {}", path_, e.what()));
+  }
+}
+
+void store_create_at_version(const std::string& path, int version) {
+  if (version < 0 || version > kStoreSchemaVersion) throw StoreError(fmt::format("no schema version {}", version));
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+    sqlite3_close_v2(db);
+    throw StoreError(fmt::format("cannot create '{}'", path));
+  }
+  exec(db, "PRAGMA journal_mode = WAL");
+  for (int v = 0; v < version; ++v) exec(db, kMigrations[static_cast<std::size_t>(v)]);
+  exec(db, fmt::format("PRAGMA user_version = {}", version).c_str());
+  sqlite3_close_v2(db);
+}
+
+void Store::migrate() {
+  FileLock lock(path_);  // parallel first opens: one migrates, the others then see the result
+  const int version = schema_version();
+  if (version > kStoreSchemaVersion) {
+    throw StoreError(fmt::format("the store '{}' has schema version {}, this tfw knows up to {}\n  hint: use a newer "
+                                 "tfw, or another --home", path_, version, kStoreSchemaVersion));
+  }
+  exec(db_, "PRAGMA journal_mode = WAL");
+  for (int v = version; v < kStoreSchemaVersion; ++v) {
+    exec(db_, "BEGIN IMMEDIATE");
+    try {
+      exec(db_, kMigrations[static_cast<std::size_t>(v)]);
+      exec(db_, fmt::format("PRAGMA user_version = {}", v + 1).c_str());
+      exec(db_, "COMMIT");
+    } catch (...) {
+      exec(db_, "ROLLBACK");
+      throw;
+    }
+  }
+}
+
+std::int64_t Store::experiment_ensure(const std::string& name, const std::string& file) {
+  Statement insert(db_, "INSERT INTO experiments (name, file, created) VALUES (?, ?, ?) ON CONFLICT(name) DO NOTHING");
+  insert.bind(1, name).bind(2, file).bind(3, store_now()).step();
+  Statement select(db_, "SELECT id FROM experiments WHERE name = ?");
+  select.bind(1, name);
+  select.step();
+  return select.integer(0);
+}
+
+std::int64_t Store::run_create(const RunRecord& run) {
+  const std::int64_t experiment = experiment_ensure(run.experiment);
+  double parent_cumulative = 0;
+  if (run.parent != 0) {
+    std::optional<RunRecord> parent = run_get(run.parent);
+    if (!parent) throw StoreError(fmt::format("store: parent run {} does not exist", run.parent));
+    parent_cumulative = parent->cumulative_flops;
+  }
+  Statement s(db_,
+              "INSERT INTO runs (experiment_id, name, family, config, status, heartbeat, seed, git_commit, host, "
+              "started, parent_run_id, growth_method, growth_options, stage, parameters, tokens, flops, "
+              "cumulative_flops, run_dir) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  const double now = store_now();
+  s.bind(1, experiment).bind(2, run.name).bind(3, run.family).bind(4, run.config)
+      .bind(5, run.status.empty() ? std::string("running") : run.status).bind(6, now).bind(7, run.seed)
+      .bind(8, run.git_commit).bind(9, run.host).bind(10, now);
+  if (run.parent != 0) s.bind(11, run.parent); else s.bind_null(11);
+  s.bind(12, run.growth_method).bind(13, run.growth_options).bind(14, run.stage).bind(15, run.parameters)
+      .bind(16, run.tokens).bind(17, run.flops).bind(18, parent_cumulative + run.flops).bind(19, run.run_dir);
+  try {
+    s.step();
+  } catch (const StoreError& e) {
+    if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE) {
+      throw StoreError(fmt::format("a run named '{}' already exists in experiment '{}'\n  hint: resume it with "
+                                   "`tfw train --resume {}`, or choose another --name", run.name, run.experiment,
+                                   run.name));
+    }
+    throw;
+  }
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Store::run_set_status(std::int64_t run, const std::string& status, const std::string& error) {
+  Statement s(db_, "UPDATE runs SET status = ?, error = ?, heartbeat = ?, ended = CASE WHEN ? = 'running' THEN NULL "
+                   "ELSE ended END WHERE id = ?");
+  s.bind(1, status).bind(2, error).bind(3, store_now()).bind(4, status).bind(5, run).step();
+}
+
+void Store::run_set_progress(std::int64_t run, std::int64_t tokens, double flops) {
+  Statement s(db_, "UPDATE runs SET tokens = ?, flops = ?, cumulative_flops = ? + COALESCE((SELECT p.cumulative_flops "
+                   "FROM runs p WHERE p.id = runs.parent_run_id), 0) WHERE id = ?");
+  s.bind(1, tokens).bind(2, flops).bind(3, flops).bind(4, run).step();
+}
+
+void Store::run_finish(std::int64_t run, const std::string& status, const std::string& final_metrics,
+                       const std::string& error) {
+  Statement s(db_, "UPDATE runs SET status = ?, final_metrics = ?, error = ?, ended = ?, heartbeat = ? WHERE id = ?");
+  const double now = store_now();
+  s.bind(1, status).bind(2, final_metrics.empty() ? std::string("{}") : final_metrics).bind(3, error).bind(4, now)
+      .bind(5, now).bind(6, run).step();
+}
+
+void Store::run_heartbeat(std::int64_t run) {
+  Statement s(db_, "UPDATE runs SET heartbeat = ? WHERE id = ?");
+  s.bind(1, store_now()).bind(2, run).step();
+}
+
+std::optional<RunRecord> Store::run_get(std::int64_t run) {
+  Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.id = ?",
+                               kRunColumns).c_str());
+  s.bind(1, run);
+  if (!s.step()) return std::nullopt;
+  return run_from(s);
+}
+
+std::optional<RunRecord> Store::run_find(const std::string& id_or_name) {
+  char* end = nullptr;
+  const long long id = std::strtoll(id_or_name.c_str(), &end, 10);
+  if (!id_or_name.empty() && end != nullptr && *end == '\0') return run_get(id);
+  Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.name = ? "
+                               "ORDER BY r.id DESC LIMIT 1", kRunColumns).c_str());
+  s.bind(1, id_or_name);
+  if (!s.step()) return std::nullopt;
+  return run_from(s);
+}
+
+std::vector<RunRecord> Store::runs(const RunFilter& filter) {
+  static const std::set<std::string> sortable = {"id", "name", "started", "tokens", "flops", "cumulative_flops",
+                                                 "parameters", "family", "status"};
+  if (!sortable.count(filter.sort)) {
+    throw StoreError(fmt::format("cannot sort runs by '{}'\n  hint: sort by one of id, name, family, status, started, "
+                                 "tokens, flops, cumulative_flops, parameters", filter.sort));
+  }
+  std::string sql = fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE "
+                                "(?1 = '' OR e.name = ?1) AND (?2 = '' OR r.family = ?2) ORDER BY r.{} {}",
+                                kRunColumns, filter.sort, filter.descending ? "DESC" : "ASC");
+  Statement s(db_, sql.c_str());
+  s.bind(1, filter.experiment).bind(2, filter.family);
+  std::vector<RunRecord> out;
+  while (s.step()) {
+    RunRecord r = run_from(s);
+    if (filter.status.empty() || r.status == filter.status) out.push_back(std::move(r));  // crashed is derived
+  }
+  return out;
+}
+
+std::vector<RunRecord> Store::lineage(std::int64_t run) {
+  std::vector<RunRecord> chain;
+  std::set<std::int64_t> seen;
+  for (std::int64_t id = run; id != 0 && !seen.count(id);) {
+    seen.insert(id);
+    std::optional<RunRecord> r = run_get(id);
+    if (!r) break;
+    chain.insert(chain.begin(), *r);
+    id = r->parent;
+  }
+  return chain;
+}
+
+void Store::checkpoint_add(const CheckpointRow& row) {
+  Statement s(db_, "INSERT OR REPLACE INTO checkpoints (run_id, step, path, checksum, bytes, created) VALUES "
+                   "(?, ?, ?, ?, ?, ?)");
+  s.bind(1, row.run).bind(2, row.step).bind(3, row.path).bind(4, row.checksum).bind(5, row.bytes)
+      .bind(6, store_now()).step();
+}
+
+void Store::checkpoint_remove(std::int64_t run, const std::string& path) {
+  Statement s(db_, "DELETE FROM checkpoints WHERE run_id = ? AND path = ?");
+  s.bind(1, run).bind(2, path).step();
+}
+
+std::vector<CheckpointRow> Store::checkpoints(std::int64_t run) {
+  Statement s(db_, "SELECT run_id, step, bytes, path, checksum FROM checkpoints WHERE run_id = ? ORDER BY step");
+  s.bind(1, run);
+  std::vector<CheckpointRow> out;
+  while (s.step()) out.push_back({s.integer(0), s.integer(1), s.integer(2), s.text(3), s.text(4)});
+  return out;
+}
+
+void Store::event_add(const EventRow& row) {
+  Statement s(db_, "INSERT INTO events (run_id, kind, step, wall, payload) VALUES (?, ?, ?, ?, ?)");
+  s.bind(1, row.run).bind(2, row.kind).bind(3, row.step).bind(4, row.wall)
+      .bind(5, row.payload.empty() ? std::string("{}") : row.payload).step();
+}
+
+std::vector<EventRow> Store::events(std::int64_t run) {
+  Statement s(db_, "SELECT run_id, step, kind, payload, wall FROM events WHERE run_id = ? ORDER BY id");
+  s.bind(1, run);
+  std::vector<EventRow> out;
+  while (s.step()) out.push_back({s.integer(0), s.integer(1), s.text(2), s.text(3), s.real(4)});
+  return out;
+}
+
+void Store::metrics_insert(const std::vector<MetricPoint>& points) {
+  if (points.empty()) return;
+  exec(db_, "BEGIN IMMEDIATE");
+  try {
+    // Replace: a resumed run re-logs the steps after its last checkpoint.
+    Statement s(db_, "INSERT OR REPLACE INTO metrics (run_id, key, step, tokens, flops, wall, value) VALUES "
+                     "(?, ?, ?, ?, ?, ?, ?)");
+    for (const MetricPoint& p : points) {
+      s.bind(1, p.run).bind(2, p.key).bind(3, p.step).bind(4, p.tokens).bind(5, p.flops).bind(6, p.wall);
+      if (std::isfinite(p.value)) s.bind(7, p.value); else s.bind_null(7);
+      s.step();
+      s.reset();
+    }
+    exec(db_, "COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+std::vector<MetricPoint> Store::metrics(std::int64_t run, const std::string& key) {
+  Statement s(db_, "SELECT run_id, key, step, tokens, flops, wall, value FROM metrics WHERE run_id = ?1 AND "
+                   "(?2 = '' OR key = ?2) ORDER BY key, step");
+  s.bind(1, run).bind(2, key);
+  std::vector<MetricPoint> out;
+  while (s.step()) {
+    out.push_back({s.integer(0), s.text(1), s.integer(2), s.integer(3), s.real(4), s.real(5),
+                   s.is_null(6) ? std::nan("") : s.real(6)});
+  }
+  return out;
+}
+
+std::int64_t Store::metrics_count(std::int64_t run) {
+  Statement s(db_, "SELECT COUNT(*) FROM metrics WHERE run_id = ?");
+  s.bind(1, run);
+  s.step();
+  return s.integer(0);
+}
+
+bool Store::integrity_ok() {
+  Statement s(db_, "PRAGMA integrity_check");
+  return s.step() && s.text(0) == "ok";
+}
+
+MetricWriter::MetricWriter(const std::string& path, std::size_t capacity)
+    : store_(Store::open(path)), capacity_(capacity), thread_([this] { loop(); }) {}
+
+MetricWriter::~MetricWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void MetricWriter::push(MetricPoint point) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  space_.wait(lock, [&] { return queue_.size() < capacity_ || !error_.empty(); });
+  if (!error_.empty()) throw StoreError(error_);
+  queue_.push_back(std::move(point));
+  ++pushed_;
+  if (queue_.size() >= std::min<std::size_t>(512, capacity_)) wake_.notify_one();
+}
+
+void MetricWriter::flush() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::int64_t target = pushed_;
+  flush_requested_ = true;
+  wake_.notify_one();
+  done_.wait(lock, [&] { return committed_ >= target || !error_.empty(); });
+  if (!error_.empty()) throw StoreError(error_);
+}
+
+void MetricWriter::heartbeat_add(std::int64_t run) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  heartbeats_.insert(run);
+}
+
+void MetricWriter::heartbeat_remove(std::int64_t run) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  heartbeats_.erase(run);
+}
+
+std::int64_t MetricWriter::committed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return committed_;
+}
+
+void MetricWriter::loop() {
+  auto last_beat = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  while (true) {
+    std::vector<MetricPoint> batch;
+    std::set<std::int64_t> beats;
+    bool stop = false;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      // Commit at least every 200 ms; sooner when 512 points (or a full queue) wait, or on flush().
+      wake_.wait_for(lock, std::chrono::milliseconds(200), [&] {
+        return stopping_ || queue_.size() >= std::min<std::size_t>(512, capacity_) || flush_requested_;
+      });
+      flush_requested_ = false;
+      batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+      queue_.clear();
+      stop = stopping_;
+      if (std::chrono::steady_clock::now() - last_beat > std::chrono::seconds(1)) beats = heartbeats_;
+    }
+    space_.notify_all();
+    try {
+      store_->metrics_insert(batch);
+      for (std::int64_t run : beats) store_->run_heartbeat(run);
+      if (!beats.empty()) last_beat = std::chrono::steady_clock::now();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = fmt::format("the store writer failed: {}", e.what());
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (error_.empty()) committed_ += static_cast<std::int64_t>(batch.size());
+    }
+    done_.notify_all();
+    space_.notify_all();
+    if (stop) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (queue_.empty() || !error_.empty()) return;
+    }
+  }
+}
+
+}  // namespace tfw

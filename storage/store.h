@@ -1,0 +1,165 @@
+// The run store: every run, its metrics, checkpoints, events, lineage and compute budget in
+// one SQLite file (TFW_HOME/runs.db). Schema versioned with PRAGMA user_version and forward
+// migrations run under a file lock; WAL, busy_timeout, synchronous=NORMAL. Writers: one
+// MetricWriter per process batches points in transactions on its own thread and connection;
+// readers open read-only. Never includes torch (ARCHITECTURE.md).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+struct sqlite3;
+
+namespace tfw {
+
+inline constexpr int kStoreSchemaVersion = 1;
+
+// A store that cannot be opened or used: not SQLite, corrupt, a newer schema, locked out.
+class StoreError : public std::runtime_error {
+ public:
+  explicit StoreError(const std::string& what) : std::runtime_error(what) {}
+};
+
+struct RunRecord {
+  std::int64_t id = 0;
+  std::string experiment = "default";
+  std::string name;
+  std::string family;
+  std::string config;        // the resolved run config (TOML)
+  std::string status;        // queued running finished failed killed crashed (crashed: heartbeat stale)
+  double heartbeat = 0;      // unix seconds
+  std::int64_t seed = 0;
+  std::string git_commit, host;
+  double started = 0, ended = 0;
+  std::int64_t parent = 0;   // 0: none
+  std::string growth_method, growth_options;
+  std::int64_t stage = 0;
+  std::int64_t parameters = 0;
+  std::int64_t tokens = 0;
+  double flops = 0;             // this run's own training FLOPs
+  double cumulative_flops = 0;  // own + the parent's cumulative (the lineage's budget)
+  std::string final_metrics;    // JSON object
+  std::string error;
+  std::string run_dir;
+};
+
+struct MetricPoint {
+  std::int64_t run = 0;
+  std::string key;
+  std::int64_t step = 0, tokens = 0;
+  double flops = 0, wall = 0, value = 0;
+};
+
+struct CheckpointRow {
+  std::int64_t run = 0, step = 0, bytes = 0;
+  std::string path, checksum;
+};
+
+struct EventRow {
+  std::int64_t run = 0, step = 0;
+  std::string kind, payload;  // payload: JSON
+  double wall = 0;
+};
+
+struct RunFilter {
+  std::string experiment, status, family;
+  std::string sort = "id";  // id, name, started, tokens, flops, cumulative_flops, parameters
+  bool descending = false;
+};
+
+class Store {
+ public:
+  // Opens read-write, creating and migrating (under a file lock) when needed.
+  static std::unique_ptr<Store> open(const std::string& path);
+  // Opens an existing store read-only (GUI, export, `tfw runs`).
+  static std::unique_ptr<Store> open_readonly(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  int schema_version();
+  std::int64_t experiment_ensure(const std::string& name, const std::string& file = "");
+  // Inserts a running run (started = heartbeat = now); returns its id.
+  std::int64_t run_create(const RunRecord& run);
+  void run_set_status(std::int64_t run, const std::string& status, const std::string& error = "");
+  // Own tokens and FLOPs so far; the cumulative budget follows (parent's cumulative + own).
+  void run_set_progress(std::int64_t run, std::int64_t tokens, double flops);
+  void run_finish(std::int64_t run, const std::string& status, const std::string& final_metrics,
+                  const std::string& error = "");
+  void run_heartbeat(std::int64_t run);
+  std::optional<RunRecord> run_get(std::int64_t run);
+  // By id ("12"), or by name (the newest run of that name).
+  std::optional<RunRecord> run_find(const std::string& id_or_name);
+  std::vector<RunRecord> runs(const RunFilter& filter = {});
+  std::vector<RunRecord> lineage(std::int64_t run);  // root first, ending with `run`
+
+  void checkpoint_add(const CheckpointRow& row);
+  void checkpoint_remove(std::int64_t run, const std::string& path);
+  std::vector<CheckpointRow> checkpoints(std::int64_t run);
+  void event_add(const EventRow& row);
+  std::vector<EventRow> events(std::int64_t run);
+  void metrics_insert(const std::vector<MetricPoint>& points);  // one transaction
+  std::vector<MetricPoint> metrics(std::int64_t run, const std::string& key = "");
+  std::int64_t metrics_count(std::int64_t run);
+
+  bool integrity_ok();
+  const std::string& path() const { return path_; }
+
+ private:
+  Store(sqlite3* db, std::string path, bool readonly);
+  void migrate();
+  sqlite3* db_;
+  std::string path_;
+  bool readonly_;
+};
+
+// Creates a store at an earlier schema `version` (0 = an SQLite file with no tables), for
+// migration tests: opening it with Store::open must migrate it forward.
+void store_create_at_version(const std::string& path, int version);
+
+// Seconds after which a running run without a heartbeat is reported as crashed:
+// TFW_HEARTBEAT_TIMEOUT, default 30.
+double store_heartbeat_timeout();
+double store_now();  // unix seconds
+
+// One writer per process: points are queued and committed in batches by a thread with its
+// own connection; the queue is bounded and push() waits when it is full (points are never
+// dropped). The thread also beats the heartbeat of every run registered with it.
+class MetricWriter {
+ public:
+  explicit MetricWriter(const std::string& path, std::size_t capacity = 1 << 16);
+  ~MetricWriter();  // commits everything queued, then stops
+  MetricWriter(const MetricWriter&) = delete;
+  MetricWriter& operator=(const MetricWriter&) = delete;
+
+  void push(MetricPoint point);
+  void flush();  // returns when every point pushed so far is committed
+  void heartbeat_add(std::int64_t run);
+  void heartbeat_remove(std::int64_t run);
+  std::int64_t committed() const;
+
+ private:
+  void loop();
+  std::unique_ptr<Store> store_;
+  std::size_t capacity_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_, space_, done_;
+  std::deque<MetricPoint> queue_;
+  std::set<std::int64_t> heartbeats_;
+  std::int64_t pushed_ = 0, committed_ = 0;
+  bool stopping_ = false;
+  bool flush_requested_ = false;
+  std::string error_;
+  std::thread thread_;
+};
+
+}  // namespace tfw

@@ -1,0 +1,252 @@
+// The run store against real SQLite files and real processes: migrations, a newer schema,
+// wrong files left untouched, 8 concurrent writer processes, a writer killed with SIGKILL,
+// crash detection by heartbeat, lineage budgets. Links only tfw_storage: no torch.
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "storage/store.h"
+
+namespace tfw {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fresh_store(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("tfw-test-store-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return (dir / "runs.db").string();
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+RunRecord run_named(const std::string& name, std::int64_t parent = 0) {
+  RunRecord run;
+  run.name = name;
+  run.family = "tokenformer";
+  run.config = "[model]\nd = 8\n";
+  run.parent = parent;
+  return run;
+}
+
+TEST(StoreMigration, FromAnEmptyFileAndEveryEarlierVersion) {
+  std::string empty = fresh_store("empty");
+  std::ofstream(empty).close();  // a 0-byte file
+  EXPECT_EQ(Store::open(empty)->schema_version(), kStoreSchemaVersion);
+  for (int version = 0; version < kStoreSchemaVersion; ++version) {
+    SCOPED_TRACE(version);
+    std::string path = fresh_store("v" + std::to_string(version));
+    store_create_at_version(path, version);
+    auto store = Store::open(path);
+    EXPECT_EQ(store->schema_version(), kStoreSchemaVersion);
+    std::int64_t id = store->run_create(run_named("after-migration"));
+    EXPECT_EQ(store->run_get(id)->name, "after-migration");
+    EXPECT_TRUE(store->integrity_ok());
+  }
+}
+
+TEST(StoreMigration, ANewerSchemaIsRefused) {
+  std::string path = fresh_store("newer");
+  store_create_at_version(path, kStoreSchemaVersion);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  for (bool readonly : {false, true}) {
+    try {
+      if (readonly) Store::open_readonly(path); else Store::open(path);
+      FAIL() << "expected a StoreError";
+    } catch (const StoreError& e) {
+      EXPECT_NE(std::string(e.what()).find("has schema version 99, this tfw knows up to " +
+                                           std::to_string(kStoreSchemaVersion)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(StoreOpen, NonSqliteAndCorruptFilesAreRefusedAndLeftUntouched) {
+  std::string text = fresh_store("text");
+  std::ofstream(text) << "these are my notes, not a database\n";
+  std::string corrupt = fresh_store("corrupt");
+  {
+    std::ofstream out(corrupt, std::ios::binary);
+    out.write("SQLite format 3\0", 16);
+    for (int i = 0; i < 4096; ++i) out.put(static_cast<char>((i * 7919) & 0xff));
+  }
+  for (const std::string& path : {text, corrupt}) {
+    SCOPED_TRACE(path);
+    const std::string before = read_bytes(path);
+    EXPECT_THROW(Store::open(path), StoreError);
+    EXPECT_THROW(Store::open_readonly(path), StoreError);
+    EXPECT_EQ(read_bytes(path), before);
+    EXPECT_FALSE(fs::exists(path + "-wal"));
+  }
+  try {
+    Store::open(text);
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a tfw store (not an SQLite file); it was left untouched"),
+              std::string::npos);
+  }
+}
+
+TEST(StoreRuns, LineageCumulativeFlopsAreTheSumOfTheStages) {
+  auto store = Store::open(fresh_store("lineage"));
+  std::int64_t a = store->run_create(run_named("stage-0"));
+  store->run_set_progress(a, 1000, 1.5e12);
+  RunRecord b_record = run_named("stage-1", a);
+  b_record.growth_method = "pattention_grow";
+  std::int64_t b = store->run_create(b_record);
+  store->run_set_progress(b, 500, 2.25e12);
+  std::int64_t c = store->run_create(run_named("stage-2", b));
+  store->run_set_progress(c, 250, 4.0e12);
+  EXPECT_DOUBLE_EQ(store->run_get(a)->cumulative_flops, 1.5e12);
+  EXPECT_DOUBLE_EQ(store->run_get(b)->cumulative_flops, 1.5e12 + 2.25e12);
+  EXPECT_DOUBLE_EQ(store->run_get(c)->cumulative_flops, 1.5e12 + 2.25e12 + 4.0e12);
+  std::vector<RunRecord> chain = store->lineage(c);
+  ASSERT_EQ(chain.size(), 3u);
+  EXPECT_EQ(chain[0].name, "stage-0");
+  EXPECT_EQ(chain[1].growth_method, "pattention_grow");
+  double own = 0;
+  for (const RunRecord& r : chain) own += r.flops;
+  EXPECT_DOUBLE_EQ(chain.back().cumulative_flops, own);
+}
+
+TEST(StoreRuns, FiltersSortsAndFindsByIdOrName) {
+  auto store = Store::open(fresh_store("filters"));
+  std::int64_t first = store->run_create(run_named("alpha"));
+  RunRecord other = run_named("beta");
+  other.family = "transformer";
+  other.experiment = "e1";
+  std::int64_t second = store->run_create(other);
+  store->run_set_progress(second, 10, 1.0);
+  store->run_finish(first, "finished", R"({"val_loss": 1.5})");
+  EXPECT_EQ(store->runs({"e1", "", "", "id", false}).size(), 1u);
+  EXPECT_EQ(store->runs({"", "finished", "", "id", false}).size(), 1u);
+  EXPECT_EQ(store->runs({"", "", "transformer", "id", false}).front().name, "beta");
+  EXPECT_EQ(store->runs({"", "", "", "tokens", true}).front().name, "beta");
+  EXPECT_THROW(store->runs({"", "", "", "colour", false}), StoreError);
+  EXPECT_EQ(store->run_find(std::to_string(first))->name, "alpha");
+  EXPECT_EQ(store->run_find("beta")->id, second);
+  EXPECT_FALSE(store->run_find("gamma").has_value());
+  EXPECT_THROW(store->run_create(run_named("alpha")), StoreError);  // same name, same experiment
+}
+
+// Child process body: a writer that creates run `name` and pushes `points` metric points.
+int write_points(const std::string& path, const std::string& name, int points) {
+  try {
+    auto store = Store::open(path);
+    std::int64_t run = store->run_create(run_named(name));
+    MetricWriter writer(path);
+    for (int i = 0; i < points; ++i) writer.push({run, i % 2 ? "train/loss" : "train/lr", i / 2, i, 1.0 * i, 0.1, 0.5});
+    writer.flush();
+    return writer.committed() == points ? 0 : 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child %s: %s\n", name.c_str(), e.what());
+    return 2;
+  }
+}
+
+TEST(StoreConcurrency, EightProcessesWriteTogetherAndNothingIsLost) {
+  const std::string path = fresh_store("eight");
+  const int processes = 8, points = 20000;
+  std::vector<pid_t> children;
+  for (int p = 0; p < processes; ++p) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(write_points(path, "writer-" + std::to_string(p), points));
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child " << pid << " status " << status;
+  }
+  auto store = Store::open_readonly(path);
+  std::vector<RunRecord> runs = store->runs();
+  ASSERT_EQ(runs.size(), static_cast<std::size_t>(processes));
+  for (const RunRecord& run : runs) EXPECT_EQ(store->metrics_count(run.id), points) << run.name;
+  EXPECT_TRUE(store->integrity_ok());
+}
+
+TEST(StoreCrash, SigkillMidBatchKeepsCommittedPointsAndTheRunShowsCrashed) {
+  const std::string path = fresh_store("sigkill");
+  const std::string progress = path + ".committed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto store = Store::open(path);
+    std::int64_t run = store->run_create(run_named("doomed"));
+    MetricWriter writer(path);
+    writer.heartbeat_add(run);
+    for (int i = 0;; ++i) {
+      writer.push({run, "train/loss", i, i, 1.0 * i, 0.0, 1.0 / (1 + i)});
+      if (i % 5000 == 4999) {  // commit, then say how many are safe
+        writer.flush();
+        std::ofstream(progress) << writer.committed() << "\n";
+      }
+    }
+  }
+  // Let it commit a few batches, then kill it in the middle of the next ones.
+  std::int64_t safe = 0;
+  for (int tries = 0; tries < 600 && safe < 20000; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(progress);
+    in >> safe;
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  std::ifstream in(progress);
+  in >> safe;
+  ASSERT_GE(safe, 20000);
+
+  auto store = Store::open(path);
+  EXPECT_TRUE(store->integrity_ok());
+  std::optional<RunRecord> run = store->run_find("doomed");
+  ASSERT_TRUE(run.has_value());
+  EXPECT_GE(store->metrics_count(run->id), safe);
+  setenv("TFW_HEARTBEAT_TIMEOUT", "1", 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(store->run_get(run->id)->status, "crashed");
+  EXPECT_EQ(store->runs({"", "crashed", "", "id", false}).size(), 1u);
+  // Resume continues the same run: running again, more points on the same id.
+  store->run_set_status(run->id, "running");
+  EXPECT_EQ(store->run_get(run->id)->status, "running");
+  const std::int64_t before = store->metrics_count(run->id);
+  {
+    MetricWriter writer(path);
+    writer.push({run->id, "train/loss", 10000000, 0, 0.0, 0.0, 0.5});
+  }
+  EXPECT_EQ(store->metrics_count(run->id), before + 1);
+  unsetenv("TFW_HEARTBEAT_TIMEOUT");
+}
+
+TEST(StoreWriter, ABoundedQueueMakesPushWaitInsteadOfDropping) {
+  const std::string path = fresh_store("bounded");
+  auto store = Store::open(path);
+  std::int64_t run = store->run_create(run_named("small-queue"));
+  {
+    MetricWriter writer(path, /*capacity=*/16);
+    for (int i = 0; i < 10000; ++i) writer.push({run, "k", i, i, 0.0, 0.0, 1.0});
+  }  // the destructor commits what is left
+  EXPECT_EQ(store->metrics_count(run), 10000);
+}
+
+}  // namespace
+}  // namespace tfw

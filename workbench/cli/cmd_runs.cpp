@@ -1,0 +1,186 @@
+// `tfw runs list|show|compare`: the run store, read-only.
+#include <ctime>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/home.h"
+#include "storage/store.h"
+#include "workbench/cli/commands.h"
+#include "workbench/cli/output.h"
+
+namespace tfw::cli {
+
+namespace {
+
+struct RunsArgs {
+  std::string home;
+  RunFilter filter;
+  std::vector<std::string> runs;
+  bool json = false;
+};
+
+nlohmann::json parse_or_empty(const std::string& text) {
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+  return value.is_discarded() ? nlohmann::json::object() : value;
+}
+
+nlohmann::json run_json(const RunRecord& r) {
+  return {{"id", r.id}, {"experiment", r.experiment}, {"name", r.name}, {"family", r.family},
+          {"status", r.status}, {"heartbeat", r.heartbeat}, {"seed", r.seed}, {"git_commit", r.git_commit},
+          {"host", r.host}, {"started", r.started}, {"ended", r.ended},
+          {"parent", r.parent == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.parent)},
+          {"growth_method", r.growth_method}, {"growth_options", r.growth_options}, {"stage", r.stage},
+          {"parameters", r.parameters}, {"tokens", r.tokens}, {"flops", r.flops},
+          {"cumulative_flops", r.cumulative_flops}, {"final_metrics", parse_or_empty(r.final_metrics)},
+          {"error", r.error}, {"run_dir", r.run_dir}};
+}
+
+std::string when(double unix_seconds) {
+  if (unix_seconds <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M", std::localtime(&t));
+  return text;
+}
+
+std::string metric(const RunRecord& r, const char* key) {
+  nlohmann::json metrics = parse_or_empty(r.final_metrics);
+  if (!metrics.contains(key) || !metrics[key].is_number()) return "-";
+  return fmt::format("{:.4f}", metrics[key].get<double>());
+}
+
+std::unique_ptr<Store> open_store(const std::string& home) { return Store::open_readonly(home + "/runs.db"); }
+
+RunRecord find(Store& store, const std::string& run) {
+  std::optional<RunRecord> record = store.run_find(run);
+  if (!record) {
+    throw UsageError(with_hint(fmt::format("no run '{}' in {}", run, store.path()), "list them with `tfw runs list`"));
+  }
+  return *record;
+}
+
+void run_list(const RunsArgs& args) {
+  auto store = open_store(home_resolve(args.home));
+  std::vector<RunRecord> runs = store->runs(args.filter);
+  if (args.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const RunRecord& r : runs) list.push_back(run_json(r));
+    print_json({{"runs", list}});
+    return;
+  }
+  std::cout << fmt::format("{:>4}  {:<12} {:<28} {:<12} {:<9} {:>10} {:>12} {:>11} {:>11} {:>9}  {}\n", "id",
+                           "experiment", "name", "family", "status", "params", "tokens", "FLOPs", "cum. FLOPs",
+                           "val loss", "started");
+  for (const RunRecord& r : runs) {
+    std::cout << fmt::format("{:>4}  {:<12} {:<28} {:<12} {:<9} {:>10} {:>12} {:>11.3e} {:>11.3e} {:>9}  {}\n", r.id,
+                             r.experiment, r.name, r.family, r.status, short_count(r.parameters), grouped(r.tokens),
+                             r.flops, r.cumulative_flops, metric(r, "val_loss"), when(r.started));
+  }
+  if (runs.empty()) std::cout << "(no runs)\n";
+}
+
+void run_show(const RunsArgs& args) {
+  auto store = open_store(home_resolve(args.home));
+  RunRecord r = find(*store, args.runs.front());
+  std::vector<RunRecord> lineage = store->lineage(r.id);
+  std::vector<CheckpointRow> checkpoints = store->checkpoints(r.id);
+  std::vector<EventRow> events = store->events(r.id);
+  if (args.json) {
+    nlohmann::json json = run_json(r);
+    json["config"] = r.config;
+    nlohmann::json chain = nlohmann::json::array();
+    for (const RunRecord& ancestor : lineage) {
+      chain.push_back({{"id", ancestor.id}, {"name", ancestor.name}, {"flops", ancestor.flops},
+                       {"cumulative_flops", ancestor.cumulative_flops}, {"growth_method", ancestor.growth_method}});
+    }
+    json["lineage"] = chain;
+    nlohmann::json saved = nlohmann::json::array();
+    for (const CheckpointRow& c : checkpoints) {
+      saved.push_back({{"step", c.step}, {"path", c.path}, {"checksum", c.checksum}, {"bytes", c.bytes}});
+    }
+    json["checkpoints"] = saved;
+    json["metric_points"] = store->metrics_count(r.id);
+    json["events"] = events.size();
+    print_json(json);
+    return;
+  }
+  std::cout << fmt::format("run {} '{}' ({}), experiment '{}': {}\n", r.id, r.name, r.family, r.experiment, r.status);
+  std::cout << fmt::format("  started {}  ended {}  host {}  git {}  seed {}\n", when(r.started), when(r.ended), r.host,
+                           r.git_commit, r.seed);
+  std::cout << fmt::format("  parameters {}  tokens {}  own FLOPs {:.3e}  cumulative FLOPs {:.3e}\n",
+                           grouped(r.parameters), grouped(r.tokens), r.flops, r.cumulative_flops);
+  std::cout << fmt::format("  final metrics {}\n", r.final_metrics);
+  if (!r.error.empty()) std::cout << "  error: " << r.error << "\n";
+  std::cout << "  lineage:";
+  for (const RunRecord& ancestor : lineage) {
+    std::cout << fmt::format(" {} {}({:.3e} FLOPs{})", ancestor.id == lineage.front().id ? "" : "->", ancestor.name,
+                             ancestor.flops, ancestor.growth_method.empty() ? "" : ", " + ancestor.growth_method);
+  }
+  std::cout << "\n  checkpoints:\n";
+  for (const CheckpointRow& c : checkpoints) {
+    std::cout << fmt::format("    step {:>8}  {}  {}  {}\n", c.step, grouped(c.bytes), c.checksum, c.path);
+  }
+  std::cout << fmt::format("  {} metric points, {} events; run folder {}\n", store->metrics_count(r.id), events.size(),
+                           r.run_dir);
+  std::cout << "  config:\n";
+  std::istringstream config(r.config);
+  for (std::string line; std::getline(config, line);) std::cout << "    " << line << "\n";
+}
+
+void run_compare(const RunsArgs& args) {
+  auto store = open_store(home_resolve(args.home));
+  std::vector<RunRecord> runs;
+  for (const std::string& run : args.runs) runs.push_back(find(*store, run));
+  if (args.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const RunRecord& r : runs) list.push_back(run_json(r));
+    print_json({{"runs", list}});
+    return;
+  }
+  auto row = [&](const char* label, auto&& cell) {
+    std::cout << fmt::format("{:<18}", label);
+    for (const RunRecord& r : runs) std::cout << fmt::format(" {:>20}", cell(r));
+    std::cout << "\n";
+  };
+  row("run", [](const RunRecord& r) { return fmt::format("{} {}", r.id, r.name.substr(0, 16)); });
+  row("family", [](const RunRecord& r) { return r.family; });
+  row("status", [](const RunRecord& r) { return r.status; });
+  row("parameters", [](const RunRecord& r) { return grouped(r.parameters); });
+  row("tokens", [](const RunRecord& r) { return grouped(r.tokens); });
+  row("own FLOPs", [](const RunRecord& r) { return fmt::format("{:.3e}", r.flops); });
+  row("cumulative FLOPs", [](const RunRecord& r) { return fmt::format("{:.3e}", r.cumulative_flops); });
+  row("val loss", [](const RunRecord& r) { return metric(r, "val_loss"); });
+  row("best val loss", [](const RunRecord& r) { return metric(r, "best_val_loss"); });
+  row("train loss", [](const RunRecord& r) { return metric(r, "train_loss"); });
+  row("tokens/s", [](const RunRecord& r) { return metric(r, "tokens_per_second"); });
+  row("host", [](const RunRecord& r) { return r.host; });
+}
+
+}  // namespace
+
+void add_runs_command(CLI::App& app) {
+  auto args = std::make_shared<RunsArgs>();
+  CLI::App* runs = app.add_subcommand("runs", "The run store: list, show and compare runs");
+  runs->require_subcommand(1);
+  CLI::App* list = runs->add_subcommand("list", "Every run, filtered and sorted");
+  list->add_option("--experiment", args->filter.experiment, "only this experiment");
+  list->add_option("--status", args->filter.status, "queued, running, finished, failed, killed or crashed");
+  list->add_option("--family", args->filter.family, "only this model family");
+  list->add_option("--sort", args->filter.sort, "id, name, family, status, started, tokens, flops, cumulative_flops, parameters");
+  list->add_flag("--desc", args->filter.descending, "sort descending");
+  CLI::App* show = runs->add_subcommand("show", "One run: config, lineage, budgets, final metrics, checkpoints");
+  show->add_option("run", args->runs, "run id or name")->required()->expected(1);
+  CLI::App* compare = runs->add_subcommand("compare", "Runs side by side");
+  compare->add_option("runs", args->runs, "run ids or names")->required();
+  for (CLI::App* command : {list, show, compare}) {
+    command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+    command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
+  }
+  list->callback([args] { run_list(*args); });
+  show->callback([args] { run_show(*args); });
+  compare->callback([args] { run_compare(*args); });
+}
+
+}  // namespace tfw::cli
