@@ -89,9 +89,15 @@ class GrowthMethod {
   // Validates and explains; throws UsageError with the reason for an impossible growth.
   virtual GrowthPlan plan(const ModelSpec& from, const ModelSpec& to,
                           const toml::table& options) const = 0;
-  virtual std::shared_ptr<LanguageModel> apply(LanguageModel& model, const ModelSpec& from,
-                                               const ModelSpec& to, const toml::table& options,
-                                               std::uint64_t seed) const = 0;
+  // Returns the grown model: `model` itself grown in place (then existing parameters keep
+  // their identity and only gain rows, so an optimiser's state can be extended with
+  // engine/growth.h), or a new model built with `family` at `to`'s size. Deterministic in
+  // `seed`. Call plan() first: apply assumes a valid growth.
+  virtual std::shared_ptr<LanguageModel> apply(LanguageModel& model, const ModelFamily& family,
+                                               const ModelSpec& from, const ModelSpec& to,
+                                               const toml::table& options, std::uint64_t seed) const = 0;
+  // Whether apply() grows the model in place (so AdamW moments can be extended).
+  virtual bool in_place() const = 0;
 };
 
 // The part of the registry a plugin sees.

@@ -15,19 +15,21 @@ namespace {
 
 const std::string kSampleDir = TFW_SAMPLE_PLUGIN_DIR;
 
-TEST(Registry, LoadsInTreeFamilies) {
+TEST(Registry, LoadsInTreeFamiliesAndGrowthMethods) {
   Registry registry;
   registry.load_folder(TFW_PLUGIN_DIR, "built-in");
-  std::vector<PluginEntry> entries = registry.entries();
-  ASSERT_EQ(entries.size(), 2u);
-  EXPECT_EQ(entries[0].name, "tokenformer");
-  EXPECT_EQ(entries[1].name, "transformer");
-  EXPECT_EQ(entries[0].kind, "model-family");
-  EXPECT_EQ(entries[0].origin, "built-in");
-  EXPECT_EQ(entries[0].version, TFW_VERSION);
+  std::vector<std::string> families, methods;
+  for (const PluginEntry& entry : registry.entries()) {
+    (entry.kind == "model-family" ? families : methods).push_back(entry.name);
+    EXPECT_EQ(entry.origin, "built-in");
+    EXPECT_EQ(entry.version, TFW_VERSION);
+  }
+  EXPECT_EQ(families, (std::vector<std::string>{"tokenformer", "transformer"}));
+  EXPECT_EQ(methods, (std::vector<std::string>{"hypercloning", "net2net", "pattention_grow"}));
   EXPECT_TRUE(registry.rejected().empty());
   EXPECT_EQ(registry.family("transformer").growth_methods(),
             (std::vector<std::string>{"net2net", "hypercloning"}));
+  EXPECT_EQ(registry.growth_method("pattention_grow").family(), "tokenformer");
 }
 
 TEST(Registry, OutOfTreePluginIsFoundBuiltAndRun) {

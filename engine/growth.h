@@ -1,0 +1,35 @@
+// Helpers the growth plugins and the trainer share: reading a spec's resolved values and
+// extending AdamW state when parameters gained rows.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "engine/model.h"
+#include "engine/plugin_api.h"
+
+namespace tfw {
+
+// Parameters that gained rows (dim 0) since the optimiser state was made get zero moments
+// for the new rows; old rows' moments and the step counts stay bit-identical. Parameters
+// whose other dims changed are an Error (grow in place only appends rows).
+void optimizer_extend_rows(torch::optim::Optimizer& optimizer);
+
+// The integer key `key` of a spec's resolved [model] table (throws if absent).
+std::int64_t spec_int(const ModelSpec& spec, const std::string& key);
+std::string spec_string(const ModelSpec& spec, const std::string& dotted_key, const std::string& fallback);
+double spec_double(const ModelSpec& spec, const std::string& dotted_key, double fallback);
+bool spec_bool(const ModelSpec& spec, const std::string& dotted_key, bool fallback);
+
+// The named parameters of a model as a map (name -> tensor), for copying weights by name.
+std::map<std::string, torch::Tensor> parameters_by_name(LanguageModel& model);
+
+// Throws UsageError unless `from` and `to` agree on each of `keys` (integers).
+void growth_require_same(const std::string& method, const ModelSpec& from, const ModelSpec& to,
+                         const std::vector<std::string>& keys);
+
+}  // namespace tfw

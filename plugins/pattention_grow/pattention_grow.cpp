@@ -1,0 +1,133 @@
+// The `pattention_grow` growth plugin (GROWTH.md §1): appends m_attn parameter tokens to every
+// attention Pattention (Q, K, V, O) and m_ffn to every FFN Pattention of a Tokenformer,
+// in place, keeping L, d and H. Exact when new keys are zero and tau stays fixed (l2_gelu,
+// gelu_l2, gelu_l1): a zero key scores 0, gelu(0) = 0, so it adds nothing to the
+// normaliser nor to the output. Not exact: softmax, normal key init, tau = sqrt_n.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/growth.h"
+#include "engine/pattention.h"
+
+namespace tfw {
+namespace {
+
+struct Options {
+  std::string key_init, value_init, tau, optimizer, lr_schedule;
+};
+
+Options options_parse(const toml::table& table) {
+  ConfigTable view(table, "options");
+  Options o;
+  o.key_init = view.get_choice("key_init", "zero", {"zero", "normal"});
+  o.value_init = view.get_choice("value_init", "normal", {"normal", "zero"});
+  o.tau = view.get_choice("tau", "fixed", {"fixed", "sqrt_n"});
+  o.optimizer = view.get_choice("optimizer", "extend", {"extend", "reset"});
+  o.lr_schedule = view.get_choice("lr_schedule", "continue", {"continue", "restart"});
+  view.finish();
+  if (o.key_init == "zero" && o.value_init == "zero") {
+    throw UsageError(with_hint("options: key_init = \"zero\" with value_init = \"zero\" makes dead tokens (no gradient "
+                               "reaches them)",
+                               "use value_init = \"normal\" (the default) or key_init = \"normal\""));
+  }
+  return o;
+}
+
+class PattentionGrow : public GrowthMethod {
+ public:
+  std::string name() const override { return "pattention_grow"; }
+  std::string version() const override { return TFW_VERSION; }
+  std::string family() const override { return "tokenformer"; }
+  bool in_place() const override { return true; }
+
+  bool declared_exact(const toml::table& table) const override {
+    Options o = options_parse(table);
+    return o.key_init == "zero" && o.tau == "fixed";  // and the norm is not softmax: see plan()
+  }
+
+  GrowthPlan plan(const ModelSpec& from, const ModelSpec& to, const toml::table& table) const override {
+    Options o = options_parse(table);
+    if (from.family() != "tokenformer" || to.family() != "tokenformer") {
+      throw UsageError(fmt::format("pattention_grow grows tokenformer models, not {} -> {}", from.family(), to.family()));
+    }
+    for (const char* key : {"layers", "d", "heads", "vocab"}) {
+      if (spec_int(from, key) != spec_int(to, key)) {
+        throw UsageError(with_hint(fmt::format("pattention_grow keeps {}: {} -> {} is not a token growth", key,
+                                               spec_int(from, key), spec_int(to, key)),
+                                   "change only n_attn and n_ffn in the target config"));
+      }
+    }
+    const std::string norm = spec_string(from, "pattention.norm", "l2_gelu");
+    if (spec_string(to, "pattention.norm", "l2_gelu") != norm) {
+      throw UsageError("pattention_grow keeps pattention.norm; the target config changes it");
+    }
+    const std::int64_t m_attn = spec_int(to, "n_attn") - spec_int(from, "n_attn");
+    const std::int64_t m_ffn = spec_int(to, "n_ffn") - spec_int(from, "n_ffn");
+    if (m_attn < 0 || m_ffn < 0) {
+      throw UsageError(fmt::format("pattention_grow only adds tokens: n_attn {} -> {}, n_ffn {} -> {}",
+                                   spec_int(from, "n_attn"), spec_int(to, "n_attn"), spec_int(from, "n_ffn"),
+                                   spec_int(to, "n_ffn")));
+    }
+    GrowthPlan plan;
+    const std::int64_t L = spec_int(from, "layers");
+    plan.changes.push_back(fmt::format("add {} tokens to each of Q, K, V, O and {} to the FFN in all {} layers "
+                                       "({} -> {} parameters)", m_attn, m_ffn, L, from.parameter_count(),
+                                       to.parameter_count()));
+    plan.changes.push_back(fmt::format("new keys {}, new values {}; tau {}; optimizer {}; lr schedule {}",
+                                       o.key_init == "zero" ? "zero" : "N(0, key_std)",
+                                       o.value_init == "zero" ? "zero" : "N(0, value_std)",
+                                       o.tau == "fixed" ? "kept (creation-time n0)" : "reset to sqrt(n + m)",
+                                       o.optimizer, o.lr_schedule));
+    plan.exact = o.key_init == "zero" && o.tau == "fixed" && norm != "softmax" &&
+                 spec_string(from, "pattention.tau", "fixed") == "fixed";
+    if (!plan.exact) {
+      plan.changes.push_back(norm == "softmax" ? "not exact: softmax gives zero keys weight exp(0) > 0"
+                             : o.key_init != "zero" ? "not exact: new keys are random"
+                                                    : "not exact: tau changes with n");
+    }
+    return plan;
+  }
+
+  std::shared_ptr<LanguageModel> apply(LanguageModel& model, const ModelFamily& family, const ModelSpec& from,
+                                       const ModelSpec& to, const toml::table& table,
+                                       std::uint64_t seed) const override {
+    Options o = options_parse(table);
+    const std::int64_t m_attn = spec_int(to, "n_attn") - spec_int(from, "n_attn");
+    const std::int64_t m_ffn = spec_int(to, "n_ffn") - spec_int(from, "n_ffn");
+    const double key_std = spec_double(to, "init.key_std", 0.02);
+    const double value_std = spec_double(to, "init.value_std", 0.02);
+    torch::Generator generator = at::detail::createCPUGenerator(seed);
+    torch::NoGradGuard no_grad;
+    for (const auto& item : model.named_modules()) {
+      auto* layer = dynamic_cast<PattentionImpl*>(item.value().get());
+      if (layer == nullptr) continue;
+      const bool ffn = item.key().size() >= 4 && item.key().substr(item.key().size() - 4) == ".ffn";
+      const std::int64_t m = ffn ? m_ffn : m_attn;
+      if (m == 0) continue;
+      auto options = layer->keys.options();
+      // Drawn in float64 and cast, so float32 and float64 models grow with the same values.
+      auto normal = [&](std::int64_t cols, double std) {
+        return (torch::randn({m, cols}, generator, torch::kFloat64) * std).to(options);
+      };
+      torch::Tensor keys = o.key_init == "zero" ? torch::zeros({m, layer->keys.size(1)}, options)
+                                                : normal(layer->keys.size(1), key_std);
+      torch::Tensor values = o.value_init == "zero" ? torch::zeros({m, layer->values.size(1)}, options)
+                                                    : normal(layer->values.size(1), value_std);
+      layer->append_tokens(keys, values);
+      if (o.tau == "sqrt_n") {
+        const std::int64_t n = layer->tokens();
+        layer->tau.fill_(std::sqrt(static_cast<double>(n)));
+        layer->n0.fill_(n);
+      }
+    }
+    (void)family;
+    return std::dynamic_pointer_cast<LanguageModel>(model.shared_from_this());
+  }
+};
+
+}  // namespace
+}  // namespace tfw
+
+TFW_PLUGIN(registrar) { registrar.add_growth_method(std::make_shared<tfw::PattentionGrow>()); }

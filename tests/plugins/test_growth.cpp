@@ -1,0 +1,282 @@
+// Growth methods, table-driven (GROWTH.md §4; one case per row, its tolerance beside it):
+// logits of the small and the grown model on random token ids in float64 and float32,
+// exact where the method declares it and demonstrably not exact where it does not. Then
+// the symmetry-breaking and optimiser-state rows.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "engine/error.h"
+#include "engine/growth.h"
+#include "engine/model.h"
+#include "tests/support.h"
+
+namespace tfw {
+namespace {
+
+std::string tokenformer(std::int64_t n_attn, std::int64_t n_ffn, const std::string& norm = "l2_gelu",
+                        const std::string& tau = "fixed") {
+  return fmt::format(R"(family = "tokenformer"
+[model]
+layers = 2
+d = 16
+heads = 2
+n_attn = {}
+n_ffn = {}
+vocab = 30
+[model.pattention]
+norm = "{}"
+tau = "{}"
+[model.init]
+key_std = 0.3
+value_std = 0.3
+)", n_attn, n_ffn, norm, tau);
+}
+
+std::string transformer(std::int64_t d, std::int64_t heads, std::int64_t d_ffn, bool bias = false) {
+  return fmt::format(R"(family = "transformer"
+[model]
+layers = 2
+d = {}
+heads = {}
+head_dim = 4
+d_ffn = {}
+vocab = 30
+[model.linear]
+bias = {}
+[model.init]
+std = 0.2
+)", d, heads, d_ffn, bias ? "true" : "false");
+}
+
+struct GrowthCase {
+  std::string name;
+  std::string from, to;
+  std::string method;
+  std::string options;  // TOML
+  bool exact;           // expected: declared by the method and measured
+  double float64_tolerance = 1e-10;
+  double float32_tolerance = 1e-4;  // relative to the logits' scale
+};
+
+std::vector<GrowthCase> growth_cases() {
+  std::vector<GrowthCase> cases;
+  // Row 1: Pattention-grow with zero keys and fixed tau is exact for the L2/L1 GELU norms.
+  for (const char* norm : {"l2_gelu", "gelu_l2", "gelu_l1"}) {
+    cases.push_back({fmt::format("pattention_grow {} zero keys fixed tau", norm), tokenformer(12, 20, norm),
+                     tokenformer(20, 32, norm), "pattention_grow", "", true});
+  }
+  // ... and not exact for softmax, normal key init, and tau = sqrt_n.
+  cases.push_back({"pattention_grow softmax", tokenformer(12, 20, "softmax"), tokenformer(20, 32, "softmax"),
+                   "pattention_grow", "", false});
+  cases.push_back({"pattention_grow normal keys", tokenformer(12, 20), tokenformer(20, 32), "pattention_grow",
+                   "key_init = \"normal\"", false});
+  cases.push_back({"pattention_grow tau sqrt_n option", tokenformer(12, 20), tokenformer(20, 32), "pattention_grow",
+                   "tau = \"sqrt_n\"", false});
+  cases.push_back({"pattention_grow model with tau sqrt_n", tokenformer(12, 20, "l2_gelu", "sqrt_n"),
+                   tokenformer(20, 32, "l2_gelu", "sqrt_n"), "pattention_grow", "", false});
+  // Row 3: HyperCloning (k, m), with and without biases and noise: exact.
+  for (auto [k, m] : std::vector<std::pair<int, int>>{{2, 2}, {3, 1}, {1, 4}, {2, 3}}) {
+    for (bool bias : {false, true}) {
+      for (const char* noise : {"noise = false", "noise = true"}) {
+        cases.push_back({fmt::format("hypercloning k={} m={} bias={} {}", k, m, bias, noise), transformer(8, 2, 12, bias),
+                         transformer(8 * k, 2 * k, 12 * m, bias), "hypercloning", noise, true});
+      }
+    }
+  }
+  // Row 5: Net2Net FFN width and heads: exact, with zero-sum noise too.
+  for (const char* noise : {"noise = \"none\"", "noise = \"zero_sum\""}) {
+    cases.push_back({fmt::format("net2net ffn {}", noise), transformer(8, 2, 12, true), transformer(8, 2, 19, true),
+                     "net2net", noise, true});
+    cases.push_back({fmt::format("net2net heads {}", noise), transformer(8, 2, 12, true), transformer(8, 3, 12, true),
+                     "net2net", noise, true});
+    cases.push_back({fmt::format("net2net heads and ffn {}", noise), transformer(8, 2, 12), transformer(8, 5, 30),
+                     "net2net", noise, true});
+  }
+  cases.push_back({"net2net ffn gaussian noise", transformer(8, 2, 12), transformer(8, 2, 19), "net2net",
+                   "noise = \"gaussian\"\nnoise_scale = 0.5", false});
+  // Row 6: Net2Net hidden width: a random map is approximate, a uniform map with equal counts exact.
+  cases.push_back({"net2net hidden random map", transformer(8, 2, 12), transformer(11, 2, 12), "net2net", "", false});
+  cases.push_back({"net2net hidden uniform map", transformer(8, 2, 12), transformer(16, 2, 12), "net2net",
+                   "map = \"uniform\"", true});
+  return cases;
+}
+
+struct Grown {
+  std::shared_ptr<LanguageModel> small, grown;
+  GrowthPlan plan;
+  ModelConfig to;
+};
+
+Grown grow(const GrowthCase& c, torch::ScalarType dtype, std::uint64_t seed) {
+  ModelConfig from = test::config_from_text(c.from), to = test::config_from_text(c.to);
+  toml::table options = toml::parse(c.options);
+  const ModelFamily& family = test::plugins().family(from.family);
+  const GrowthMethod& method = test::plugins().growth_method(c.method);
+  Grown out;
+  out.to = to;
+  out.plan = method.plan(*from.spec, *to.spec, options);
+  out.small = family.build(*from.spec, seed);
+  out.small->to(dtype);
+  // A copy, so that in-place growth leaves `small` intact for the comparison.
+  auto working = family.build(*from.spec, seed);
+  working->to(dtype);
+  out.grown = method.apply(*working, family, *from.spec, *to.spec, options, seed + 100);
+  return out;
+}
+
+double logit_difference(Grown& g, std::uint64_t seed, double* scale) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(seed);
+  torch::Tensor ids = torch::randint(30, {2, 16}, torch::kInt64);
+  torch::Tensor a = g.small->forward(ids), b = g.grown->forward(ids);
+  *scale = a.abs().max().item<double>();
+  return test::max_abs_diff(a, b);
+}
+
+TEST(Growth, EveryCaseIsExactExactlyWhereDeclared) {
+  for (const GrowthCase& c : growth_cases()) {
+    for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
+      SCOPED_TRACE(c.name + (dtype == torch::kFloat64 ? " float64" : " float32"));
+      for (std::uint64_t seed : {1, 2, 3}) {
+        Grown g = grow(c, dtype, seed);
+        EXPECT_EQ(g.plan.exact, c.exact) << "declared exactness";
+        double scale = 0;
+        const double diff = logit_difference(g, seed, &scale);
+        if (c.exact) {
+          const double tolerance = dtype == torch::kFloat64 ? c.float64_tolerance : c.float32_tolerance * (1 + scale);
+          EXPECT_LE(diff, tolerance) << "seed " << seed << ", logits up to " << scale;
+        } else {
+          EXPECT_GT(diff, 1e-3) << "seed " << seed;
+        }
+        // Row 7: parameter count and shapes of the grown model match the target config.
+        std::int64_t count = 0;
+        for (const auto& p : g.grown->parameters()) count += p.numel();
+        EXPECT_EQ(count, g.to.spec->parameter_count());
+      }
+    }
+  }
+}
+
+TEST(Growth, GrownShapesEqualAFreshTargetModel) {
+  for (const GrowthCase& c : growth_cases()) {
+    SCOPED_TRACE(c.name);
+    Grown g = grow(c, torch::kFloat64, 1);
+    auto fresh = test::plugins().family(g.to.family).build(*g.to.spec, 0);
+    auto grown = parameters_by_name(*g.grown);
+    for (const auto& item : fresh->named_parameters()) {
+      ASSERT_TRUE(grown.count(item.key())) << item.key();
+      EXPECT_EQ(grown.at(item.key()).sizes(), item.value().sizes()) << item.key();
+    }
+  }
+}
+
+TEST(Growth, PattentionGrowNewKeysGetGradient) {  // row 2
+  GrowthCase c{"zero keys", tokenformer(12, 20), tokenformer(20, 32), "pattention_grow", "", true};
+  Grown g = grow(c, torch::kFloat64, 1);
+  torch::Tensor ids = torch::randint(30, {2, 17}, torch::kInt64);
+  torch::nn::functional::cross_entropy(g.grown->forward(ids.narrow(1, 0, 16)).reshape({-1, 30}),
+                                       ids.narrow(1, 1, 16).reshape({-1}))
+      .backward();
+  for (const auto& item : g.grown->named_parameters()) {
+    if (item.key().find(".keys") == std::string::npos) continue;
+    const std::int64_t old_rows = item.key().find(".ffn.") != std::string::npos ? 20 : 12;
+    torch::Tensor new_rows = item.value().grad().narrow(0, old_rows, item.value().size(0) - old_rows);
+    EXPECT_GT(new_rows.abs().max().item<double>(), 0.0) << item.key();
+  }
+}
+
+torch::Tensor block(const torch::Tensor& w, std::int64_t rows, std::int64_t cols, std::int64_t i, std::int64_t j) {
+  return w.narrow(0, i * rows, rows).narrow(1, j * cols, cols);
+}
+
+TEST(Growth, HyperCloningNoiseDiffersFromTheCloneAndBreaksTheSymmetry) {  // rows 3 and 4
+  auto clone_and_step = [](const std::string& options) {
+    GrowthCase c{"", transformer(8, 2, 12), transformer(16, 4, 24), "hypercloning", options, true};
+    Grown g = grow(c, torch::kFloat64, 1);
+    torch::optim::AdamW optimizer(g.grown->parameters(), torch::optim::AdamWOptions(1e-2));
+    torch::manual_seed(9);
+    torch::Tensor ids = torch::randint(30, {2, 17}, torch::kInt64);
+    optimizer.zero_grad();
+    torch::nn::functional::cross_entropy(g.grown->forward(ids.narrow(1, 0, 16)).reshape({-1, 30}),
+                                         ids.narrow(1, 1, 16).reshape({-1}))
+        .backward();
+    optimizer.step();
+    return parameters_by_name(*g.grown);
+  };
+  auto plain = clone_and_step("noise = false");
+  auto noisy = clone_and_step("noise = true");
+  // Q (16, 16) is 2 x 2 blocks of (8, 8): without noise every block stays the (0, 0) block.
+  const torch::Tensor q = plain.at("layers.0.q.weight");
+  const torch::Tensor up = plain.at("layers.1.ffn_up.weight");  // (24, 16): 2 x 2 blocks of (12, 8)
+  for (std::int64_t i = 0; i < 2; ++i) {
+    for (std::int64_t j = 0; j < 2; ++j) {
+      EXPECT_LT(test::max_abs_diff(block(q, 8, 8, i, j), block(q, 8, 8, 0, 0)), 1e-12);
+      EXPECT_LT(test::max_abs_diff(block(up, 12, 8, i, j), block(up, 12, 8, 0, 0)), 1e-12);
+    }
+  }
+  const torch::Tensor noisy_q = noisy.at("layers.0.q.weight");
+  EXPECT_GT(test::max_abs_diff(block(noisy_q, 8, 8, 0, 1), block(noisy_q, 8, 8, 0, 0)), 1e-3);
+  EXPECT_GT(test::max_abs_diff(noisy_q, q), 1e-3);
+}
+
+TEST(Growth, AdamWStateExtensionKeepsOldMomentsBitIdentical) {
+  ModelConfig from = test::config_from_text(tokenformer(12, 20)), to = test::config_from_text(tokenformer(20, 32));
+  const ModelFamily& family = test::plugins().family("tokenformer");
+  auto model = family.build(*from.spec, 1);
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  for (int step = 0; step < 3; ++step) {
+    optimizer.zero_grad();
+    model->forward(torch::randint(30, {2, 8}, torch::kInt64)).square().mean().backward();
+    optimizer.step();
+  }
+  auto moments = [&] {
+    std::map<std::string, std::pair<torch::Tensor, std::int64_t>> out;
+    for (const auto& item : model->named_parameters()) {
+      auto& state = static_cast<torch::optim::AdamWParamState&>(
+          *optimizer.state().at(c10::guts::to_string(item.value().unsafeGetTensorImpl())));
+      out[item.key()] = {state.exp_avg().clone(), state.step()};
+    }
+    return out;
+  };
+  auto before = moments();
+  test::plugins().growth_method("pattention_grow").apply(*model, family, *from.spec, *to.spec, toml::table{}, 5);
+  optimizer_extend_rows(optimizer);
+  auto after = moments();
+  for (const auto& [name, old] : before) {
+    const torch::Tensor& now = after.at(name).first;
+    EXPECT_TRUE(torch::equal(now.narrow(0, 0, old.first.size(0)), old.first)) << name;
+    EXPECT_EQ(after.at(name).second, old.second) << name;
+    if (now.size(0) > old.first.size(0)) {
+      EXPECT_EQ(now.narrow(0, old.first.size(0), now.size(0) - old.first.size(0)).abs().max().item<double>(), 0.0);
+    }
+  }
+  // The optimiser steps on with the grown parameters.
+  optimizer.zero_grad();
+  model->forward(torch::randint(30, {2, 8}, torch::kInt64)).square().mean().backward();
+  EXPECT_NO_THROW(optimizer.step());
+}
+
+TEST(Growth, ImpossibleTargetsAreRefusedWithTheReason) {
+  auto refuse = [](const std::string& from, const std::string& to, const std::string& method,
+                   const std::string& options, const std::string& expected) {
+    ModelConfig a = test::config_from_text(from), b = test::config_from_text(to);
+    try {
+      test::plugins().growth_method(method).plan(*a.spec, *b.spec, toml::parse(options));
+      ADD_FAILURE() << "expected a UsageError for " << expected;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  refuse(transformer(8, 2, 12), transformer(12, 3, 12), "hypercloning", "", "integer multipliers: d 8 -> 12 is x1.500");
+  refuse(transformer(8, 2, 12), transformer(16, 2, 12), "hypercloning", "", "heads must become 2 x 2 = 4");
+  refuse(transformer(8, 2, 12), transformer(16, 4, 24), "hypercloning", "tie = \"untie\"", "untied output head");
+  refuse(tokenformer(12, 20), tokenformer(20, 32), "pattention_grow", "key_init = \"zero\"\nvalue_init = \"zero\"",
+         "dead tokens");
+  refuse(tokenformer(12, 20), tokenformer(8, 32), "pattention_grow", "", "only adds tokens");
+  refuse(tokenformer(12, 20), tokenformer(20, 32), "pattention_grow", "colour = 1", "unknown key 'options.colour'");
+  refuse(transformer(8, 2, 12), transformer(8, 2, 10), "net2net", "", "only widens: d_ffn 12 -> 10");
+  refuse(transformer(8, 2, 12), tokenformer(20, 32), "net2net", "", "net2net grows transformer models");
+}
+
+}  // namespace
+}  // namespace tfw
