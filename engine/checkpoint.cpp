@@ -99,6 +99,11 @@ CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, tor
   root.write("wall_seconds", c10::IValue(meta.wall_seconds));
   root.write("sampler_state", c10::IValue(meta.sampler_state));
   root.write("config_toml", c10::IValue(meta.config_toml));
+  root.write("inherited_flops", c10::IValue(meta.inherited_flops));
+  root.write("parent_run", c10::IValue(meta.parent_run));
+  root.write("parent_checkpoint", c10::IValue(meta.parent_checkpoint));
+  root.write("growth_method", c10::IValue(meta.growth_method));
+  root.write("growth_options", c10::IValue(meta.growth_options));
   root.write("torch_rng", torch_rng_state());
   root.save_to(temp);
   fsync_path(temp);
@@ -119,6 +124,7 @@ CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, tor
                        {"flops", meta.flops},
                        {"train_loss", meta.train_loss}};
   if (std::isfinite(meta.val_loss)) manifest.insert("val_loss", meta.val_loss);
+  if (!meta.growth_method.empty()) manifest.insert("growth_method", meta.growth_method);
   const std::string manifest_path = manifest_of(archive_path), manifest_temp = manifest_path + ".tmp";
   {
     std::ofstream out(manifest_temp);
@@ -197,6 +203,11 @@ CheckpointMeta meta_from(torch::serialize::InputArchive& root) {
   meta.wall_seconds = read("wall_seconds").toDouble();
   meta.sampler_state = read("sampler_state").toStringRef();
   meta.config_toml = read("config_toml").toStringRef();
+  meta.inherited_flops = read("inherited_flops").toDouble();
+  meta.parent_run = read("parent_run").toInt();
+  meta.parent_checkpoint = read("parent_checkpoint").toStringRef();
+  meta.growth_method = read("growth_method").toStringRef();
+  meta.growth_options = read("growth_options").toStringRef();
   return meta;
 }
 

@@ -224,6 +224,27 @@ ConfigTable ConfigTable::sub(std::string_view key) {
   return ConfigTable(*node->as_table(), dotted(key));
 }
 
+std::vector<ConfigTable> ConfigTable::sub_array(std::string_view key) {
+  const toml::node* node = lookup(key);
+  std::vector<ConfigTable> out;
+  if (node == nullptr) return out;
+  const toml::array* array = node->as_array();
+  if (array == nullptr) fail_type(key, *node, "an array of tables ([[key]])");
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    const toml::node& item = *array->get(i);
+    if (!item.is_table()) fail_type(key, item, "an array of tables ([[key]])");
+    out.emplace_back(*item.as_table(), fmt::format("{}[{}]", dotted(key), i));
+  }
+  return out;
+}
+
+toml::table ConfigTable::raw_table(std::string_view key) {
+  const toml::node* node = lookup(key);
+  if (node == nullptr) return toml::table{};
+  if (!node->is_table()) fail_type(key, *node, "a table");
+  return *node->as_table();
+}
+
 void ConfigTable::finish() const {
   for (const auto& [key, node] : *table_) {
     if (read_.count(key.str())) continue;

@@ -41,6 +41,11 @@ class ConfigTable {
   // A sub-table; an absent key gives an empty table. The sub-view must be finished too.
   ConfigTable sub(std::string_view key);
 
+  // An array of tables ([[key]] in TOML); each view's prefix is "key[i]" and must be finished.
+  std::vector<ConfigTable> sub_array(std::string_view key);
+  // The raw sub-table (validated later by whoever reads it); an absent key gives an empty one.
+  toml::table raw_table(std::string_view key);
+
   // Throws UsageError for the first key that no getter asked for.
   void finish() const;
 

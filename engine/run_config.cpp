@@ -57,6 +57,34 @@ TrainConfig train_parse(ConfigTable& t) {
   c.nan_policy = t.get_choice("nan_policy", c.nan_policy, {"stop", "skip"});
   c.log_every = at_least<std::int64_t>(t, "log_every", t.get_int("log_every", c.log_every), 1);
   c.peak_flops = at_least(t, "peak_flops", t.get_double("peak_flops", 0), 0.0);
+  for (ConfigTable& event_table : t.sub_array("growth")) {
+    GrowthEvent event;
+    event.at_step = at_least<std::int64_t>(event_table, "at_step", event_table.require_int("at_step"), 1);
+    event.method = event_table.require_string("method");
+    event.to = event_table.raw_table("to");
+    event.add_attn = at_least<std::int64_t>(event_table, "add_attn", event_table.get_int("add_attn", 0), 0);
+    event.add_ffn = at_least<std::int64_t>(event_table, "add_ffn", event_table.get_int("add_ffn", 0), 0);
+    event.options = event_table.raw_table("options");
+    event_table.finish();
+    if (!c.growth.empty() && event.at_step <= c.growth.back().at_step) {
+      event_table.fail("at_step", "growth events must be in increasing step order", "sort the [[train.growth]] tables");
+    }
+    c.growth.push_back(std::move(event));
+  }
+  ConfigTable repeat = t.sub("growth_repeat");
+  GrowthRepeat& r = c.growth_repeat;
+  r.every_steps = at_least<std::int64_t>(repeat, "every_steps", repeat.get_int("every_steps", 0), 0);
+  r.start_step = at_least<std::int64_t>(repeat, "start_step", repeat.get_int("start_step", r.every_steps), 0);
+  r.stop_step = at_least<std::int64_t>(repeat, "stop_step", repeat.get_int("stop_step", 0), 0);
+  r.add_attn = at_least<std::int64_t>(repeat, "add_attn", repeat.get_int("add_attn", 0), 0);
+  r.add_ffn = at_least<std::int64_t>(repeat, "add_ffn", repeat.get_int("add_ffn", 0), 0);
+  r.method = repeat.get_string("method", r.method);
+  r.options = repeat.raw_table("options");
+  repeat.finish();
+  if ((!c.growth.empty() || r.every_steps > 0) && c.max_flops > 0) {
+    t.fail("max_flops", "a run with growth events cannot budget training FLOPs (the FLOPs per step change)",
+           "budget the run in train.max_steps or train.max_tokens");
+  }
   return c;
 }
 
@@ -73,6 +101,22 @@ toml::table train_to_toml(const TrainConfig& c) {
   if (c.max_tokens > 0) t.insert("max_tokens", c.max_tokens);
   if (c.max_flops > 0) t.insert("max_flops", c.max_flops);
   if (c.peak_flops > 0) t.insert("peak_flops", c.peak_flops);
+  if (!c.growth.empty()) {
+    toml::array events;
+    for (const GrowthEvent& e : c.growth) {
+      toml::table event{{"at_step", e.at_step}, {"method", e.method}, {"to", e.to}, {"options", e.options}};
+      if (e.add_attn > 0) event.insert("add_attn", e.add_attn);
+      if (e.add_ffn > 0) event.insert("add_ffn", e.add_ffn);
+      events.push_back(std::move(event));
+    }
+    t.insert("growth", std::move(events));
+  }
+  if (c.growth_repeat.every_steps > 0) {
+    const GrowthRepeat& r = c.growth_repeat;
+    t.insert("growth_repeat", toml::table{{"every_steps", r.every_steps}, {"start_step", r.start_step},
+                                          {"stop_step", r.stop_step}, {"add_attn", r.add_attn},
+                                          {"add_ffn", r.add_ffn}, {"method", r.method}, {"options", r.options}});
+  }
   return t;
 }
 

@@ -28,6 +28,25 @@ struct DataConfig {
   std::string tokenizer = "byte";
 };
 
+// A growth event inside a run (GROWTH.md): at `at_step`, grow the model with `method` to the
+// current [model] table changed by `to` (absolute keys) and by add_attn / add_ffn (token
+// increments, for the repeated schedule of the student report), with `options`.
+struct GrowthEvent {
+  std::int64_t at_step = 0;
+  std::string method;
+  toml::table to;
+  std::int64_t add_attn = 0, add_ffn = 0;
+  toml::table options;
+};
+
+// [train.growth_repeat]: add add_attn / add_ffn tokens every `every_steps` steps, from
+// start_step (default every_steps) up to stop_step (default: the end of the run).
+struct GrowthRepeat {
+  std::int64_t every_steps = 0, start_step = 0, stop_step = 0, add_attn = 0, add_ffn = 0;
+  std::string method = "pattention_grow";
+  toml::table options;
+};
+
 struct TrainConfig {
   std::uint64_t seed = 0;
   std::int64_t batch_size = 16;   // sequences per micro-batch
@@ -51,6 +70,8 @@ struct TrainConfig {
   std::string nan_policy = "stop";    // "stop" or "skip"
   std::int64_t log_every = 10;
   double peak_flops = 0;              // for MFU; 0: measured once per machine and cached
+  std::vector<GrowthEvent> growth;    // [[train.growth]], by step
+  GrowthRepeat growth_repeat;         // [train.growth_repeat] (every_steps = 0: none)
 };
 
 struct RunConfig {

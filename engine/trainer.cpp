@@ -15,6 +15,7 @@
 #include "engine/checkpoint.h"
 #include "engine/data/shards.h"
 #include "engine/error.h"
+#include "engine/growth.h"
 #include "engine/home.h"
 #include "engine/model.h"
 #include "engine/peak.h"
@@ -117,6 +118,89 @@ class MetricLog {
   const TrainOptions& options_;
 };
 
+// One growth event of the schedule, resolved against the model it will grow.
+struct Stage {
+  GrowthEvent event;
+  const GrowthMethod* method = nullptr;
+  std::shared_ptr<const ModelSpec> from, to;
+  toml::table to_model;  // the resolved [model] table after the event
+  GrowthPlan plan;
+};
+
+// Expands [train.growth_repeat], merges it with [[train.growth]], and resolves every event
+// from `first_step` on against the model the previous events produce, so that a bad target
+// or an impossible growth is an error before the first step, not in the middle of a run.
+std::vector<Stage> growth_schedule(const Registry& registry, const RunConfig& config, std::int64_t first_step,
+                                   std::int64_t total_steps) {
+  std::vector<GrowthEvent> events = config.train.growth;
+  const GrowthRepeat& repeat = config.train.growth_repeat;
+  if (repeat.every_steps > 0) {
+    const std::int64_t stop = repeat.stop_step > 0 ? repeat.stop_step : total_steps - 1;
+    for (std::int64_t step = std::max<std::int64_t>(repeat.start_step, 1); step <= stop; step += repeat.every_steps) {
+      for (const GrowthEvent& e : config.train.growth) {
+        if (e.at_step == step) {
+          throw UsageError(fmt::format("train.growth and train.growth_repeat both grow at step {}", step));
+        }
+      }
+      events.push_back({step, repeat.method, toml::table{}, repeat.add_attn, repeat.add_ffn, repeat.options});
+    }
+  }
+  std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.at_step < b.at_step; });
+  const ModelFamily& family = registry.family(config.model.family);
+  std::shared_ptr<const ModelSpec> current = config.model.spec;
+  std::vector<Stage> stages;
+  for (const GrowthEvent& event : events) {
+    if (event.at_step < first_step || event.at_step >= total_steps) continue;
+    Stage stage;
+    stage.event = event;
+    stage.method = &registry.growth_method(event.method);
+    stage.from = current;
+    toml::table target = current->to_toml();
+    for (const auto& [key, value] : event.to) target.insert_or_assign(key, value);
+    for (const auto& [key, add] : {std::pair<const char*, std::int64_t>{"n_attn", event.add_attn}, {"n_ffn", event.add_ffn}}) {
+      if (add == 0) continue;
+      auto base = target[key].value<std::int64_t>();
+      if (!base) throw UsageError(fmt::format("train.growth at step {}: add_{} needs a model with {}", event.at_step,
+                                              key[2] == 'a' ? "attn" : "ffn", key));
+      target.insert_or_assign(key, *base + add);
+    }
+    ConfigTable view(target, fmt::format("train.growth(step {}).to", event.at_step));
+    stage.to = family.parse(view);
+    view.finish();
+    stage.to_model = stage.to->to_toml();
+    stage.plan = stage.method->plan(*stage.from, *stage.to, event.options);
+    current = stage.to;
+    stages.push_back(std::move(stage));
+  }
+  return stages;
+}
+
+// The learning rate with the schedule restarted at `restart_step` (0: never restarted).
+double lr_for(const TrainConfig& train, const TrainPlan& plan, std::int64_t step, std::int64_t restart_step) {
+  if (restart_step == 0) return lr_at(train, plan, step);
+  TrainPlan stage = plan;
+  stage.total_steps = plan.total_steps - restart_step;
+  return lr_at(train, stage, step - restart_step);
+}
+
+std::int64_t restart_step_at(const RunConfig& config, std::int64_t step, std::int64_t total_steps) {
+  std::int64_t restart = 0;
+  const GrowthRepeat& repeat = config.train.growth_repeat;
+  auto restarts = [](const toml::table& options) {
+    return options["lr_schedule"].value_or(std::string("continue")) == "restart";
+  };
+  for (const GrowthEvent& e : config.train.growth) {
+    if (e.at_step <= step && restarts(e.options)) restart = std::max(restart, e.at_step);
+  }
+  if (repeat.every_steps > 0 && restarts(repeat.options)) {
+    const std::int64_t stop = repeat.stop_step > 0 ? repeat.stop_step : total_steps - 1;
+    for (std::int64_t s = std::max<std::int64_t>(repeat.start_step, 1); s <= std::min(stop, step); s += repeat.every_steps) {
+      restart = std::max(restart, s);
+    }
+  }
+  return restart;
+}
+
 }  // namespace
 
 RunConfig train_resume_config(const Registry& registry, const std::string& run_dir,
@@ -138,9 +222,10 @@ RunConfig train_resume_config(const Registry& registry, const std::string& run_d
   return run_config_parse(registry, table, run_dir + "/config.toml");
 }
 
-TrainSummary train_run(const Registry& registry, const RunConfig& config, const TrainOptions& options) {
+TrainSummary train_run(const Registry& registry, const RunConfig& initial, const TrainOptions& options) {
+  RunConfig config = initial;  // its [model] follows the growth events
   const TrainConfig& train = config.train;
-  const TrainPlan plan = train_plan(config);
+  TrainPlan plan = train_plan(config);
   const ModelShape shape = config.model.spec->shape();
   const std::int64_t T = plan.seq_len, V = shape.vocab, B = train.batch_size;
   auto say = [&](const std::string& message) {
@@ -162,40 +247,97 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
     throw UsageError(fmt::format("the shards in {} are shorter than one window of {} tokens", shard_dir, T + 1));
   }
 
-  // Model, optimiser, sampler; then the checkpoint when resuming.
-  std::shared_ptr<LanguageModel> model = registry.family(config.model.family).build(*config.model.spec, train.seed);
-  torch::optim::AdamW optimizer(optimizer_groups(*model, train), torch::optim::AdamWOptions(train.lr));
+  // Model, optimiser, sampler; then the checkpoint when resuming or starting from one.
+  const ModelFamily& family = registry.family(config.model.family);
+  std::shared_ptr<LanguageModel> model = family.build(*config.model.spec, train.seed);
+  auto make_optimizer = [&] {
+    return std::make_unique<torch::optim::AdamW>(optimizer_groups(*model, train), torch::optim::AdamWOptions(train.lr));
+  };
+  std::unique_ptr<torch::optim::AdamW> optimizer = make_optimizer();
   BatchSampler sampler(train_tokens, train.seed);
   const std::string checkpoint_dir = options.run_dir + "/checkpoints";
   fs::create_directories(checkpoint_dir);
   CheckpointMeta state;
   state.val_loss = kNaN;
   state.best_val_loss = std::numeric_limits<double>::infinity();
-  state.config_toml = config_text(config.resolved);
   if (options.resume) {
     std::vector<CheckpointInfo> checkpoints = checkpoint_list(checkpoint_dir);
     if (checkpoints.empty()) throw UsageError(fmt::format("run '{}' has no checkpoint to resume", options.run_dir));
-    state = checkpoint_load(checkpoints.back().path, *model, &optimizer);
-    state.config_toml = config_text(config.resolved);
+    state = checkpoint_load(checkpoints.back().path, *model, optimizer.get());
     sampler.restore(state.sampler_state);
     say(fmt::format("resumed {} at step {} ({} tokens)", checkpoints.back().path, state.step, state.tokens));
+  } else if (!options.init_from.empty()) {
+    CheckpointMeta origin = checkpoint_load(options.init_from, *model, nullptr);
+    state.inherited_flops = origin.inherited_flops + origin.flops;
+    state.parent_run = origin.parent_run;
+    state.parent_checkpoint = origin.parent_checkpoint.empty() ? options.init_from : origin.parent_checkpoint;
+    state.growth_method = origin.growth_method;
+    state.growth_options = origin.growth_options;
+    say(fmt::format("initialised from {} (inherits {:.3e} FLOPs)", options.init_from, state.inherited_flops));
   }
+  std::vector<Stage> stages = growth_schedule(registry, config, state.step, plan.total_steps);
+  std::size_t next_stage = 0;
+  std::int64_t restart_step = restart_step_at(config, state.step - 1, plan.total_steps);
+  state.config_toml = config_text(config.resolved);
   std::ofstream(options.run_dir + "/config.toml") << "# resolved run config\n" << config.resolved << "\n";
   MetricLog metrics(options.run_dir + "/metrics.jsonl", options);
 
   TrainSummary summary;
-  for (const torch::Tensor& p : model->parameters()) summary.parameters += p.numel();
+  summary.inherited_flops = state.inherited_flops;
   summary.peak_flops = peak_flops_resolve(options.home, train.peak_flops);
   std::vector<torch::Tensor> parameters = model->parameters();
 
   auto save = [&] {
     state.sampler_state = sampler.state();
-    CheckpointInfo saved = checkpoint_save(checkpoint_dir, *model, &optimizer, state);
+    state.config_toml = config_text(config.resolved);
+    CheckpointInfo saved = checkpoint_save(checkpoint_dir, *model, optimizer.get(), state);
     summary.last_checkpoint = saved.path;
     if (options.on_checkpoint) options.on_checkpoint(saved.path, saved.step, saved.crc32, saved.size);
     for (const std::string& removed : checkpoint_prune(checkpoint_dir, train.keep_checkpoints)) {
       if (options.on_checkpoint_removed) options.on_checkpoint_removed(removed);
     }
+  };
+
+  // A growth event: evaluate, grow, carry the optimiser on as the options say, evaluate.
+  auto grow = [&](const Stage& stage) {
+    const double before = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
+    model = stage.method->apply(*model, family, *stage.from, *stage.to, stage.event.options,
+                                train.seed + static_cast<std::uint64_t>(stage.event.at_step));
+    const bool extend = stage.method->in_place() &&
+                        stage.event.options["optimizer"].value_or(std::string("extend")) == "extend";
+    if (extend) {
+      optimizer_extend_rows(*optimizer);
+    } else {
+      optimizer = make_optimizer();
+    }
+    parameters = model->parameters();
+    config.model.spec = stage.to;
+    config.resolved.insert_or_assign("model", stage.to_model);
+    plan.flops_per_step = static_cast<double>(stage.to->flops_per_token(T).training()) *
+                          static_cast<double>(plan.tokens_per_step);
+    if (stage.event.options["lr_schedule"].value_or(std::string("continue")) == "restart") {
+      restart_step = stage.event.at_step;
+    }
+    const double after = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
+    std::ostringstream options_text;
+    options_text << stage.event.options;
+    if (options.on_event) {
+      options.on_event("growth", state.step,
+                       fmt::format(R"({{"method":"{}","from":"{}","to":"{}","parameters":{},"loss_before":{:.9g},)"
+                                   R"("loss_after":{:.9g},"optimizer":"{}","exact":{}}})",
+                                   stage.method->name(), stage.from->summary(), stage.to->summary(),
+                                   stage.to->parameter_count(), before, after, extend ? "extend" : "reset",
+                                   stage.plan.exact ? "true" : "false"));
+    }
+    const double wall = state.wall_seconds;
+    metrics.write(state.step, state.tokens, state.flops, wall, "growth/loss_before", before);
+    metrics.write(state.step, state.tokens, state.flops, wall, "growth/loss_after", after);
+    metrics.write(state.step, state.tokens, state.flops, wall, "growth/parameters",
+                  static_cast<double>(stage.to->parameter_count()));
+    summary.growth_events += 1;
+    say(fmt::format("step {}: {} grew {} -> {} ({} parameters); val loss {:.4f} -> {:.4f}", state.step,
+                    stage.method->name(), stage.from->summary(), stage.to->summary(), stage.to->parameter_count(),
+                    before, after));
   };
 
   double step_seconds_total = 0;
@@ -207,10 +349,11 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
       summary.interrupted = true;
       break;
     }
+    while (next_stage < stages.size() && stages[next_stage].event.at_step == state.step) grow(stages[next_stage++]);
     const auto step_start = Clock::now();
-    const double lr = lr_at(train, plan, state.step);
-    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    optimizer.zero_grad();
+    const double lr = lr_for(train, plan, state.step, restart_step);
+    for (auto& group : optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    optimizer->zero_grad();
     double loss = 0;
     for (std::int64_t micro = 0; micro < train.grad_accum; ++micro) {
       torch::Tensor batch = sampler.next(B, T);
@@ -231,12 +374,12 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
                               "lower train.lr, raise train.warmup_steps, or set train.nan_policy = \"skip\"; "
                               "resume from the last checkpoint with tfw train --resume"));
       }
-      optimizer.zero_grad();  // skip: no update, the step still counts
+      optimizer->zero_grad();  // skip: no update, the step still counts
     }
     double grad_norm = kNaN;
     if (std::isfinite(loss)) {
       grad_norm = gradients_clip(parameters, train.grad_clip);
-      optimizer.step();
+      optimizer->step();
     }
     state.step += 1;
     state.tokens += plan.tokens_per_step;
@@ -289,6 +432,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
     save();
     say(fmt::format("stopped at step {}/{}; checkpoint {}", state.step, plan.total_steps, summary.last_checkpoint));
   }
+  for (const torch::Tensor& p : model->parameters()) summary.parameters += p.numel();
   summary.steps = state.step;
   summary.tokens = state.tokens;
   summary.flops = state.flops;

@@ -27,6 +27,8 @@ struct TrainOptions {
   std::string home;      // TFW_HOME (data and the machine's peak-FLOPs cache)
   std::string run_dir;   // metrics.jsonl, config.toml, checkpoints/
   bool resume = false;   // continue from the last valid checkpoint in run_dir
+  std::string init_from; // start a new run from this checkpoint's weights (a grown model); its
+                         // lineage (inherited FLOPs, parent, growth method) carries over
   const std::atomic<bool>* stop = nullptr;  // set to stop after the current step
   std::function<void(const TrainProgress&)> on_progress;  // every step
   std::function<void(const std::string&)> on_message;      // data preparation, checkpoints
@@ -43,6 +45,8 @@ struct TrainSummary {
   std::int64_t steps = 0, tokens = 0, parameters = 0;
   double flops = 0, train_loss = 0, val_loss = 0, best_val_loss = 0, seconds = 0;
   double tokens_per_second = 0, mfu = 0, peak_flops = 0;
+  double inherited_flops = 0;  // the lineage's FLOPs before this run
+  std::int64_t growth_events = 0;  // applied by this process
   std::string last_checkpoint;
   bool interrupted = false;
 };

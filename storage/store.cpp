@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -50,6 +51,7 @@ CREATE TABLE runs (
   parameters INTEGER NOT NULL DEFAULT 0,
   tokens INTEGER NOT NULL DEFAULT 0,
   flops REAL NOT NULL DEFAULT 0,
+  inherited_flops REAL NOT NULL DEFAULT 0,
   cumulative_flops REAL NOT NULL DEFAULT 0,
   final_metrics TEXT NOT NULL DEFAULT '{}',
   error TEXT NOT NULL DEFAULT '',
@@ -173,7 +175,7 @@ class FileLock {
 const char* kRunColumns =
     "r.id, e.name, r.name, r.family, r.config, r.status, r.heartbeat, r.seed, r.git_commit, r.host, r.started, "
     "r.ended, r.parent_run_id, r.growth_method, r.growth_options, r.stage, r.parameters, r.tokens, r.flops, "
-    "r.cumulative_flops, r.final_metrics, r.error, r.run_dir";
+    "r.cumulative_flops, r.final_metrics, r.error, r.run_dir, r.inherited_flops";
 
 RunRecord run_from(Statement& s) {
   RunRecord r;
@@ -200,6 +202,7 @@ RunRecord run_from(Statement& s) {
   r.final_metrics = s.text(20);
   r.error = s.text(21);
   r.run_dir = s.text(22);
+  r.inherited_flops = s.real(23);
   // A running run whose heartbeat stopped is reported as crashed.
   if (r.status == "running" && store_now() - r.heartbeat > store_heartbeat_timeout()) r.status = "crashed";
   return r;
@@ -323,23 +326,25 @@ std::int64_t Store::experiment_ensure(const std::string& name, const std::string
 
 std::int64_t Store::run_create(const RunRecord& run) {
   const std::int64_t experiment = experiment_ensure(run.experiment);
-  double parent_cumulative = 0;
+  double inherited = std::max(0.0, run.inherited_flops);
   if (run.parent != 0) {
     std::optional<RunRecord> parent = run_get(run.parent);
     if (!parent) throw StoreError(fmt::format("store: parent run {} does not exist", run.parent));
-    parent_cumulative = parent->cumulative_flops;
+    if (run.inherited_flops < 0) inherited = parent->cumulative_flops;
   }
   Statement s(db_,
               "INSERT INTO runs (experiment_id, name, family, config, status, heartbeat, seed, git_commit, host, "
               "started, parent_run_id, growth_method, growth_options, stage, parameters, tokens, flops, "
-              "cumulative_flops, run_dir) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+              "cumulative_flops, run_dir, inherited_flops) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+              "?, ?, ?)");
   const double now = store_now();
   s.bind(1, experiment).bind(2, run.name).bind(3, run.family).bind(4, run.config)
       .bind(5, run.status.empty() ? std::string("running") : run.status).bind(6, now).bind(7, run.seed)
       .bind(8, run.git_commit).bind(9, run.host).bind(10, now);
   if (run.parent != 0) s.bind(11, run.parent); else s.bind_null(11);
   s.bind(12, run.growth_method).bind(13, run.growth_options).bind(14, run.stage).bind(15, run.parameters)
-      .bind(16, run.tokens).bind(17, run.flops).bind(18, parent_cumulative + run.flops).bind(19, run.run_dir);
+      .bind(16, run.tokens).bind(17, run.flops).bind(18, inherited + run.flops).bind(19, run.run_dir)
+      .bind(20, inherited);
   try {
     s.step();
   } catch (const StoreError& e) {
@@ -360,8 +365,7 @@ void Store::run_set_status(std::int64_t run, const std::string& status, const st
 }
 
 void Store::run_set_progress(std::int64_t run, std::int64_t tokens, double flops) {
-  Statement s(db_, "UPDATE runs SET tokens = ?, flops = ?, cumulative_flops = ? + COALESCE((SELECT p.cumulative_flops "
-                   "FROM runs p WHERE p.id = runs.parent_run_id), 0) WHERE id = ?");
+  Statement s(db_, "UPDATE runs SET tokens = ?, flops = ?, cumulative_flops = inherited_flops + ? WHERE id = ?");
   s.bind(1, tokens).bind(2, flops).bind(3, flops).bind(4, run).step();
 }
 

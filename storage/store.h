@@ -46,7 +46,10 @@ struct RunRecord {
   std::int64_t parameters = 0;
   std::int64_t tokens = 0;
   double flops = 0;             // this run's own training FLOPs
-  double cumulative_flops = 0;  // own + the parent's cumulative (the lineage's budget)
+  // The lineage's FLOPs before this run: the parent's cumulative FLOPs at the checkpoint this
+  // run was grown from. -1 in run_create means "the parent's cumulative FLOPs now".
+  double inherited_flops = -1;
+  double cumulative_flops = 0;  // inherited + own: the lineage's budget
   std::string final_metrics;    // JSON object
   std::string error;
   std::string run_dir;
@@ -91,7 +94,7 @@ class Store {
   // Inserts a running run (started = heartbeat = now); returns its id.
   std::int64_t run_create(const RunRecord& run);
   void run_set_status(std::int64_t run, const std::string& status, const std::string& error = "");
-  // Own tokens and FLOPs so far; the cumulative budget follows (parent's cumulative + own).
+  // Own tokens and FLOPs so far; the cumulative budget follows (inherited + own).
   void run_set_progress(std::int64_t run, std::int64_t tokens, double flops);
   void run_finish(std::int64_t run, const std::string& status, const std::string& final_metrics,
                   const std::string& error = "");

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "engine/checkpoint.h"
@@ -314,6 +315,110 @@ TEST(Trainer, MissingCorpusNamesThePackageOrPath) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown corpus '/nonexistent/corpus.txt'"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace tfw
+
+namespace tfw {
+namespace {
+
+// Online growth: kTokenformer (n_attn 32, n_ffn 64) grown at step 10.
+const std::vector<std::string> kGrowAt10 = {"train.max_steps=30", "train.checkpoint_every=1000"};
+
+std::string with_growth(const std::string& options) {
+  return std::string(kTokenformer) + R"(
+[[train.growth]]
+at_step = 10
+method = "pattention_grow"
+to = { n_attn = 48, n_ffn = 96 }
+)" + options;
+}
+
+TEST(OnlineGrowth, ExactGrowthKeepsTheLossAndCountsFlopsPerStage) {
+  RunConfig config = config_of(with_growth(""), kGrowAt10);
+  TrainOptions options = options_for("grow-online");
+  std::vector<std::string> events;
+  options.on_event = [&](const std::string& kind, std::int64_t step, const std::string& payload) {
+    if (kind == "growth") events.push_back(fmt::format("{}:{}", step, payload));
+  };
+  TrainSummary summary = train_run(test::plugins(), config, options);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].rfind("10:{\"method\":\"pattention_grow\"", 0), 0u) << events[0];
+  std::vector<double> before = logged(options.run_dir, "growth/loss_before");
+  std::vector<double> after = logged(options.run_dir, "growth/loss_after");
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_NEAR(after[0], before[0], 1e-5);  // zero keys, fixed tau: the function is kept
+  RunConfig grown = config_of(with_growth(""), {"model.n_attn=48", "model.n_ffn=96", "train.max_steps=30"});
+  EXPECT_EQ(summary.parameters, grown.model.spec->parameter_count());
+  const double small = train_plan(config).flops_per_step, large = train_plan(grown).flops_per_step;
+  EXPECT_DOUBLE_EQ(summary.flops, 10 * small + 20 * large);
+  EXPECT_EQ(summary.growth_events, 1);
+}
+
+TEST(OnlineGrowth, ResumeAfterAndBeforeTheEventContinuesExactly) {
+  RunConfig config = config_of(with_growth(""), kGrowAt10);
+  TrainOptions straight = options_for("grow-straight");
+  train_run(test::plugins(), config, straight);
+  const std::vector<double> expected = logged(straight.run_dir, "train/loss");
+  ASSERT_EQ(expected.size(), 30u);
+  for (std::int64_t stop_at : {5, 20}) {  // before and after the growth event
+    SCOPED_TRACE(stop_at);
+    TrainOptions interrupted = options_for("grow-interrupted-" + std::to_string(stop_at));
+    std::atomic<bool> stop{false};
+    interrupted.stop = &stop;
+    interrupted.on_progress = [&](const TrainProgress& p) {
+      if (p.step == stop_at) stop = true;
+    };
+    train_run(test::plugins(), config, interrupted);
+    TrainOptions resumed = interrupted;
+    resumed.resume = true;
+    resumed.stop = nullptr;
+    resumed.on_progress = nullptr;
+    TrainSummary summary = train_run(test::plugins(), train_resume_config(test::plugins(), resumed.run_dir, {}), resumed);
+    EXPECT_EQ(summary.steps, 30);
+    std::vector<double> got = logged(interrupted.run_dir, "train/loss");
+    ASSERT_EQ(got.size(), 30u);
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
+    EXPECT_EQ(logged(interrupted.run_dir, "growth/loss_after").size(), 1u);
+  }
+}
+
+TEST(OnlineGrowth, RepeatedScheduleAddsTokensEveryFSteps) {
+  std::string text = std::string(kTokenformer) + R"(
+[train.growth_repeat]
+every_steps = 5
+add_attn = 8
+add_ffn = 16
+options = { optimizer = "reset", lr_schedule = "restart" }
+)";
+  RunConfig config = config_of(text, {"train.max_steps=20", "train.checkpoint_every=1000"});
+  TrainOptions options = options_for("grow-repeat");
+  TrainSummary summary = train_run(test::plugins(), config, options);
+  EXPECT_EQ(summary.growth_events, 3);  // steps 5, 10, 15
+  RunConfig grown = config_of(kTokenformer, {"model.n_attn=56", "model.n_ffn=112", "train.max_steps=20"});
+  EXPECT_EQ(summary.parameters, grown.model.spec->parameter_count());
+  // The schedule restarts at 15: warm-up again (10 steps) over the last 5 steps.
+  std::vector<double> lr = logged(options.run_dir, "train/lr");
+  EXPECT_DOUBLE_EQ(lr[15], 3e-3 * 1 / 10);  // the update of step 15 (0-based) is the first after the restart
+}
+
+TEST(OnlineGrowth, BadEventsAreRefusedBeforeTraining) {
+  RunConfig impossible = config_of(std::string(kTokenformer) + R"(
+[[train.growth]]
+at_step = 3
+method = "pattention_grow"
+to = { d = 64 }
+)", {"train.max_steps=10"});
+  try {
+    train_run(test::plugins(), impossible, options_for("grow-bad"));
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("pattention_grow keeps d"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(config_of(with_growth(""), {"train.max_flops=1e9"}), UsageError);
+  EXPECT_THROW(config_of(std::string(kTokenformer) + "[[train.growth]]\nat_step = 3\n", {"train.max_steps=10"}),
+               UsageError);  // no method
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ nlohmann::json run_json(const RunRecord& r) {
           {"host", r.host}, {"started", r.started}, {"ended", r.ended},
           {"parent", r.parent == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.parent)},
           {"growth_method", r.growth_method}, {"growth_options", r.growth_options}, {"stage", r.stage},
-          {"parameters", r.parameters}, {"tokens", r.tokens}, {"flops", r.flops},
+          {"parameters", r.parameters}, {"tokens", r.tokens}, {"flops", r.flops}, {"inherited_flops", r.inherited_flops},
           {"cumulative_flops", r.cumulative_flops}, {"final_metrics", parse_or_empty(r.final_metrics)},
           {"error", r.error}, {"run_dir", r.run_dir}};
 }

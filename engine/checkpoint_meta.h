@@ -1,0 +1,52 @@
+// Checkpoint metadata, listing and verification: torch-free, so the CLI and the store
+// plumbing can read checkpoints' metadata without compiling torch. Saving and loading
+// weights is engine/checkpoint.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tfw {
+
+inline constexpr std::int64_t kCheckpointFormatVersion = 1;
+
+struct CheckpointMeta {
+  std::int64_t format_version = kCheckpointFormatVersion;
+  std::int64_t step = 0;          // optimiser steps done
+  std::int64_t tokens = 0;        // training tokens seen
+  double flops = 0;               // training FLOPs spent by this run
+  double train_loss = 0;          // of the last step
+  double val_loss = 0;            // of the last evaluation (NaN if none)
+  double best_val_loss = 0;
+  double wall_seconds = 0;        // training time so far
+  std::string sampler_state;      // the batch sampler's RNG (the data cursor)
+  std::string config_toml;        // the resolved run config (the model as it is now, after any growth)
+  // Lineage: the compute this model inherited from the runs it was grown from (their
+  // training FLOPs up to the checkpoint it was grown from), and where it came from.
+  double inherited_flops = 0;
+  std::int64_t parent_run = 0;    // store id of the run it was grown from (0: none or unknown)
+  std::string parent_checkpoint;
+  std::string growth_method;
+  std::string growth_options;     // TOML
+};
+
+
+struct CheckpointInfo {
+  std::string path;     // the .pt archive
+  std::int64_t step = 0;
+  double val_loss = 0;  // NaN if none
+  std::uint64_t size = 0;
+  std::uint32_t crc32 = 0;
+};
+
+// Complete checkpoints (manifest present) in `dir`, by step.
+std::vector<CheckpointInfo> checkpoint_list(const std::string& dir);
+
+// Checks size and CRC-32 against the manifest; throws UsageError naming the problem.
+void checkpoint_verify(const std::string& path);
+
+// Reads only the metadata (verifies first).
+CheckpointMeta checkpoint_read_meta(const std::string& path);
+
+}  // namespace tfw
