@@ -20,6 +20,7 @@
 #include "engine/model.h"
 #include "engine/peak.h"
 #include "engine/registry.h"
+#include "engine/train/eval.h"
 #include "engine/train/optim.h"
 #include "engine/train/schedule.h"
 
@@ -66,31 +67,6 @@ class BatchSampler {
   const TokenShard& shard_;
   std::mt19937_64 rng_;
 };
-
-torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V) {
-  torch::Tensor logits = model.forward(batch.narrow(1, 0, T));                              // (B, T, V)
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, V}), batch.narrow(1, 1, T).reshape({-1}));
-}
-
-// Mean loss over eval_batches × B fixed windows spread evenly over the val shard.
-double evaluate(LanguageModel& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
-                std::int64_t batches) {
-  torch::NoGradGuard no_grad;
-  const std::int64_t windows = B * batches;
-  const std::uint64_t span = val.size() - static_cast<std::uint64_t>(T) - 1;
-  double total = 0;
-  for (std::int64_t k = 0; k < batches; ++k) {
-    torch::Tensor batch = torch::empty({B, T + 1}, torch::kInt64);
-    auto rows = batch.accessor<std::int64_t, 2>();
-    for (std::int64_t b = 0; b < B; ++b) {
-      const std::int64_t w = k * B + b;
-      const std::uint64_t start = windows > 1 ? span * static_cast<std::uint64_t>(w) / (windows - 1) : 0;
-      for (std::int64_t t = 0; t <= T; ++t) rows[b][t] = val[start + t];
-    }
-    total += loss_of(model, batch, T, V).item<double>();
-  }
-  return total / static_cast<double>(batches);
-}
 
 std::string config_text(const toml::table& resolved) {
   std::ostringstream out;

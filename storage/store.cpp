@@ -454,6 +454,13 @@ std::vector<CheckpointRow> Store::checkpoints(std::int64_t run) {
   return out;
 }
 
+std::optional<std::int64_t> Store::checkpoint_run(const std::string& path) {
+  Statement s(db_, "SELECT run_id FROM checkpoints WHERE path = ? ORDER BY created DESC LIMIT 1");
+  s.bind(1, path);
+  if (!s.step()) return std::nullopt;
+  return s.integer(0);
+}
+
 void Store::event_add(const EventRow& row) {
   Statement s(db_, "INSERT INTO events (run_id, kind, step, wall, payload) VALUES (?, ?, ?, ?, ?)");
   s.bind(1, row.run).bind(2, row.kind).bind(3, row.step).bind(4, row.wall)

@@ -108,6 +108,8 @@ class Store {
   void checkpoint_add(const CheckpointRow& row);
   void checkpoint_remove(std::int64_t run, const std::string& path);
   std::vector<CheckpointRow> checkpoints(std::int64_t run);
+  // The run that wrote the checkpoint at `path` (absolute), if the store knows it.
+  std::optional<std::int64_t> checkpoint_run(const std::string& path);
   void event_add(const EventRow& row);
   std::vector<EventRow> events(std::int64_t run);
   void metrics_insert(const std::vector<MetricPoint>& points);  // one transaction

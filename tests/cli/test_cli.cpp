@@ -23,9 +23,9 @@ struct Result {
   std::string output;  // stdout and stderr together
 };
 
-// Runs a shell command line; stdout and stderr together, and the exit code.
-Result capture(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+// Runs a shell command line; stdout and stderr together (or stdout only), and the exit code.
+Result capture(const std::string& command, bool with_stderr = true) {
+  FILE* pipe = popen((command + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
   Result run{-1, ""};
   if (pipe == nullptr) return run;
   std::array<char, 4096> buffer{};
@@ -38,6 +38,9 @@ Result capture(const std::string& command) {
 Result tfw(const std::string& arguments, const std::string& environment = "") {
   return capture(environment + " " TFW_BINARY " " + arguments);
 }
+
+// stdout only: for --json output while progress goes to stderr.
+Result tfw_json(const std::string& arguments) { return capture(TFW_BINARY " " + arguments, false); }
 
 // Runs a bash script (written to a file, so no quoting games), stdout and stderr together.
 Result tfw_shell(const std::string& script) {
@@ -265,6 +268,59 @@ TEST(Cli, RunsListShowCompareAndBadStores) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.output.find("is not a tfw store"), std::string::npos) << bad.output;
   EXPECT_EQ(capture("cat " + bad_home + "/runs.db").output, "my notes\n");
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
+  const std::string home = "/tmp/tfw-test-cli-grow";
+  std::system(("rm -rf " + home).c_str());
+  Result small = tfw_json("train " + kMini + "growth-tokenformer-small.toml --json --home " + home +
+                     " --set train.max_steps=20 --set train.eval_batches=2");
+  ASSERT_EQ(small.code, 0) << small.output;
+  const std::string checkpoint = nlohmann::json::parse(small.output)["last_checkpoint"];
+  const double small_flops = nlohmann::json::parse(small.output)["training_flops"];
+  Result grown = tfw_json("grow --method pattention_grow --from " + checkpoint + " --to " + kMini +
+                     "growth-tokenformer-large.toml --out " + home + "/grown --check --json --home " + home +
+                     " --set train.eval_batches=2");
+  ASSERT_EQ(grown.code, 0) << grown.output;
+  nlohmann::json g = nlohmann::json::parse(grown.output);
+  EXPECT_TRUE(g["declared_exact"].get<bool>());
+  EXPECT_LT(g["max_abs_logit_diff"].get<double>(), 1e-4);
+  EXPECT_NEAR(g["loss_after"].get<double>(), g["loss_before"].get<double>(), 1e-5);
+  EXPECT_EQ(g["parent_run"].get<std::int64_t>(), 1);
+  EXPECT_DOUBLE_EQ(g["inherited_flops"].get<double>(), small_flops);
+  // A non-exact method is reported as such, with the measured difference to show it.
+  Result normal = tfw_json("grow --method pattention_grow --option key_init=normal --from " + checkpoint + " --to " + kMini +
+                      "growth-tokenformer-large.toml --out " + home + "/grown-normal --check --json --home " + home +
+                      " --set train.eval_batches=2");
+  ASSERT_EQ(normal.code, 0) << normal.output;
+  EXPECT_FALSE(nlohmann::json::parse(normal.output)["declared_exact"].get<bool>());
+  EXPECT_GT(nlohmann::json::parse(normal.output)["max_abs_logit_diff"].get<double>(), 1e-3);
+  // Train from the grown checkpoint: a child of run 1, whose budget includes run 1's FLOPs.
+  Result child = tfw("train " + kMini + "growth-tokenformer-large.toml --init-from " + g["checkpoint"].get<std::string>() +
+                     " --name grown --json --home " + home + " --set train.max_steps=5");
+  ASSERT_EQ(child.code, 0) << child.output;
+  Result shown = tfw_json("runs show grown --json --home " + home);
+  nlohmann::json run = nlohmann::json::parse(shown.output);
+  EXPECT_EQ(run["parent"].get<std::int64_t>(), 1);
+  EXPECT_EQ(run["growth_method"], "pattention_grow");
+  EXPECT_EQ(run["stage"].get<std::int64_t>(), 1);
+  ASSERT_EQ(run["lineage"].size(), 2u);
+  EXPECT_DOUBLE_EQ(run["cumulative_flops"].get<double>(), small_flops + run["flops"].get<double>());
+  // Impossible targets and wrong families are refused with the reason (exit 2).
+  Result wrong = tfw("grow --method hypercloning --from " + checkpoint + " --to " + kMini +
+                     "growth-transformer-large.toml --out " + home + "/x --home " + home);
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_NE(wrong.output.find("hypercloning grows transformer models; the checkpoint holds a tokenformer"),
+            std::string::npos)
+      << wrong.output;
+  Result mismatch = tfw("train " + kMini + "growth-tokenformer-small.toml --init-from " +
+                        g["checkpoint"].get<std::string>() + " --name bad --home " + home);
+  EXPECT_EQ(mismatch.code, 2);
+  EXPECT_NE(mismatch.output.find("does not fit the checkpoint"), std::string::npos) << mismatch.output;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/checkpoint_meta.h"
 #include "engine/error.h"
 #include "engine/home.h"
 #include "engine/registry.h"
@@ -39,6 +40,7 @@ struct TrainArgs {
   std::string name;
   std::string home;
   std::string resume;
+  std::string init_from;
   bool json = false;
 };
 
@@ -102,6 +104,13 @@ void run_train(const TrainArgs& args) {
   } else {
     if (args.config.empty()) throw UsageError("tfw train needs a CONFIG.toml, or --resume RUN");
     config = run_config_load(registry(), args.config, args.overrides);
+    if (!args.init_from.empty()) {
+      // The model must be the checkpoint's; [data] and [train] are the new run's.
+      const CheckpointMeta origin = checkpoint_read_meta(args.init_from);
+      RunConfig stored = run_config_parse(registry(), toml::parse(origin.config_toml, args.init_from), args.init_from);
+      check_same_model(config, stored);
+      options.init_from = args.init_from;
+    }
     const std::string name = args.name.empty() ? config.model.name : args.name;
     options.run_dir = home + "/runs/" + name;
     if (fs::exists(options.run_dir + "/checkpoints") && !fs::is_empty(options.run_dir + "/checkpoints")) {
@@ -124,6 +133,19 @@ void run_train(const TrainArgs& args) {
     record.host = host_name();
     record.parameters = config.model.spec->parameter_count();
     record.run_dir = fs::absolute(options.run_dir).string();
+    if (!options.init_from.empty()) {  // a grown model: a child of the run it was grown from
+      const CheckpointMeta origin = checkpoint_read_meta(options.init_from);
+      record.inherited_flops = origin.inherited_flops + origin.flops;
+      record.growth_method = origin.growth_method;
+      record.growth_options = origin.growth_options;
+      if (origin.parent_run != 0 && store->run_get(origin.parent_run)) {
+        record.parent = origin.parent_run;
+        record.stage = store->run_get(origin.parent_run)->stage + 1;
+      } else if (auto owner = store->checkpoint_run(fs::absolute(options.init_from).string())) {
+        record.parent = *owner;  // started from a plain checkpoint of another run
+        record.stage = store->run_get(*owner)->stage + 1;
+      }
+    }
     run_id = store->run_create(record);
   } else {
     store->run_set_status(run_id, "running");
@@ -204,7 +226,8 @@ void run_train(const TrainArgs& args) {
                 {"mfu", summary.mfu}, {"peak_flops", summary.peak_flops},
                 {"last_checkpoint", summary.last_checkpoint}, {"interrupted", summary.interrupted}});
   } else {
-    std::cout << fmt::format("run {} {}: {} steps, {} tokens, {:.3e} training FLOPs, {}\n", run_id, config.model.name, summary.steps,
+    std::cout << fmt::format("run {} {}: {} steps, {} tokens, {:.3e} training FLOPs, {}\n", run_id,
+                             fs::path(options.run_dir).filename().string(), summary.steps,
                              grouped(summary.tokens), summary.flops, duration(summary.seconds));
     std::cout << fmt::format("  val loss {:.4f} (best {:.4f}), train loss {:.4f}, {:.0f} tokens/s, MFU {:.1f}%\n",
                              summary.val_loss, summary.best_val_loss, summary.train_loss, summary.tokens_per_second,
@@ -227,6 +250,9 @@ void add_train_command(CLI::App& app) {
       ->allow_extra_args(false);
   command->add_option("--name", args->name, "run name (default: the config's name); the run folder is TFW_HOME/runs/NAME");
   command->add_option("--resume", args->resume, "continue RUN (its id, name or folder) from its last valid checkpoint");
+  command->add_option("--init-from", args->init_from,
+                      "start from this checkpoint's weights (e.g. one written by tfw grow); the run records its "
+                      "lineage");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   command->add_flag("--json", args->json, "print the summary as JSON (keys in docs/cli.md)");
   command->callback([args] { run_train(*args); });

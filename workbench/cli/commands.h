@@ -13,6 +13,7 @@ void add_smoke_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_runs_command(CLI::App& app);
+void add_grow_command(CLI::App& app);
 
 // Thrown by a command that stopped early on request (Ctrl-C): exit code 130.
 struct Interrupted {};

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   tfw::cli::add_data_command(app);
   tfw::cli::add_train_command(app);
   tfw::cli::add_runs_command(app);
+  tfw::cli::add_grow_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,32 @@
+#include "engine/train/eval.h"
+
+namespace tfw {
+
+torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V) {
+  torch::Tensor logits = model.forward(batch.narrow(1, 0, T));                              // (B, T, V)
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, V}), batch.narrow(1, 1, T).reshape({-1}));
+}
+
+torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t batches,
+                               std::int64_t k) {
+  const std::int64_t windows = B * batches;
+  const std::uint64_t span = val.size() - static_cast<std::uint64_t>(T) - 1;
+  torch::Tensor batch = torch::empty({B, T + 1}, torch::kInt64);
+  auto rows = batch.accessor<std::int64_t, 2>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t w = k * B + b;
+    const std::uint64_t start = windows > 1 ? span * static_cast<std::uint64_t>(w) / (windows - 1) : 0;
+    for (std::int64_t t = 0; t <= T; ++t) rows[b][t] = val[start + t];
+  }
+  return batch;
+}
+
+double evaluate(LanguageModel& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
+                std::int64_t batches) {
+  torch::NoGradGuard no_grad;
+  double total = 0;
+  for (std::int64_t k = 0; k < batches; ++k) total += loss_of(model, validation_batch(val, B, T, batches, k), T, V).item<double>();
+  return total / static_cast<double>(batches);
+}
+
+}  // namespace tfw

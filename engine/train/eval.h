@@ -1,0 +1,25 @@
+// Loss of a language model on token windows: the training loss of a batch and the mean
+// validation loss over fixed windows spread evenly over a shard (the same windows every
+// time, so evaluations before and after a growth compare like with like).
+// Shapes: B batch, T sequence length, V vocabulary.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "engine/data/shards.h"
+#include "engine/model.h"
+
+namespace tfw {
+
+// batch (B, T + 1): mean cross-entropy of predicting batch[:, 1:] from batch[:, :T].
+torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V);
+
+// The k-th of `batches` fixed validation batches (B, T + 1).
+torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t batches,
+                               std::int64_t k);
+
+// Mean loss over `batches` fixed validation batches.
+double evaluate(LanguageModel& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
+                std::int64_t batches);
+
+}  // namespace tfw

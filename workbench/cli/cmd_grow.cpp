@@ -1,0 +1,93 @@
+// `tfw grow --method NAME --from CHECKPOINT --to CONFIG.toml --out DIR [--check]`: grow a
+// checkpoint's model offline into a new checkpoint; `tfw train --init-from` starts a run from
+// it, recorded as a child of the source run.
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/grow.h"
+#include "engine/home.h"
+#include "engine/registry.h"
+#include "storage/store.h"
+#include "workbench/cli/commands.h"
+#include "workbench/cli/output.h"
+
+namespace tfw::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct GrowArgs {
+  GrowRequest request;
+  std::vector<std::string> options;
+  bool json = false;
+};
+
+void run_grow(GrowArgs& args) {
+  GrowRequest& request = args.request;
+  // Options are --option key=value (TOML values), checked by the method's plan().
+  config_apply_overrides(request.options, args.options);
+  const std::string store_path = home_resolve(request.home) + "/runs.db";
+  if (fs::exists(store_path)) {
+    auto store = Store::open_readonly(store_path);
+    if (auto run = store->checkpoint_run(fs::absolute(request.from_checkpoint).string())) request.parent_run = *run;
+  }
+  GrowResult result = grow_checkpoint(registry(), request);
+  if (args.json) {
+    nlohmann::json json = {{"checkpoint", result.checkpoint},
+                           {"method", request.method},
+                           {"declared_exact", result.plan.exact},
+                           {"changes", result.plan.changes},
+                           {"parameters_before", result.parameters_before},
+                           {"parameters_after", result.parameters_after},
+                           {"inherited_flops", result.inherited_flops},
+                           {"parent_run", request.parent_run == 0 ? nlohmann::json(nullptr)
+                                                                  : nlohmann::json(request.parent_run)}};
+    if (result.checked) {
+      json["max_abs_logit_diff"] = result.max_abs_logit_diff;
+      json["loss_before"] = result.loss_before;
+      json["loss_after"] = result.loss_after;
+    }
+    print_json(json);
+    return;
+  }
+  std::cout << fmt::format("{}: {} -> {} parameters ({})\n", request.method, grouped(result.parameters_before),
+                           grouped(result.parameters_after), result.plan.exact ? "declared exact" : "not exact");
+  for (const std::string& change : result.plan.changes) std::cout << "  " << change << "\n";
+  if (result.checked) {
+    std::cout << fmt::format("  check on validation text: max |logit difference| {:.3e} (declared {}), loss {:.4f} "
+                             "-> {:.4f}\n",
+                             result.max_abs_logit_diff, result.plan.exact ? "exact" : "not exact", result.loss_before,
+                             result.loss_after);
+  }
+  std::cout << fmt::format("  wrote {}\n  continue training with: tfw train {} --init-from {}\n", result.checkpoint,
+                           request.to_config, result.checkpoint);
+}
+
+}  // namespace
+
+void add_grow_command(CLI::App& app) {
+  auto args = std::make_shared<GrowArgs>();
+  CLI::App* command = app.add_subcommand("grow", "Grow a checkpoint's model with a growth method");
+  command->add_option("--method", args->request.method, "pattention_grow, net2net, hypercloning")->required();
+  command->add_option("--from", args->request.from_checkpoint, "the checkpoint (.pt) to grow")->required();
+  command->add_option("--to", args->request.to_config, "run config with the target [model] (and [data] for --check)")
+      ->required();
+  command->add_option("--out", args->request.out_dir, "folder for the grown checkpoint")->required();
+  command->add_option("--set", args->request.to_overrides, "override a key of the target config")
+      ->allow_extra_args(false);
+  command->add_option("--option", args->options, "a growth option, e.g. --option key_init=zero")
+      ->allow_extra_args(false);
+  command->add_option("--seed", args->request.seed, "seed of new weights and noise");
+  command->add_flag("--check", args->request.check,
+                    "measure the largest logit difference and the losses on validation text");
+  command->add_option("--home", args->request.home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
+  command->callback([args] { run_grow(*args); });
+}
+
+}  // namespace tfw::cli
