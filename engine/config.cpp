@@ -238,6 +238,8 @@ std::vector<ConfigTable> ConfigTable::sub_array(std::string_view key) {
   return out;
 }
 
+bool ConfigTable::take(std::string_view key) { return lookup(key) != nullptr; }
+
 toml::table ConfigTable::raw_table(std::string_view key) {
   const toml::node* node = lookup(key);
   if (node == nullptr) return toml::table{};

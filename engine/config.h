@@ -43,6 +43,8 @@ class ConfigTable {
 
   // An array of tables ([[key]] in TOML); each view's prefix is "key[i]" and must be finished.
   std::vector<ConfigTable> sub_array(std::string_view key);
+  // Marks `key` as known (read by other means); returns whether it is present.
+  bool take(std::string_view key);
   // The raw sub-table (validated later by whoever reads it); an absent key gives an empty one.
   toml::table raw_table(std::string_view key);
 

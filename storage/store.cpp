@@ -421,6 +421,14 @@ std::vector<RunRecord> Store::runs(const RunFilter& filter) {
   return out;
 }
 
+std::optional<RunRecord> Store::run_in_experiment(const std::string& experiment, const std::string& name) {
+  Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = ? "
+                               "AND r.name = ?", kRunColumns).c_str());
+  s.bind(1, experiment).bind(2, name);
+  if (!s.step()) return std::nullopt;
+  return run_from(s);
+}
+
 std::vector<RunRecord> Store::lineage(std::int64_t run) {
   std::vector<RunRecord> chain;
   std::set<std::int64_t> seen;

@@ -103,6 +103,7 @@ class Store {
   // By id ("12"), or by name (the newest run of that name).
   std::optional<RunRecord> run_find(const std::string& id_or_name);
   std::vector<RunRecord> runs(const RunFilter& filter = {});
+  std::optional<RunRecord> run_in_experiment(const std::string& experiment, const std::string& name);
   std::vector<RunRecord> lineage(std::int64_t run);  // root first, ending with `run`
 
   void checkpoint_add(const CheckpointRow& row);

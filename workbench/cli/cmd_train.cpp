@@ -41,6 +41,7 @@ struct TrainArgs {
   std::string home;
   std::string resume;
   std::string init_from;
+  std::string experiment = "default";
   bool json = false;
 };
 
@@ -112,7 +113,8 @@ void run_train(const TrainArgs& args) {
       options.init_from = args.init_from;
     }
     const std::string name = args.name.empty() ? config.model.name : args.name;
-    options.run_dir = home + "/runs/" + name;
+    options.run_dir = args.experiment == "default" ? home + "/runs/" + name
+                                                   : home + "/runs/" + args.experiment + "/" + name;
     if (fs::exists(options.run_dir + "/checkpoints") && !fs::is_empty(options.run_dir + "/checkpoints")) {
       throw UsageError(with_hint(fmt::format("run '{}' already exists at {}", name, options.run_dir),
                                  fmt::format("continue it with `tfw train --resume {}`, or choose another --name",
@@ -126,6 +128,7 @@ void run_train(const TrainArgs& args) {
   if (run_id == 0) {
     RunRecord record;
     record.name = fs::path(options.run_dir).filename().string();
+    record.experiment = args.experiment;
     record.family = config.model.family;
     record.config = config_text.str();
     record.seed = static_cast<std::int64_t>(config.train.seed);
@@ -253,6 +256,7 @@ void add_train_command(CLI::App& app) {
   command->add_option("--init-from", args->init_from,
                       "start from this checkpoint's weights (e.g. one written by tfw grow); the run records its "
                       "lineage");
+  command->add_option("--experiment", args->experiment, "record the run under this experiment (default: default)");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   command->add_flag("--json", args->json, "print the summary as JSON (keys in docs/cli.md)");
   command->callback([args] { run_train(*args); });

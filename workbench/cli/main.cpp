@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   tfw::cli::add_train_command(app);
   tfw::cli::add_runs_command(app);
   tfw::cli::add_grow_command(app);
+  tfw::cli::add_run_command(app);
+  tfw::cli::add_export_command(app);
 
   try {
     app.parse(argc, argv);

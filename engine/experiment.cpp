@@ -1,0 +1,306 @@
+// Experiment files -> Experiment. See experiment.h and docs/experiments.md.
+//
+// Source positions: toml++ drops a node's source region when it is copied, so every merged
+// run table is built by MOVING nodes out of a fresh parse of the files (one parse per run),
+// which keeps file:line:col in every error.
+#include "engine/experiment.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/registry.h"
+
+namespace tfw {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Moves every node of `from` into `into`; tables merge key by key, anything else replaces.
+void merge_into(toml::table& into, toml::table&& from) {
+  for (auto&& [key, node] : from) {
+    toml::node* existing = into.get(key);
+    if (existing != nullptr && existing->is_table() && node.is_table()) {
+      merge_into(*existing->as_table(), std::move(*node.as_table()));
+    } else {
+      node.visit([&](auto&& value) { into.insert_or_assign(key, std::move(value)); });
+    }
+  }
+}
+
+// The experiment file with its `extends` chain applied (the extending file wins).
+toml::table read_with_extends(const std::string& path, std::set<std::string>& seen) {
+  const std::string canonical = fs::weakly_canonical(path).string();
+  if (seen.count(canonical)) throw UsageError(fmt::format("{}: `extends` forms a cycle", path));
+  seen.insert(canonical);
+  toml::table table = config_read_file(path);
+  const toml::node* extends = table["experiment"]["extends"].node();
+  if (extends == nullptr) return table;
+  auto base_name = extends->value<std::string>();
+  if (!base_name) {
+    throw UsageError(fmt::format("{}: experiment.extends: expected a file name (string)", config_where(*extends)));
+  }
+  const std::string base_path = (fs::path(path).parent_path() / *base_name).string();
+  if (!fs::exists(base_path)) {
+    throw UsageError(with_hint(fmt::format("{}: experiment.extends: '{}' not found", config_where(*extends), base_path),
+                               "paths are relative to the extending file"));
+  }
+  toml::table base = read_with_extends(base_path, seen);
+  if (toml::table* experiment = base["experiment"].as_table()) experiment->erase("name");  // the name is the extender's
+  merge_into(base, std::move(table));
+  return base;
+}
+
+std::string value_text(const toml::node& node) {
+  if (auto number = node.value_exact<double>()) return fmt::format("{:g}", *number);
+  std::ostringstream out;
+  node.visit([&](auto&& value) { out << value; });
+  std::string text = out.str();
+  text.erase(std::remove(text.begin(), text.end(), '"'), text.end());
+  text.erase(std::remove(text.begin(), text.end(), '\''), text.end());
+  return text;
+}
+
+// Sets dotted `key` (e.g. "train.lr") in `table` to a moved `value`.
+void set_dotted(toml::table& table, const std::string& key, toml::node&& value) {
+  toml::table* current = &table;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = key.find('.', start);
+    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (dot == std::string::npos) {
+      value.visit([&](auto&& v) { current->insert_or_assign(part, std::move(v)); });
+      return;
+    }
+    if (current->get(part) == nullptr) current->insert(part, toml::table{});
+    current = current->get(part)->as_table();
+    if (current == nullptr) throw UsageError(fmt::format("grid key '{}': '{}' is not a table", key, part));
+    start = dot + 1;
+  }
+}
+
+struct Expansion {
+  std::string suffix;
+  std::vector<std::pair<std::string, std::size_t>> grid;  // key, index into its values
+  std::int64_t seed = -1;
+};
+
+const std::vector<std::string> kRunKeys = {"family", "name", "description", "model", "data", "train"};
+
+}  // namespace
+
+Experiment experiment_load(const Registry& registry, const std::string& path) {
+  std::set<std::string> seen;
+  toml::table file = read_with_extends(path, seen);  // for the structure: names, grids, seeds
+  ConfigTable top(file, "");
+  Experiment experiment;
+  experiment.path = path;
+  ConfigTable header = top.sub("experiment");
+  experiment.name = header.get_string("name", fs::path(path).stem().string());
+  experiment.description = header.get_string("description", "");
+  header.get_string("extends", "");
+  header.get_string("measured", "");  // the measured wall time of the whole file, for its header
+  header.finish();
+  top.raw_table("defaults");
+  ConfigTable runs = top.sub("runs");
+  top.finish();
+
+  // Each run entry: checked for structure first (positions intact, nothing moved yet).
+  std::vector<std::string> entry_names;
+  const toml::table no_runs;
+  const toml::table* runs_table = file["runs"].as_table() ? file["runs"].as_table() : &no_runs;
+  for (const auto& [key, node] : *runs_table) {
+    if (!node.is_table()) {
+      throw UsageError(fmt::format("{}: runs.{}: expected a table ([runs.{}])", config_where(node), key.str(), key.str()));
+    }
+    entry_names.emplace_back(key.str());
+    runs.sub(key.str());  // marks it known
+  }
+  if (entry_names.empty()) {
+    throw UsageError(with_hint(fmt::format("{}: no runs", path), "add at least one [runs.NAME] table"));
+  }
+  // toml++ keeps keys sorted: restore file order, then put parents before their children.
+  const toml::table& run_tables = *file["runs"].as_table();
+  std::stable_sort(entry_names.begin(), entry_names.end(), [&](const std::string& a, const std::string& b) {
+    return run_tables.get(a)->source().begin.line < run_tables.get(b)->source().begin.line;
+  });
+  {
+    std::vector<std::string> ordered;
+    std::set<std::string> placed;
+    while (ordered.size() < entry_names.size()) {
+      bool progress = false;
+      for (const std::string& entry : entry_names) {
+        if (placed.count(entry)) continue;
+        const std::string parent = run_tables[entry]["parent"].value_or(std::string());
+        if (!parent.empty() && !placed.count(parent) && run_tables.contains(parent)) continue;
+        ordered.push_back(entry);
+        placed.insert(entry);
+        progress = true;
+      }
+      if (!progress) throw UsageError(fmt::format("{}: the runs' parents form a cycle", path));
+    }
+    entry_names = std::move(ordered);
+  }
+
+  std::map<std::string, std::vector<std::int64_t>> seeds_of;  // entry -> its seeds (for pairing children)
+  std::map<std::string, const ExperimentRun*> by_name;
+  std::vector<ExperimentRun> planned;
+  // Entries in file order; a child must come after its parent (checked).
+  for (const std::string& entry : entry_names) {
+    const toml::table& structure = *file["runs"][entry].as_table();
+    ConfigTable check(structure, "runs." + entry);
+    // The run-config keys are validated in the merged config; here only their kind.
+    for (const char* key : {"family", "name", "description"}) check.get_string(key, "");
+    for (const char* key : {"model", "data", "train"}) check.raw_table(key);
+    const std::string base_config = check.get_string("config", "");
+    const std::string parent = check.get_string("parent", "");
+    ConfigTable growth = check.sub("growth");
+    const std::string method = growth.get_string("method", "");
+    growth.raw_table("options");
+    growth.finish();
+    const toml::table grid = check.raw_table("grid");
+    std::vector<std::int64_t> seeds;
+    check.take("seeds");
+    if (const toml::node* seeds_node = structure.get("seeds")) {
+      const toml::array* array = seeds_node->as_array();
+      if (array == nullptr) check.fail("seeds", "expected an array of integers", "write seeds = [0, 1, 2]");
+      for (const toml::node& seed : *array) {
+        if (!seed.value_exact<std::int64_t>()) check.fail("seeds", "expected an array of integers", "write seeds = [0, 1, 2]");
+        seeds.push_back(*seed.value_exact<std::int64_t>());
+      }
+    }
+    const std::string paper = check.get_string("paper", "");
+    check.finish();
+    if (!parent.empty() && !seeds_of.count(parent)) {
+      check.fail("parent", fmt::format("'{}' is not a run of this experiment", parent),
+                 "name a [runs.NAME] table of this file");
+    }
+    if (!parent.empty() && method.empty()) {
+      check.fail("growth", "a run with a parent needs growth.method", "add growth = { method = \"pattention_grow\" }");
+    }
+    if (!parent.empty() && !grid.empty()) {
+      check.fail("grid", "a grown run cannot have a grid", "put the grid on the ladder's first stage");
+    }
+    if (!parent.empty() && seeds.empty()) seeds = seeds_of[parent];  // children follow their parent's seeds
+    if (!parent.empty() && seeds != seeds_of[parent]) {
+      check.fail("seeds", "a grown run must have its parent's seeds", "drop seeds here: children inherit them");
+    }
+    seeds_of[entry] = seeds;
+
+    // Expand grid (cartesian) and seeds.
+    std::vector<Expansion> expansions{Expansion{}};
+    for (const auto& [grid_key, values] : grid) {
+      const toml::array* array = values.as_array();
+      if (array == nullptr || array->empty()) {
+        throw UsageError(fmt::format("{}: runs.{}.grid.{}: expected a non-empty array of values", config_where(values),
+                                     entry, grid_key.str()));
+      }
+      std::vector<Expansion> next;
+      for (const Expansion& e : expansions) {
+        for (std::size_t i = 0; i < array->size(); ++i) {
+          Expansion x = e;
+          const std::string full(grid_key.str());
+          const std::string tail = full.substr(full.rfind('.') + 1);
+          // Strings name themselves ("-softmax"); numbers need their key ("-lr0.001").
+          const toml::node& value = *array->get(i);
+          x.suffix += value.is_string() ? fmt::format("-{}", value_text(value))
+                                        : fmt::format("-{}{}", tail, value_text(value));
+          x.grid.emplace_back(std::string(grid_key.str()), i);
+          next.push_back(std::move(x));
+        }
+      }
+      expansions = std::move(next);
+    }
+    if (!seeds.empty()) {
+      std::vector<Expansion> next;
+      for (const Expansion& e : expansions) {
+        for (std::int64_t seed : seeds) {
+          Expansion x = e;
+          x.suffix += fmt::format("-s{}", seed);
+          x.seed = seed;
+          next.push_back(std::move(x));
+        }
+      }
+      expansions = std::move(next);
+    }
+
+    for (const Expansion& x : expansions) {
+      // A fresh parse for this run, merged by moves: defaults < base config < the entry < grid < seed.
+      std::set<std::string> again;
+      toml::table fresh = read_with_extends(path, again);
+      toml::table merged;
+      if (toml::table* defaults = fresh["defaults"].as_table()) merge_into(merged, std::move(*defaults));
+      if (!base_config.empty()) {
+        const std::string base_path = (fs::path(path).parent_path() / base_config).string();
+        toml::table base = config_read_file(base_path);
+        base.erase("name");
+        base.erase("description");
+        merge_into(merged, std::move(base));
+      }
+      toml::table& own = *fresh["runs"][entry].as_table();
+      for (const std::string& key : kRunKeys) {
+        if (toml::node* node = own.get(key)) {
+          if (node->is_table()) {
+            toml::table piece;
+            piece.insert(key, toml::table{});
+            merge_into(*piece[key].as_table(), std::move(*node->as_table()));
+            merge_into(merged, std::move(piece));
+          } else {
+            node->visit([&](auto&& value) { merged.insert_or_assign(key, std::move(value)); });
+          }
+        }
+      }
+      for (const auto& [grid_key, index] : x.grid) {
+        toml::array& values = *own["grid"][std::string_view(grid_key)].as_array();
+        set_dotted(merged, grid_key, std::move(*values.get(index)));
+      }
+      if (x.seed >= 0) {
+        if (merged.get("train") == nullptr) merged.insert("train", toml::table{});
+        merged["train"].as_table()->insert_or_assign("seed", x.seed);
+      }
+      ExperimentRun run;
+      run.name = entry + x.suffix;
+      run.group = entry;
+      merged.insert_or_assign("name", run.name);
+      std::ostringstream text;
+      text << merged;
+      run.config_toml = text.str();
+      run.config = run_config_parse(registry, merged, path);
+      run.plan = train_plan(run.config);
+      run.flops = run.plan.flops_per_step * static_cast<double>(run.plan.total_steps);
+      run.paper = paper;
+      if (!parent.empty()) {
+        run.parent = parent + (x.seed >= 0 ? fmt::format("-s{}", x.seed) : "");
+        run.growth_method = method;
+        if (const toml::table* options = structure["growth"]["options"].as_table()) run.growth_options = *options;
+        auto found = by_name.find(run.parent);
+        if (found == by_name.end()) {
+          throw UsageError(fmt::format("runs.{}: parent run '{}' is not planned (a parent with a grid is "
+                                       "ambiguous)", entry, run.parent));
+        }
+        const ExperimentRun& parent_run = *found->second;
+        try {
+          registry.growth_method(method).plan(*parent_run.config.model.spec, *run.config.model.spec, run.growth_options);
+        } catch (const UsageError& e) {
+          throw UsageError(fmt::format("{}: runs.{}: cannot grow {} into it: {}", path, entry, parent_run.name, e.what()));
+        }
+        run.cumulative_flops = parent_run.cumulative_flops + run.flops;
+      } else {
+        run.cumulative_flops = run.flops;
+      }
+      if (by_name.count(run.name)) throw UsageError(fmt::format("{}: two runs are named '{}'", path, run.name));
+      planned.push_back(std::move(run));
+      by_name.clear();
+      for (const ExperimentRun& r : planned) by_name[r.name] = &r;
+    }
+  }
+  experiment.runs = std::move(planned);
+  return experiment;
+}
+
+}  // namespace tfw

@@ -1,0 +1,221 @@
+// Experiment files end to end with the real binary: every file in experiments/ parses and
+// dry-runs; error cases name file:line:col; a tiny experiment (two stages with a growth and
+// a baseline) runs, is skipped when run again, and exports md, csv and latex with the
+// store's numbers; a batch stopped with SIGTERM resumes where it stopped.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Output {
+  int code;
+  std::string text;
+};
+
+Output shell(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  Output out{-1, ""};
+  std::array<char, 4096> buffer{};
+  while (pipe != nullptr && fgets(buffer.data(), buffer.size(), pipe) != nullptr) out.text += buffer.data();
+  int status = pipe ? pclose(pipe) : -1;
+  out.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+Output tfw(const std::string& arguments) { return shell(TFW_BINARY " " + arguments); }
+Output tfw_stdout(const std::string& arguments) { return shell(TFW_BINARY " " + arguments + " 2>/dev/null"); }
+
+const std::string kSource = TFW_SOURCE_DIR;
+
+bool is_experiment(const fs::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("[experiment]", 0) == 0 || line.rfind("[runs.", 0) == 0) return true;
+  }
+  return false;
+}
+
+TEST(Experiments, EveryShippedFileParsesAndDryRuns) {
+  int experiments = 0, configs = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(kSource + "/experiments")) {
+    if (entry.path().extension() != ".toml") continue;
+    SCOPED_TRACE(entry.path().string());
+    if (is_experiment(entry.path())) {
+      Output plan = tfw_stdout("run --dry-run --json " + entry.path().string() + " --home /tmp/tfw-test-dryrun");
+      ASSERT_EQ(plan.code, 0) << plan.text;
+      nlohmann::json json = nlohmann::json::parse(plan.text);
+      EXPECT_FALSE(json["runs"].empty());
+      for (const auto& run : json["runs"]) {
+        EXPECT_GT(run["parameters"].get<std::int64_t>(), 0);
+        EXPECT_GE(run["cumulative_flops"].get<double>(), run["training_flops"].get<double>());
+      }
+      ++experiments;
+    } else {
+      Output params = tfw("params --json " + entry.path().string());
+      EXPECT_EQ(params.code, 0) << params.text;
+      ++configs;
+    }
+  }
+  EXPECT_GE(experiments, 8);  // quickstart, 4 mini, 3 paper
+  EXPECT_GE(configs, 16);
+}
+
+TEST(Experiments, PaperPlanCountsCumulativeBudgets) {
+  Output plan = tfw_stdout("run --dry-run --json " + kSource + "/experiments/paper/e1-progressive-scaling.toml --home "
+                           "/tmp/tfw-test-dryrun");
+  ASSERT_EQ(plan.code, 0) << plan.text;
+  std::map<std::string, nlohmann::json> runs;
+  const nlohmann::json parsed = nlohmann::json::parse(plan.text);  // a named value: no dangling range-for
+  for (const auto& run : parsed["runs"]) runs[run["name"].get<std::string>()] = run;
+  ASSERT_TRUE(runs.count("tokenformer-1400m")) << plan.text.substr(0, 600);
+  const double ladder = runs["tokenformer-124m"]["training_flops"].get<double>() +
+                        runs["tokenformer-354m"]["training_flops"].get<double>() +
+                        runs["tokenformer-757m"]["training_flops"].get<double>() +
+                        runs["tokenformer-1400m"]["training_flops"].get<double>();
+  EXPECT_DOUBLE_EQ(runs["tokenformer-1400m"]["cumulative_flops"].get<double>(), ladder);
+  EXPECT_EQ(runs["tokenformer-354m"]["parameters"].get<std::int64_t>(), 354190848);  // 354.2M
+  EXPECT_EQ(runs["tokenformer-354m"]["parent"], "tokenformer-124m");
+  EXPECT_TRUE(runs.count("transformer-354m-max_tokens3e+11")) << plan.text;
+}
+
+std::string write_experiment(const std::string& name, const std::string& text) {
+  const std::string path = "/tmp/tfw-test-experiment-" + name + ".toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Experiments, ErrorsNameFileLineAndColumn) {
+  struct Case {
+    std::string text, expected;
+  };
+  const std::vector<Case> cases = {
+      {"[runs.a]\nfamily = \"tokenformer\"\nmodle = {}\n", "unknown key 'runs.a.modle'"},
+      {"[runs.a]\nfamily = \"tokenformer\"\nmodel = { layers = \"2\" }\n", "expected an integer, got a string"},
+      {"[runs.a]\nparent = \"nobody\"\n", "runs.a.parent: 'nobody' is not a run of this experiment"},
+      {"[experiment]\nextends = \"missing.toml\"\n[runs.a]\n", "experiment.extends: '/tmp/missing.toml' not found"},
+      {"[experiment]\nname = \"x\"\n", "no runs"},
+      {"[runs.a]\ngrid = { \"train.lr\" = 3 }\n", "runs.a.grid.train.lr: expected a non-empty array"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string path = write_experiment("bad" + std::to_string(i), cases[i].text);
+    Output out = tfw("run --dry-run " + path);
+    EXPECT_EQ(out.code, 2) << out.text;
+    EXPECT_NE(out.text.find(cases[i].expected), std::string::npos) << cases[i].expected << "\n" << out.text;
+  }
+  // file:line:col for a bad key in a run entry.
+  Output located = tfw("run --dry-run " + write_experiment("located", "[runs.a]\nfamily = \"tokenformer\"\nmodle = {}\n"));
+  EXPECT_NE(located.text.find("tfw-test-experiment-located.toml:3:1"), std::string::npos) << located.text;
+}
+
+TEST(Experiments, ExtendsMergesAndGridsExpand) {
+  const std::string base = write_experiment("base", R"([experiment]
+name = "base"
+[defaults]
+family = "tokenformer"
+model = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, vocab = 256, seq_len = 16 }
+train = { max_steps = 3, batch_size = 2 }
+[runs.a]
+)");
+  const std::string child = write_experiment("child", R"([experiment]
+name = "child"
+extends = "tfw-test-experiment-base.toml"
+[runs.b]
+grid = { "model.n_attn" = [8, 12], "model.pattention.norm" = ["l2_gelu", "softmax"] }
+seeds = [0, 1]
+)");
+  Output plan = tfw_stdout("run --dry-run --json " + child + " --home /tmp/tfw-test-dryrun");
+  ASSERT_EQ(plan.code, 0) << plan.text;
+  nlohmann::json json = nlohmann::json::parse(plan.text);
+  EXPECT_EQ(json["experiment"], "child");
+  std::vector<std::string> names;
+  for (const auto& run : json["runs"]) names.push_back(run["name"]);
+  EXPECT_EQ(names.size(), 1u + 2 * 2 * 2);  // a, and b's grid x seeds
+  EXPECT_NE(std::find(names.begin(), names.end(), "b-n_attn12-softmax-s1"), names.end()) << plan.text;
+  (void)base;
+}
+
+TEST(Experiments, TinyExperimentRunsSkipsWhenRunAgainAndExports) {
+  const std::string home = "/tmp/tfw-test-experiment-home";
+  fs::remove_all(home);
+  const std::string file = kSource + "/tests/data/tiny-experiment.toml";
+  Output run = tfw("run " + file + " --home " + home);
+  ASSERT_EQ(run.code, 0) << run.text;
+  EXPECT_NE(run.text.find("3 of 3 runs finished"), std::string::npos) << run.text;
+  Output again = tfw("run " + file + " --home " + home);
+  ASSERT_EQ(again.code, 0) << again.text;
+  EXPECT_NE(again.text.find("small: finished before, skipped"), std::string::npos) << again.text;
+  EXPECT_EQ(again.text.find("training"), std::string::npos) << again.text;
+
+  Output shown = tfw_stdout("runs show grown --json --home " + home);
+  nlohmann::json grown = nlohmann::json::parse(shown.text);
+  EXPECT_EQ(grown["experiment"], "tiny");
+  EXPECT_EQ(grown["growth_method"], "pattention_grow");
+  ASSERT_EQ(grown["lineage"].size(), 2u);
+  const double val = grown["final_metrics"]["val_loss"].get<double>();
+
+  Output md = tfw_stdout("export " + file + " --home " + home);
+  ASSERT_EQ(md.code, 0) << md.text;
+  EXPECT_NE(md.text.find("| grown | tokenformer | small (pattention_grow) |"), std::string::npos) << md.text;
+  EXPECT_NE(md.text.find(fmt::format("{:.4f}", val)), std::string::npos) << md.text;
+  EXPECT_NE(md.text.find("14.02 ppl (Table 6/7; grown 124M->354M, 30B tokens)"), std::string::npos) << md.text;
+  EXPECT_NE(md.text.find(fmt::format("{:.3e}", grown["cumulative_flops"].get<double>())), std::string::npos) << md.text;
+  Output csv = tfw_stdout("export tiny --format csv --home " + home);
+  ASSERT_EQ(csv.code, 0) << csv.text;
+  const std::string csv_row = ",grown,tokenformer,small (pattention_grow),";
+  EXPECT_NE(csv.text.find(csv_row), std::string::npos) << csv.text;
+  Output latex = tfw_stdout("export " + file + " --format latex --home " + home + " --curves " + home + "/curves.csv");
+  ASSERT_EQ(latex.code, 0) << latex.text;
+  EXPECT_NE(latex.text.find("\\begin{tabular}"), std::string::npos);
+  EXPECT_NE(latex.text.find("grown & tokenformer"), std::string::npos) << latex.text;
+  std::ifstream curves(home + "/curves.csv");
+  std::string header;
+  std::getline(curves, header);
+  EXPECT_EQ(header, "run,key,step,tokens,flops,cumulative_flops,value");
+  Output missing = tfw("export nosuch --home " + home);
+  EXPECT_EQ(missing.code, 2);
+}
+
+TEST(Experiments, ABatchStoppedWithSigtermResumesWhereItStopped) {
+  const std::string home = "/tmp/tfw-test-experiment-sigterm";
+  fs::remove_all(home);
+  // The tiny experiment with a first run long enough to be stopped in the middle.
+  std::ifstream tiny(kSource + "/tests/data/tiny-experiment.toml");
+  std::string text((std::istreambuf_iterator<char>(tiny)), std::istreambuf_iterator<char>());
+  text.replace(text.find("max_steps = 20 }"), 16, "max_steps = 3000 }");
+  const std::string file = write_experiment("sigterm", text);
+  // Stop the batch once the first run has a checkpoint.
+  const std::string script = fmt::format(
+      "{0} run {1} --home {2} & pid=$!; "
+      "for i in $(seq 600); do ls {2}/runs/tiny/small/checkpoints/*.toml >/dev/null 2>&1 && break; sleep 0.1; done; "
+      "kill -TERM $pid; wait $pid; echo rc=$?",
+      TFW_BINARY, file, home);
+  Output stopped = shell(script);
+  EXPECT_NE(stopped.text.find("rc=130"), std::string::npos) << stopped.text;
+  Output listed = tfw_stdout("runs list --json --experiment tiny --home " + home);
+  nlohmann::json runs = nlohmann::json::parse(listed.text)["runs"];
+  ASSERT_GE(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["status"], "killed");
+  Output resumed = tfw("run " + file + " --home " + home);
+  ASSERT_EQ(resumed.code, 0) << resumed.text;
+  EXPECT_NE(resumed.text.find("small: killed before, resuming"), std::string::npos) << resumed.text;
+  EXPECT_NE(resumed.text.find("3 of 3 runs finished"), std::string::npos) << resumed.text;
+  listed = tfw_stdout("runs list --json --experiment tiny --home " + home);
+  const nlohmann::json final_runs = nlohmann::json::parse(listed.text)["runs"];
+  for (const auto& run : final_runs) EXPECT_EQ(run["status"], "finished") << run.dump();
+  EXPECT_EQ(final_runs.size(), 3u);
+}
+
+}  // namespace
