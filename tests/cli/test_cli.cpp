@@ -99,6 +99,17 @@ TEST(Cli, FlopsJsonPerLength) {
   EXPECT_EQ(row["forward_per_sequence"].get<std::int64_t>(), 4096 * row["forward_per_token"].get<std::int64_t>());
   EXPECT_EQ(row["token_token_per_token"].get<std::int64_t>(), 4LL * 12 * 768 * 4096);
   EXPECT_EQ(json[1]["parameters"].get<std::int64_t>(), 353601536);
+  // --measure adds the measured forward time per token beside the formula.
+  Result measured = tfw("flops --json --measure " + kMini + "tiny-tokenformer.toml --lengths 16,64");
+  ASSERT_EQ(measured.code, 0) << measured.output;
+  nlohmann::json timing = nlohmann::json::parse(measured.output)[0]["lengths"];
+  ASSERT_EQ(timing.size(), 2u);
+  for (const auto& row : timing) {
+    EXPECT_GT(row["measured_seconds_per_token"].get<double>(), 0.0);
+    EXPECT_NEAR(row["measured_flops_per_second"].get<double>(),
+                row["forward_per_token"].get<double>() / row["measured_seconds_per_token"].get<double>(),
+                1e-6 * row["measured_flops_per_second"].get<double>());
+  }
 }
 
 TEST(Cli, PluginsListsOutOfTreeAndRefusesWrongVersion) {

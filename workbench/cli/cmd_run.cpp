@@ -116,7 +116,13 @@ void print_plan(const Experiment& experiment, const std::vector<const Experiment
 
 // Starts `tfw ARGS...` as a child process; returns its pid.
 pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
-  const std::string exe = fs::read_symlink("/proc/self/exe").string();
+  // This executable; if it was rebuilt while the batch runs, the link reads "... (deleted)":
+  // the path then names the new build, which is the one to run.
+  std::string exe = fs::read_symlink("/proc/self/exe").string();
+  const std::string deleted = " (deleted)";
+  if (exe.size() > deleted.size() && exe.compare(exe.size() - deleted.size(), deleted.size(), deleted) == 0) {
+    exe.erase(exe.size() - deleted.size());
+  }
   pid_t pid = fork();
   if (pid == 0) {
     int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
