@@ -16,6 +16,7 @@
 #include "engine/experiment.h"
 #include "engine/home.h"
 #include "engine/registry.h"
+#include "engine/run_config.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
@@ -138,8 +139,8 @@ void run_export(const ExportArgs& args) {
   if (fs::exists(paper_path)) paper = toml::parse_file(paper_path);
 
   Table results{fmt::format("{}: results (measured here; paper numbers at the paper's scale)", name),
-                {"run", "family", "grown from", "parameters", "tokens", "val loss", "val ppl", "status",
-                 "paper (its scale)"},
+                {"run", "family", "grown from", "parameters", "tokens", "val loss", "val ppl",
+                 "token-token FLOPs (10^4 T^2)", "status", "paper (its scale)"},
                 {}};
   Table ledger{fmt::format("{}: cost ledger", name),
                {"run", "parameters", "tokens", "stage FLOPs", "cumulative FLOPs", "wall time", "machine"},
@@ -147,7 +148,7 @@ void run_export(const ExportArgs& args) {
   for (const auto& [run_name, paper_key] : order) {
     auto found = by_name.find(run_name);
     if (found == by_name.end()) {
-      results.rows.push_back({run_name, "-", "-", "-", "-", "-", "-", "not run", "-"});
+      results.rows.push_back({run_name, "-", "-", "-", "-", "-", "-", "-", "not run", "-"});
       continue;
     }
     const RunRecord& r = found->second;
@@ -166,8 +167,16 @@ void run_export(const ExportArgs& args) {
                                                                                                 : std::to_string(r.parent),
                                                            r.growth_method)
                                              : "-";
+    // Paper Table 8's unit: the token-token term per sequence over 10^4·T² = 4·L·d_attn / 10^4.
+    std::string token_token = "-";
+    try {
+      ModelConfig model = model_config_parse(registry(), toml::parse(r.config, r.name), r.name);
+      token_token = fmt::format("{:.4f}", static_cast<double>(model.spec->flops_per_token(1).token_token) / 1e4);
+    } catch (const std::exception&) {
+      // a config this build cannot parse (another plugin set): leave the cell empty
+    }
     results.rows.push_back({r.name, r.family, parent, grouped(r.parameters), grouped(r.tokens), number(val),
-                            number(std::exp(val), "{:.2f}"), r.status, paper_cell});
+                            number(std::exp(val), "{:.2f}"), token_token, r.status, paper_cell});
     const double wall = r.ended > r.started ? r.ended - r.started : 0;
     ledger.rows.push_back({r.name, grouped(r.parameters), grouped(r.tokens), number(r.flops, "{:.3e}"),
                            number(r.cumulative_flops, "{:.3e}"), fmt::format("{:.0f} s", wall), r.host});
