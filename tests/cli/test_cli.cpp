@@ -16,24 +16,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/run_command.h"
+
 namespace {
 
-struct Result {
-  int code;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs a shell command line; stdout and stderr together (or stdout only), and the exit code.
-Result capture(const std::string& command, bool with_stderr = true) {
-  FILE* pipe = popen((command + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  Result run{-1, ""};
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) run.output += buffer.data();
-  int status = pclose(pipe);
-  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
+using tfw::test::capture;
+using tfw::test::Result;
 
 Result tfw(const std::string& arguments, const std::string& environment = "") {
   return capture(environment + " " TFW_BINARY " " + arguments);

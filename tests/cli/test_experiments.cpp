@@ -15,24 +15,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/run_command.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Output {
-  int code;
-  std::string text;
-};
+using Output = tfw::test::Result;
 
-Output shell(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  Output out{-1, ""};
-  std::array<char, 4096> buffer{};
-  while (pipe != nullptr && fgets(buffer.data(), buffer.size(), pipe) != nullptr) out.text += buffer.data();
-  int status = pipe ? pclose(pipe) : -1;
-  out.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+Output shell(const std::string& command) { return tfw::test::capture(command); }
 
 Output tfw(const std::string& arguments) { return shell(TFW_BINARY " " + arguments); }
 Output tfw_stdout(const std::string& arguments) { return shell(TFW_BINARY " " + arguments + " 2>/dev/null"); }
@@ -55,8 +46,8 @@ TEST(Experiments, EveryShippedFileParsesAndDryRuns) {
     SCOPED_TRACE(entry.path().string());
     if (is_experiment(entry.path())) {
       Output plan = tfw_stdout("run --dry-run --json " + entry.path().string() + " --home /tmp/tfw-test-dryrun");
-      ASSERT_EQ(plan.code, 0) << plan.text;
-      nlohmann::json json = nlohmann::json::parse(plan.text);
+      ASSERT_EQ(plan.code, 0) << plan.output;
+      nlohmann::json json = nlohmann::json::parse(plan.output);
       EXPECT_FALSE(json["runs"].empty());
       for (const auto& run : json["runs"]) {
         EXPECT_GT(run["parameters"].get<std::int64_t>(), 0);
@@ -65,7 +56,7 @@ TEST(Experiments, EveryShippedFileParsesAndDryRuns) {
       ++experiments;
     } else {
       Output params = tfw("params --json " + entry.path().string());
-      EXPECT_EQ(params.code, 0) << params.text;
+      EXPECT_EQ(params.code, 0) << params.output;
       ++configs;
     }
   }
@@ -76,11 +67,11 @@ TEST(Experiments, EveryShippedFileParsesAndDryRuns) {
 TEST(Experiments, PaperPlanCountsCumulativeBudgets) {
   Output plan = tfw_stdout("run --dry-run --json " + kSource + "/experiments/paper/e1-progressive-scaling.toml --home "
                            "/tmp/tfw-test-dryrun");
-  ASSERT_EQ(plan.code, 0) << plan.text;
+  ASSERT_EQ(plan.code, 0) << plan.output;
   std::map<std::string, nlohmann::json> runs;
-  const nlohmann::json parsed = nlohmann::json::parse(plan.text);  // a named value: no dangling range-for
+  const nlohmann::json parsed = nlohmann::json::parse(plan.output);  // a named value: no dangling range-for
   for (const auto& run : parsed["runs"]) runs[run["name"].get<std::string>()] = run;
-  ASSERT_TRUE(runs.count("tokenformer-1400m")) << plan.text.substr(0, 600);
+  ASSERT_TRUE(runs.count("tokenformer-1400m")) << plan.output.substr(0, 600);
   const double ladder = runs["tokenformer-124m"]["training_flops"].get<double>() +
                         runs["tokenformer-354m"]["training_flops"].get<double>() +
                         runs["tokenformer-757m"]["training_flops"].get<double>() +
@@ -88,7 +79,7 @@ TEST(Experiments, PaperPlanCountsCumulativeBudgets) {
   EXPECT_DOUBLE_EQ(runs["tokenformer-1400m"]["cumulative_flops"].get<double>(), ladder);
   EXPECT_EQ(runs["tokenformer-354m"]["parameters"].get<std::int64_t>(), 354190848);  // 354.2M
   EXPECT_EQ(runs["tokenformer-354m"]["parent"], "tokenformer-124m");
-  EXPECT_TRUE(runs.count("transformer-354m-max_tokens3e+11")) << plan.text;
+  EXPECT_TRUE(runs.count("transformer-354m-max_tokens3e+11")) << plan.output;
 }
 
 std::string write_experiment(const std::string& name, const std::string& text) {
@@ -112,12 +103,12 @@ TEST(Experiments, ErrorsNameFileLineAndColumn) {
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const std::string path = write_experiment("bad" + std::to_string(i), cases[i].text);
     Output out = tfw("run --dry-run " + path);
-    EXPECT_EQ(out.code, 2) << out.text;
-    EXPECT_NE(out.text.find(cases[i].expected), std::string::npos) << cases[i].expected << "\n" << out.text;
+    EXPECT_EQ(out.code, 2) << out.output;
+    EXPECT_NE(out.output.find(cases[i].expected), std::string::npos) << cases[i].expected << "\n" << out.output;
   }
   // file:line:col for a bad key in a run entry.
   Output located = tfw("run --dry-run " + write_experiment("located", "[runs.a]\nfamily = \"tokenformer\"\nmodle = {}\n"));
-  EXPECT_NE(located.text.find("tfw-test-experiment-located.toml:3:1"), std::string::npos) << located.text;
+  EXPECT_NE(located.output.find("tfw-test-experiment-located.toml:3:1"), std::string::npos) << located.output;
 }
 
 TEST(Experiments, ExtendsMergesAndGridsExpand) {
@@ -137,13 +128,13 @@ grid = { "model.n_attn" = [8, 12], "model.pattention.norm" = ["l2_gelu", "softma
 seeds = [0, 1]
 )");
   Output plan = tfw_stdout("run --dry-run --json " + child + " --home /tmp/tfw-test-dryrun");
-  ASSERT_EQ(plan.code, 0) << plan.text;
-  nlohmann::json json = nlohmann::json::parse(plan.text);
+  ASSERT_EQ(plan.code, 0) << plan.output;
+  nlohmann::json json = nlohmann::json::parse(plan.output);
   EXPECT_EQ(json["experiment"], "child");
   std::vector<std::string> names;
   for (const auto& run : json["runs"]) names.push_back(run["name"]);
   EXPECT_EQ(names.size(), 1u + 2 * 2 * 2);  // a, and b's grid x seeds
-  EXPECT_NE(std::find(names.begin(), names.end(), "b-n_attn12-softmax-s1"), names.end()) << plan.text;
+  EXPECT_NE(std::find(names.begin(), names.end(), "b-n_attn12-softmax-s1"), names.end()) << plan.output;
   (void)base;
 }
 
@@ -152,34 +143,34 @@ TEST(Experiments, TinyExperimentRunsSkipsWhenRunAgainAndExports) {
   fs::remove_all(home);
   const std::string file = kSource + "/tests/data/tiny-experiment.toml";
   Output run = tfw("run " + file + " --home " + home);
-  ASSERT_EQ(run.code, 0) << run.text;
-  EXPECT_NE(run.text.find("3 of 3 runs finished"), std::string::npos) << run.text;
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("3 of 3 runs finished"), std::string::npos) << run.output;
   Output again = tfw("run " + file + " --home " + home);
-  ASSERT_EQ(again.code, 0) << again.text;
-  EXPECT_NE(again.text.find("small: finished before, skipped"), std::string::npos) << again.text;
-  EXPECT_EQ(again.text.find("training"), std::string::npos) << again.text;
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_NE(again.output.find("small: finished before, skipped"), std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("training"), std::string::npos) << again.output;
 
   Output shown = tfw_stdout("runs show grown --json --home " + home);
-  nlohmann::json grown = nlohmann::json::parse(shown.text);
+  nlohmann::json grown = nlohmann::json::parse(shown.output);
   EXPECT_EQ(grown["experiment"], "tiny");
   EXPECT_EQ(grown["growth_method"], "pattention_grow");
   ASSERT_EQ(grown["lineage"].size(), 2u);
   const double val = grown["final_metrics"]["val_loss"].get<double>();
 
   Output md = tfw_stdout("export " + file + " --home " + home);
-  ASSERT_EQ(md.code, 0) << md.text;
-  EXPECT_NE(md.text.find("| grown | tokenformer | small (pattention_grow) |"), std::string::npos) << md.text;
-  EXPECT_NE(md.text.find(fmt::format("{:.4f}", val)), std::string::npos) << md.text;
-  EXPECT_NE(md.text.find("14.02 ppl (Table 6/7; grown 124M->354M, 30B tokens)"), std::string::npos) << md.text;
-  EXPECT_NE(md.text.find(fmt::format("{:.3e}", grown["cumulative_flops"].get<double>())), std::string::npos) << md.text;
+  ASSERT_EQ(md.code, 0) << md.output;
+  EXPECT_NE(md.output.find("| grown | tokenformer | small (pattention_grow) |"), std::string::npos) << md.output;
+  EXPECT_NE(md.output.find(fmt::format("{:.4f}", val)), std::string::npos) << md.output;
+  EXPECT_NE(md.output.find("14.02 ppl (Table 6/7; grown 124M->354M, 30B tokens)"), std::string::npos) << md.output;
+  EXPECT_NE(md.output.find(fmt::format("{:.3e}", grown["cumulative_flops"].get<double>())), std::string::npos) << md.output;
   Output csv = tfw_stdout("export tiny --format csv --home " + home);
-  ASSERT_EQ(csv.code, 0) << csv.text;
+  ASSERT_EQ(csv.code, 0) << csv.output;
   const std::string csv_row = ",grown,tokenformer,small (pattention_grow),";
-  EXPECT_NE(csv.text.find(csv_row), std::string::npos) << csv.text;
+  EXPECT_NE(csv.output.find(csv_row), std::string::npos) << csv.output;
   Output latex = tfw_stdout("export " + file + " --format latex --home " + home + " --curves " + home + "/curves.csv");
-  ASSERT_EQ(latex.code, 0) << latex.text;
-  EXPECT_NE(latex.text.find("\\begin{tabular}"), std::string::npos);
-  EXPECT_NE(latex.text.find("grown & tokenformer"), std::string::npos) << latex.text;
+  ASSERT_EQ(latex.code, 0) << latex.output;
+  EXPECT_NE(latex.output.find("\\begin{tabular}"), std::string::npos);
+  EXPECT_NE(latex.output.find("grown & tokenformer"), std::string::npos) << latex.output;
   std::ifstream curves(home + "/curves.csv");
   std::string header;
   std::getline(curves, header);
@@ -203,17 +194,17 @@ TEST(Experiments, ABatchStoppedWithSigtermResumesWhereItStopped) {
       "kill -TERM $pid; wait $pid; echo rc=$?",
       TFW_BINARY, file, home);
   Output stopped = shell(script);
-  EXPECT_NE(stopped.text.find("rc=130"), std::string::npos) << stopped.text;
+  EXPECT_NE(stopped.output.find("rc=130"), std::string::npos) << stopped.output;
   Output listed = tfw_stdout("runs list --json --experiment tiny --home " + home);
-  nlohmann::json runs = nlohmann::json::parse(listed.text)["runs"];
+  nlohmann::json runs = nlohmann::json::parse(listed.output)["runs"];
   ASSERT_GE(runs.size(), 1u);
   EXPECT_EQ(runs[0]["status"], "killed");
   Output resumed = tfw("run " + file + " --home " + home);
-  ASSERT_EQ(resumed.code, 0) << resumed.text;
-  EXPECT_NE(resumed.text.find("small: killed before, resuming"), std::string::npos) << resumed.text;
-  EXPECT_NE(resumed.text.find("3 of 3 runs finished"), std::string::npos) << resumed.text;
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("small: killed before, resuming"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("3 of 3 runs finished"), std::string::npos) << resumed.output;
   listed = tfw_stdout("runs list --json --experiment tiny --home " + home);
-  const nlohmann::json final_runs = nlohmann::json::parse(listed.text)["runs"];
+  const nlohmann::json final_runs = nlohmann::json::parse(listed.output)["runs"];
   for (const auto& run : final_runs) EXPECT_EQ(run["status"], "finished") << run.dump();
   EXPECT_EQ(final_runs.size(), 3u);
 }

@@ -1,0 +1,28 @@
+// Runs shell commands for the end-to-end tests: output and exit code.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace tfw::test {
+
+struct Result {
+  int code;
+  std::string output;  // stdout, and stderr too unless asked otherwise
+};
+
+inline Result capture(const std::string& command, bool with_stderr = true) {
+  FILE* pipe = popen((command + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
+  Result run{-1, ""};
+  if (pipe == nullptr) return run;
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) run.output += buffer.data();
+  int status = pclose(pipe);
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+}  // namespace tfw::test
