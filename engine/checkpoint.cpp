@@ -15,6 +15,7 @@
 #include <toml++/toml.h>
 
 #include "engine/error.h"
+#include "engine/files.h"
 
 namespace tfw {
 
@@ -31,14 +32,6 @@ std::uint32_t file_crc32(const std::string& path) {
     crc = crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<uInt>(in.gcount()));
   }
   return static_cast<std::uint32_t>(crc);
-}
-
-void fsync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
 }
 
 std::string manifest_of(const std::string& archive) { return fs::path(archive).replace_extension(".toml").string(); }
@@ -106,7 +99,7 @@ CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, tor
   root.write("growth_options", c10::IValue(meta.growth_options));
   root.write("torch_rng", torch_rng_state());
   root.save_to(temp);
-  fsync_path(temp);
+  path_fsync(temp);
   fs::rename(temp, archive_path);
 
   CheckpointInfo info;
@@ -131,9 +124,9 @@ CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, tor
     out << "# tfw checkpoint manifest\n" << manifest << "\n";
     if (!out) throw Error(fmt::format("cannot write checkpoint manifest '{}' (disk full?)", manifest_temp));
   }
-  fsync_path(manifest_temp);
+  path_fsync(manifest_temp);
   fs::rename(manifest_temp, manifest_path);
-  fsync_path(dir);
+  path_fsync(dir);
   return info;
 }
 

@@ -103,11 +103,9 @@ struct Stage {
   GrowthPlan plan;
 };
 
-// Expands [train.growth_repeat], merges it with [[train.growth]], and resolves every event
-// from `first_step` on against the model the previous events produce, so that a bad target
-// or an impossible growth is an error before the first step, not in the middle of a run.
-std::vector<Stage> growth_schedule(const Registry& registry, const RunConfig& config, std::int64_t first_step,
-                                   std::int64_t total_steps) {
+// Every growth event of the run: [[train.growth]] and the expansion of
+// [train.growth_repeat], by step.
+std::vector<GrowthEvent> growth_events(const RunConfig& config, std::int64_t total_steps) {
   std::vector<GrowthEvent> events = config.train.growth;
   const GrowthRepeat& repeat = config.train.growth_repeat;
   if (repeat.every_steps > 0) {
@@ -122,10 +120,22 @@ std::vector<Stage> growth_schedule(const Registry& registry, const RunConfig& co
     }
   }
   std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.at_step < b.at_step; });
+  return events;
+}
+
+bool restarts_schedule(const toml::table& options) {
+  return options["lr_schedule"].value_or(std::string("continue")) == "restart";
+}
+
+// Resolves every event from `first_step` on against the model the previous events produce,
+// so that a bad target or an impossible growth is an error before the first step, not in the
+// middle of a run.
+std::vector<Stage> growth_schedule(const Registry& registry, const RunConfig& config, std::int64_t first_step,
+                                   std::int64_t total_steps) {
   const ModelFamily& family = registry.family(config.model.family);
   std::shared_ptr<const ModelSpec> current = config.model.spec;
   std::vector<Stage> stages;
-  for (const GrowthEvent& event : events) {
+  for (const GrowthEvent& event : growth_events(config, total_steps)) {
     if (event.at_step < first_step || event.at_step >= total_steps) continue;
     Stage stage;
     stage.event = event;
@@ -159,20 +169,11 @@ double lr_for(const TrainConfig& train, const TrainPlan& plan, std::int64_t step
   return lr_at(train, stage, step - restart_step);
 }
 
+// The step of the last schedule restart at or before `step` (0: none).
 std::int64_t restart_step_at(const RunConfig& config, std::int64_t step, std::int64_t total_steps) {
   std::int64_t restart = 0;
-  const GrowthRepeat& repeat = config.train.growth_repeat;
-  auto restarts = [](const toml::table& options) {
-    return options["lr_schedule"].value_or(std::string("continue")) == "restart";
-  };
-  for (const GrowthEvent& e : config.train.growth) {
-    if (e.at_step <= step && restarts(e.options)) restart = std::max(restart, e.at_step);
-  }
-  if (repeat.every_steps > 0 && restarts(repeat.options)) {
-    const std::int64_t stop = repeat.stop_step > 0 ? repeat.stop_step : total_steps - 1;
-    for (std::int64_t s = std::max<std::int64_t>(repeat.start_step, 1); s <= std::min(stop, step); s += repeat.every_steps) {
-      restart = std::max(restart, s);
-    }
+  for (const GrowthEvent& e : growth_events(config, total_steps)) {
+    if (e.at_step <= step && restarts_schedule(e.options)) restart = e.at_step;
   }
   return restart;
 }
@@ -291,9 +292,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     config.resolved.insert_or_assign("model", stage.to_model);
     plan.flops_per_step = static_cast<double>(stage.to->flops_per_token(T).training()) *
                           static_cast<double>(plan.tokens_per_step);
-    if (stage.event.options["lr_schedule"].value_or(std::string("continue")) == "restart") {
-      restart_step = stage.event.at_step;
-    }
+    if (restarts_schedule(stage.event.options)) restart_step = stage.event.at_step;
     const double after = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
     std::ostringstream options_text;
     options_text << stage.event.options;

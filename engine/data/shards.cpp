@@ -15,6 +15,7 @@
 #include "engine/data/corpus.h"
 #include "engine/data/tokenizer.h"
 #include "engine/error.h"
+#include "engine/files.h"
 
 namespace tfw {
 
@@ -49,14 +50,6 @@ class ShardWriter {
   std::vector<char> buffer_;
   std::uint64_t count_ = 0;
 };
-
-void fsync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
 
 std::string name_of(const std::string& path) {
   fs::path p = fs::path(path).lexically_normal();
@@ -125,11 +118,11 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
     std::ofstream out(meta_tmp);
     out << "# tfw token shards: train.bin / val.bin, little-endian " << meta.dtype << "\n" << table << "\n";
   }
-  for (const std::string& path : {train_tmp, val_tmp, meta_tmp}) fsync_path(path);
+  for (const std::string& path : {train_tmp, val_tmp, meta_tmp}) path_fsync(path);
   fs::rename(train_tmp, out_dir + "/train.bin");
   fs::rename(val_tmp, out_dir + "/val.bin");
   fs::rename(meta_tmp, out_dir + "/meta.toml");
-  fsync_path(out_dir);
+  path_fsync(out_dir);
   return meta;
 }
 
@@ -224,6 +217,10 @@ void TokenShard::read(std::uint64_t start, std::uint64_t n, std::vector<std::uin
   for (std::uint64_t i = 0; i < n; ++i) out[i] = (*this)[start + i];
 }
 
+std::string data_prepared_dir(const std::string& corpus, const std::string& tokenizer, const std::string& data_dir) {
+  return data_dir + "/" + name_of(corpus) + "-" + tokenizer;
+}
+
 std::string data_ensure_prepared(const std::string& corpus, const std::string& tokenizer,
                                  const std::string& data_dir, const PrepareOptions& options) {
   std::error_code ec;
@@ -231,7 +228,7 @@ std::string data_ensure_prepared(const std::string& corpus, const std::string& t
       fs::exists(fs::path(corpus) / "val.bin")) {
     return corpus;
   }
-  const std::string dir = data_dir + "/" + name_of(corpus) + "-" + tokenizer;
+  const std::string dir = data_prepared_dir(corpus, tokenizer, data_dir);
   if (!fs::exists(dir + "/meta.toml")) {
     PrepareOptions with_tokenizer = options;
     with_tokenizer.tokenizer = tokenizer;

@@ -63,6 +63,9 @@ class TokenShard {
   int width_ = 2;
 };
 
+// Where `corpus` prepared with `tokenizer` lives: <data_dir>/<corpus name>-<tokenizer>.
+std::string data_prepared_dir(const std::string& corpus, const std::string& tokenizer, const std::string& data_dir);
+
 // The shard folder for `corpus`: itself when it already holds train.bin and val.bin,
 // else <data_dir>/<name>-<tokenizer>, prepared first when missing.
 std::string data_ensure_prepared(const std::string& corpus, const std::string& tokenizer,

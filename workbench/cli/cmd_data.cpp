@@ -31,16 +31,10 @@ nlohmann::json meta_json(const std::string& dir, const ShardMeta& meta) {
           {"val_tokens", meta.val_tokens}};
 }
 
-std::string folder_name(const std::string& corpus) {
-  std::filesystem::path p = std::filesystem::path(corpus).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();
-  return p.filename().string();
-}
-
 void run_prepare(const DataArgs& args) {
   const std::string home = home_resolve(args.home);
-  const std::string name = args.name.empty() ? folder_name(args.corpus) + "-" + args.tokenizer : args.name;
-  const std::string dir = home_data_dir(home) + "/" + name;
+  const std::string dir = args.name.empty() ? data_prepared_dir(args.corpus, args.tokenizer, home_data_dir(home))
+                                            : home_data_dir(home) + "/" + args.name;
   if (!args.force && std::filesystem::exists(dir + "/meta.toml")) {
     ShardMeta meta = shard_meta_read(dir);
     if (args.json) print_json(meta_json(dir, meta));

@@ -66,13 +66,6 @@ std::vector<const ExperimentRun*> selected(const Experiment& experiment, const s
   return out;
 }
 
-std::string duration(double seconds) {
-  const auto s = static_cast<long>(seconds);
-  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
-
 void print_plan(const Experiment& experiment, const std::vector<const ExperimentRun*>& runs, const std::string& home,
                 bool json) {
   // Time estimate: the machine's measured matmul peak at an efficiency typical of these small
@@ -108,9 +101,9 @@ void print_plan(const Experiment& experiment, const std::vector<const Experiment
                              row["name"].get<std::string>(), parent, row["family"].get<std::string>(),
                              grouped(row["parameters"].get<std::int64_t>()), grouped(row["tokens"].get<std::int64_t>()),
                              row["training_flops"].get<double>(), row["cumulative_flops"].get<double>(),
-                             duration(row["estimated_seconds"].get<double>()));
+                             duration_text(row["estimated_seconds"].get<double>()));
   }
-  std::cout << fmt::format("estimated {} at {:.0f}% of the measured peak {:.3e} FLOP/s\n", duration(total_seconds),
+  std::cout << fmt::format("estimated {} at {:.0f}% of the measured peak {:.3e} FLOP/s\n", duration_text(total_seconds),
                            100 * efficiency, peak);
 }
 

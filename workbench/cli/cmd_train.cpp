@@ -45,14 +45,6 @@ struct TrainArgs {
   bool json = false;
 };
 
-std::string duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<long>(seconds);
-  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
-
 // A run to resume: its id or name in the store, or its folder.
 std::pair<std::string, std::int64_t> resolve_run(const std::string& run, const std::string& home, Store& store) {
   if (std::optional<RunRecord> record = store.run_find(run); record && fs::is_directory(record->run_dir)) {
@@ -183,7 +175,7 @@ void run_train(const TrainArgs& args) {
   options.on_progress = [&](const TrainProgress& p) {
     std::string line = fmt::format("step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | MFU {:.1f}% | ETA {}",
                                    p.step, p.total_steps, p.loss, p.lr, p.tokens_per_second, 100 * p.mfu,
-                                   duration(p.eta_seconds));
+                                   duration_text(p.eta_seconds));
     if (p.evaluated) {
       std::cerr << (tty ? "\r\033[K" : "") << line << fmt::format(" | val {:.4f}", p.val_loss) << "\n";
     } else if (tty) {
@@ -231,7 +223,7 @@ void run_train(const TrainArgs& args) {
   } else {
     std::cout << fmt::format("run {} {}: {} steps, {} tokens, {:.3e} training FLOPs, {}\n", run_id,
                              fs::path(options.run_dir).filename().string(), summary.steps,
-                             grouped(summary.tokens), summary.flops, duration(summary.seconds));
+                             grouped(summary.tokens), summary.flops, duration_text(summary.seconds));
     std::cout << fmt::format("  val loss {:.4f} (best {:.4f}), train loss {:.4f}, {:.0f} tokens/s, MFU {:.1f}%\n",
                              summary.val_loss, summary.best_val_loss, summary.train_loss, summary.tokens_per_second,
                              100 * summary.mfu);

@@ -29,6 +29,14 @@ std::string short_count(double value) {
 
 std::string scientific(double value) { return fmt::format("{:.3e}", value); }
 
+std::string duration_text(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<long>(seconds);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
 void print_json(const nlohmann::json& value) { std::cout << value.dump(2) << "\n"; }
 
 }  // namespace tfw::cli
