@@ -515,6 +515,26 @@ std::vector<MetricPoint> Store::metrics(std::int64_t run, const std::string& key
   return out;
 }
 
+std::vector<MetricPoint> Store::metrics_after(std::int64_t run, const std::string& key, std::int64_t after_step) {
+  Statement s(db_, "SELECT run_id, key, step, tokens, flops, wall, value FROM metrics WHERE run_id = ?1 AND "
+                   "key = ?2 AND step > ?3 ORDER BY step");
+  s.bind(1, run).bind(2, key).bind(3, after_step);
+  std::vector<MetricPoint> out;
+  while (s.step()) {
+    out.push_back({s.integer(0), s.text(1), s.integer(2), s.integer(3), s.real(4), s.real(5),
+                   s.is_null(6) ? std::nan("") : s.real(6)});
+  }
+  return out;
+}
+
+std::vector<std::string> Store::metric_keys(std::int64_t run) {
+  Statement s(db_, "SELECT DISTINCT key FROM metrics WHERE run_id = ? ORDER BY key");
+  s.bind(1, run);
+  std::vector<std::string> out;
+  while (s.step()) out.push_back(s.text(0));
+  return out;
+}
+
 std::int64_t Store::metrics_count(std::int64_t run) {
   Statement s(db_, "SELECT COUNT(*) FROM metrics WHERE run_id = ?");
   s.bind(1, run);

@@ -115,6 +115,9 @@ class Store {
   std::vector<EventRow> events(std::int64_t run);
   void metrics_insert(const std::vector<MetricPoint>& points);  // one transaction
   std::vector<MetricPoint> metrics(std::int64_t run, const std::string& key = "");
+  // The points of one key after `after_step`, by step (incremental readers: the GUI).
+  std::vector<MetricPoint> metrics_after(std::int64_t run, const std::string& key, std::int64_t after_step);
+  std::vector<std::string> metric_keys(std::int64_t run);
   std::int64_t metrics_count(std::int64_t run);
 
   bool integrity_ok();

@@ -16,6 +16,8 @@ void add_runs_command(CLI::App& app);
 void add_grow_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_attention_command(CLI::App& app);
+void add_gui_command(CLI::App& app);
 
 // Thrown by a command that stopped early on request (Ctrl-C): exit code 130.
 struct Interrupted {};

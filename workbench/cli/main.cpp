@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   tfw::cli::add_grow_command(app);
   tfw::cli::add_run_command(app);
   tfw::cli::add_export_command(app);
+  tfw::cli::add_attention_command(app);
+  tfw::cli::add_gui_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,174 @@
+// See attention_map.h.
+#include "engine/attention_map.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "engine/checkpoint.h"
+#include "engine/checkpoint_meta.h"
+#include "engine/data/shards.h"
+#include "engine/data/tokenizer.h"
+#include "engine/error.h"
+#include "engine/home.h"
+#include "engine/model.h"
+#include "engine/pattention.h"
+#include "engine/registry.h"
+#include "engine/run_config.h"
+#include "engine/train/eval.h"
+
+namespace tfw {
+
+namespace {
+
+const std::vector<std::string> kProjections = {"q", "k", "v", "o", "ffn"};
+
+std::string layer_label(std::int64_t layer, const std::string& projection) {
+  return fmt::format("layers.{}.{}", layer, projection);
+}
+
+}  // namespace
+
+struct AttentionProbe::State {
+  std::string checkpoint, home;
+  RunConfig config;
+  std::shared_ptr<LanguageModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::int64_t layers = 0;
+  std::map<std::string, std::int64_t> tokens_of;  // label -> parameter tokens
+};
+
+std::string token_label(const std::string& piece) {
+  std::string out;
+  for (unsigned char c : piece) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+AttentionProbe::AttentionProbe(const Registry& registry, const std::string& checkpoint, const std::string& home)
+    : state_(std::make_unique<State>()) {
+  if (!std::filesystem::exists(checkpoint)) {
+    throw UsageError(with_hint(fmt::format("checkpoint {} does not exist", checkpoint),
+                               "`tfw runs show RUN` lists a run's checkpoints; pruned ones are gone"));
+  }
+  state_->checkpoint = checkpoint;
+  state_->home = home;
+  CheckpointMeta meta = checkpoint_read_meta(checkpoint);  // verifies size and CRC first
+  toml::table table = toml::parse(meta.config_toml, checkpoint);
+  state_->config = run_config_parse(registry, table, checkpoint);
+  const ModelFamily& family = registry.family(state_->config.model.family);
+  state_->model = family.build(*state_->config.model.spec, 0);
+  checkpoint_load(checkpoint, *state_->model, nullptr);
+  state_->model->eval();
+  state_->tokenizer = tokenizer_create(state_->config.data.tokenizer);
+  for (const auto& item : state_->model->named_parameters()) {
+    const std::string& name = item.key();
+    const std::string suffix = ".keys";
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      state_->tokens_of[name.substr(0, name.size() - suffix.size())] = item.value().size(0);
+    }
+  }
+  if (state_->tokens_of.empty()) {
+    throw UsageError(with_hint(fmt::format("checkpoint {} holds a {} model, which has no Pattention layers "
+                                           "(no parameter tokens to attend to)",
+                                           checkpoint, state_->config.model.family),
+                               "pick a checkpoint of a tokenformer run"));
+  }
+  state_->layers = state_->config.model.spec->shape().layers;
+}
+
+AttentionProbe::~AttentionProbe() = default;
+
+const std::string& AttentionProbe::family() const { return state_->config.model.family; }
+std::int64_t AttentionProbe::layers() const { return state_->layers; }
+std::int64_t AttentionProbe::context() const { return state_->config.model.spec->shape().seq_len; }
+std::vector<std::string> AttentionProbe::projections() const { return kProjections; }
+
+std::int64_t AttentionProbe::parameter_tokens(std::int64_t layer, const std::string& projection) const {
+  if (layer < 0 || layer >= state_->layers) {
+    throw UsageError(with_hint(fmt::format("layer {} does not exist: the model has {} layers", layer, state_->layers),
+                               fmt::format("use --layer 0..{}", state_->layers - 1)));
+  }
+  auto found = state_->tokens_of.find(layer_label(layer, projection));
+  if (found == state_->tokens_of.end()) {
+    throw UsageError(with_hint(fmt::format("unknown projection '{}'", projection), "use one of q, k, v, o, ffn"));
+  }
+  return found->second;
+}
+
+AttentionMap AttentionProbe::map(const std::string& text, std::int64_t layer, const std::string& projection) {
+  AttentionMap result;
+  result.parameter_tokens = parameter_tokens(layer, projection);
+  result.label = layer_label(layer, projection);
+  std::vector<std::uint32_t> ids;
+  state_->tokenizer->encode(text, ids);
+  if (ids.empty()) throw UsageError(with_hint("the text is empty", "give some text to encode, e.g. --text 'the cat'"));
+  if (static_cast<std::int64_t>(ids.size()) > context()) {
+    ids.resize(static_cast<std::size_t>(context()));
+    result.truncated = true;
+  }
+  torch::Tensor input = torch::empty({1, static_cast<std::int64_t>(ids.size())}, torch::kInt64);
+  for (std::size_t i = 0; i < ids.size(); ++i) input[0][static_cast<std::int64_t>(i)] = static_cast<std::int64_t>(ids[i]);
+  torch::NoGradGuard no_grad;
+  ScoreCapture capture({result.label});
+  state_->model->forward(input);
+  torch::Tensor scores = capture.scores().at(result.label).reshape({-1, result.parameter_tokens})
+                             .to(torch::kFloat32).contiguous();  // (T, n)
+  result.scores.assign(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
+  for (std::uint32_t id : ids) result.tokens.push_back(state_->tokenizer->decode({id}));
+  return result;
+}
+
+std::vector<ActivatingContext> AttentionProbe::top_contexts(std::int64_t layer, const std::string& projection,
+                                                            std::int64_t parameter_token, int k, std::int64_t windows) {
+  const std::int64_t n = parameter_tokens(layer, projection);
+  if (parameter_token < 0 || parameter_token >= n) {
+    throw UsageError(with_hint(fmt::format("parameter token {} does not exist: {} has {} tokens", parameter_token,
+                                           layer_label(layer, projection), n),
+                               fmt::format("pick 0..{}", n - 1)));
+  }
+  const RunConfig& config = state_->config;
+  const std::string shard_dir = data_ensure_prepared(config.data.corpus, config.data.tokenizer,
+                                                     home_data_dir(home_resolve(state_->home)), PrepareOptions());
+  ShardMeta shards = shard_meta_read(shard_dir);
+  TokenShard val(shard_dir + "/val.bin", shards.dtype);
+  const std::int64_t T = std::min<std::int64_t>(context(), static_cast<std::int64_t>(val.size()) - 2);
+  const std::string label = layer_label(layer, projection);
+  torch::Tensor batch = validation_batch(val, windows, T, 1, 0);  // (windows, T + 1)
+  torch::NoGradGuard no_grad;
+  ScoreCapture capture({label});
+  state_->model->forward(batch.narrow(1, 0, T));
+  torch::Tensor column = capture.scores().at(label).select(-1, parameter_token).reshape({-1}).to(torch::kFloat32);
+  const std::int64_t count = std::min<std::int64_t>(k, column.numel());
+  auto top = column.topk(count);
+  auto values = std::get<0>(top), where = std::get<1>(top);
+  auto rows = batch.accessor<std::int64_t, 2>();
+  auto decode = [&](std::int64_t row, std::int64_t from, std::int64_t to) {
+    std::vector<std::uint32_t> ids;
+    for (std::int64_t t = std::max<std::int64_t>(from, 0); t < std::min(to, T); ++t) ids.push_back(static_cast<std::uint32_t>(rows[row][t]));
+    return state_->tokenizer->decode(ids);
+  };
+  const std::int64_t span = static_cast<std::int64_t>(val.size()) - T - 1;
+  std::vector<ActivatingContext> contexts;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t flat = where[i].item<std::int64_t>();
+    const std::int64_t row = flat / T, t = flat % T;
+    ActivatingContext context;
+    context.score = values[i].item<float>();
+    context.before = decode(row, t - 24, t);
+    context.token = decode(row, t, t + 1);
+    context.after = decode(row, t + 1, t + 9);
+    context.position = (windows > 1 ? span * row / (windows - 1) : 0) + t;
+    contexts.push_back(std::move(context));
+  }
+  return contexts;
+}
+
+}  // namespace tfw

@@ -1,0 +1,67 @@
+// Parameter-attention maps: which parameter tokens the input tokens attend to in one
+// Pattention layer (the scores Θ(S) of TOKENFORMER.md §1, input tokens × parameter
+// tokens), and the validation-text contexts that activate one parameter token most.
+// Used by `tfw attention` and the GUI's attention panel. Torch-free header: the loaded
+// model lives behind a pointer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tfw {
+
+class Registry;
+
+struct AttentionMap {
+  std::string label;                // "layers.3.q"
+  std::vector<std::string> tokens;  // the input tokens as text (one per row)
+  std::int64_t parameter_tokens = 0;
+  std::vector<float> scores;        // tokens.size() × parameter_tokens, row-major, Θ(S)
+  bool truncated = false;           // the text was longer than the model's context
+  float at(std::size_t row, std::int64_t column) const {
+    return scores[row * static_cast<std::size_t>(parameter_tokens) + static_cast<std::size_t>(column)];
+  }
+};
+
+// One place in the validation text where a parameter token scored high.
+struct ActivatingContext {
+  std::string before, token, after;  // the text around the input token, and the token itself
+  float score = 0;
+  std::int64_t position = 0;         // token offset in the validation shard
+};
+
+// A checkpoint loaded for inspection (no optimiser). Throws UsageError naming the path and
+// the fix for a missing or corrupt checkpoint, a model without Pattention layers, a layer
+// or projection that does not exist.
+class AttentionProbe {
+ public:
+  // `home` (TFW_HOME) is where the validation shards live, for top_contexts.
+  AttentionProbe(const Registry& registry, const std::string& checkpoint, const std::string& home = "");
+  ~AttentionProbe();
+  AttentionProbe(const AttentionProbe&) = delete;
+  AttentionProbe& operator=(const AttentionProbe&) = delete;
+
+  const std::string& family() const;
+  std::int64_t layers() const;
+  std::int64_t context() const;                  // the model's sequence length
+  std::vector<std::string> projections() const;  // q k v o ffn
+  std::int64_t parameter_tokens(std::int64_t layer, const std::string& projection) const;
+
+  AttentionMap map(const std::string& text, std::int64_t layer, const std::string& projection);
+
+  // The k highest scores of `parameter_token` over `windows` fixed validation windows of the
+  // run's corpus (the trainer's evaluation windows), one per position, best first.
+  std::vector<ActivatingContext> top_contexts(std::int64_t layer, const std::string& projection,
+                                              std::int64_t parameter_token, int k = 10, std::int64_t windows = 4);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The input token as a one-line label: control characters and newlines escaped.
+std::string token_label(const std::string& piece);
+
+}  // namespace tfw

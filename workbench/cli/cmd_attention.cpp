@@ -1,0 +1,199 @@
+// `tfw attention RUN|CHECKPOINT --text ... --layer L --proj P --out FILE`: the
+// parameter-attention map of one Pattention layer (input tokens × parameter tokens) as CSV
+// and PNG, and optionally the validation contexts that activate one parameter token most.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <stb_image_write.h>
+
+#include "engine/attention_map.h"
+#include "engine/checkpoint_meta.h"
+#include "engine/error.h"
+#include "engine/home.h"
+#include "engine/registry.h"
+#include "storage/store.h"
+#include "workbench/cli/commands.h"
+#include "workbench/cli/output.h"
+#include "workbench/colormap.h"
+
+namespace fs = std::filesystem;
+
+namespace tfw::cli {
+
+namespace {
+
+struct AttentionArgs {
+  std::string target, text, text_file, projection = "q", out, home;
+  std::int64_t layer = 0;
+  std::int64_t parameter_token = -1;
+  int top = 10;
+  bool json = false;
+};
+
+// A checkpoint file, a run folder (its newest checkpoint), or a run id or name in the store.
+std::string resolve_checkpoint(const std::string& target, const std::string& home) {
+  if (fs::is_regular_file(target)) return target;
+  std::string run_dir, run_label;
+  if (fs::is_directory(target)) {
+    run_dir = target;
+    run_label = target;
+  } else if (fs::exists(home + "/runs.db")) {
+    std::unique_ptr<Store> store = Store::open_readonly(home + "/runs.db");
+    std::optional<RunRecord> record = store->run_find(target);
+    if (!record) {
+      throw UsageError(with_hint(fmt::format("'{}' is not a checkpoint file, a run folder, nor a run in {}", target,
+                                             store->path()),
+                                 "list the runs with `tfw runs list`, or pass a checkpoint's .pt path"));
+    }
+    run_dir = record->run_dir;
+    run_label = fmt::format("run {} ({})", record->id, record->name);
+  } else {
+    throw UsageError(with_hint(fmt::format("'{}' is not a checkpoint file or a run folder, and there is no store at {}",
+                                           target, home + "/runs.db"),
+                               "pass a checkpoint's .pt path, or set --home / TFW_HOME"));
+  }
+  std::vector<CheckpointInfo> checkpoints = checkpoint_list(run_dir + "/checkpoints");
+  if (checkpoints.empty()) {
+    throw UsageError(with_hint(fmt::format("{} has no complete checkpoint in {}/checkpoints", run_label, run_dir),
+                               "train it further (a checkpoint is written every train.checkpoint_every steps and "
+                               "at the end), or pass a checkpoint path"));
+  }
+  return checkpoints.back().path;
+}
+
+std::string csv_quote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+void write_csv(const AttentionMap& map, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw Error(fmt::format("cannot write {}", path));
+  out << "position,token";
+  for (std::int64_t j = 0; j < map.parameter_tokens; ++j) out << ",p" << j;
+  out << "\n";
+  for (std::size_t i = 0; i < map.tokens.size(); ++i) {
+    out << i << "," << csv_quote(map.tokens[i]);
+    for (std::int64_t j = 0; j < map.parameter_tokens; ++j) out << "," << fmt::format("{:.8g}", map.at(i, j));
+    out << "\n";
+  }
+  if (!out.flush()) throw Error(fmt::format("cannot write {}", path));
+}
+
+// One cell per (input token, parameter token); colour from the map's min to its max.
+void write_png(const AttentionMap& map, const std::string& path) {
+  const int rows = static_cast<int>(map.tokens.size()), columns = static_cast<int>(map.parameter_tokens);
+  const int cell_w = std::max(1, std::min(8, 2048 / std::max(columns, 1))), cell_h = 12;
+  const int width = columns * cell_w, height = rows * cell_h;
+  const auto [low, high] = std::minmax_element(map.scores.begin(), map.scores.end());
+  const double range = *high > *low ? *high - *low : 1.0;
+  std::vector<unsigned char> pixels(static_cast<std::size_t>(width) * height * 3);
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < columns; ++j) {
+      const Rgb colour = heat_colour((map.at(i, j) - *low) / range);
+      for (int y = i * cell_h; y < (i + 1) * cell_h; ++y) {
+        for (int x = j * cell_w; x < (j + 1) * cell_w; ++x) {
+          unsigned char* p = &pixels[(static_cast<std::size_t>(y) * width + x) * 3];
+          p[0] = colour.r, p[1] = colour.g, p[2] = colour.b;
+        }
+      }
+    }
+  }
+  if (!stbi_write_png(path.c_str(), width, height, 3, pixels.data(), width * 3)) {
+    throw Error(fmt::format("cannot write {}", path));
+  }
+}
+
+void run_attention(const AttentionArgs& args) {
+  const std::string home = home_resolve(args.home);
+  std::string text = args.text;
+  if (!args.text_file.empty()) {
+    std::ifstream in(args.text_file);
+    if (!in) throw UsageError(with_hint(fmt::format("cannot read --text-file {}", args.text_file), "check the path"));
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  if (text.empty() && args.parameter_token < 0) {
+    throw UsageError(with_hint("nothing to show", "give --text (or --text-file) for a map, or --token N for the "
+                                                  "contexts that activate parameter token N"));
+  }
+  const std::string checkpoint = resolve_checkpoint(args.target, home);
+  AttentionProbe probe(registry(), checkpoint, home);
+  nlohmann::json json = {{"checkpoint", fs::absolute(checkpoint).string()}, {"family", probe.family()}};
+  if (!text.empty()) {
+    AttentionMap map = probe.map(text, args.layer, args.projection);
+    json["label"] = map.label;
+    json["input_tokens"] = map.tokens.size();
+    json["parameter_tokens"] = map.parameter_tokens;
+    json["truncated"] = map.truncated;
+    nlohmann::json argmax = nlohmann::json::array();
+    for (std::size_t i = 0; i < map.tokens.size(); ++i) {
+      std::int64_t best = 0;
+      for (std::int64_t j = 1; j < map.parameter_tokens; ++j) if (map.at(i, j) > map.at(i, best)) best = j;
+      argmax.push_back({{"token", map.tokens[i]}, {"parameter_token", best}, {"score", map.at(i, best)}});
+    }
+    json["strongest"] = argmax;
+    if (!args.out.empty()) {
+      std::string base = args.out;
+      for (const char* ext : {".csv", ".png"}) {
+        if (fs::path(base).extension() == ext) base = (fs::path(base).parent_path() / fs::path(base).stem()).string();
+      }
+      if (fs::path(base).has_parent_path()) fs::create_directories(fs::path(base).parent_path());
+      write_csv(map, base + ".csv");
+      write_png(map, base + ".png");
+      json["csv"] = base + ".csv";
+      json["png"] = base + ".png";
+    }
+    if (!args.json) {
+      fmt::print("{}  {}  {} input tokens × {} parameter tokens{}\n", checkpoint, map.label, map.tokens.size(),
+                 map.parameter_tokens, map.truncated ? fmt::format(" (text cut to the model's {} tokens)", probe.context()) : "");
+      fmt::print("{:>5}  {:<16} {:>10} {:>9}\n", "pos", "token", "strongest", "score");
+      for (std::size_t i = 0; i < map.tokens.size(); ++i) {
+        fmt::print("{:>5}  {:<16} {:>10} {:>9.4f}\n", i, "'" + token_label(map.tokens[i]) + "'",
+                   argmax[i]["parameter_token"].get<std::int64_t>(), argmax[i]["score"].get<float>());
+      }
+      if (json.contains("csv")) fmt::print("wrote {} and {}\n", json["csv"].get<std::string>(), json["png"].get<std::string>());
+    }
+  }
+  if (args.parameter_token >= 0) {
+    std::vector<ActivatingContext> contexts =
+        probe.top_contexts(args.layer, args.projection, args.parameter_token, args.top);
+    nlohmann::json list = nlohmann::json::array();
+    if (!args.json) fmt::print("validation contexts that activate layers.{}.{} parameter token {} most:\n", args.layer,
+                               args.projection, args.parameter_token);
+    for (const ActivatingContext& c : contexts) {
+      list.push_back({{"before", c.before}, {"token", c.token}, {"after", c.after}, {"score", c.score},
+                      {"position", c.position}});
+      if (!args.json) fmt::print("  {:>8.4f}  …{}[{}]{}…\n", c.score, token_label(c.before), token_label(c.token),
+                                 token_label(c.after));
+    }
+    json["contexts"] = list;
+  }
+  if (args.json) print_json(json);
+}
+
+}  // namespace
+
+void add_attention_command(CLI::App& app) {
+  auto args = std::make_shared<AttentionArgs>();
+  CLI::App* command = app.add_subcommand(
+      "attention", "Parameter-attention map of a Pattention layer: input tokens × parameter tokens (CSV and PNG)");
+  command->add_option("target", args->target, "a checkpoint (.pt), a run folder, or a run id or name in the store")
+      ->required();
+  command->add_option("--text", args->text, "the input text");
+  command->add_option("--text-file", args->text_file, "read the input text from a file");
+  command->add_option("--layer", args->layer, "layer index (0-based)")->check(CLI::NonNegativeNumber);
+  command->add_option("--proj", args->projection, "projection: q, k, v, o or ffn")
+      ->check(CLI::IsMember({"q", "k", "v", "o", "ffn"}));
+  command->add_option("--out", args->out, "write FILE.csv and FILE.png");
+  command->add_option("--token", args->parameter_token,
+                      "also list the validation contexts that activate this parameter token most");
+  command->add_option("--top", args->top, "how many contexts (default 10)")->check(CLI::PositiveNumber);
+  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
+  command->add_flag("--json", args->json, "machine-readable output");
+  command->callback([args] { run_attention(*args); });
+}
+
+}  // namespace tfw::cli

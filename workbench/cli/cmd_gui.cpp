@@ -1,0 +1,59 @@
+// `tfw gui`: the desktop workbench (workbench/gui), or with --screenshot one view rendered
+// headless to a PNG (for tests and docs; under Xvfb where there is no display).
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "workbench/cli/commands.h"
+#include "workbench/gui/gui.h"
+
+namespace tfw::cli {
+
+void add_gui_command(CLI::App& app) {
+  auto options = std::make_shared<gui::GuiOptions>();
+  auto select = std::make_shared<std::string>();
+  CLI::App* command = app.add_subcommand("gui", "The workbench GUI: runs, loss curves, FLOPs against length, "
+                                                "parameter-attention maps, schedule designer");
+  command->add_option("--home", options->home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
+  command->add_option("--screenshot", options->screenshot, "render --view once to this PNG and exit");
+  command->add_option("--view", options->view, "the view to open: runs, curves, flops, attention, designer")
+      ->check(CLI::IsMember({"runs", "curves", "flops", "attention", "designer"}));
+  command->add_option("--select", *select, "runs to select, comma-separated ids or names "
+                                           "(screenshots default to the newest 10)");
+  command->add_option("--size", options->width, "window width (height follows at 5:8 unless --height)")
+      ->check(CLI::Range(320, 8192));
+  command->add_option("--height", options->height, "window height")->check(CLI::Range(240, 8192));
+  command->add_option("--metric", options->metric, "curves: the metric (train/loss, val/loss, ...)");
+  command->add_option("--x", options->x_axis, "curves: x axis")
+      ->check(CLI::IsMember({"steps", "tokens", "flops", "cumulative_flops", "wall"}));
+  command->add_flag("--log-x", options->log_x, "curves: log x axis");
+  command->add_flag("--log-y", options->log_y, "curves: log y axis");
+  command->add_option("--smoothing", options->smoothing, "curves: EMA weight in [0, 1)")->check(CLI::Range(0.0, 0.99));
+  command->add_option("--checkpoint", options->checkpoint, "attention: a checkpoint (.pt)");
+  command->add_option("--text", options->text, "attention: the input text");
+  command->add_option("--layer", options->layer, "attention: layer")->check(CLI::NonNegativeNumber);
+  command->add_option("--proj", options->projection, "attention: q, k, v, o or ffn")
+      ->check(CLI::IsMember({"q", "k", "v", "o", "ffn"}));
+  command->add_option("--token", options->parameter_token, "attention: list this parameter token's top contexts");
+  command->add_option("--config", options->configs, "flops, designer: run config files (repeatable)");
+  command->callback([options, select, command] {
+#ifdef TFW_HAVE_GUI
+    if (!select->empty()) {
+      std::size_t start = 0;
+      while (start <= select->size()) {
+        const std::size_t comma = select->find(',', start);
+        const std::string item = select->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (!item.empty()) options->select.push_back(item);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
+    if (command->count("--size") && !command->count("--height")) options->height = options->width * 5 / 8;
+    if (const int status = gui::gui_run(*options); status != 0) throw Error("the screenshot could not be written");
+#else
+    throw UsageError(with_hint("this tfw was built without the GUI", "configure with -DTFW_BUILD_GUI=ON (needs "
+                                                                     "libimgui-dev and libglfw3-dev)"));
+#endif
+  });
+}
+
+}  // namespace tfw::cli

@@ -1,0 +1,32 @@
+// The heat-map colour scale shared by `tfw attention` (PNG) and the GUI's attention panel:
+// a perceptually ordered dark-blue -> teal -> green -> yellow ramp (in the spirit of
+// viridis), linear between five anchors. Header-only, no dependencies.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+namespace tfw {
+
+struct Rgb {
+  std::uint8_t r = 0, g = 0, b = 0;
+};
+
+// t in [0, 1] (clamped; NaN maps to 0).
+inline Rgb heat_colour(double t) {
+  static constexpr std::array<std::array<double, 3>, 5> anchors = {{
+      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}}};
+  if (!(t > 0)) t = 0;
+  if (t > 1) t = 1;
+  const double x = t * (anchors.size() - 1);
+  const std::size_t i = std::min<std::size_t>(static_cast<std::size_t>(x), anchors.size() - 2);
+  const double f = x - static_cast<double>(i);
+  auto mix = [&](int c) {
+    return static_cast<std::uint8_t>(std::lround(anchors[i][c] + f * (anchors[i + 1][c] - anchors[i][c])));
+  };
+  return {mix(0), mix(1), mix(2)};
+}
+
+}  // namespace tfw

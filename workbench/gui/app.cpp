@@ -1,0 +1,291 @@
+// The GUI's window and frame loop (GLFW + OpenGL 3 + Dear ImGui 1.86), the tab per panel,
+// the status bar, and headless screenshots (one view rendered into a hidden window, read
+// back with glReadPixels and written with stb_image_write).
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/home.h"
+#include "engine/registry.h"
+#include "engine/run_config.h"
+#include "workbench/gui/app.h"
+#include "workbench/gui/gui.h"
+
+namespace fs = std::filesystem;
+
+namespace tfw::gui {
+
+bool gui_available() { return true; }
+
+const RunRecord* App::run(std::int64_t id) const {
+  if (!snapshot) return nullptr;
+  for (const RunRecord& record : snapshot->runs) {
+    if (record.id == id) return &record;
+  }
+  return nullptr;
+}
+
+const std::vector<std::string>& App::config_files() {
+  if (!config_files_cache.empty()) return config_files_cache;
+  std::set<std::string> found;
+  std::vector<fs::path> roots = {fs::current_path() / "experiments",
+                                 fs::path(executable_dir()).parent_path() / "experiments"};
+  for (const fs::path& root : roots) {
+    std::error_code error;
+    if (!fs::is_directory(root, error)) continue;
+    for (auto it = fs::recursive_directory_iterator(root, error); it != fs::recursive_directory_iterator(); ++it) {
+      if (it->path().extension() != ".toml") continue;
+      try {
+        model_config_load(*registry, it->path().string());  // run configs only, not experiment files
+      } catch (const std::exception&) {
+        continue;
+      }
+      const std::string text = fs::relative(it->path(), fs::current_path(), error).string();
+      found.insert(error || text.empty() ? it->path().string() : text);
+    }
+  }
+  config_files_cache.assign(found.begin(), found.end());
+  return config_files_cache;
+}
+
+void help_marker(const char* text) {
+  ImGui::SameLine();
+  ImGui::TextDisabled("(?)");
+  if (ImGui::IsItemHovered()) {
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 32.0f);
+    ImGui::TextUnformatted(text);
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+  }
+}
+
+void empty_state(const char* title, const std::string& detail) {
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  ImGui::Dummy(ImVec2(0, avail.y * 0.3f));
+  ImGui::Indent(avail.x * 0.2f);
+  ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + avail.x * 0.6f);
+  ImGui::TextColored(ImVec4(0.9f, 0.8f, 0.4f, 1.0f), "%s", title);
+  ImGui::Spacing();
+  ImGui::TextUnformatted(detail.c_str());
+  ImGui::PopTextWrapPos();
+  ImGui::Unindent(avail.x * 0.2f);
+}
+
+std::string human_count(double value) {
+  const double a = std::abs(value);
+  if (a >= 1e15) return fmt::format("{:.2e}", value);
+  if (a >= 1e12) return fmt::format("{:.2f}T", value / 1e12);
+  if (a >= 1e9) return fmt::format("{:.2f}B", value / 1e9);
+  if (a >= 1e6) return fmt::format("{:.2f}M", value / 1e6);
+  if (a >= 1e3) return fmt::format("{:.1f}k", value / 1e3);
+  return fmt::format("{:.0f}", value);
+}
+
+namespace {
+
+void glfw_error(int code, const char* text) { fmt::print(stderr, "tfw gui: GLFW error {}: {}\n", code, text); }
+
+// Run ids for --select: ids, or names (the newest run of that name).
+std::set<std::int64_t> resolve_selection(const StoreSnapshot& snapshot, const std::vector<std::string>& select) {
+  std::set<std::int64_t> ids;
+  for (const std::string& wanted : select) {
+    std::int64_t found = 0;
+    for (const RunRecord& record : snapshot.runs) {
+      if (std::to_string(record.id) == wanted || record.name == wanted) found = std::max(found, record.id);
+    }
+    if (found == 0) {
+      throw UsageError(with_hint(fmt::format("--select: no run '{}' in {}", wanted, snapshot.path),
+                                 "list the runs with `tfw runs list`"));
+    }
+    ids.insert(found);
+  }
+  return ids;
+}
+
+void load_font() {
+  ImGuiIO& io = ImGui::GetIO();
+  for (const char* path : {"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"}) {
+    if (fs::exists(path)) {
+      ImFontConfig config;
+      config.OversampleH = 2;
+      static const ImWchar ranges[] = {0x0020, 0x00FF, 0x2013, 0x2026, 0x2190, 0x21FF, 0x2200, 0x22FF, 0x2500, 0x257F, 0};
+      if (io.Fonts->AddFontFromFileTTF(path, 15.0f, &config, ranges)) return;
+    }
+  }
+  io.Fonts->AddFontDefault();
+}
+
+void style() {
+  ImGui::StyleColorsDark();
+  ImGuiStyle& s = ImGui::GetStyle();
+  s.WindowRounding = 0;
+  s.FrameRounding = 3;
+  s.TabRounding = 3;
+  s.ItemSpacing = ImVec2(8, 5);
+}
+
+void status_bar(App& app) {
+  const StoreSnapshot& s = *app.snapshot;
+  ImGui::Separator();
+  if (!s.error.empty()) {
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "store: %s", s.error.c_str());
+    return;
+  }
+  std::size_t running = 0;
+  for (const RunRecord& r : s.runs) running += r.status == "running";
+  ImGui::TextDisabled("TFW_HOME %s  ·  %zu runs, %zu running, %zu selected  ·  store read %.1f s ago", app.home.c_str(),
+                      s.runs.size(), running, app.selected.size(), std::max(0.0, store_now() - s.read_at));
+}
+
+bool write_screenshot(const std::string& path, int width, int height) {
+  std::vector<unsigned char> pixels(static_cast<std::size_t>(width) * height * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadBuffer(GL_BACK);
+  glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+  for (std::size_t i = 3; i < pixels.size(); i += 4) pixels[i] = 255;  // opaque
+  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+  stbi_flip_vertically_on_write(1);
+  const std::string temp = path + ".tmp.png";
+  if (!stbi_write_png(temp.c_str(), width, height, 4, pixels.data(), width * 4)) return false;
+  fs::rename(temp, path);
+  return true;
+}
+
+}  // namespace
+
+int gui_run(const GuiOptions& options) {
+  App app;
+  app.options = options;
+  app.home = home_resolve(options.home);
+  app.registry = &registry();
+  app.headless = !options.screenshot.empty();
+
+  std::vector<std::unique_ptr<Panel>> panels;
+  panels.push_back(make_runs_panel());
+  panels.push_back(make_curves_panel());
+  panels.push_back(make_flops_panel());
+  panels.push_back(make_attention_panel());
+  panels.push_back(make_designer_panel());
+  std::size_t current = panels.size();
+  for (std::size_t i = 0; i < panels.size(); ++i) {
+    if (options.view == panels[i]->name()) current = i;
+  }
+  if (current == panels.size()) {
+    throw UsageError(with_hint(fmt::format("unknown view '{}'", options.view),
+                               "use --view runs, curves, flops, attention or designer"));
+  }
+
+  app.watcher = std::make_unique<StoreWatcher>(app.home, app.headless ? 0.0 : 0.5);
+  app.snapshot = app.watcher->poll();
+  app.selected = resolve_selection(*app.snapshot, options.select);
+  if (app.selected.empty() && app.headless) {
+    // Screenshots without --select show the newest runs (at most 10).
+    for (auto it = app.snapshot->runs.rbegin(); it != app.snapshot->runs.rend() && app.selected.size() < 10; ++it) {
+      app.selected.insert(it->id);
+    }
+  }
+  app.watcher->watch(app.selected);
+  app.snapshot = app.watcher->poll();
+
+  glfwSetErrorCallback(glfw_error);
+  if (!glfwInit()) {
+    throw UsageError(with_hint("cannot open a window: no X display (GLFW could not initialise)",
+                               "set DISPLAY, or run headless under Xvfb: xvfb-run -a tfw gui --screenshot FILE.png "
+                               "--view runs"));
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  if (app.headless) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  GLFWwindow* window = glfwCreateWindow(options.width, options.height, "Tokenformer Workbench", nullptr, nullptr);
+  if (!window) {
+    glfwTerminate();
+    throw Error("cannot create an OpenGL 3.3 window (is Mesa's libgl1-mesa-dri installed?)");
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(app.headless ? 0 : 1);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  static std::string ini_path;
+  ini_path = app.home + "/gui.ini";
+  ImGui::GetIO().IniFilename = app.headless || !fs::is_directory(app.home) ? nullptr : ini_path.c_str();
+  style();
+  load_font();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330");
+
+  const std::size_t initial = current;
+  if (app.headless) panels[current]->prepare(app);
+
+  int status = 0;
+  const int screenshot_frames = 4;  // windows and tables settle their layout over a few frames
+  for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
+    if (app.headless) glfwPollEvents();
+    else glfwWaitEventsTimeout(0.1);
+    app.snapshot = app.watcher->snapshot();
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    ImGui::NewFrame();
+
+    const ImGuiViewport* viewport = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(viewport->WorkPos);
+    ImGui::SetNextWindowSize(viewport->WorkSize);
+    ImGui::Begin("workbench", nullptr,
+                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoBringToFrontOnFocus |
+                     ImGuiWindowFlags_NoSavedSettings);
+    if (ImGui::BeginTabBar("views")) {
+      for (std::size_t i = 0; i < panels.size(); ++i) {
+        const bool force = (frame == 0 && i == initial) || app.request_view == panels[i]->name();
+        if (ImGui::BeginTabItem(panels[i]->title(), nullptr, force ? ImGuiTabItemFlags_SetSelected : 0)) {
+          current = i;
+          ImGui::BeginChild("panel", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()), false);
+          panels[i]->draw(app);
+          ImGui::EndChild();
+          ImGui::EndTabItem();
+        }
+      }
+      app.request_view.clear();
+      ImGui::EndTabBar();
+    }
+    status_bar(app);
+    ImGui::End();
+
+    app.watcher->watch(app.selected);
+    if (app.headless) app.snapshot = app.watcher->poll();
+
+    ImGui::Render();
+    int width = 0, height = 0;
+    glfwGetFramebufferSize(window, &width, &height);
+    glViewport(0, 0, width, height);
+    glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    if (app.headless && frame + 1 >= screenshot_frames) {
+      if (!write_screenshot(options.screenshot, width, height)) {
+        fmt::print(stderr, "tfw gui: cannot write {}\n", options.screenshot);
+        status = 1;
+      }
+      break;
+    }
+    glfwSwapBuffers(window);
+  }
+
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return status;
+}
+
+}  // namespace tfw::gui

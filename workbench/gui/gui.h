@@ -1,0 +1,37 @@
+// The workbench GUI's entry point, for `tfw gui`. Free of ImGui and torch: the CLI includes
+// it; everything behind it lives in workbench/gui (ARCHITECTURE.md, "The GUI").
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tfw::gui {
+
+struct GuiOptions {
+  std::string home;                 // TFW_HOME
+  std::string screenshot;           // render `view` once to this PNG and exit
+  std::string view = "runs";        // runs curves flops attention designer
+  std::vector<std::string> select;  // runs to select (ids or names); screenshots default to the newest 10
+  int width = 1440, height = 900;
+  // View settings (the same as the controls; useful for screenshots).
+  std::string metric = "train/loss";
+  std::string x_axis = "tokens";    // steps tokens flops cumulative_flops wall
+  bool log_x = false, log_y = false;
+  double smoothing = 0;
+  std::string checkpoint;           // attention: a checkpoint path (default: the first selected run's newest)
+  std::string text;                 // attention: the input text
+  int layer = 0;
+  std::string projection = "q";
+  int parameter_token = -1;         // attention: list this token's top contexts
+  std::vector<std::string> configs; // flops / designer: run config files
+  std::string design;               // designer: an experiment file to open
+};
+
+// Whether this build has the GUI (TFW_BUILD_GUI).
+bool gui_available();
+
+// Opens the window (or, with `screenshot`, renders one view headless and writes the PNG).
+// Returns the exit code. Throws UsageError for bad options or no X display.
+int gui_run(const GuiOptions& options);
+
+}  // namespace tfw::gui

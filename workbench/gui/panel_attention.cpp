@@ -1,0 +1,331 @@
+// Parameter-attention maps: pick a run's checkpoint, a layer and a projection (q, k, v, o,
+// ffn), type text; the heat map shows Θ(S) (input tokens × parameter tokens) with the tokens
+// as row labels, scrollable across thousands of parameter tokens (only visible cells are
+// drawn). Click a column for the validation-text contexts that activate that parameter
+// token most. The engine work (engine/attention_map.h, the same as `tfw attention`) runs
+// off the UI thread.
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <future>
+
+#include <fmt/format.h>
+
+#include "engine/attention_map.h"
+#include "engine/checkpoint_meta.h"
+#include "workbench/colormap.h"
+#include "workbench/gui/app.h"
+
+namespace fs = std::filesystem;
+
+namespace tfw::gui {
+
+namespace {
+
+const char* kProjections[] = {"q", "k", "v", "o", "ffn"};
+
+ImU32 heat(double t) {
+  const Rgb c = heat_colour(t);
+  return IM_COL32(c.r, c.g, c.b, 255);
+}
+
+template <typename T>
+bool ready(const std::future<T>& f) {
+  return f.valid() && f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+class AttentionPanel : public Panel {
+ public:
+  const char* name() const override { return "attention"; }
+  const char* title() const override { return "Parameter attention"; }
+
+  void draw(App& app) override {
+    if (!initialised_) initialise(app);
+    collect();
+    source_picker(app);
+    ImGui::SetNextItemWidth(120);
+    ImGui::SliderInt("layer", &layer_, 0, std::max(0, layers_ - 1));
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(80);
+    ImGui::Combo("projection", &projection_, kProjections, IM_ARRAYSIZE(kProjections));
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(120);
+    ImGui::SliderInt("cell width", &cell_w_, 2, 24);
+    ImGui::InputTextMultiline("##text", text_, sizeof(text_), ImVec2(-160, ImGui::GetTextLineHeight() * 3));
+    ImGui::SameLine();
+    const bool busy = job_.valid() || contexts_job_.valid();
+    ImGui::BeginDisabled(busy || checkpoint_.empty());
+    if (ImGui::Button(busy ? "computing..." : "compute map", ImVec2(150, 0))) start_map(app);
+    ImGui::EndDisabled();
+    if (!error_.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", error_.c_str());
+    if (map_.tokens.empty()) {
+      if (error_.empty()) {
+        ImGui::TextDisabled("%s", checkpoint_.empty() ? "Select a tokenformer run with a checkpoint (Runs tab), or pass "
+                                                        "--checkpoint FILE."
+                                                      : "Type some text and press 'compute map'.");
+      }
+      return;
+    }
+    heat_map();
+    contexts();
+  }
+
+  void prepare(App& app) override {
+    if (!initialised_) initialise(app);
+    if (checkpoint_.empty()) return;
+    start_map(app);
+    job_.wait();
+    collect();
+    if (app.options.parameter_token >= 0 && error_.empty()) {
+      chosen_token_ = app.options.parameter_token;
+      start_contexts();
+      contexts_job_.wait();
+      collect();
+    }
+  }
+
+ private:
+  struct Result {
+    std::shared_ptr<AttentionProbe> probe;
+    AttentionMap map;
+    std::vector<ActivatingContext> contexts;
+    std::string error;
+  };
+
+  void initialise(App& app) {
+    initialised_ = true;
+    const std::string text = app.options.text.empty() ? "The cat sat on the mat. " : app.options.text;
+    std::snprintf(text_, sizeof(text_), "%s", text.c_str());
+    layer_ = app.options.layer;
+    for (int k = 0; k < IM_ARRAYSIZE(kProjections); ++k) {
+      if (app.options.projection == kProjections[k]) projection_ = k;
+    }
+    if (!app.options.checkpoint.empty()) {
+      checkpoint_ = app.options.checkpoint;
+      return;
+    }
+    for (std::int64_t id : app.selected) {
+      const RunRecord* run = app.run(id);
+      if (run && run->family == "tokenformer" && choose_run(*run)) return;
+    }
+  }
+
+  // The run's newest checkpoint; false (with the reason in error_) when it has none.
+  bool choose_run(const RunRecord& run) {
+    run_ = run.id;
+    checkpoints_ = checkpoint_list(run.run_dir + "/checkpoints");
+    if (checkpoints_.empty()) {
+      checkpoint_.clear();
+      error_ = fmt::format("run {} ({}) has no complete checkpoint in {}/checkpoints", run.id, run.name, run.run_dir);
+      return false;
+    }
+    checkpoint_ = checkpoints_.back().path;
+    error_.clear();
+    return true;
+  }
+
+  void source_picker(App& app) {
+    const RunRecord* current = app.run(run_);
+    const std::string label = current ? fmt::format("{} #{}", current->name, current->id) : "choose a run";
+    ImGui::SetNextItemWidth(260);
+    if (ImGui::BeginCombo("run", label.c_str())) {
+      for (const RunRecord& run : app.snapshot->runs) {
+        if (run.family != "tokenformer") continue;
+        if (ImGui::Selectable(fmt::format("{} #{} ({})", run.name, run.id, run.experiment).c_str(), run.id == run_)) {
+          choose_run(run);
+          probe_.reset();
+        }
+      }
+      ImGui::EndCombo();
+    }
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(320);
+    const std::string shown = checkpoint_.empty() ? "-" : fs::path(checkpoint_).filename().string();
+    if (ImGui::BeginCombo("checkpoint", shown.c_str())) {
+      for (const CheckpointInfo& info : checkpoints_) {
+        const std::string item = fmt::format("step {}  {}", info.step, fs::path(info.path).filename().string());
+        if (ImGui::Selectable(item.c_str(), info.path == checkpoint_)) {
+          checkpoint_ = info.path;
+          probe_.reset();
+        }
+      }
+      ImGui::EndCombo();
+    }
+  }
+
+  void start_map(App& app) {
+    error_.clear();
+    auto probe = probe_;
+    const std::string checkpoint = checkpoint_, text = text_, home = app.home;
+    const std::int64_t layer = layer_;
+    const std::string projection = kProjections[projection_];
+    Registry* registry = app.registry;
+    job_ = std::async(std::launch::async, [=]() mutable {
+      Result result;
+      try {
+        if (!probe) probe = std::make_shared<AttentionProbe>(*registry, checkpoint, home);
+        result.probe = probe;
+        result.map = probe->map(text, layer, projection);
+      } catch (const std::exception& e) {
+        result.error = e.what();
+      }
+      return result;
+    });
+  }
+
+  void start_contexts() {
+    auto probe = probe_;
+    const std::int64_t layer = layer_, token = chosen_token_;
+    const std::string projection = kProjections[projection_];
+    contexts_job_ = std::async(std::launch::async, [=] {
+      Result result;
+      try {
+        result.contexts = probe->top_contexts(layer, projection, token, 12);
+      } catch (const std::exception& e) {
+        result.error = e.what();
+      }
+      return result;
+    });
+    contexts_.clear();
+  }
+
+  void collect() {
+    if (ready(job_)) {
+      Result result = job_.get();
+      error_ = result.error;
+      if (result.probe) {
+        probe_ = result.probe;
+        layers_ = static_cast<int>(probe_->layers());
+      }
+      if (error_.empty()) {
+        map_ = std::move(result.map);
+        const auto [low, high] = std::minmax_element(map_.scores.begin(), map_.scores.end());
+        low_ = *low;
+        high_ = *high;
+      }
+    }
+    if (ready(contexts_job_)) {
+      Result result = contexts_job_.get();
+      if (!result.error.empty()) error_ = result.error;
+      contexts_ = std::move(result.contexts);
+    }
+  }
+
+  void heat_map() {
+    const float row_h = ImGui::GetTextLineHeight() + 2, label_w = 130, header_h = row_h;
+    const int rows = static_cast<int>(map_.tokens.size());
+    const std::int64_t columns = map_.parameter_tokens;
+    ImGui::Text("%s: %d input tokens × %lld parameter tokens%s.  Θ(S) from %.4f to %.4f", map_.label.c_str(), rows,
+                static_cast<long long>(columns), map_.truncated ? " (text cut to the model's context)" : "", low_, high_);
+    // Colour scale.
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    ImGui::SameLine();
+    const ImVec2 bar = ImGui::GetCursorScreenPos();
+    for (int i = 0; i < 120; ++i) draw->AddRectFilled(ImVec2(bar.x + i, bar.y + 3), ImVec2(bar.x + i + 1, bar.y + 13), heat(i / 119.0));
+    ImGui::Dummy(ImVec2(124, 14));
+
+    const float available = ImGui::GetContentRegionAvail().y;
+    const float height = std::min(available * 0.65f, header_h + rows * row_h + 24);
+    ImGui::SetNextWindowContentSize(ImVec2(label_w + columns * cell_w_ + 8, header_h + rows * row_h + 4));
+    ImGui::BeginChild("heat", ImVec2(0, height), true, ImGuiWindowFlags_HorizontalScrollbar);
+    draw = ImGui::GetWindowDrawList();
+    const ImVec2 window = ImGui::GetWindowPos();
+    const float scroll_x = ImGui::GetScrollX(), scroll_y = ImGui::GetScrollY();
+    const float view_w = ImGui::GetWindowContentRegionMax().x;
+    const ImVec2 origin(window.x - scroll_x + label_w, window.y - scroll_y + header_h);
+    // Visible columns only: thousands of parameter tokens cost what fits on screen.
+    const std::int64_t first = std::max<std::int64_t>(0, static_cast<std::int64_t>(scroll_x / cell_w_));
+    const std::int64_t last = std::min<std::int64_t>(columns, first + static_cast<std::int64_t>(view_w / cell_w_) + 2);
+    const double range = high_ > low_ ? high_ - low_ : 1.0;
+    for (int i = 0; i < rows; ++i) {
+      const float y = origin.y + i * row_h;
+      for (std::int64_t j = first; j < last; ++j) {
+        const float x = origin.x + j * cell_w_;
+        draw->AddRectFilled(ImVec2(x, y), ImVec2(x + cell_w_, y + row_h), heat((map_.at(i, j) - low_) / range));
+      }
+    }
+    if (chosen_token_ >= first && chosen_token_ < last) {
+      const float x = origin.x + chosen_token_ * cell_w_;
+      draw->AddRect(ImVec2(x - 1, origin.y), ImVec2(x + cell_w_ + 1, origin.y + rows * row_h), IM_COL32(255, 80, 80, 255), 0, 0, 2);
+    }
+    // Column header: every k-th parameter token index, pinned to the top.
+    const float header_y = window.y;
+    draw->AddRectFilled(ImVec2(window.x, header_y), ImVec2(window.x + view_w + label_w, header_y + header_h),
+                        IM_COL32(30, 32, 38, 255));
+    const std::int64_t every = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(48.0 / cell_w_)));
+    for (std::int64_t j = (first / every) * every; j < last; j += every) {
+      const float x = origin.x + j * cell_w_;
+      if (x < window.x + label_w) continue;
+      draw->AddText(ImVec2(x, header_y + 1), IM_COL32(170, 170, 170, 255), std::to_string(j).c_str());
+    }
+    // Row labels: the input tokens, pinned to the left.
+    draw->AddRectFilled(ImVec2(window.x, header_y), ImVec2(window.x + label_w, origin.y + rows * row_h),
+                        IM_COL32(30, 32, 38, 255));
+    for (int i = 0; i < rows; ++i) {
+      const std::string label = fmt::format("{:>3} {}", i, token_label(map_.tokens[i]));
+      draw->AddText(ImVec2(window.x + 4, origin.y + i * row_h + 1), IM_COL32(220, 220, 220, 255), label.c_str());
+    }
+    // Hover and click.
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    if (ImGui::IsWindowHovered() && mouse.x > window.x + label_w && mouse.y > window.y + header_h) {
+      const std::int64_t j = static_cast<std::int64_t>((mouse.x - origin.x) / cell_w_);
+      const int i = static_cast<int>((mouse.y - origin.y) / row_h);
+      if (j >= 0 && j < columns && i >= 0 && i < rows) {
+        ImGui::SetTooltip("input token %d '%s'\nparameter token %lld\nscore %.5f\nclick: contexts that activate it", i,
+                          token_label(map_.tokens[i]).c_str(), static_cast<long long>(j), map_.at(i, j));
+        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left) && probe_ && !contexts_job_.valid()) {
+          chosen_token_ = j;
+          contexts_requested_ = true;
+        }
+      }
+    }
+    ImGui::EndChild();
+  }
+
+  void contexts() {
+    if (contexts_requested_) {
+      contexts_requested_ = false;
+      start_contexts();
+    }
+    if (chosen_token_ < 0) {
+      ImGui::TextDisabled("Click a column of the map for the validation text that activates that parameter token most.");
+      return;
+    }
+    ImGui::Text("Validation contexts that activate %s parameter token %lld most%s", map_.label.c_str(),
+                static_cast<long long>(chosen_token_), contexts_job_.valid() ? " (computing...)" : ":");
+    ImGui::BeginChild("contexts", ImVec2(0, 0), true);
+    for (const ActivatingContext& c : contexts_) {
+      ImGui::Text("%8.4f", c.score);
+      ImGui::SameLine();
+      ImGui::TextDisabled("…%s", token_label(c.before).c_str());
+      ImGui::SameLine(0, 0);
+      ImGui::TextColored(ImVec4(1, 0.85f, 0.3f, 1), "[%s]", token_label(c.token).c_str());
+      ImGui::SameLine(0, 0);
+      ImGui::TextDisabled("%s…", token_label(c.after).c_str());
+    }
+    ImGui::EndChild();
+  }
+
+  bool initialised_ = false;
+  std::int64_t run_ = 0;
+  std::vector<CheckpointInfo> checkpoints_;
+  std::string checkpoint_, error_;
+  char text_[4096] = "";
+  int layer_ = 0, layers_ = 1, projection_ = 0, cell_w_ = 6;
+  std::shared_ptr<AttentionProbe> probe_;
+  std::future<Result> job_, contexts_job_;
+  AttentionMap map_;
+  double low_ = 0, high_ = 1;
+  std::int64_t chosen_token_ = -1;
+  bool contexts_requested_ = false;
+  std::vector<ActivatingContext> contexts_;
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_attention_panel() { return std::make_unique<AttentionPanel>(); }
+
+}  // namespace tfw::gui

@@ -1,0 +1,301 @@
+// Scaling-schedule designer: start from a run config, add stages (each grows the previous
+// one with a growth method and trains on for its own budget), and see the predicted
+// parameters, FLOPs per stage and cumulative budget against training the final size from
+// scratch on the same tokens, as numbers and a chart. Save it as an experiment file and
+// launch it (a `tfw run` child process; its runs appear in the Runs tab as they start).
+// The predictions are the engine's plan of the saved file (designer.h).
+#include <imgui.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "engine/registry.h"
+#include "engine/run_config.h"
+#include "workbench/gui/app.h"
+#include "workbench/gui/designer.h"
+#include "workbench/gui/plot.h"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+
+namespace tfw::gui {
+
+namespace {
+
+class DesignerPanel : public Panel {
+ public:
+  const char* name() const override { return "designer"; }
+  const char* title() const override { return "Schedule designer"; }
+
+  void draw(App& app) override {
+    if (!initialised_) initialise(app);
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {}  // reap launched batches that ended
+    ImGui::BeginChild("design", ImVec2(ImGui::GetContentRegionAvail().x * 0.52f, 0), false);
+    edit(app);
+    ImGui::EndChild();
+    ImGui::SameLine();
+    ImGui::BeginChild("prediction", ImVec2(0, 0), false);
+    if (dirty_) {
+      prediction_ = design_predict(*app.registry, design_);
+      dirty_ = false;
+    }
+    show_prediction();
+    ImGui::EndChild();
+  }
+
+  void prepare(App& app) override {
+    if (!initialised_) initialise(app);
+  }
+
+ private:
+  void initialise(App& app) {
+    initialised_ = true;
+    design_.base_config = app.options.configs.empty() ? "" : app.options.configs.front();
+    if (design_.base_config.empty()) {
+      for (const std::string& path : app.config_files()) {
+        if (path.find("quickstart-tokenformer.toml") != std::string::npos) design_.base_config = path;
+      }
+    }
+    std::snprintf(name_, sizeof(name_), "%s", design_.name.c_str());
+    add_stage(app);
+    add_stage(app);
+    add_stage(app);
+    update_path();
+  }
+
+  void update_path() { std::snprintf(path_, sizeof(path_), "experiments/%s.toml", name_); }
+
+  // A new stage: for a Tokenformer, double the previous stage's parameter tokens.
+  void add_stage(App& app) {
+    DesignStage stage;
+    stage.tokens = 1e6;
+    if (!design_.stages.empty()) {
+      stage.method = design_.stages.back().method.empty() ? "pattention_grow" : design_.stages.back().method;
+      stage.options = design_.stages.back().options.empty() ? "key_init = \"zero\", optimizer = \"reset\""
+                                                            : design_.stages.back().options;
+      try {
+        ModelConfig base = model_config_load(*app.registry, design_.base_config);
+        const toml::table model = base.spec->to_toml();
+        if (base.family == "tokenformer") {
+          const std::int64_t factor = std::int64_t{1} << design_.stages.size();
+          stage.model_changes = fmt::format("n_attn = {}, n_ffn = {}", model["n_attn"].value_or<std::int64_t>(0) * factor,
+                                            model["n_ffn"].value_or<std::int64_t>(0) * factor);
+        }
+      } catch (const std::exception&) {
+        // The prediction shows what is wrong with the base config.
+      }
+    }
+    design_.stages.push_back(stage);
+    dirty_ = true;
+  }
+
+  void edit(App& app) {
+    if (ImGui::InputText("name", name_, sizeof(name_))) {
+      design_.name = name_;
+      update_path();
+      dirty_ = true;
+    }
+    ImGui::SetNextItemWidth(-120);
+    if (ImGui::BeginCombo("base config", design_.base_config.empty() ? "choose..." : design_.base_config.c_str())) {
+      for (const std::string& path : app.config_files()) {
+        if (ImGui::Selectable(path.c_str(), path == design_.base_config)) {
+          design_.base_config = path;
+          dirty_ = true;
+        }
+      }
+      ImGui::EndCombo();
+    }
+    help_marker("A run config (family, [model], [data], [train]). Stage 1 trains it from scratch; every later stage "
+                "grows the one before it and trains on.");
+    std::vector<std::string> methods;
+    try {
+      methods = app.registry->family(model_config_load(*app.registry, design_.base_config).family).growth_methods();
+    } catch (const std::exception&) {
+    }
+    ImGui::Separator();
+    int remove = -1;
+    for (std::size_t k = 0; k < design_.stages.size(); ++k) {
+      DesignStage& stage = design_.stages[k];
+      ImGui::PushID(static_cast<int>(k));
+      ImGui::Text("stage %zu", k + 1);
+      ImGui::SameLine(90);
+      if (k == 0) {
+        ImGui::TextDisabled("from scratch");
+      } else {
+        ImGui::SetNextItemWidth(160);
+        if (ImGui::BeginCombo("method", stage.method.c_str())) {
+          for (const std::string& method : methods) {
+            if (ImGui::Selectable(method.c_str(), method == stage.method)) {
+              stage.method = method;
+              dirty_ = true;
+            }
+          }
+          ImGui::EndCombo();
+        }
+      }
+      ImGui::SameLine();
+      double tokens = stage.tokens;
+      ImGui::SetNextItemWidth(110);
+      if (ImGui::InputDouble("tokens", &tokens, 0, 0, "%.3g") && tokens > 0) {
+        stage.tokens = tokens;
+        dirty_ = true;
+      }
+      if (design_.stages.size() > 1) {
+        ImGui::SameLine();
+        if (ImGui::SmallButton("remove")) remove = static_cast<int>(k);
+      }
+      dirty_ |= text_field("model changes", stage.model_changes, "[model] keys, e.g. n_attn = 128, n_ffn = 512");
+      if (k > 0) dirty_ |= text_field("growth options", stage.options, "e.g. key_init = \"zero\", optimizer = \"reset\"");
+      ImGui::Separator();
+      ImGui::PopID();
+    }
+    if (remove >= 0) {
+      design_.stages.erase(design_.stages.begin() + remove);
+      dirty_ = true;
+    }
+    if (ImGui::Button("add stage")) add_stage(app);
+    ImGui::SameLine();
+    if (ImGui::Checkbox("include the from-scratch control run", &design_.scratch_control)) dirty_ = true;
+    ImGui::Spacing();
+    ImGui::SetNextItemWidth(-170);
+    ImGui::InputText("##path", path_, sizeof(path_));
+    ImGui::SameLine();
+    ImGui::Checkbox("overwrite", &overwrite_);
+    const bool valid = prediction_.error.empty() && !prediction_.stages.empty();
+    ImGui::BeginDisabled(!valid);
+    if (ImGui::Button("save")) save();
+    ImGui::SameLine();
+    if (ImGui::Button("save and launch")) {
+      if (save()) launch(app);
+    }
+    ImGui::EndDisabled();
+    help_marker("Launch runs `tfw run FILE` as a background process (log in TFW_HOME/logs/); its runs appear in the "
+                "Runs tab and update live. Running the same file again resumes it.");
+    if (!message_.empty()) ImGui::TextWrapped("%s", message_.c_str());
+  }
+
+  static bool text_field(const char* label, std::string& value, const char* hint) {
+    char buffer[512];
+    std::snprintf(buffer, sizeof(buffer), "%s", value.c_str());
+    ImGui::SetNextItemWidth(-130);
+    if (ImGui::InputTextWithHint(label, hint, buffer, sizeof(buffer))) {
+      value = buffer;
+      return true;
+    }
+    return false;
+  }
+
+  bool save() {
+    const std::string error = design_save(design_, path_, overwrite_);
+    message_ = error.empty() ? fmt::format("saved {}", path_) : error;
+    if (error.empty()) overwrite_ = true;  // later saves of this design update the file
+    return error.empty();
+  }
+
+  void launch(App& app) {
+    const std::string logs = app.home + "/logs";
+    std::error_code ignored;
+    fs::create_directories(logs, ignored);
+    const std::string log = fmt::format("{}/{}.log", logs, design_.name);
+    const std::string exe = executable_dir() + "/tfw";
+    std::vector<std::string> args = {exe, "run", path_, "--home", app.home};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);  // closing the GUI does not stop the batch
+    pid_t pid = 0;
+    const int error = posix_spawn(&pid, exe.c_str(), &actions, &attributes, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+    message_ = error == 0 ? fmt::format("launched `tfw run {}` (pid {}); log: {}. Its runs appear in the Runs tab.",
+                                        path_, pid, log)
+                          : fmt::format("cannot start {}: {}", exe, std::strerror(error));
+  }
+
+  void show_prediction() {
+    if (!prediction_.error.empty()) {
+      ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "The design does not plan:");
+      ImGui::TextWrapped("%s", prediction_.error.c_str());
+      return;
+    }
+    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
+    if (ImGui::BeginTable("predicted", 6, flags)) {
+      for (const char* column : {"stage", "growth", "params", "tokens", "stage FLOPs", "cumulative FLOPs"}) {
+        ImGui::TableSetupColumn(column);
+      }
+      ImGui::TableHeadersRow();
+      auto row = [](const StagePrediction& s, const char* name) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(name);
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(s.growth.empty() ? "-" : s.growth.c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(human_count(static_cast<double>(s.parameters)).c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(human_count(s.tokens).c_str());
+        ImGui::TableNextColumn();
+        ImGui::Text("%.3e", s.flops);
+        ImGui::TableNextColumn();
+        ImGui::Text("%.3e", s.cumulative_flops);
+      };
+      for (const StagePrediction& s : prediction_.stages) row(s, s.name.c_str());
+      row(prediction_.scratch, "final size from scratch");
+      ImGui::EndTable();
+    }
+    const double grown = prediction_.stages.empty() ? 0 : prediction_.stages.back().cumulative_flops;
+    const double scratch = prediction_.scratch.flops;
+    if (scratch > 0) {
+      ImGui::Text("The schedule spends %.3e FLOPs: %.1f%% of training the final size (%s parameters) from scratch on "
+                  "the same %s tokens (%.3e).",
+                  grown, 100.0 * grown / scratch, human_count(static_cast<double>(prediction_.scratch.parameters)).c_str(),
+                  human_count(prediction_.scratch.tokens).c_str(), scratch);
+    }
+    // Cumulative FLOPs against tokens: the schedule (a kink at every growth) and from scratch.
+    chart_tokens_ = {0};
+    chart_flops_ = {0};
+    for (const StagePrediction& s : prediction_.stages) {
+      chart_tokens_.push_back(s.cumulative_tokens);
+      chart_flops_.push_back(s.cumulative_flops);
+    }
+    scratch_tokens_ = {0, prediction_.scratch.tokens};
+    scratch_flops_ = {0, scratch};
+    Plot plot;
+    plot.id = "designer";
+    plot.x_label = "tokens trained";
+    plot.y_label = "cumulative training FLOPs";
+    plot.lines.push_back({"growth schedule", &chart_tokens_, &chart_flops_, series_colour(0), 2.5f, false});
+    plot.lines.push_back({"", &chart_tokens_, &chart_flops_, series_colour(0), 1.0f, true});
+    plot.lines.push_back({"final size from scratch", &scratch_tokens_, &scratch_flops_, series_colour(1), 2.0f, false});
+    for (std::size_t k = 1; k < prediction_.stages.size(); ++k) {
+      plot.markers.push_back({prediction_.stages[k - 1].cumulative_tokens, IM_COL32(200, 200, 200, 120),
+                              fmt::format("growth into {} ({})", prediction_.stages[k].name, prediction_.stages[k].growth)});
+    }
+    plot_draw(plot);
+  }
+
+  bool initialised_ = false, dirty_ = true, overwrite_ = false;
+  Design design_;
+  DesignPrediction prediction_;
+  char name_[128] = "", path_[512] = "";
+  std::string message_;
+  std::vector<double> chart_tokens_, chart_flops_, scratch_tokens_, scratch_flops_;
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_designer_panel() { return std::make_unique<DesignerPanel>(); }
+
+}  // namespace tfw::gui

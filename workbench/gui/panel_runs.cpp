@@ -1,0 +1,235 @@
+// Runs browser: every run in the store with its status (live ones update as the store
+// changes), experiment, family, parameters, tokens, cumulative FLOPs and final loss; filter,
+// sort, lineage as a tree; the checkbox selects runs for the curves and attention views.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "workbench/gui/app.h"
+
+namespace tfw::gui {
+
+namespace {
+
+ImVec4 status_colour(const std::string& status) {
+  if (status == "running") return ImVec4(0.35f, 0.75f, 1.0f, 1);
+  if (status == "finished") return ImVec4(0.45f, 0.85f, 0.45f, 1);
+  if (status == "failed") return ImVec4(1.0f, 0.4f, 0.35f, 1);
+  if (status == "killed") return ImVec4(1.0f, 0.7f, 0.3f, 1);
+  if (status == "crashed") return ImVec4(0.95f, 0.4f, 0.9f, 1);
+  return ImVec4(0.7f, 0.7f, 0.7f, 1);
+}
+
+double final_val_loss(const RunRecord& run) {
+  nlohmann::json metrics = nlohmann::json::parse(run.final_metrics, nullptr, false);
+  if (metrics.is_object() && metrics.contains("val_loss") && metrics["val_loss"].is_number()) {
+    return metrics["val_loss"].get<double>();
+  }
+  return std::nan("");
+}
+
+class RunsPanel : public Panel {
+ public:
+  const char* name() const override { return "runs"; }
+  const char* title() const override { return "Runs"; }
+
+  void draw(App& app) override {
+    const StoreSnapshot& snapshot = *app.snapshot;
+    if (!snapshot.error.empty()) {
+      empty_state("The run store cannot be read",
+                  snapshot.error + "\n\nNothing was changed. Open another TFW_HOME with `tfw gui --home DIR`.");
+      return;
+    }
+    if (!snapshot.exists || snapshot.runs.empty()) {
+      empty_state("No runs yet",
+                  fmt::format("TFW_HOME is {}.\n\nStart one from a terminal:\n  tfw train experiments/mini/tiny-tokenformer.toml\n"
+                              "  tfw run experiments/quickstart.toml\nor design a schedule in the Designer tab and "
+                              "launch it. Runs appear here as they start, and update live.",
+                              app.home));
+      return;
+    }
+    toolbar(app, snapshot);
+    table(app, snapshot);
+    details(app);
+  }
+
+ private:
+  void toolbar(App& app, const StoreSnapshot& snapshot) {
+    ImGui::SetNextItemWidth(220);
+    ImGui::InputTextWithHint("##filter", "filter: name, experiment, family", filter_, sizeof(filter_));
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(120);
+    const char* statuses[] = {"any status", "running", "finished", "failed", "killed", "crashed", "queued"};
+    ImGui::Combo("##status", &status_, statuses, IM_ARRAYSIZE(statuses));
+    ImGui::SameLine();
+    ImGui::Checkbox("lineage tree", &tree_);
+    help_marker("Show grown runs under the run they were grown from (their parent).");
+    ImGui::SameLine();
+    if (ImGui::Button("select shown")) {
+      for (const RunRecord* r : shown_) app.selected.insert(r->id);
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("clear selection")) app.selected.clear();
+    ImGui::SameLine();
+    ImGui::BeginDisabled(app.selected.empty());
+    if (ImGui::Button("plot selected")) app.request_view = "curves";
+    ImGui::EndDisabled();
+  }
+
+  bool passes(const RunRecord& r) const {
+    if (status_ > 0) {
+      static const char* statuses[] = {"", "running", "finished", "failed", "killed", "crashed", "queued"};
+      if (r.status != statuses[status_]) return false;
+    }
+    const std::string needle = filter_;
+    if (needle.empty()) return true;
+    for (const std::string* field : {&r.name, &r.experiment, &r.family}) {
+      if (field->find(needle) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  void table(App& app, const StoreSnapshot& snapshot) {
+    shown_.clear();
+    std::map<std::int64_t, int> depth;
+    if (tree_) {
+      // Depth-first from the roots: children (grown runs) under their parents.
+      std::multimap<std::int64_t, const RunRecord*> children;
+      std::set<std::int64_t> ids;
+      for (const RunRecord& r : snapshot.runs) ids.insert(r.id);
+      for (const RunRecord& r : snapshot.runs) children.emplace(ids.count(r.parent) ? r.parent : 0, &r);
+      std::function<void(std::int64_t, int)> walk = [&](std::int64_t parent, int level) {
+        auto range = children.equal_range(parent);
+        for (auto it = range.first; it != range.second; ++it) {
+          if (passes(*it->second)) {
+            shown_.push_back(it->second);
+            depth[it->second->id] = level;
+          }
+          walk(it->second->id, level + 1);
+        }
+      };
+      walk(0, 0);
+    } else {
+      for (const RunRecord& r : snapshot.runs) {
+        if (passes(r)) shown_.push_back(&r);
+      }
+    }
+    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY |
+                                  ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingFixedFit |
+                                  (tree_ ? 0 : ImGuiTableFlags_Sortable);
+    const float height = std::max(160.0f, ImGui::GetContentRegionAvail().y - 150);
+    if (!ImGui::BeginTable("runs", 10, flags, ImVec2(0, height))) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("plot", ImGuiTableColumnFlags_NoSort);
+    ImGui::TableSetupColumn("id", ImGuiTableColumnFlags_DefaultSort);
+    ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableSetupColumn("experiment");
+    ImGui::TableSetupColumn("family");
+    ImGui::TableSetupColumn("status");
+    ImGui::TableSetupColumn("params");
+    ImGui::TableSetupColumn("tokens");
+    ImGui::TableSetupColumn("cum. FLOPs");
+    ImGui::TableSetupColumn("val loss");
+    ImGui::TableHeadersRow();
+    if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0 && !tree_) {
+      const ImGuiTableColumnSortSpecs& spec = specs->Specs[0];
+      auto key = [&](const RunRecord* r) -> std::pair<double, std::string> {
+        switch (spec.ColumnIndex) {
+          case 2: return {0, r->name};
+          case 3: return {0, r->experiment};
+          case 4: return {0, r->family};
+          case 5: return {0, r->status};
+          case 6: return {static_cast<double>(r->parameters), ""};
+          case 7: return {static_cast<double>(r->tokens), ""};
+          case 8: return {r->cumulative_flops, ""};
+          case 9: {
+            const double loss = final_val_loss(*r);
+            return {std::isnan(loss) ? 1e300 : loss, ""};
+          }
+          default: return {static_cast<double>(r->id), ""};
+        }
+      };
+      std::stable_sort(shown_.begin(), shown_.end(), [&](const RunRecord* a, const RunRecord* b) {
+        return spec.SortDirection == ImGuiSortDirection_Descending ? key(b) < key(a) : key(a) < key(b);
+      });
+    }
+    for (const RunRecord* r : shown_) {
+      ImGui::TableNextRow();
+      ImGui::PushID(static_cast<int>(r->id));
+      ImGui::TableNextColumn();
+      bool selected = app.selected.count(r->id) > 0;
+      if (ImGui::Checkbox("##sel", &selected)) {
+        if (selected) app.selected.insert(r->id);
+        else app.selected.erase(r->id);
+      }
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", static_cast<long long>(r->id));
+      ImGui::TableNextColumn();
+      const std::string label = std::string(static_cast<std::size_t>(depth[r->id]) * 3, ' ') +
+                                (depth[r->id] > 0 ? "└ " : "") + r->name;
+      if (ImGui::Selectable(label.c_str(), focus_ == r->id)) focus_ = focus_ == r->id ? 0 : r->id;
+      if (ImGui::IsItemHovered() && !r->growth_method.empty()) {
+        const RunRecord* parent = app.run(r->parent);
+        ImGui::SetTooltip("grown from %s with %s", parent ? parent->name.c_str() : "?", r->growth_method.c_str());
+      }
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(r->experiment.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(r->family.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextColored(status_colour(r->status), "%s", r->status.c_str());
+      if (ImGui::IsItemHovered() && !r->error.empty()) ImGui::SetTooltip("%s", r->error.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(human_count(static_cast<double>(r->parameters)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(human_count(static_cast<double>(r->tokens)).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(fmt::format("{:.3g}", r->cumulative_flops).c_str());
+      ImGui::TableNextColumn();
+      const double loss = final_val_loss(*r);
+      if (std::isnan(loss)) ImGui::TextDisabled("-");
+      else ImGui::Text("%.4f", loss);
+      ImGui::PopID();
+    }
+    ImGui::EndTable();
+  }
+
+  // The focused run (click its name): lineage, budget, error, where it lives.
+  void details(App& app) {
+    const RunRecord* r = app.run(focus_);
+    if (!r) {
+      ImGui::TextDisabled("Click a run's name for its details; tick runs to plot them.");
+      return;
+    }
+    ImGui::Text("%s  (id %lld, %s, seed %lld, commit %s on %s)", r->name.c_str(), static_cast<long long>(r->id),
+                r->status.c_str(), static_cast<long long>(r->seed), r->git_commit.c_str(), r->host.c_str());
+    std::string chain;
+    for (const RunRecord* at = r; at; at = at->parent ? app.run(at->parent) : nullptr) {
+      chain = at->name + (chain.empty() ? "" : " -> " + chain);
+      if (chain.size() > 400) break;
+    }
+    ImGui::Text("lineage: %s", chain.c_str());
+    ImGui::Text("own FLOPs %.3g + inherited %.3g = cumulative %.3g", r->flops, r->inherited_flops, r->cumulative_flops);
+    if (!r->growth_method.empty()) ImGui::Text("grown with %s %s", r->growth_method.c_str(), r->growth_options.c_str());
+    ImGui::TextDisabled("%s", r->run_dir.c_str());
+    if (!r->error.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", r->error.c_str());
+  }
+
+  char filter_[128] = "";
+  int status_ = 0;
+  bool tree_ = true;
+  std::int64_t focus_ = 0;
+  std::vector<const RunRecord*> shown_;
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_runs_panel() { return std::make_unique<RunsPanel>(); }
+
+}  // namespace tfw::gui

@@ -1,0 +1,173 @@
+// See plot_math.h.
+#include "workbench/gui/plot_math.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace tfw::gui {
+
+double AxisMap::forward(double value) const {
+  if (!log) return value;
+  return value > 0 ? std::log10(value) : std::numeric_limits<double>::quiet_NaN();
+}
+
+double AxisMap::inverse(double transformed) const { return log ? std::pow(10.0, transformed) : transformed; }
+
+bool axis_fit(const std::vector<const std::vector<double>*>& series, bool log, double pad, AxisMap& axis) {
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  AxisMap probe;
+  probe.log = log;
+  for (const std::vector<double>* values : series) {
+    for (double v : *values) {
+      const double t = probe.forward(v);
+      if (!std::isfinite(t)) continue;
+      lo = std::min(lo, t);
+      hi = std::max(hi, t);
+    }
+  }
+  if (!(lo <= hi)) return false;
+  if (hi - lo < 1e-12 * std::max(1.0, std::abs(hi))) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  const double span = hi - lo;
+  axis.lo = lo - pad * span;
+  axis.hi = hi + pad * span;
+  axis.log = log;
+  return true;
+}
+
+std::string tick_label(double value) {
+  if (value == 0) return "0";
+  const double magnitude = std::abs(value);
+  if (magnitude >= 1e5 || magnitude < 1e-3) return fmt::format("{:.3g}", value);
+  return fmt::format("{:.6g}", value);
+}
+
+std::vector<Tick> axis_ticks(const AxisMap& axis, int target) {
+  std::vector<Tick> ticks;
+  const double lo = std::min(axis.lo, axis.hi), hi = std::max(axis.lo, axis.hi);
+  if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) return ticks;
+  if (axis.log) {
+    const int first = static_cast<int>(std::floor(lo)), last = static_cast<int>(std::ceil(hi));
+    const bool minors = hi - lo < 3.0;
+    const int stride = std::max(1, (last - first) / std::max(target, 1));
+    for (int e = first; e <= last; ++e) {
+      const double decade = std::pow(10.0, e);
+      if (e % stride == 0 && e >= lo - 1e-9 && e <= hi + 1e-9) ticks.push_back({decade, tick_label(decade), true});
+      if (!minors) continue;
+      for (double m : {2.0, 5.0}) {
+        const double t = e + std::log10(m);
+        if (t >= lo && t <= hi) ticks.push_back({m * decade, tick_label(m * decade), false});
+      }
+    }
+    return ticks;
+  }
+  const double raw = (hi - lo) / std::max(target, 1);
+  const double power = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = power;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * power >= raw) {
+      step = m * power;
+      break;
+    }
+  }
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+    const double snapped = std::abs(v) < step * 1e-9 ? 0.0 : v;
+    ticks.push_back({snapped, tick_label(snapped), true});
+  }
+  return ticks;
+}
+
+std::vector<std::size_t> downsample_minmax(const std::vector<double>& x, const std::vector<double>& y,
+                                           double x_lo, double x_hi, bool log_x, int columns) {
+  std::vector<std::size_t> out;
+  const std::size_t n = std::min(x.size(), y.size());
+  if (n == 0 || columns <= 0) return out;
+  // The visible range plus one point either side.
+  std::size_t begin = static_cast<std::size_t>(std::lower_bound(x.begin(), x.begin() + n, x_lo) - x.begin());
+  std::size_t end = static_cast<std::size_t>(std::upper_bound(x.begin(), x.begin() + n, x_hi) - x.begin());
+  if (begin > 0) --begin;
+  if (end < n) ++end;
+  if (begin >= end) return out;
+  if (end - begin <= static_cast<std::size_t>(4 * columns)) {
+    for (std::size_t i = begin; i < end; ++i) out.push_back(i);
+    return out;
+  }
+  AxisMap axis;
+  axis.log = log_x;
+  axis.lo = axis.forward(x_lo);
+  axis.hi = axis.forward(x_hi);
+  if (!std::isfinite(axis.lo) || !std::isfinite(axis.hi) || axis.hi <= axis.lo) {
+    axis.lo = axis.forward(x[begin]);
+    axis.hi = axis.forward(x[end - 1]);
+  }
+  const double scale = columns / std::max(axis.hi - axis.lo, 1e-300);
+  std::size_t i = begin;
+  out.reserve(static_cast<std::size_t>(4 * columns) + 4);
+  while (i < end) {
+    const double t = axis.forward(x[i]);
+    const long column = std::isfinite(t) ? static_cast<long>(std::floor((t - axis.lo) * scale)) : -1;
+    std::size_t first = i, low = i, high = i, last = i;
+    for (++i; i < end; ++i) {
+      const double u = axis.forward(x[i]);
+      const long c = std::isfinite(u) ? static_cast<long>(std::floor((u - axis.lo) * scale)) : -1;
+      if (c != column) break;
+      if (std::isnan(y[low]) || y[i] < y[low]) low = i;
+      if (std::isnan(y[high]) || y[i] > y[high]) high = i;
+      last = i;
+    }
+    // In x order, each index once.
+    std::size_t picks[4] = {first, std::min(low, high), std::max(low, high), last};
+    for (std::size_t p : picks) {
+      if (out.empty() || out.back() < p) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+std::vector<double> ema(const std::vector<double>& values, double weight) {
+  std::vector<double> out(values.size());
+  if (weight <= 0) return values;
+  double state = 0, norm = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (std::isnan(values[i])) {
+      out[i] = norm > 0 ? state / norm : values[i];
+      continue;
+    }
+    state = weight * state + (1 - weight) * values[i];
+    norm = weight * norm + (1 - weight);  // = 1 - weight^(k+1) after k + 1 values
+    out[i] = state / norm;
+  }
+  return out;
+}
+
+std::ptrdiff_t nearest_point(const std::vector<double>& x, const std::vector<double>& y, const AxisMap& ax,
+                             const AxisMap& ay, double sx, double sy, double px, double py, double radius) {
+  const std::size_t n = std::min(x.size(), y.size());
+  if (n == 0) return -1;
+  // x is ascending: search outward from the point at the cursor's x until the x distance
+  // alone exceeds the best distance found.
+  const double target = ax.inverse(ax.lo + px / sx);
+  std::size_t centre = static_cast<std::size_t>(std::lower_bound(x.begin(), x.begin() + n, target) - x.begin());
+  double best = radius * radius;
+  std::ptrdiff_t found = -1;
+  auto visit = [&](std::size_t i) {
+    const double dx = (ax.forward(x[i]) - ax.lo) * sx - px, dy = (ay.forward(y[i]) - ay.lo) * sy - py;
+    if (!std::isfinite(dx) || !std::isfinite(dy)) return true;
+    const double d2 = dx * dx + dy * dy;
+    if (d2 <= best) {
+      best = d2;
+      found = static_cast<std::ptrdiff_t>(i);
+    }
+    return dx * dx <= best;
+  };
+  for (std::size_t i = centre; i < n; ++i) if (!visit(i)) break;
+  for (std::size_t i = centre; i-- > 0;) if (!visit(i)) break;
+  return found;
+}
+
+}  // namespace tfw::gui

@@ -1,0 +1,55 @@
+// The arithmetic under the plot widget, free of ImGui so that tests check it directly:
+// axis transforms (linear, log10), "nice" tick positions, min/max downsampling of long
+// series to the pixel columns they cover, EMA smoothing, nearest-point search.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tfw::gui {
+
+// An axis maps data values to [0, 1] linearly or on log10 (values <= 0 are not drawable).
+struct AxisMap {
+  double lo = 0, hi = 1;  // in transformed units (log10 of the value when log)
+  bool log = false;
+  // value -> transformed; NaN for a value a log axis cannot show.
+  double forward(double value) const;
+  double inverse(double transformed) const;
+  // value -> [0, 1] across the axis (outside for values outside the range).
+  double unit(double value) const { return (forward(value) - lo) / (hi - lo); }
+};
+
+// The data range of values (finite, and > 0 for log) widened by `pad` of its span on each
+// side; a degenerate range becomes a unit-wide one. Returns false if no value is drawable.
+bool axis_fit(const std::vector<const std::vector<double>*>& series, bool log, double pad, AxisMap& axis);
+
+struct Tick {
+  double value;        // in data units
+  std::string label;
+  bool major = true;
+};
+// Tick marks for the axis: 1-2-5 steps for a linear axis (about `target` of them), decades
+// (with 2 and 5 between when the range is under three decades) for a log axis.
+std::vector<Tick> axis_ticks(const AxisMap& axis, int target = 6);
+std::string tick_label(double value);  // 0.001, 2.5, 1e+06, 3.2e+13
+
+// Downsamples the points (x ascending) inside [x_lo, x_hi] (data units) for `columns` pixel
+// columns: per column the first, minimum, maximum and last point in x order, so the drawn
+// polyline has the same extremes and envelope as the full series. Returns indices into x.
+// Series of at most 4 × columns points come back whole (the visible part plus one point
+// either side, so lines leave the plot edge).
+std::vector<std::size_t> downsample_minmax(const std::vector<double>& x, const std::vector<double>& y,
+                                           double x_lo, double x_hi, bool log_x, int columns);
+
+// Exponential moving average with bias correction (weight in [0, 1): 0 = no smoothing):
+// s_t = w·s_{t-1} + (1 - w)·v_t, reported as s_t / (1 - w^(t+1)). NaN values are skipped.
+std::vector<double> ema(const std::vector<double>& values, double weight);
+
+// The index of the point nearest to (x, y) in screen space, given the per-axis scales
+// (pixels per transformed unit); -1 when none is within `radius` pixels.
+std::ptrdiff_t nearest_point(const std::vector<double>& x, const std::vector<double>& y, const AxisMap& ax,
+                             const AxisMap& ay, double sx, double sy, double px, double py, double radius);
+
+}  // namespace tfw::gui

@@ -1,0 +1,145 @@
+// See store_watcher.h.
+#include "workbench/gui/store_watcher.h"
+
+#include <chrono>
+#include <filesystem>
+
+namespace tfw::gui {
+
+StoreWatcher::StoreWatcher(std::string home, double interval)
+    : home_(std::move(home)), interval_(interval), snapshot_(std::make_shared<StoreSnapshot>()) {
+  if (interval_ > 0) thread_ = std::thread([this] { loop(); });
+}
+
+StoreWatcher::~StoreWatcher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<const StoreSnapshot> StoreWatcher::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return snapshot_;
+}
+
+void StoreWatcher::watch(const std::set<std::int64_t>& runs) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (runs == watched_) return;
+    watched_ = runs;
+  }
+  wake_.notify_all();  // fetch the new runs' series now, not at the next tick
+}
+
+std::shared_ptr<const StoreSnapshot> StoreWatcher::poll() {
+  {
+    std::lock_guard<std::mutex> lock(poll_mutex_);
+    refresh();
+  }
+  return snapshot();
+}
+
+void StoreWatcher::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> poll_lock(poll_mutex_);
+      refresh();
+    }
+    lock.lock();
+    wake_.wait_for(lock, std::chrono::duration<double>(interval_));
+  }
+}
+
+namespace {
+
+void append(Series& series, const std::vector<MetricPoint>& points) {
+  for (const MetricPoint& p : points) {
+    series.step.push_back(static_cast<double>(p.step));
+    series.tokens.push_back(static_cast<double>(p.tokens));
+    series.flops.push_back(p.flops);
+    series.wall.push_back(p.wall);
+    series.value.push_back(p.value);
+  }
+}
+
+}  // namespace
+
+void StoreWatcher::refresh() {
+  auto next = std::make_shared<StoreSnapshot>();
+  next->path = home_ + "/runs.db";
+  next->read_at = store_now();
+  std::set<std::int64_t> watched;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    watched = watched_;
+  }
+  bool changed = false;
+  try {
+    next->exists = std::filesystem::exists(next->path);
+    if (next->exists && !store_) store_ = Store::open_readonly(next->path);
+    if (store_) {
+      next->runs = store_->runs();
+      for (const RunRecord& record : next->runs) {
+        if (!watched.count(record.id)) continue;
+        auto& cached = cache_[record.id];
+        // A run that was resumed (status or start time changed) replaces re-trained steps:
+        // read it whole again. Otherwise only the points after the last step of each key.
+        const bool restart = !cached || cached->record.status != record.status ||
+                             cached->record.started != record.started;
+        auto data = std::make_shared<RunData>();
+        if (!restart) data->metrics = cached->metrics;  // shared series; one that grows is copied
+        bool grew = restart;
+        for (const std::string& key : store_->metric_keys(record.id)) {
+          std::shared_ptr<const Series>& slot = data->metrics[key];
+          const std::int64_t after = slot && !slot->step.empty() ? static_cast<std::int64_t>(slot->step.back()) : -1;
+          std::vector<MetricPoint> points = store_->metrics_after(record.id, key, after);
+          if (points.empty() && slot) continue;
+          auto series = slot ? std::make_shared<Series>(*slot) : std::make_shared<Series>();
+          append(*series, points);
+          slot = series;
+          grew = true;
+        }
+        data->record = record;
+        data->events = store_->events(record.id);
+        data->checkpoints = store_->checkpoints(record.id);
+        const bool same = !grew && cached && cached->record.heartbeat == record.heartbeat &&
+                          cached->record.tokens == record.tokens && cached->events.size() == data->events.size() &&
+                          cached->checkpoints.size() == data->checkpoints.size();
+        if (!same) {
+          cached = data;
+          changed = true;
+        }
+        next->data[record.id] = cached;
+      }
+      for (auto it = cache_.begin(); it != cache_.end();) {
+        it = watched.count(it->first) ? std::next(it) : cache_.erase(it);
+      }
+    }
+  } catch (const std::exception& e) {
+    next->error = e.what();
+    store_.reset();  // reopen at the next poll (the file may be replaced or migrated)
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  const StoreSnapshot& previous = *snapshot_;
+  changed = changed || previous.error != next->error || previous.exists != next->exists ||
+            previous.runs.size() != next->runs.size() || previous.data.size() != next->data.size();
+  if (!changed) {
+    for (std::size_t i = 0; i < next->runs.size(); ++i) {
+      const RunRecord &a = previous.runs[i], &b = next->runs[i];
+      if (a.id != b.id || a.status != b.status || a.tokens != b.tokens || a.heartbeat != b.heartbeat) {
+        changed = true;
+        break;
+      }
+    }
+  }
+  generation_ += changed ? 1 : 0;
+  next->generation = generation_;
+  snapshot_ = next;
+}
+
+}  // namespace tfw::gui

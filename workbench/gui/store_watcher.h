@@ -1,0 +1,83 @@
+// Reads the run store off the UI thread: a background thread polls TFW_HOME/runs.db
+// (read-only) and publishes immutable snapshots: every run, and for the runs the UI asked
+// for, their metric series (fetched incrementally), events and checkpoints. The UI thread
+// only swaps a shared_ptr, so a training run writing to the store never stalls a frame.
+// ImGui-free.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "storage/store.h"
+
+namespace tfw::gui {
+
+// One metric of one run, as columns (x candidates and the value), in step order.
+struct Series {
+  std::vector<double> step, tokens, flops, wall, value;
+};
+
+struct RunData {
+  RunRecord record;
+  // By key (train/loss, val/loss, ...); a series is shared between snapshots until it grows.
+  std::map<std::string, std::shared_ptr<const Series>> metrics;
+  const Series* series(const std::string& key) const {
+    auto found = metrics.find(key);
+    return found == metrics.end() ? nullptr : found->second.get();
+  }
+  std::vector<EventRow> events;
+  std::vector<CheckpointRow> checkpoints;
+};
+
+struct StoreSnapshot {
+  std::string path;
+  bool exists = false;     // runs.db is there
+  std::string error;       // the store could not be read (newer schema, not SQLite, ...)
+  std::vector<RunRecord> runs;
+  std::map<std::int64_t, std::shared_ptr<const RunData>> data;  // the watched runs
+  std::uint64_t generation = 0;  // bumps whenever anything changed
+  double read_at = 0;            // unix seconds of the poll
+};
+
+class StoreWatcher {
+ public:
+  // Starts polling `home`/runs.db every `interval` seconds (0: never by itself; poll() only).
+  explicit StoreWatcher(std::string home, double interval = 0.5);
+  ~StoreWatcher();
+  StoreWatcher(const StoreWatcher&) = delete;
+  StoreWatcher& operator=(const StoreWatcher&) = delete;
+
+  std::shared_ptr<const StoreSnapshot> snapshot() const;
+  // The runs whose series the snapshots carry.
+  void watch(const std::set<std::int64_t>& runs);
+  // Polls now on the calling thread (screenshots, tests) and returns the new snapshot.
+  std::shared_ptr<const StoreSnapshot> poll();
+  const std::string& home() const { return home_; }
+
+ private:
+  void loop();
+  void refresh();  // one poll; the caller holds poll_mutex_
+
+  std::string home_;
+  double interval_;
+  mutable std::mutex mutex_;       // guards snapshot_ and watched_
+  std::mutex poll_mutex_;          // one poll at a time
+  std::condition_variable wake_;
+  std::shared_ptr<const StoreSnapshot> snapshot_;
+  std::set<std::int64_t> watched_;
+  std::unique_ptr<Store> store_;
+  std::map<std::int64_t, std::shared_ptr<RunData>> cache_;  // poll thread only
+  std::uint64_t generation_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tfw::gui
