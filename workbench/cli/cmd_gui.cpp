@@ -34,6 +34,10 @@ void add_gui_command(CLI::App& app) {
   command->add_option("--proj", options->projection, "attention: q, k, v, o or ffn")
       ->check(CLI::IsMember({"q", "k", "v", "o", "ffn"}));
   command->add_option("--token", options->parameter_token, "attention: list this parameter token's top contexts");
+  command->add_option("--bench-frames", options->bench_frames,
+                      "render N frames headless (mouse sweeping) and print frame times; see bench/")
+      ->check(CLI::PositiveNumber);
+  command->add_flag("--bench-zoom", options->bench_zoom, "with --bench-frames: zoom in and out on every frame");
   command->add_option("--config", options->configs, "flops, designer: run config files (repeatable)");
   command->callback([options, select, command] {
 #ifdef TFW_HAVE_GUI

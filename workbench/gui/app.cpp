@@ -8,6 +8,7 @@
 #include <stb_image_write.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -138,7 +139,8 @@ void status_bar(App& app) {
   const StoreSnapshot& s = *app.snapshot;
   ImGui::Separator();
   if (!s.error.empty()) {
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "store: %s", s.error.c_str());
+    const std::string first_line = s.error.substr(0, s.error.find('\n'));
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "store: %s", first_line.c_str());
     return;
   }
   std::size_t running = 0;
@@ -168,7 +170,7 @@ int gui_run(const GuiOptions& options) {
   app.options = options;
   app.home = home_resolve(options.home);
   app.registry = &registry();
-  app.headless = !options.screenshot.empty();
+  app.headless = !options.screenshot.empty() || options.bench_frames > 0;
 
   std::vector<std::unique_ptr<Panel>> panels;
   panels.push_back(make_runs_panel());
@@ -228,13 +230,23 @@ int gui_run(const GuiOptions& options) {
   if (app.headless) panels[current]->prepare(app);
 
   int status = 0;
-  const int screenshot_frames = 4;  // windows and tables settle their layout over a few frames
+  // Windows and tables settle their layout over a few frames; a benchmark renders more.
+  const int last_frame = std::max(4, options.bench_frames + 5) - 1;
+  std::vector<double> frame_ms;
   for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
+    const auto frame_start = std::chrono::steady_clock::now();
     if (app.headless) glfwPollEvents();
     else glfwWaitEventsTimeout(0.1);
     app.snapshot = app.watcher->snapshot();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
+    if (options.bench_frames > 0) {
+      // Sweep the mouse across the window so hover read-outs are part of every frame.
+      ImGuiIO& io = ImGui::GetIO();
+      io.MousePos = ImVec2(80.0f + static_cast<float>((frame * 37) % std::max(1, options.width - 100)),
+                           static_cast<float>(options.height) * 0.5f);
+      if (options.bench_zoom && frame >= 5) io.MouseWheel = frame % 2 ? 0.5f : -0.5f;
+    }
     ImGui::NewFrame();
 
     const ImGuiViewport* viewport = ImGui::GetMainViewport();
@@ -260,8 +272,8 @@ int gui_run(const GuiOptions& options) {
     status_bar(app);
     ImGui::End();
 
-    app.watcher->watch(app.selected);
-    if (app.headless) app.snapshot = app.watcher->poll();
+    // Headless there is no polling thread: read the store when the selection changed.
+    if (app.watcher->watch(app.selected) && app.headless) app.snapshot = app.watcher->poll();
 
     ImGui::Render();
     int width = 0, height = 0;
@@ -270,8 +282,21 @@ int gui_run(const GuiOptions& options) {
     glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-    if (app.headless && frame + 1 >= screenshot_frames) {
-      if (!write_screenshot(options.screenshot, width, height)) {
+    if (options.bench_frames > 0) {
+      glFinish();  // include the (software) rasterisation
+      if (frame >= 5) {
+        frame_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count());
+      }
+    }
+    if (app.headless && frame >= last_frame) {
+      if (!frame_ms.empty()) {
+        std::sort(frame_ms.begin(), frame_ms.end());
+        const ImDrawData* data = ImGui::GetDrawData();
+        fmt::print("frames {}  median {:.2f} ms  p95 {:.2f} ms  max {:.2f} ms  ({} vertices in the last frame, {})\n",
+                   frame_ms.size(), frame_ms[frame_ms.size() / 2], frame_ms[frame_ms.size() * 95 / 100],
+                   frame_ms.back(), data->TotalVtxCount, reinterpret_cast<const char*>(glGetString(GL_RENDERER)));
+      }
+      if (!options.screenshot.empty() && !write_screenshot(options.screenshot, width, height)) {
         fmt::print(stderr, "tfw gui: cannot write {}\n", options.screenshot);
         status = 1;
       }

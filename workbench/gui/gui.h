@@ -24,7 +24,9 @@ struct GuiOptions {
   std::string projection = "q";
   int parameter_token = -1;         // attention: list this token's top contexts
   std::vector<std::string> configs; // flops / designer: run config files
-  std::string design;               // designer: an experiment file to open
+  int bench_frames = 0;             // > 0: render this many frames headless, the mouse sweeping
+                                    // across the window, and print the frame times (bench/)
+  bool bench_zoom = false;          // ... zooming in and out on every frame (no cached downsampling)
 };
 
 // Whether this build has the GUI (TFW_BUILD_GUI).

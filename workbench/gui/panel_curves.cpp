@@ -85,7 +85,8 @@ class CurvesPanel : public Panel {
       const Series* series = data.series(metric_);
       if (!series) continue;
       Columns& columns = columns_for(data, *series);
-      plot.lines.push_back({fmt::format("{} #{}", data.record.name, id), &columns.x, &columns.y, line_colour, 1.6f, false});
+      plot.lines.push_back({fmt::format("{} #{}", data.record.name, id), &columns.x, &columns.y, line_colour, 1.0f, false,
+                            columns.version});
       if (!markers_) continue;
       if (!data.record.growth_method.empty() && !columns.x.empty()) {
         // A run grown from another: its curve starts where the growth happened.
@@ -110,6 +111,7 @@ class CurvesPanel : public Panel {
   struct Columns {
     const Series* source = nullptr;
     std::size_t size = 0;
+    std::uint64_t version = 0;
     int axis = -1;
     float smoothing = -1;
     std::vector<double> x, y;
@@ -120,6 +122,7 @@ class CurvesPanel : public Panel {
     if (c.source != &series || c.size != series.value.size() || c.axis != axis_ || c.smoothing != smoothing_) {
       c.source = &series;
       c.size = series.value.size();
+      ++c.version;
       c.axis = axis_;
       c.smoothing = smoothing_;
       c.x = x_column(series, axis_, std::max(0.0, data.record.inherited_flops));

@@ -43,6 +43,7 @@ class DesignerPanel : public Panel {
     if (dirty_) {
       prediction_ = design_predict(*app.registry, design_);
       dirty_ = false;
+      ++version_;
     }
     show_prediction();
     ImGui::EndChild();
@@ -276,9 +277,10 @@ class DesignerPanel : public Panel {
     plot.id = "designer";
     plot.x_label = "tokens trained";
     plot.y_label = "cumulative training FLOPs";
-    plot.lines.push_back({"growth schedule", &chart_tokens_, &chart_flops_, series_colour(0), 2.5f, false});
-    plot.lines.push_back({"", &chart_tokens_, &chart_flops_, series_colour(0), 1.0f, true});
-    plot.lines.push_back({"final size from scratch", &scratch_tokens_, &scratch_flops_, series_colour(1), 2.0f, false});
+    plot.lines.push_back({"growth schedule", &chart_tokens_, &chart_flops_, series_colour(0), 2.0f, false, version_});
+    plot.lines.push_back({"", &chart_tokens_, &chart_flops_, series_colour(0), 1.0f, true, version_});
+    plot.lines.push_back({"final size from scratch", &scratch_tokens_, &scratch_flops_, series_colour(1), 2.0f, false,
+                          version_});
     for (std::size_t k = 1; k < prediction_.stages.size(); ++k) {
       plot.markers.push_back({prediction_.stages[k - 1].cumulative_tokens, IM_COL32(200, 200, 200, 120),
                               fmt::format("growth into {} ({})", prediction_.stages[k].name, prediction_.stages[k].growth)});
@@ -287,6 +289,7 @@ class DesignerPanel : public Panel {
   }
 
   bool initialised_ = false, dirty_ = true, overwrite_ = false;
+  std::uint64_t version_ = 0;
   Design design_;
   DesignPrediction prediction_;
   char name_[128] = "", path_[512] = "";

@@ -83,7 +83,8 @@ class FlopsPanel : public Panel {
         const double forward = static_cast<double>(f.forward()), tt = static_cast<double>(f.token_token);
         curve.values.push_back(mode_ == 0 ? forward : mode_ == 1 ? tt : 100.0 * tt / forward);
       }
-      plot.lines.push_back({curve.label, &curve.lengths, &curve.values, series_colour(k++), 1.8f, false});
+      plot.lines.push_back({curve.label, &curve.lengths, &curve.values, series_colour(k++), 2.0f, false,
+                            static_cast<std::uint64_t>(mode_)});
     }
     const float height = ImGui::GetContentRegionAvail().y;
     const bool measured = std::any_of(chosen_.begin(), chosen_.end(), [](const auto& c) { return !c.second.measured_us.empty(); });

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -13,7 +14,21 @@ namespace tfw::gui {
 namespace {
 
 // Per-plot interaction state, keyed by Plot::id.
+// The downsampled indices of one line, reused while its data and the x range are unchanged
+// (the cost of a frame is then the drawing, not a pass over every point).
+struct Decimated {
+  const std::vector<double>* x = nullptr;
+  std::size_t size = 0;
+  std::uint64_t version = 0;
+  double lo = 0, hi = 0;
+  int columns = 0;
+  bool log = false;
+  std::vector<std::size_t> indices;
+};
+
 struct PlotView {
+  std::map<std::string, Decimated> decimated;  // by line label
+  std::vector<std::tuple<const void*, std::size_t, std::uint64_t>> fitted;  // the data the fitted axes came from
   bool user = false;  // zoomed or panned: keep the view instead of fitting the data
   AxisMap x, y;
   bool log_x = false, log_y = false;
@@ -54,11 +69,18 @@ int plot_draw(const Plot& plot, ImVec2 size) {
   PlotView& view = views()[plot.id];
   if (view.log_x != plot.log_x || view.log_y != plot.log_y) {
     view.user = false;
+    view.fitted.clear();
     view.log_x = plot.log_x;
     view.log_y = plot.log_y;
   }
   auto visible = [&](const PlotLine& line) { return line.x && line.y && !view.hidden.count(line.label); };
-  if (!view.user) {
+  std::vector<std::tuple<const void*, std::size_t, std::uint64_t>> signature;
+  for (const PlotLine& line : plot.lines) {
+    if (visible(line)) signature.emplace_back(line.y, line.y->size(), line.version);
+  }
+  signature.emplace_back(nullptr, static_cast<std::size_t>(width * 4096 + height), 0);
+  if (!view.user && signature != view.fitted) {
+    view.fitted = signature;
     std::vector<const std::vector<double>*> xs, ys;
     for (const PlotLine& line : plot.lines) {
       if (!visible(line)) continue;
@@ -103,7 +125,10 @@ int plot_draw(const Plot& plot, ImVec2 size) {
     view.y.lo += dy, view.y.hi += dy;
     view.user = true;
   }
-  if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) view.user = false;
+  if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) {
+    view.user = false;
+    view.fitted.clear();
+  }
 
   // Grid and ticks.
   const ImU32 grid = IM_COL32(60, 64, 72, 255), text = IM_COL32(200, 200, 200, 255);
@@ -150,7 +175,15 @@ int plot_draw(const Plot& plot, ImVec2 size) {
       if (path.size() >= 2) draw->AddPolyline(path.data(), static_cast<int>(path.size()), line.colour, 0, line.thickness);
       path.clear();
     };
-    for (std::size_t i : downsample_minmax(xs, ys, ax.inverse(ax.lo), ax.inverse(ax.hi), ax.log, static_cast<int>(width))) {
+    Decimated& cached = view.decimated[line.label];
+    const double x_lo = ax.inverse(ax.lo), x_hi = ax.inverse(ax.hi);
+    const int columns = static_cast<int>(width);
+    if (cached.x != &xs || cached.size != xs.size() || cached.version != line.version || cached.lo != x_lo ||
+        cached.hi != x_hi || cached.columns != columns || cached.log != ax.log) {
+      cached = {&xs, xs.size(), line.version, x_lo, x_hi, columns, ax.log,
+                downsample_minmax(xs, ys, x_lo, x_hi, ax.log, columns)};
+    }
+    for (std::size_t i : cached.indices) {
       const ImVec2 p = to_screen(xs[i], ys[i]);
       if (!std::isfinite(p.x) || !std::isfinite(p.y)) {
         flush();

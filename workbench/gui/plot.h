@@ -6,6 +6,7 @@
 // and the schedule designer.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct PlotLine {
   ImU32 colour = IM_COL32_WHITE;
   float thickness = 1.5f;
   bool points = false;   // draw markers at the points (measured values) instead of a line
+  // Changes whenever the data behind x and y changes without changing their address or size
+  // (another x column, another smoothing): the widget caches per line on (address, size, version).
+  std::uint64_t version = 0;
 };
 
 struct PlotMarker {

@@ -75,7 +75,8 @@ std::vector<Tick> axis_ticks(const AxisMap& axis, int target) {
       break;
     }
   }
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+  for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k += 1) {
+    const double v = k * step;  // a multiple, not a running sum: no drift across ticks
     const double snapped = std::abs(v) < step * 1e-9 ? 0.0 : v;
     ticks.push_back({snapped, tick_label(snapped), true});
   }
@@ -106,26 +107,26 @@ std::vector<std::size_t> downsample_minmax(const std::vector<double>& x, const s
     axis.hi = axis.forward(x[end - 1]);
   }
   const double scale = columns / std::max(axis.hi - axis.lo, 1e-300);
-  std::size_t i = begin;
-  out.reserve(static_cast<std::size_t>(4 * columns) + 4);
-  while (i < end) {
+  auto column_of = [&](std::size_t i) {
     const double t = axis.forward(x[i]);
-    const long column = std::isfinite(t) ? static_cast<long>(std::floor((t - axis.lo) * scale)) : -1;
-    std::size_t first = i, low = i, high = i, last = i;
-    for (++i; i < end; ++i) {
-      const double u = axis.forward(x[i]);
-      const long c = std::isfinite(u) ? static_cast<long>(std::floor((u - axis.lo) * scale)) : -1;
-      if (c != column) break;
+    return std::isfinite(t) ? static_cast<long>(std::floor((t - axis.lo) * scale)) : -1L;
+  };
+  out.reserve(static_cast<std::size_t>(2 * columns) + 4);
+  out.push_back(begin);  // the ends, so the line reaches the plot's edges
+  std::size_t i = begin;
+  while (i < end) {
+    const long column = column_of(i);
+    std::size_t low = i, high = i;
+    for (++i; i < end && column_of(i) == column; ++i) {
       if (std::isnan(y[low]) || y[i] < y[low]) low = i;
       if (std::isnan(y[high]) || y[i] > y[high]) high = i;
-      last = i;
     }
     // In x order, each index once.
-    std::size_t picks[4] = {first, std::min(low, high), std::max(low, high), last};
-    for (std::size_t p : picks) {
-      if (out.empty() || out.back() < p) out.push_back(p);
+    for (std::size_t p : {std::min(low, high), std::max(low, high)}) {
+      if (out.back() < p) out.push_back(p);
     }
   }
+  if (out.back() < end - 1) out.push_back(end - 1);
   return out;
 }
 

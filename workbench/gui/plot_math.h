@@ -36,10 +36,11 @@ std::vector<Tick> axis_ticks(const AxisMap& axis, int target = 6);
 std::string tick_label(double value);  // 0.001, 2.5, 1e+06, 3.2e+13
 
 // Downsamples the points (x ascending) inside [x_lo, x_hi] (data units) for `columns` pixel
-// columns: per column the first, minimum, maximum and last point in x order, so the drawn
-// polyline has the same extremes and envelope as the full series. Returns indices into x.
-// Series of at most 4 × columns points come back whole (the visible part plus one point
-// either side, so lines leave the plot edge).
+// columns: per column its minimum and maximum point in x order, plus the first and last
+// point, so the drawn polyline has every column's extremes (the same vertical envelope as the
+// full series) with at most 2 × columns + 2 points. Returns indices into x. Series of at most
+// 4 × columns points come back whole (the visible part plus one point either side, so lines
+// leave the plot edge).
 std::vector<std::size_t> downsample_minmax(const std::vector<double>& x, const std::vector<double>& y,
                                            double x_lo, double x_hi, bool log_x, int columns);
 

@@ -25,13 +25,14 @@ std::shared_ptr<const StoreSnapshot> StoreWatcher::snapshot() const {
   return snapshot_;
 }
 
-void StoreWatcher::watch(const std::set<std::int64_t>& runs) {
+bool StoreWatcher::watch(const std::set<std::int64_t>& runs) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (runs == watched_) return;
+    if (runs == watched_) return false;
     watched_ = runs;
   }
   wake_.notify_all();  // fetch the new runs' series now, not at the next tick
+  return true;
 }
 
 std::shared_ptr<const StoreSnapshot> StoreWatcher::poll() {

@@ -56,8 +56,8 @@ class StoreWatcher {
   StoreWatcher& operator=(const StoreWatcher&) = delete;
 
   std::shared_ptr<const StoreSnapshot> snapshot() const;
-  // The runs whose series the snapshots carry.
-  void watch(const std::set<std::int64_t>& runs);
+  // The runs whose series the snapshots carry; returns whether that changed.
+  bool watch(const std::set<std::int64_t>& runs);
   // Polls now on the calling thread (screenshots, tests) and returns the new snapshot.
   std::shared_ptr<const StoreSnapshot> poll();
   const std::string& home() const { return home_; }

@@ -1,0 +1,115 @@
+// Parameter-attention maps (engine/attention_map.h): the map of layer 0's q projection equals
+// Θ(S) computed by hand from the checkpoint's own weights (embedding -> parameter-free
+// LayerNorm -> S = h·Kᵀ -> Θ), the token labels decode the input, and every error names the
+// problem: a missing checkpoint, a Transformer (no parameter tokens), a layer or projection
+// that does not exist, a parameter token out of range.
+#include <filesystem>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "engine/attention_map.h"
+#include "engine/checkpoint.h"
+#include "engine/error.h"
+#include "engine/pattention.h"
+#include "tests/support.h"
+
+namespace tfw {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string run_config_text(const std::string& family) {
+  const std::string model = family == "tokenformer"
+                                ? "layers = 2\nd = 16\nheads = 2\nn_attn = 12\nn_ffn = 20\nvocab = 256\nseq_len = 16\n"
+                                : "layers = 2\nd = 16\nheads = 2\nd_ffn = 64\nvocab = 256\nseq_len = 16\n";
+  return "family = \"" + family + "\"\n[model]\n" + model + "[data]\ncorpus = \"kjv\"\n[train]\nmax_steps = 1\n";
+}
+
+// A freshly initialised model of `family` saved as a checkpoint in `dir`.
+std::string save_model(const std::string& family, const std::string& dir, std::shared_ptr<LanguageModel>* out = nullptr) {
+  fs::remove_all(dir);
+  RunConfig config = run_config_parse(test::plugins(), toml::parse(run_config_text(family), std::string("t.toml")), "t.toml");
+  auto model = test::plugins().family(family).build(*config.model.spec, 7);
+  CheckpointMeta meta;
+  std::ostringstream text;
+  text << config.resolved;
+  meta.config_toml = text.str();
+  meta.val_loss = meta.best_val_loss = std::nan("");
+  const std::string path = checkpoint_save(dir, *model, nullptr, meta).path;
+  if (out) *out = model;
+  return path;
+}
+
+TEST(AttentionMap, EqualsThetaOfTheLayersScoresComputedByHand) {
+  std::shared_ptr<LanguageModel> model;
+  const std::string path = save_model("tokenformer", "/tmp/tfw-test-attention-map", &model);
+  AttentionProbe probe(test::plugins(), path);
+  EXPECT_EQ(probe.family(), "tokenformer");
+  EXPECT_EQ(probe.layers(), 2);
+  EXPECT_EQ(probe.parameter_tokens(0, "q"), 12);
+  EXPECT_EQ(probe.parameter_tokens(1, "ffn"), 20);
+
+  const std::string text = "Abc\n";
+  AttentionMap map = probe.map(text, 0, "q");
+  ASSERT_EQ(map.tokens, (std::vector<std::string>{"A", "b", "c", "\n"}));
+  EXPECT_EQ(map.label, "layers.0.q");
+  ASSERT_EQ(map.parameter_tokens, 12);
+  ASSERT_EQ(map.scores.size(), 4u * 12u);
+  EXPECT_FALSE(map.truncated);
+
+  // By hand, in float64: x = E[ids]; h = LayerNorm(x) without affine (eps 1e-5); S = h·Kᵀ;
+  // Θ = GELU(S · tau / ||S||₂) with tau = sqrt(12).
+  std::map<std::string, torch::Tensor> params;
+  for (const auto& item : model->named_parameters()) params[item.key()] = item.value().detach().to(torch::kFloat64);
+  torch::Tensor ids = torch::tensor({65, 98, 99, 10}, torch::kInt64);
+  torch::Tensor x = params.at("embedding").index_select(0, ids);                // (4, 16)
+  torch::Tensor mean = x.mean(-1, true), var = (x - mean).square().mean(-1, true);
+  torch::Tensor h = (x - mean) / (var + 1e-5).sqrt();
+  torch::Tensor s = h.matmul(params.at("layers.0.q.keys").t());                        // (4, 12)
+  torch::Tensor norm = (s.square().sum(-1, true) + 1e-6).sqrt();
+  torch::Tensor expected = torch::gelu(s * std::sqrt(12.0) / norm);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 12; ++j) EXPECT_NEAR(map.at(i, j), expected[i][j].item<double>(), 2e-5) << i << "," << j;
+  }
+
+  // Text past the model's 16-token context is cut, and says so.
+  AttentionMap long_map = probe.map(std::string(40, 'x'), 1, "ffn");
+  EXPECT_TRUE(long_map.truncated);
+  EXPECT_EQ(long_map.tokens.size(), 16u);
+  EXPECT_EQ(long_map.parameter_tokens, 20);
+}
+
+TEST(AttentionMap, TokenLabelsEscapeControlCharacters) {
+  EXPECT_EQ(token_label("a\nb\t\x01"), "a\\nb\\t\\x01");
+  EXPECT_EQ(token_label(" the"), " the");
+}
+
+TEST(AttentionMap, ErrorsNameTheProblemAndTheFix) {
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { AttentionProbe(test::plugins(), "/tmp/tfw-test-attention-none/step-1.pt"); })
+                .find("checkpoint /tmp/tfw-test-attention-none/step-1.pt does not exist"),
+            std::string::npos);
+  const std::string transformer = save_model("transformer", "/tmp/tfw-test-attention-transformer");
+  EXPECT_NE(message([&] { AttentionProbe(test::plugins(), transformer); })
+                .find("holds a transformer model, which has no Pattention layers"),
+            std::string::npos);
+  const std::string path = save_model("tokenformer", "/tmp/tfw-test-attention-errors");
+  AttentionProbe probe(test::plugins(), path);
+  EXPECT_NE(message([&] { probe.map("abc", 2, "q"); }).find("layer 2 does not exist: the model has 2 layers"),
+            std::string::npos);
+  EXPECT_NE(message([&] { probe.map("abc", 0, "w"); }).find("unknown projection 'w'"), std::string::npos);
+  EXPECT_NE(message([&] { probe.map("", 0, "q"); }).find("the text is empty"), std::string::npos);
+  EXPECT_NE(message([&] { probe.top_contexts(0, "q", 12); }).find("parameter token 12 does not exist"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tfw

@@ -1,0 +1,121 @@
+// The schedule designer's model (workbench/gui/designer.h): the experiment file it writes
+// merges each stage's model changes over the earlier ones; its predictions are the engine's
+// plan (every stage's FLOPs = its tokens × the training FLOPs per token of its model, the
+// cumulative budget adds the ancestors), they match `tfw run --dry-run` of the saved file,
+// and a bad design gets the engine's message.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/registry.h"
+#include "engine/run_config.h"
+#include "tests/cli/run_command.h"
+#include "workbench/gui/designer.h"
+
+namespace tfw::gui {
+namespace {
+
+namespace fs = std::filesystem;
+
+const Registry& test_plugins() {
+  static Registry* loaded = [] {
+    auto* r = new Registry();
+    r->load_folder(TFW_PLUGIN_DIR, "built-in");
+    return r;
+  }();
+  return *loaded;
+}
+
+const std::string kBase = TFW_SOURCE_DIR "/experiments/mini/quickstart-tokenformer.toml";
+
+Design three_stages() {
+  Design design;
+  design.name = "test-design";
+  design.base_config = kBase;
+  design.stages = {{"", "", "", 2e5},
+                   {"pattention_grow", "n_attn = 256, n_ffn = 1024", "key_init = \"zero\"", 1e5},
+                   {"pattention_grow", "n_attn = 512", "", 1e5}};
+  return design;
+}
+
+TEST(Designer, LaterStagesChangeTheModelOnTopOfEarlierOnes) {
+  const std::string text = design_to_toml(three_stages(), "", true);
+  EXPECT_NE(text.find("[runs.stage3]\nconfig = \"" + kBase + "\"\nparent = \"stage2\"\n"
+                      "growth = { method = \"pattention_grow\", options = {  } }\n"
+                      "model = { n_attn = 512, n_ffn = 1024 }\ntrain = { max_tokens = 100000 }\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("[runs.scratch]"), std::string::npos);
+  EXPECT_EQ(design_to_toml(three_stages(), "", false).find("[runs.scratch]"), std::string::npos);
+}
+
+TEST(Designer, PredictionIsTheEnginesPlanAndMatchesTheDryRun) {
+  const Registry& plugins = test_plugins();
+  DesignPrediction prediction = design_predict(plugins, three_stages());
+  ASSERT_EQ(prediction.error, "");
+  ASSERT_EQ(prediction.stages.size(), 3u);
+
+  // By hand: tokens per step = batch 16 × T 128 = 2048; steps = ceil(tokens / 2048).
+  ModelConfig base = model_config_load(plugins, kBase);
+  const std::vector<std::pair<std::int64_t, std::int64_t>> sizes = {{128, 512}, {256, 1024}, {512, 1024}};
+  const std::vector<double> budgets = {2e5, 1e5, 1e5};
+  double cumulative = 0, tokens = 0;
+  for (std::size_t k = 0; k < 3; ++k) {
+    const std::string config = "family = \"tokenformer\"\n[model]\nlayers = 4\nd = 128\nheads = 4\nn_attn = " +
+                               std::to_string(sizes[k].first) + "\nn_ffn = " + std::to_string(sizes[k].second) +
+                               "\nvocab = 256\nseq_len = 128\n";
+    ModelConfig model = model_config_parse(plugins, toml::parse(config, std::string("stage.toml")), "stage.toml");
+    const double steps = std::ceil(budgets[k] / 2048.0);
+    const double flops = steps * 2048.0 * static_cast<double>(model.spec->flops_per_token(128).training());
+    cumulative += flops;
+    tokens += steps * 2048.0;
+    SCOPED_TRACE(k);
+    EXPECT_EQ(prediction.stages[k].parameters, model.spec->parameter_count());
+    EXPECT_DOUBLE_EQ(prediction.stages[k].tokens, steps * 2048.0);
+    EXPECT_DOUBLE_EQ(prediction.stages[k].flops, flops);
+    EXPECT_DOUBLE_EQ(prediction.stages[k].cumulative_flops, cumulative);
+    EXPECT_DOUBLE_EQ(prediction.stages[k].cumulative_tokens, tokens);
+  }
+  EXPECT_EQ(prediction.stages[1].growth, "pattention_grow");
+  EXPECT_EQ(prediction.scratch.parameters, prediction.stages[2].parameters);
+  EXPECT_GT(prediction.scratch.flops, prediction.stages[2].cumulative_flops);  // growing is cheaper here
+  EXPECT_EQ(base.family, "tokenformer");
+
+  // Saved next to nothing in particular: the config path is written relative to the file,
+  // and `tfw run --dry-run` plans the same numbers.
+  const std::string dir = "/tmp/tfw-test-designer";
+  fs::remove_all(dir);
+  const std::string path = dir + "/nested/test-design.toml";
+  ASSERT_EQ(design_save(three_stages(), path, false), "");
+  EXPECT_NE(design_save(three_stages(), path, false).find("exists: tick 'overwrite'"), std::string::npos);
+  EXPECT_EQ(design_save(three_stages(), path, true), "");
+  test::Result plan = test::capture(TFW_BINARY " run --dry-run --json " + path + " --home " + dir + "/home 2>/dev/null");
+  ASSERT_EQ(plan.code, 0) << plan.output;
+  nlohmann::json json = nlohmann::json::parse(plan.output);
+  const nlohmann::json& runs = json["runs"];
+  ASSERT_EQ(runs.size(), 4u);
+  for (std::size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(runs[k]["name"], "stage" + std::to_string(k + 1));
+    EXPECT_DOUBLE_EQ(runs[k]["cumulative_flops"].get<double>(), prediction.stages[k].cumulative_flops);
+  }
+  EXPECT_DOUBLE_EQ(runs[3]["training_flops"].get<double>(), prediction.scratch.flops);
+}
+
+TEST(Designer, ABadDesignGetsTheEnginesMessage) {
+  const Registry& plugins = test_plugins();
+  Design design = three_stages();
+  design.stages[1].model_changes = "n_atn = 128";
+  DesignPrediction prediction = design_predict(plugins, design);
+  EXPECT_NE(prediction.error.find("unknown key 'model.n_atn'"), std::string::npos) << prediction.error;
+  EXPECT_NE(prediction.error.find("did you mean 'n_attn'"), std::string::npos) << prediction.error;
+  EXPECT_TRUE(prediction.stages.empty());
+  design = three_stages();
+  design.stages[2].method = "no_such_method";
+  EXPECT_NE(design_predict(plugins, design).error.find("no_such_method"), std::string::npos);
+  design.base_config = "";
+  EXPECT_EQ(design_predict(plugins, design).error, "choose a base run config");
+}
+
+}  // namespace
+}  // namespace tfw::gui

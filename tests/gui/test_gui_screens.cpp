@@ -1,0 +1,222 @@
+// The GUI end to end: the real `tfw gui --screenshot` under Xvfb (xvfb-run) on a store filled
+// by a tiny experiment, every view checked on the PNG it writes (size, not blank, the plot
+// area holds the curve colours, the attention view holds heat-map cells); empty and
+// newer-schema stores render their states without touching the file; no display is a clear
+// error. `tfw attention` writes a CSV and a PNG whose shapes and values agree.
+#include <sqlite3.h>
+#include <stb_image.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/run_command.h"
+#include "workbench/colormap.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tfw::test::capture;
+using tfw::test::Result;
+
+const std::string kHome = "/tmp/tfw-test-gui-home";
+const std::string kShots = "/tmp/tfw-test-gui-shots";
+
+Result tfw(const std::string& arguments) { return capture(std::string(TFW_BINARY) + " " + arguments); }
+Result gui(const std::string& arguments) {
+  return capture("xvfb-run -a -s '-screen 0 1600x1000x24' " + std::string(TFW_BINARY) + " gui " + arguments);
+}
+
+struct Image {
+  int width = 0, height = 0;
+  std::vector<unsigned char> rgb;
+  bool load(const std::string& path) {
+    int channels = 0;
+    unsigned char* data = stbi_load(path.c_str(), &width, &height, &channels, 3);
+    if (!data) return false;
+    rgb.assign(data, data + static_cast<std::size_t>(width) * height * 3);
+    stbi_image_free(data);
+    return true;
+  }
+  const unsigned char* at(int x, int y) const { return &rgb[(static_cast<std::size_t>(y) * width + x) * 3]; }
+  std::size_t distinct_colours() const {
+    std::set<std::uint32_t> colours;
+    for (std::size_t i = 0; i < rgb.size(); i += 3) colours.insert(rgb[i] << 16 | rgb[i + 1] << 8 | rgb[i + 2]);
+    return colours.size();
+  }
+  // Pixels in the box within `tolerance` (per channel) of the colour.
+  std::size_t count_near(int r, int g, int b, int tolerance, int x0 = 0, int y0 = 0, int x1 = -1, int y1 = -1) const {
+    if (x1 < 0) x1 = width;
+    if (y1 < 0) y1 = height;
+    std::size_t count = 0;
+    for (int y = y0; y < y1; ++y) {
+      for (int x = x0; x < x1; ++x) {
+        const unsigned char* p = at(x, y);
+        count += std::abs(p[0] - r) <= tolerance && std::abs(p[1] - g) <= tolerance && std::abs(p[2] - b) <= tolerance;
+      }
+    }
+    return count;
+  }
+};
+
+class GuiScreens : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs::remove_all(kHome);
+    fs::remove_all(kShots);
+    fs::create_directories(kShots);
+    Result run = tfw("run " TFW_SOURCE_DIR "/tests/data/tiny-experiment.toml --home " + kHome);
+    ASSERT_EQ(run.code, 0) << run.output;
+  }
+
+  static Image shot(const std::string& view, const std::string& extra = "", const std::string& home = kHome) {
+    const std::string path = kShots + "/" + view + ".png";
+    fs::remove(path);
+    Result result = gui("--home " + home + " --screenshot " + path + " --view " + view + " --size 1200 " + extra);
+    EXPECT_EQ(result.code, 0) << result.output;
+    Image image;
+    EXPECT_TRUE(image.load(path)) << path;
+    return image;
+  }
+};
+
+TEST_F(GuiScreens, RunsViewListsTheStore) {
+  Image image = shot("runs");
+  EXPECT_EQ(image.width, 1200);
+  EXPECT_EQ(image.height, 750);
+  EXPECT_GT(image.distinct_colours(), 20u);
+  // The finished status is drawn in its green on three rows.
+  EXPECT_GT(image.count_near(115, 217, 115, 30), 90u);
+}
+
+TEST_F(GuiScreens, CurvesViewDrawsEachSelectedRunInItsColour) {
+  Image image = shot("curves", "--select small,grown,baseline --x cumulative_flops --metric train/loss");
+  ASSERT_EQ(image.width, 1200);
+  // The plot area (below the controls, right of the y labels) holds the palette's first
+  // three colours: blue, orange, green.
+  const int x0 = 80, y0 = 80, x1 = 1180, y1 = 690;
+  EXPECT_GT(image.count_near(31, 119, 180, 40, x0, y0, x1, y1), 100u);
+  EXPECT_GT(image.count_near(255, 127, 14, 40, x0, y0, x1, y1), 100u);
+  EXPECT_GT(image.count_near(44, 160, 44, 40, x0, y0, x1, y1), 100u);
+  // Without a selection: the empty state, and none of the curve colours.
+  Image none = shot("curves", "--select small --metric no/such/metric");
+  EXPECT_LT(none.count_near(31, 119, 180, 20, x0, y0, x1, y1), 60u);
+}
+
+TEST_F(GuiScreens, FlopsViewPlotsTheFormulaForEachConfig) {
+  Image image = shot("flops", "--config " TFW_SOURCE_DIR "/experiments/mini/e2-tokenformer-grown.toml --config " TFW_SOURCE_DIR
+                              "/experiments/mini/e2-transformer-grown.toml");
+  EXPECT_GT(image.count_near(31, 119, 180, 40, 300, 80, 1190, 700), 100u);
+  EXPECT_GT(image.count_near(255, 127, 14, 40, 300, 80, 1190, 700), 100u);
+}
+
+TEST_F(GuiScreens, AttentionViewDrawsTheHeatMapOfACheckpoint) {
+  Image image = shot("attention", "--select grown --text 'In the beginning God created' --layer 1 --proj ffn --token 3");
+  // Heat-map cells are filled with colours from the ramp: count pixels exactly on it.
+  std::set<std::uint32_t> ramp;
+  for (int k = 0; k <= 4096; ++k) {
+    const tfw::Rgb c = tfw::heat_colour(k / 4096.0);
+    ramp.insert(c.r << 16 | c.g << 8 | c.b);
+  }
+  std::size_t on_ramp = 0;
+  for (std::size_t i = 0; i < image.rgb.size(); i += 3) on_ramp += ramp.count(image.rgb[i] << 16 | image.rgb[i + 1] << 8 | image.rgb[i + 2]);
+  EXPECT_GT(on_ramp, 20000u);  // 28 tokens × 64 parameter tokens × 6 px × 19 px, less what scrolls out
+}
+
+TEST_F(GuiScreens, DesignerViewPredictsAndCharts) {
+  Image image = shot("designer", "--config " TFW_SOURCE_DIR "/experiments/mini/quickstart-tokenformer.toml");
+  EXPECT_GT(image.count_near(31, 119, 180, 40, 600, 100, 1190, 740), 100u);  // the schedule line
+  EXPECT_GT(image.count_near(255, 127, 14, 40, 600, 100, 1190, 740), 100u);  // from scratch
+}
+
+TEST_F(GuiScreens, EmptyAndNewerStoresRenderTheirStates) {
+  const std::string empty = "/tmp/tfw-test-gui-empty";
+  fs::remove_all(empty);
+  for (const char* view : {"runs", "curves", "flops", "attention", "designer"}) {
+    SCOPED_TRACE(view);
+    Image image = shot(view, "", empty);
+    EXPECT_GT(image.distinct_colours(), 10u);
+  }
+  EXPECT_FALSE(fs::exists(empty + "/runs.db"));
+
+  const std::string newer = "/tmp/tfw-test-gui-newer";
+  fs::remove_all(newer);
+  fs::create_directories(newer);
+  fs::copy_file(kHome + "/runs.db", newer + "/runs.db");
+  sqlite3* db = nullptr;
+  sqlite3_open((newer + "/runs.db").c_str(), &db);
+  sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE; PRAGMA user_version = 99", nullptr,
+               nullptr, nullptr);
+  sqlite3_close(db);
+  auto bytes = [&] {
+    std::ifstream in(newer + "/runs.db", std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  const std::string before = bytes();
+  Image image = shot("runs", "", newer);
+  // The error is written in the error colour.
+  EXPECT_GT(image.count_near(230, 230, 102, 30) + image.count_near(255, 115, 102, 30), 50u);
+  EXPECT_EQ(bytes(), before);
+}
+
+TEST_F(GuiScreens, BadOptionsAndNoDisplayAreClearErrors) {
+  Result no_display = capture("env -u DISPLAY " + std::string(TFW_BINARY) + " gui --home " + kHome +
+                              " --screenshot /tmp/tfw-test-gui-x.png --view runs");
+  EXPECT_EQ(no_display.code, 2) << no_display.output;
+  EXPECT_NE(no_display.output.find("no X display"), std::string::npos) << no_display.output;
+  EXPECT_NE(no_display.output.find("xvfb-run"), std::string::npos) << no_display.output;
+  Result unknown = gui("--home " + kHome + " --screenshot /tmp/tfw-test-gui-x.png --select nosuchrun");
+  EXPECT_EQ(unknown.code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("--select: no run 'nosuchrun'"), std::string::npos) << unknown.output;
+  Result view = tfw("gui --view sideways");
+  EXPECT_EQ(view.code, 2);
+}
+
+TEST_F(GuiScreens, AttentionCommandWritesCsvAndPngThatAgree) {
+  const std::string out = kShots + "/map";
+  Result result = tfw("attention grown --home " + kHome + " --text 'the Lord' --layer 0 --proj q --out " + out +
+                      " --token 5 --top 3 --json");
+  ASSERT_EQ(result.code, 0) << result.output;
+  nlohmann::json json = nlohmann::json::parse(result.output);
+  EXPECT_EQ(json["label"], "layers.0.q");
+  EXPECT_EQ(json["input_tokens"], 8);        // byte tokens
+  EXPECT_EQ(json["parameter_tokens"], 32);   // the grown stage's n_attn
+  EXPECT_EQ(json["contexts"].size(), 3u);
+  // CSV: a header and one row per input token; the row's largest column is the JSON's strongest.
+  std::ifstream csv(out + ".csv");
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line.rfind("position,token,p0,p1,", 0), 0u);
+  for (int row = 0; row < 8; ++row) {
+    ASSERT_TRUE(std::getline(csv, line));
+    std::vector<double> values;
+    std::stringstream cells(line.substr(line.rfind('"') + 2));
+    for (std::string cell; std::getline(cells, cell, ',');) values.push_back(std::stod(cell));
+    ASSERT_EQ(values.size(), 32u);
+    const auto best = std::max_element(values.begin(), values.end()) - values.begin();
+    EXPECT_EQ(best, json["strongest"][row]["parameter_token"].get<long>());
+    EXPECT_NEAR(values[best], json["strongest"][row]["score"].get<double>(), 1e-6);
+  }
+  Image png;
+  ASSERT_TRUE(png.load(out + ".png"));
+  EXPECT_EQ(png.width, 32 * 8);   // 8 px per parameter token
+  EXPECT_EQ(png.height, 8 * 12);  // 12 px per input token
+
+  Result transformer = tfw("attention baseline --home " + kHome + " --text hi");
+  EXPECT_EQ(transformer.code, 2);
+  EXPECT_NE(transformer.output.find("has no Pattention layers"), std::string::npos) << transformer.output;
+  fs::create_directories("/tmp/tfw-test-gui-norun/checkpoints");
+  Result none = tfw("attention /tmp/tfw-test-gui-norun --home " + kHome + " --text hi");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.output.find("has no complete checkpoint in /tmp/tfw-test-gui-norun/checkpoints"), std::string::npos)
+      << none.output;
+}
+
+}  // namespace

@@ -1,0 +1,127 @@
+// The plot widget's arithmetic (workbench/gui/plot_math.h) against hand-computed values:
+// tick positions and labels, axis fitting on log axes, min/max downsampling that keeps every
+// column's extremes, bias-corrected EMA, nearest-point search in screen space.
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "workbench/gui/plot_math.h"
+
+namespace tfw::gui {
+namespace {
+
+std::vector<std::string> labels(const std::vector<Tick>& ticks, bool major_only = false) {
+  std::vector<std::string> out;
+  for (const Tick& t : ticks) {
+    if (!major_only || t.major) out.push_back(t.label);
+  }
+  return out;
+}
+
+TEST(PlotMath, LinearTicksStepOneTwoFive) {
+  AxisMap axis{0, 1, false};
+  EXPECT_EQ(labels(axis_ticks(axis, 5)), (std::vector<std::string>{"0", "0.2", "0.4", "0.6", "0.8", "1"}));
+  AxisMap wide{-3, 47, false};  // raw step 10 -> 10
+  EXPECT_EQ(labels(axis_ticks(wide, 5)), (std::vector<std::string>{"0", "10", "20", "30", "40"}));
+  AxisMap flops{0, 1.9e13, false};  // raw 3.8e12 -> 5e12
+  EXPECT_EQ(labels(axis_ticks(flops, 5)), (std::vector<std::string>{"0", "5e+12", "1e+13", "1.5e+13"}));
+}
+
+TEST(PlotMath, LogTicksAreDecadesWithTwoAndFiveInsideShortRanges) {
+  AxisMap six{0, 6, true};  // 1 .. 1e6
+  EXPECT_EQ(labels(axis_ticks(six, 10)),
+            (std::vector<std::string>{"1", "10", "100", "1000", "10000", "1e+05", "1e+06"}));
+  AxisMap one{0, 1, true};  // 1 .. 10
+  EXPECT_EQ(labels(axis_ticks(one, 6)), (std::vector<std::string>{"1", "2", "5", "10"}));
+  EXPECT_EQ(labels(axis_ticks(one, 6), true), (std::vector<std::string>{"1", "10"}));
+}
+
+TEST(PlotMath, AxisFitSkipsValuesALogAxisCannotShow) {
+  std::vector<double> values = {-5, 0, 10, 1000};
+  AxisMap axis;
+  ASSERT_TRUE(axis_fit({&values}, true, 0.0, axis));
+  EXPECT_DOUBLE_EQ(axis.lo, 1.0);
+  EXPECT_DOUBLE_EQ(axis.hi, 3.0);
+  ASSERT_TRUE(axis_fit({&values}, false, 0.1, axis));
+  EXPECT_DOUBLE_EQ(axis.lo, -5 - 100.5);
+  EXPECT_DOUBLE_EQ(axis.hi, 1000 + 100.5);
+  EXPECT_NEAR(axis.unit(-5), 0.1 / 1.2, 1e-15);
+  std::vector<double> none = {-1, 0};
+  EXPECT_FALSE(axis_fit({&none}, true, 0.0, axis));
+  std::vector<double> flat = {2, 2};
+  ASSERT_TRUE(axis_fit({&flat}, false, 0.0, axis));  // a flat line gets a unit-wide range
+  EXPECT_DOUBLE_EQ(axis.lo, 1.5);
+  EXPECT_DOUBLE_EQ(axis.hi, 2.5);
+}
+
+TEST(PlotMath, DownsamplingKeepsEveryColumnsExtremesAndEnds) {
+  const std::size_t n = 100000;
+  const int columns = 500;
+  std::vector<double> x(n), y(n);
+  std::mt19937 random(3);
+  std::normal_distribution<double> noise(0, 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<double>(i);
+    y[i] = std::exp(-static_cast<double>(i) / 20000.0) + 0.05 * noise(random);
+  }
+  y[54321] = 100;   // a spike and a dip must survive
+  y[70001] = -100;
+  std::vector<std::size_t> kept = downsample_minmax(x, y, 0, static_cast<double>(n - 1), false, columns);
+  ASSERT_LE(kept.size(), static_cast<std::size_t>(2 * columns + 2));
+  EXPECT_GE(kept.size(), static_cast<std::size_t>(columns));
+  EXPECT_EQ(kept.front(), 0u);
+  EXPECT_EQ(kept.back(), n - 1);
+  EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end()));
+  EXPECT_TRUE(std::adjacent_find(kept.begin(), kept.end()) == kept.end());
+  EXPECT_NE(std::find(kept.begin(), kept.end(), 54321u), kept.end());
+  EXPECT_NE(std::find(kept.begin(), kept.end(), 70001u), kept.end());
+  // Per pixel column: the kept points have the full data's minimum and maximum.
+  const double scale = columns / static_cast<double>(n - 1);
+  std::vector<double> full_min(columns + 1, 1e300), full_max(columns + 1, -1e300), kept_min = full_min, kept_max = full_max;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<std::size_t>(std::floor(x[i] * scale));
+    full_min[c] = std::min(full_min[c], y[i]);
+    full_max[c] = std::max(full_max[c], y[i]);
+  }
+  for (std::size_t i : kept) {
+    const auto c = static_cast<std::size_t>(std::floor(x[i] * scale));
+    kept_min[c] = std::min(kept_min[c], y[i]);
+    kept_max[c] = std::max(kept_max[c], y[i]);
+  }
+  EXPECT_EQ(kept_min, full_min);
+  EXPECT_EQ(kept_max, full_max);
+}
+
+TEST(PlotMath, DownsamplingAVisibleWindowKeepsOnePointEitherSide) {
+  std::vector<double> x = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, y(10, 1.0);
+  EXPECT_EQ(downsample_minmax(x, y, 3.5, 6.5, false, 100), (std::vector<std::size_t>{3, 4, 5, 6, 7}));
+  EXPECT_TRUE(downsample_minmax({}, {}, 0, 1, false, 100).empty());
+}
+
+TEST(PlotMath, EmaIsBiasCorrected) {
+  // w = 0.5: s = 0.5, 1.25, 2.125 over norms 0.5, 0.75, 0.875.
+  std::vector<double> smoothed = ema({1, 2, 3}, 0.5);
+  EXPECT_DOUBLE_EQ(smoothed[0], 1.0);
+  EXPECT_DOUBLE_EQ(smoothed[1], 1.25 / 0.75);
+  EXPECT_DOUBLE_EQ(smoothed[2], 2.125 / 0.875);
+  EXPECT_EQ(ema({1, 2, 3}, 0.0), (std::vector<double>{1, 2, 3}));
+  std::vector<double> with_nan = ema({2, std::nan(""), 2}, 0.9);
+  EXPECT_DOUBLE_EQ(with_nan[1], 2.0);  // a NaN point shows the running value
+  EXPECT_DOUBLE_EQ(with_nan[2], 2.0);
+}
+
+TEST(PlotMath, NearestPointInScreenSpace) {
+  std::vector<double> x = {0, 1, 2}, y = {0, 1, 4};
+  AxisMap ax{0, 2, false}, ay{0, 4, false};
+  // 100 px per x unit, 50 px per y unit: the points sit at (0,0), (100,50), (200,200).
+  EXPECT_EQ(nearest_point(x, y, ax, ay, 100, 50, 105, 45, 10), 1);
+  EXPECT_EQ(nearest_point(x, y, ax, ay, 100, 50, 195, 190, 20), 2);
+  EXPECT_EQ(nearest_point(x, y, ax, ay, 100, 50, 150, 125, 10), -1);
+  AxisMap log_x{0, 2, true};  // 1 .. 100: x = 10 sits mid-axis
+  std::vector<double> lx = {1, 10, 100}, ly = {0, 0, 0};
+  EXPECT_EQ(nearest_point(lx, ly, log_x, ay, 100, 50, 101, 0, 5), 1);
+}
+
+}  // namespace
+}  // namespace tfw::gui
