@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Regenerates docs/images/gui-*.png: every GUI view rendered headless (tfw gui --screenshot)
+# under Xvfb from a store. The README's and docs/gui.md's pictures come from the store of
+# the mini experiments (docs/results/export.sh lists the runs):
+#   bash docs/screenshots.sh TFW_HOME
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+home=${1:?usage: bash docs/screenshots.sh TFW_HOME}
+tfw="$root/build/tfw"
+out="$root/docs/images"
+mkdir -p "$out"
+shot() {  # shot NAME ARGS...
+  local name=$1; shift
+  xvfb-run -a -s "-screen 0 1600x1000x24" "$tfw" gui --home "$home" --screenshot "$out/gui-$name.png" "$@"
+  echo "wrote $out/gui-$name.png"
+}
+# The e1-mini ladder (a Tokenformer grown twice) against Transformers from scratch.
+e1=$("$tfw" runs list --home "$home" --experiment e1-mini --json | python3 -c \
+  'import json,sys; print(",".join(str(r["id"]) for r in json.load(sys.stdin)["runs"]))')
+grown=$("$tfw" runs list --home "$home" --experiment e1-mini --json | python3 -c \
+  'import json,sys; print([r["id"] for r in json.load(sys.stdin)["runs"] if r["name"]=="tokenformer-s3"][0])')
+shot runs --view runs --select "$e1"
+shot curves --view curves --select "$e1" --x cumulative_flops --smoothing 0.9 --metric train/loss
+shot flops --view flops
+shot attention --view attention --select "$grown" --layer 1 --proj ffn --token 100 \
+  --text "In the beginning God created the heaven and the earth."
+shot designer --view designer
