@@ -3,7 +3,10 @@
 // plan (every stage's FLOPs = its tokens × the training FLOPs per token of its model, the
 // cumulative budget adds the ancestors), they match `tfw run --dry-run` of the saved file,
 // and a bad design gets the engine's message.
+#include <sys/wait.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -43,7 +46,7 @@ TEST(Designer, LaterStagesChangeTheModelOnTopOfEarlierOnes) {
   const std::string text = design_to_toml(three_stages(), "", true);
   EXPECT_NE(text.find("[runs.stage3]\nconfig = \"" + kBase + "\"\nparent = \"stage2\"\n"
                       "growth = { method = \"pattention_grow\", options = {  } }\n"
-                      "model = { n_attn = 512, n_ffn = 1024 }\ntrain = { max_tokens = 100000 }\n"),
+                      "model = { n_attn = 512, n_ffn = 1024 }\ntrain = { max_tokens = 100000, max_steps = 0, max_flops = 0 }\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("[runs.scratch]"), std::string::npos);
@@ -115,6 +118,35 @@ TEST(Designer, ABadDesignGetsTheEnginesMessage) {
   EXPECT_NE(design_predict(plugins, design).error.find("no_such_method"), std::string::npos);
   design.base_config = "";
   EXPECT_EQ(design_predict(plugins, design).error, "choose a base run config");
+}
+
+TEST(Designer, LaunchRunsTheSavedScheduleAndItsRunsReachTheStore) {
+  const std::string dir = "/tmp/tfw-test-designer-launch";
+  fs::remove_all(dir);
+  Design design;
+  design.name = "launched";
+  design.base_config = TFW_SOURCE_DIR "/experiments/mini/tiny-train-tokenformer.toml";
+  design.stages = {{"", "", "", 16 * 64 * 6}, {"pattention_grow", "n_attn = 96", "", 16 * 64 * 4}};
+  design.scratch_control = false;
+  const std::string file = dir + "/launched.toml";
+  ASSERT_EQ(design_save(design, file, false), "");
+  Launch launch = design_launch(TFW_BINARY, file, dir + "/home", design.name);
+  ASSERT_EQ(launch.error, "");
+  ASSERT_GT(launch.pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(launch.pid, &status, 0), launch.pid);
+  std::ifstream log(launch.log);
+  std::string text((std::istreambuf_iterator<char>(log)), {});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+  test::Result runs = test::capture(TFW_BINARY " runs list --json --home " + dir + "/home 2>/dev/null");
+  ASSERT_EQ(runs.code, 0) << runs.output;
+  nlohmann::json json = nlohmann::json::parse(runs.output);
+  ASSERT_EQ(json["runs"].size(), 2u);
+  EXPECT_EQ(json["runs"][0]["name"], "stage1");
+  EXPECT_EQ(json["runs"][1]["name"], "stage2");
+  EXPECT_EQ(json["runs"][1]["growth_method"], "pattention_grow");
+  EXPECT_EQ(json["runs"][1]["status"], "finished");
+  EXPECT_EQ(json["runs"][1]["experiment"], "launched");
 }
 
 }  // namespace

@@ -5,9 +5,7 @@
 // launch it (a `tfw run` child process; its runs appear in the Runs tab as they start).
 // The predictions are the engine's plan of the saved file (designer.h).
 #include <imgui.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 
 #include <filesystem>
 
@@ -18,8 +16,6 @@
 #include "workbench/gui/app.h"
 #include "workbench/gui/designer.h"
 #include "workbench/gui/plot.h"
-
-extern char** environ;
 
 namespace fs = std::filesystem;
 
@@ -199,30 +195,11 @@ class DesignerPanel : public Panel {
   }
 
   void launch(App& app) {
-    const std::string logs = app.home + "/logs";
-    std::error_code ignored;
-    fs::create_directories(logs, ignored);
-    const std::string log = fmt::format("{}/{}.log", logs, design_.name);
-    const std::string exe = executable_dir() + "/tfw";
-    std::vector<std::string> args = {exe, "run", path_, "--home", app.home};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawnattr_t attributes;
-    posix_spawnattr_init(&attributes);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);  // closing the GUI does not stop the batch
-    pid_t pid = 0;
-    const int error = posix_spawn(&pid, exe.c_str(), &actions, &attributes, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attributes);
-    message_ = error == 0 ? fmt::format("launched `tfw run {}` (pid {}); log: {}. Its runs appear in the Runs tab.",
-                                        path_, pid, log)
-                          : fmt::format("cannot start {}: {}", exe, std::strerror(error));
+    const Launch started = design_launch(executable_dir() + "/tfw", path_, app.home, design_.name);
+    message_ = started.error.empty()
+                   ? fmt::format("launched `tfw run {}` (pid {}); log: {}. Its runs appear in the Runs tab.", path_,
+                                 started.pid, started.log)
+                   : started.error;
   }
 
   void show_prediction() {
