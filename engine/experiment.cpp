@@ -303,4 +303,51 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
   return experiment;
 }
 
+std::string experiment_self_contained(const std::string& path) {
+  std::set<std::string> seen;
+  toml::table file = read_with_extends(path, seen);
+  if (toml::table* experiment = file["experiment"].as_table()) {
+    experiment->erase("extends");
+    if (!experiment->contains("name")) experiment->insert("name", fs::path(path).stem().string());
+  } else {
+    file.insert("experiment", toml::table{{"name", fs::path(path).stem().string()}});
+  }
+  // Runs in file order (toml++ keeps tables sorted by key; the order says what runs first).
+  std::vector<std::pair<std::uint32_t, std::string>> order;
+  if (toml::table* runs = file["runs"].as_table()) {
+    for (auto&& [name, node] : *runs) {
+      order.emplace_back(node.source().begin.line, std::string(name.str()));
+      toml::table* run = node.as_table();
+      if (run == nullptr) continue;
+      auto config = (*run)["config"].value<std::string>();
+      if (!config) continue;
+      const std::string config_path = (fs::path(path).parent_path() / *config).string();
+      if (!fs::exists(config_path)) {
+        throw UsageError(with_hint(fmt::format("{}: runs.{}.config: '{}' not found", path, name.str(), config_path),
+                                   "paths are relative to the experiment file"));
+      }
+      toml::table merged = config_read_file(config_path);
+      merged.erase("name");  // a config file's name is not the run's
+      merged.erase("description");
+      run->erase("config");
+      merge_into(merged, std::move(*run));
+      *run = std::move(merged);
+    }
+  }
+  std::sort(order.begin(), order.end());
+  toml::table runs;
+  if (toml::node* node = file.get("runs"); node && node->is_table()) runs = std::move(*node->as_table());
+  file.erase("runs");
+  std::ostringstream out;
+  out << file << "\n";
+  for (const auto& [line, name] : order) {
+    toml::table one;
+    toml::table wrapper;
+    runs.get(name)->visit([&](auto&& value) { one.insert(name, std::move(value)); });
+    wrapper.insert("runs", std::move(one));
+    out << "\n" << wrapper << "\n";
+  }
+  return out.str();
+}
+
 }  // namespace tfw

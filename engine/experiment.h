@@ -35,4 +35,9 @@ struct Experiment {
 
 Experiment experiment_load(const Registry& registry, const std::string& path);
 
+// The experiment file as one self-contained TOML text: its `extends` chain merged in and each
+// run's `config` file inlined under the run's own tables (the same precedence), so it can be
+// sent to another machine (`tfw submit`) without the files it names.
+std::string experiment_self_contained(const std::string& path);
+
 }  // namespace tfw

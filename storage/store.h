@@ -21,7 +21,7 @@ struct sqlite3;
 
 namespace tfw {
 
-inline constexpr int kStoreSchemaVersion = 1;
+inline constexpr int kStoreSchemaVersion = 2;
 
 // A store that cannot be opened or used: not SQLite, corrupt, a newer schema, locked out.
 class StoreError : public std::runtime_error {
@@ -73,6 +73,19 @@ struct EventRow {
   double wall = 0;
 };
 
+// A job of the engine service (`tfw serve`): an experiment file it runs with `tfw run`.
+struct JobRow {
+  std::int64_t id = 0;
+  std::string kind = "experiment";  // experiment, or run (a single run config wrapped as an experiment)
+  std::string name;                 // the experiment's name: its runs are stored under it
+  std::string file;                 // the experiment file (under TFW_HOME/jobs/ID/)
+  std::string status = "queued";    // queued running finished failed cancelled
+  double submitted = 0, started = 0, ended = 0;
+  std::int64_t exit_code = -1;      // -1: none yet
+  std::string error;
+  std::string client;               // the peer address that submitted it
+};
+
 struct RunFilter {
   std::string experiment, status, family;
   std::string sort = "id";  // id, name, started, tokens, flops, cumulative_flops, parameters
@@ -119,6 +132,14 @@ class Store {
   std::vector<MetricPoint> metrics_after(std::int64_t run, const std::string& key, std::int64_t after_step);
   std::vector<std::string> metric_keys(std::int64_t run);
   std::int64_t metrics_count(std::int64_t run);
+
+  // The service's job queue.
+  std::int64_t job_create(const JobRow& job);  // queued, submitted now
+  void job_set_file(std::int64_t job, const std::string& file);
+  void job_set_status(std::int64_t job, const std::string& status, std::int64_t exit_code = -1,
+                      const std::string& error = "");
+  std::optional<JobRow> job_get(std::int64_t job);
+  std::vector<JobRow> jobs(const std::string& status = "");  // by id
 
   bool integrity_ok();
   const std::string& path() const { return path_; }

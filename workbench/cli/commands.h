@@ -18,6 +18,8 @@ void add_run_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_attention_command(CLI::App& app);
 void add_gui_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_remote_commands(CLI::App& app);  // submit, jobs, cancel, watch
 
 // Thrown by a command that stopped early on request (Ctrl-C): exit code 130.
 struct Interrupted {};

@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   tfw::cli::add_export_command(app);
   tfw::cli::add_attention_command(app);
   tfw::cli::add_gui_command(app);
+  tfw::cli::add_serve_command(app);
+  tfw::cli::add_remote_commands(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,353 @@
+// The engine service end to end on loopback with the real `tfw serve` and real sockets:
+// a submitted experiment runs and its metrics stream in order; tokens are enforced; bad input
+// (malformed JSON, unknown types, oversized lines, a path escaping TFW_HOME, a client leaving
+// mid-message) gets an error and the service keeps serving; 200 subscribers of one run each
+// receive every point; a service killed mid-run resumes the run at its next start.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "engine/experiment.h"
+#include "storage/store.h"
+#include "tests/cli/run_command.h"
+#include "tests/service/serve_process.h"
+#include "workbench/service/client.h"
+#include "workbench/service/protocol.h"
+
+namespace tfw {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::ServeProcess;
+
+std::string fresh_home(const std::string& name) {
+  const std::string home = "/tmp/tfw-test-service-" + name;
+  fs::remove_all(home);
+  fs::create_directories(home);
+  return home;
+}
+
+ServeProcess serve(const std::string& home, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--listen", "127.0.0.1:0", "--home", home};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return ServeProcess(TFW_BINARY, args);
+}
+
+template <typename Predicate>
+bool wait_for(Predicate done, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return done();
+}
+
+std::string job_status(const std::string& address, std::int64_t job) {
+  service::Client client(address);
+  const json reply = client.request({{"type", "jobs"}});  // bound: a range-for over a temporary's member dangles
+  for (const auto& j : reply["jobs"]) {
+    if (j["id"] == job) return j["status"];
+  }
+  return "";
+}
+
+// A raw socket, for the bytes a well-behaved client would never send.
+struct RawSocket {
+  int fd = -1;
+  explicit RawSocket(const std::string& address) {
+    const auto [host, port] = service::address_parse(address);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    inet_pton(AF_INET, host.c_str(), &to.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) fd = -1;
+    timeval timeout{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  }
+  ~RawSocket() {
+    if (fd >= 0) close(fd);
+  }
+  void send_text(const std::string& text) {
+    std::size_t sent = 0;
+    while (sent < text.size()) {
+      const ssize_t n = ::send(fd, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      sent += static_cast<std::size_t>(n);
+    }
+  }
+  // Everything the service sends until it closes the connection (or 10 s pass).
+  std::string read_all() {
+    std::string out;
+    char buffer[4096];
+    while (true) {
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      out.append(buffer, static_cast<std::size_t>(n));
+    }
+    return out;
+  }
+};
+
+TEST(Service, SubmittedExperimentRunsAndItsMetricsStreamInOrder) {
+  const std::string home = fresh_home("e2e");
+  ServeProcess server = serve(home);
+  ASSERT_NE(server.address(), "") << server.first_line();
+  service::Client client(server.address());
+  EXPECT_EQ(client.hello()["version"], service::kProtocolVersion);
+  json submitted = client.request(
+      {{"type", "submit"}, {"experiment", experiment_self_contained(TFW_SOURCE_DIR "/tests/data/tiny-experiment.toml")}});
+  EXPECT_EQ(submitted["type"], "submitted");
+  EXPECT_EQ(submitted["name"], "tiny");
+  EXPECT_EQ(submitted["runs"], json({"small", "grown", "baseline"}));
+  const std::int64_t job = submitted["job"];
+
+  // Watch the first stage: retry until the job has created it, then read to its end.
+  service::Client watcher(server.address());
+  json reply;
+  ASSERT_TRUE(wait_for([&] {
+    watcher.send({{"type", "watch"}, {"run", "small"}});
+    reply = watcher.receive(30);
+    return reply["type"] == "watching";
+  }, 120)) << reply.dump();
+  std::map<std::string, std::vector<std::int64_t>> steps;
+  std::string status = reply["run"]["status"];
+  bool caught_up = false;
+  while (!(caught_up && status == "finished")) {
+    json message = watcher.receive(120);
+    if (message["type"] == "metric") steps[message["key"]].push_back(message["step"]);
+    if (message["type"] == "status" || message["type"] == "caught_up") status = message["status"];
+    caught_up = caught_up || message["type"] == "caught_up";
+    ASSERT_NE(message["type"], "error") << message.dump();
+    ASSERT_NE(status, "failed");
+  }
+  auto store = Store::open_readonly(home + "/runs.db");
+  const std::int64_t small = store->run_find("small")->id;
+  ASSERT_FALSE(steps["train/loss"].empty());
+  for (const auto& [key, seen] : steps) {
+    SCOPED_TRACE(key);
+    EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+    EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // no duplicates
+    EXPECT_EQ(seen.size(), store->metrics(small, key).size());                 // none missing
+  }
+  ASSERT_TRUE(wait_for([&] { return job_status(server.address(), job) == "finished"; }, 180));
+  for (const char* name : {"small", "grown", "baseline"}) {
+    std::optional<RunRecord> run = store->run_in_experiment("tiny", name);
+    ASSERT_TRUE(run) << name;
+    EXPECT_EQ(run->status, "finished") << name;
+  }
+  json summary = client.request({{"type", "summary"}, {"run", "grown"}});
+  EXPECT_EQ(summary["run"]["growth_method"], "pattention_grow");
+  EXPECT_GT(summary["run"]["cumulative_flops"].get<double>(), summary["run"]["flops"].get<double>());
+}
+
+TEST(Service, TokensAreRequiredWhereConfigured) {
+  const std::string home = fresh_home("auth");
+  std::ofstream(home + "/token") << "s3cret-token\n";
+  std::ofstream(home + "/wrong") << "not-the-token\n";
+  ServeProcess guarded = serve(home, {"--token-file", home + "/token"});
+  ASSERT_NE(guarded.address(), "") << guarded.first_line();
+  try {
+    service::Client client(guarded.address());
+    FAIL() << "connected without a token";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a token"), std::string::npos) << e.what();
+  }
+  try {
+    service::Client client(guarded.address(), home + "/wrong");
+    FAIL() << "connected with a wrong token";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("wrong token"), std::string::npos) << e.what();
+  }
+  service::Client right(guarded.address(), home + "/token");
+  EXPECT_TRUE(right.request({{"type", "jobs"}})["jobs"].empty());
+
+  // A loopback service without a token accepts clients that bring one (it has nothing to check).
+  const std::string open_home = fresh_home("auth-open");
+  ServeProcess open = serve(open_home);
+  service::Client with_token(open.address(), home + "/token");
+  EXPECT_EQ(with_token.hello()["type"], "hello");
+
+  // Any other address without a token file is refused at start-up.
+  test::Result refused = test::capture(TFW_BINARY " serve --listen 0.0.0.0:0 --home " + open_home);
+  EXPECT_EQ(refused.code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("refusing to listen on 0.0.0.0:0 without a token"), std::string::npos) << refused.output;
+  test::Result bad = test::capture(TFW_BINARY " serve --listen localhost --home " + open_home);
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("is not an address"), std::string::npos) << bad.output;
+}
+
+TEST(Service, BadInputGetsAnErrorAndTheServiceKeepsServing) {
+  const std::string home = fresh_home("bad");
+  ServeProcess server = serve(home);
+  ASSERT_NE(server.address(), "");
+  auto answer = [&](const std::string& bytes) {
+    RawSocket socket(server.address());
+    socket.send_text(bytes);
+    return socket.read_all();  // the service answers, then closes
+  };
+  const std::string hello = R"({"type":"hello","version":1})" "\n";
+  std::string reply = answer("this is not json\n");
+  EXPECT_NE(reply.find(R"("fatal":true)"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("malformed message"), std::string::npos) << reply;
+  reply = answer(R"({"type":"jobs"})" "\n");
+  EXPECT_NE(reply.find("the first message must be"), std::string::npos) << reply;
+  reply = answer(R"({"type":"hello","version":7})" "\n");
+  EXPECT_NE(reply.find("protocol version mismatch"), std::string::npos) << reply;
+  reply = answer(hello + R"({"type":"format_disk"})" "\n");
+  EXPECT_NE(reply.find("unknown message type 'format_disk'"), std::string::npos) << reply;
+  reply = answer(hello + R"({"type":"cancel","job":"all"})" "\n");
+  EXPECT_NE(reply.find("cancel needs"), std::string::npos) << reply;
+  reply = answer(hello + std::string(service::kMaxLine + 10, 'x'));
+  EXPECT_NE(reply.find("message longer than 1048576 bytes"), std::string::npos) << reply;
+  {
+    RawSocket leaver(server.address());  // disconnects in the middle of a message
+    leaver.send_text(hello + R"({"type":"jo)");
+  }
+  {
+    RawSocket silent(server.address());  // connects and says nothing: dropped after the handshake timeout
+  }
+
+  // Requests that are well-formed but wrong get an error and the connection stays usable.
+  service::Client client(server.address());
+  const std::string escape = "[experiment]\nname = \"escape\"\n[runs.x]\nconfig = \"../../../etc/passwd\"\n";
+  try {
+    client.request({{"type", "submit"}, {"experiment", escape}});
+    FAIL() << "a path escaping TFW_HOME was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("runs.x.config = '../../../etc/passwd' escapes TFW_HOME"), std::string::npos)
+        << e.what();
+  }
+  try {
+    client.request({{"type", "submit"}, {"run", "family = \"tokenformer\"\n[model]\nlayers = 1\n"}, {"name", "../x"}});
+    FAIL() << "a name with a path was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a usable name"), std::string::npos) << e.what();
+  }
+  try {
+    client.request({{"type", "submit"}, {"run", "family = \"tokenformer\"\n[model]\nlayers = 1\nd = 8\n"}, {"name", "broken"}});
+    FAIL() << "an invalid run config was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("model"), std::string::npos) << e.what();
+  }
+  try {
+    client.request({{"type", "watch"}, {"run", "no-such-run"}});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("no run 'no-such-run'"), std::string::npos);
+  }
+  EXPECT_TRUE(client.request({{"type", "jobs"}})["jobs"].empty());  // nothing was queued
+  EXPECT_FALSE(fs::exists("/etc/passwd.tfw"));
+  service::Client another(server.address());
+  EXPECT_EQ(another.hello()["type"], "hello");
+  EXPECT_EQ(server.stop(), 0);  // a clean exit after all of it
+}
+
+TEST(Service, TwoHundredSubscribersEachReceiveEveryPoint) {
+  const std::string home = fresh_home("load");
+  auto store = Store::open(home + "/runs.db");
+  RunRecord record;
+  record.name = "live";
+  record.family = "tokenformer";
+  const std::int64_t run = store->run_create(record);
+  ServeProcess server = serve(home);
+  ASSERT_NE(server.address(), "");
+  const int clients = 200, points = 300;
+  std::vector<std::unique_ptr<service::Client>> subscribers;
+  for (int i = 0; i < clients; ++i) {
+    subscribers.push_back(std::make_unique<service::Client>(server.address()));
+    subscribers.back()->send({{"type", "watch"}, {"run", run}});
+  }
+  std::atomic<int> complete{0}, failures{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < clients; ++i) {
+    readers.emplace_back([&, i] {
+      try {
+        std::int64_t expected = 0;
+        std::string status;
+        while (!(expected == points && status == "finished")) {
+          json message = subscribers[i]->receive(60);
+          if (message["type"] == "metric") {
+            if (message["step"] != expected) {
+              ++failures;
+              return;
+            }
+            ++expected;
+          }
+          if (message["type"] == "status" || message["type"] == "caught_up") status = message["status"];
+        }
+        ++complete;
+      } catch (const std::exception&) {
+        ++failures;
+      }
+    });
+  }
+  {
+    MetricWriter writer(home + "/runs.db");
+    for (int step = 0; step < points; ++step) {
+      writer.push({run, "train/loss", step, step * 64, step * 1e9, step * 0.01, 1.0 / (step + 1)});
+      if (step % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    writer.flush();
+  }
+  store->run_finish(run, "finished", "{}");
+  for (std::thread& reader : readers) reader.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(complete.load(), clients);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(Service, AServiceKilledMidRunResumesTheRunAtItsNextStart) {
+  const std::string home = fresh_home("restart");
+  std::optional<ServeProcess> server;
+  server.emplace(serve(home));
+  ASSERT_NE(server->address(), "");
+  std::ifstream in(TFW_SOURCE_DIR "/experiments/mini/tiny-train-tokenformer.toml");
+  std::string config((std::istreambuf_iterator<char>(in)), {});
+  config.replace(config.find("max_steps = 200"), 15, "max_steps = 600");
+  json submitted = service::Client(server->address()).request({{"type", "submit"}, {"run", config}, {"name", "long"}});
+  const std::int64_t job = submitted["job"];
+  // Kill the service once the run has trained past its first checkpoint.
+  auto steps = [&]() -> std::int64_t {
+    if (!fs::exists(home + "/runs.db")) return 0;
+    auto store = Store::open_readonly(home + "/runs.db");
+    std::optional<RunRecord> run = store->run_find("long");
+    if (!run) return 0;
+    std::vector<MetricPoint> points = store->metrics(run->id, "train/loss");
+    return points.empty() ? 0 : points.back().step;
+  };
+  ASSERT_TRUE(wait_for([&] { return steps() >= 120; }, 120));
+  server->stop(SIGKILL);
+  server.reset();
+  // Its job's `tfw run` gets SIGTERM with it: the run checkpoints and ends killed.
+  auto status = [&] { return Store::open_readonly(home + "/runs.db")->run_find("long")->status; };
+  ASSERT_TRUE(wait_for([&] { return status() == "killed"; }, 60)) << status();
+  const std::int64_t id = Store::open_readonly(home + "/runs.db")->run_find("long")->id;
+  EXPECT_LT(steps(), 600);
+
+  server.emplace(serve(home));
+  ASSERT_NE(server->address(), "");
+  ASSERT_TRUE(wait_for([&] { return job_status(server->address(), job) == "finished"; }, 180))
+      << job_status(server->address(), job);
+  auto store = Store::open_readonly(home + "/runs.db");
+  std::optional<RunRecord> run = store->run_find("long");
+  EXPECT_EQ(run->id, id);  // the same run, resumed
+  EXPECT_EQ(run->status, "finished");
+  EXPECT_EQ(store->metrics(run->id, "train/loss").back().step, 600);
+  EXPECT_EQ(store->runs().size(), 1u);
+}
+
+}  // namespace
+}  // namespace tfw

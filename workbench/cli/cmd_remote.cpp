@@ -1,0 +1,185 @@
+// The engine service's clients: `tfw submit FILE`, `tfw jobs`, `tfw cancel JOB`,
+// `tfw watch RUN`, each with --connect HOST:PORT (default: $TFW_SERVICE, else the local
+// service on 127.0.0.1:7433), --token-file FILE and --json. One file: they share the
+// connection options and differ by a few lines each.
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "engine/error.h"
+#include "engine/experiment.h"
+#include "workbench/cli/commands.h"
+#include "workbench/cli/output.h"
+#include "workbench/service/client.h"
+#include "workbench/service/protocol.h"
+
+namespace fs = std::filesystem;
+
+namespace tfw::cli {
+
+namespace {
+
+struct Connect {
+  std::string address, token_file;
+  bool json = false;
+  service::Client open() const { return service::Client(service::address_resolve(address), token_file); }
+};
+
+void connection_options(CLI::App* command, Connect& connect) {
+  command->add_option("--connect", connect.address, "HOST:PORT of the service (default: $TFW_SERVICE, else 127.0.0.1:7433)");
+  command->add_option("--token-file", connect.token_file, "the service's token file");
+  command->add_flag("--json", connect.json, "machine-readable output");
+}
+
+std::string when(double unix_seconds) {
+  if (unix_seconds <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  char text[32];
+  std::strftime(text, sizeof(text), "%H:%M:%S", std::localtime(&t));
+  return text;
+}
+
+bool final_status(const std::string& status) {
+  return status == "finished" || status == "failed" || status == "killed" || status == "crashed";
+}
+
+void submit(const Connect& connect, const std::string& file, const std::string& name) {
+  toml::table table;
+  try {
+    table = toml::parse_file(file);
+  } catch (const toml::parse_error& e) {
+    throw UsageError(fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
+  }
+  nlohmann::json message = {{"type", "submit"}};
+  if (table.contains("experiment") || table.contains("runs")) {
+    message["experiment"] = experiment_self_contained(file);  // config files inlined: nothing to fetch
+  } else {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    message["run"] = text.str();
+    message["name"] = fs::path(file).stem().string();
+  }
+  if (!name.empty()) message["name"] = name;
+  service::Client client = connect.open();
+  nlohmann::json reply = client.request(message);
+  if (connect.json) return print_json(reply);
+  std::vector<std::string> runs = reply["runs"].get<std::vector<std::string>>();
+  fmt::print("job {} queued: {} ({} run{}: {})\n", reply["job"].get<std::int64_t>(), reply["name"].get<std::string>(),
+             runs.size(), runs.size() == 1 ? "" : "s", fmt::join(runs, ", "));
+}
+
+void jobs(const Connect& connect) {
+  service::Client client = connect.open();
+  nlohmann::json reply = client.request({{"type", "jobs"}});
+  if (connect.json) return print_json(reply);
+  fmt::print("{:>4}  {:<24} {:<10} {:<10} {:>9} {:>9} {:>9}  {}\n", "job", "name", "kind", "status", "submitted",
+             "started", "ended", "error");
+  const nlohmann::json list = reply["jobs"];
+  for (const auto& job : list) {
+    std::string error = job["error"].get<std::string>();
+    if (auto newline = error.find('\n'); newline != std::string::npos) error = error.substr(0, newline) + " ...";
+    fmt::print("{:>4}  {:<24} {:<10} {:<10} {:>9} {:>9} {:>9}  {}\n", job["id"].get<std::int64_t>(),
+               job["name"].get<std::string>(), job["kind"].get<std::string>(), job["status"].get<std::string>(),
+               when(job["submitted"].get<double>()), when(job["started"].get<double>()),
+               when(job["ended"].get<double>()), error);
+  }
+}
+
+void cancel(const Connect& connect, std::int64_t job) {
+  service::Client client = connect.open();
+  nlohmann::json reply = client.request({{"type", "cancel"}, {"job", job}});
+  if (connect.json) return print_json(reply);
+  fmt::print("job {} cancelled (it was {})\n", job, reply["was"].get<std::string>());
+}
+
+// Streams a run's metrics and events; ends when the run has ended.
+void watch(const Connect& connect, const std::string& run, double wait) {
+  service::Client client = connect.open();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
+  nlohmann::json reply;
+  while (true) {
+    client.send({{"type", "watch"}, {"run", run}});
+    reply = client.receive(60);
+    if (reply.value("type", "") != "error") break;
+    if (std::chrono::steady_clock::now() >= deadline) throw UsageError(reply.value("error", "watch failed"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // the run is not in the store yet
+  }
+  if (connect.json) std::cout << reply.dump() << "\n" << std::flush;
+  else fmt::print("watching run {} ({}, {})\n", reply["run"]["id"].get<std::int64_t>(),
+                  reply["run"]["name"].get<std::string>(), reply["run"]["status"].get<std::string>());
+  bool caught_up = false;
+  std::string status = reply["run"]["status"];
+  while (true) {
+    nlohmann::json message = client.receive();
+    const std::string type = message.value("type", "");
+    if (connect.json) std::cout << message.dump() << "\n" << std::flush;
+    if (type == "metric" && !connect.json) {
+      const nlohmann::json& value = message["value"];
+      fmt::print("step {:>7}  {:<20} {}\n", message["step"].get<std::int64_t>(), message["key"].get<std::string>(),
+                 value.is_null() ? std::string("nan") : fmt::format("{:.6g}", value.get<double>()));
+    } else if (type == "event" && !connect.json) {
+      fmt::print("step {:>7}  event {} {}\n", message["step"].get<std::int64_t>(), message["kind"].get<std::string>(),
+                 message["payload"].dump());
+    } else if (type == "status") {
+      status = message["status"];
+      if (!connect.json) fmt::print("status: {}\n", status);
+    } else if (type == "caught_up") {
+      caught_up = true;
+      status = message["status"];
+    } else if (type == "error") {
+      throw Error(message.value("error", "the service closed the stream"));
+    }
+    std::cout << std::flush;
+    if (caught_up && final_status(status)) return;
+  }
+}
+
+}  // namespace
+
+void add_remote_commands(CLI::App& app) {
+  {
+    auto connect = std::make_shared<Connect>();
+    auto file = std::make_shared<std::string>();
+    auto name = std::make_shared<std::string>();
+    CLI::App* command = app.add_subcommand("submit", "Queue an experiment file or a run config on the engine service");
+    command->add_option("file", *file, "an experiment file (its config files are inlined) or a run config")
+        ->required()->check(CLI::ExistingFile);
+    command->add_option("--name", *name, "the job's name (default: experiment.name, or the run config's file stem)");
+    connection_options(command, *connect);
+    command->callback([connect, file, name] { submit(*connect, *file, *name); });
+  }
+  {
+    auto connect = std::make_shared<Connect>();
+    CLI::App* command = app.add_subcommand("jobs", "The engine service's jobs and their states");
+    connection_options(command, *connect);
+    command->callback([connect] { jobs(*connect); });
+  }
+  {
+    auto connect = std::make_shared<Connect>();
+    auto job = std::make_shared<std::int64_t>(0);
+    CLI::App* command = app.add_subcommand("cancel", "Cancel a job: a running one checkpoints and its runs end as killed");
+    command->add_option("job", *job, "the job id (`tfw jobs`)")->required();
+    connection_options(command, *connect);
+    command->callback([connect, job] { cancel(*connect, *job); });
+  }
+  {
+    auto connect = std::make_shared<Connect>();
+    auto run = std::make_shared<std::string>();
+    auto wait = std::make_shared<double>(0);
+    CLI::App* command = app.add_subcommand("watch", "Stream a run's metrics and events live, until it ends");
+    command->add_option("run", *run, "a run id or name")->required();
+    command->add_option("--wait", *wait, "seconds to wait for a run that is not in the store yet (queued)");
+    connection_options(command, *connect);
+    command->callback([connect, run, wait] { watch(*connect, *run, *wait); });
+  }
+}
+
+}  // namespace tfw::cli

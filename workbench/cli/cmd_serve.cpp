@@ -1,0 +1,64 @@
+// `tfw serve [--listen ADDR:PORT] [--token-file FILE] [--jobs N] [--home DIR]`: the engine
+// service (workbench/service/server.h, docs/service.md). SIGINT/SIGTERM stop it: running
+// jobs checkpoint and stay queued for the next start.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/home.h"
+#include "workbench/cli/commands.h"
+#include "workbench/service/server.h"
+
+namespace tfw::cli {
+
+void add_serve_command(CLI::App& app) {
+  auto options = std::make_shared<service::ServiceOptions>();
+  CLI::App* command = app.add_subcommand("serve", "The engine service: a job queue and live metric streams over TCP");
+  command->add_option("--listen", options->listen, "ADDR:PORT to listen on (default 127.0.0.1:7433; port 0: any free)");
+  command->add_option("--token-file", options->token_file,
+                      "a file holding the secret every client must present (required off loopback)");
+  command->add_option("--jobs", options->jobs, "jobs run at once (default 1; the cores are split)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--home", options->home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
+  command->add_option("--idle-timeout", options->idle_timeout, "seconds a client may stay silent (default 300)")
+      ->check(CLI::PositiveNumber);
+  command->callback([options] {
+    options->home = home_resolve(options->home);
+    // SIGINT/SIGTERM: the handler only writes to a pipe; a waiting thread stops the service.
+    // (A handler rather than a blocked mask: torch's thread pool exists before this point.)
+    static int wake[2] = {-1, -1};
+    if (pipe(wake) != 0) throw Error("cannot create a pipe");
+    struct sigaction action {};
+    action.sa_handler = [](int signal) {
+      const char byte = static_cast<char>(signal);
+      [[maybe_unused]] ssize_t n = write(wake[1], &byte, 1);
+    };
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+    service::Service server(*options);
+    fmt::print("tfw serve: listening on {} (TFW_HOME {}, {} job slot{}{})\n", server.address(), options->home,
+               options->jobs, options->jobs == 1 ? "" : "s", options->token_file.empty() ? "" : ", token required");
+    std::fflush(stdout);
+    std::thread waiter([&server] {
+      char byte = 0;
+      while (read(wake[0], &byte, 1) < 0 && errno == EINTR) {
+      }
+      server.stop();
+    });
+    server.run();
+    const char done = 0;
+    [[maybe_unused]] ssize_t n = write(wake[1], &done, 1);  // wake the waiter if the service stopped by itself
+    waiter.join();
+    fmt::print(stderr, "tfw serve: stopped; interrupted jobs resume at the next start\n");
+  });
+}
+
+}  // namespace tfw::cli
