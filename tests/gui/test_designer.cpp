@@ -3,10 +3,9 @@
 // plan (every stage's FLOPs = its tokens × the training FLOPs per token of its model, the
 // cumulative budget adds the ancestors), they match `tfw run --dry-run` of the saved file,
 // and a bad design gets the engine's message.
-#include <sys/wait.h>
-
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "engine/run_config.h"
 #include "tests/cli/run_command.h"
 #include "workbench/gui/designer.h"
+#include "workbench/gui/service_link.h"
 
 namespace tfw::gui {
 namespace {
@@ -120,9 +120,13 @@ TEST(Designer, ABadDesignGetsTheEnginesMessage) {
   EXPECT_EQ(design_predict(plugins, design).error, "choose a base run config");
 }
 
-TEST(Designer, LaunchRunsTheSavedScheduleAndItsRunsReachTheStore) {
+// The designer's launch: the saved schedule goes to the engine service (here the GUI's
+// embedded one on loopback), runs, and its runs reach the store; a second link on the same
+// TFW_HOME connects to that service instead of starting another.
+TEST(Designer, LaunchThroughTheEmbeddedServiceRunsTheSchedule) {
   const std::string dir = "/tmp/tfw-test-designer-launch";
   fs::remove_all(dir);
+  fs::create_directories(dir + "/home");
   Design design;
   design.name = "launched";
   design.base_config = TFW_SOURCE_DIR "/experiments/mini/tiny-train-tokenformer.toml";
@@ -130,19 +134,28 @@ TEST(Designer, LaunchRunsTheSavedScheduleAndItsRunsReachTheStore) {
   design.scratch_control = false;
   const std::string file = dir + "/launched.toml";
   ASSERT_EQ(design_save(design, file, false), "");
-  Launch launch = design_launch(TFW_BINARY, file, dir + "/home", design.name);
-  ASSERT_EQ(launch.error, "");
-  ASSERT_GT(launch.pid, 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(launch.pid, &status, 0), launch.pid);
-  std::ifstream log(launch.log);
-  std::string text((std::istreambuf_iterator<char>(log)), {});
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+  ServiceLink link(dir + "/home", "", "");
+  ASSERT_EQ(link.error(), "");
+  EXPECT_EQ(link.description().rfind("embedded service 127.0.0.1:", 0), 0u) << link.description();
+  ServiceLink second(dir + "/home", "", "");
+  EXPECT_EQ(second.address(), link.address());
+  EXPECT_NE(second.description().find("(tfw serve)"), std::string::npos);
+  const nlohmann::json reply = link.submit_file(file);
+  ASSERT_EQ(reply["runs"], nlohmann::json({"stage1", "stage2"}));
+  const std::int64_t job = reply["job"];
+  std::string status;
+  for (int i = 0; i < 600 && status != "finished" && status != "failed"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const nlohmann::json jobs = second.jobs();
+    for (const auto& j : jobs["jobs"]) {
+      if (j["id"] == job) status = j["status"];
+    }
+  }
+  ASSERT_EQ(status, "finished");
   test::Result runs = test::capture(TFW_BINARY " runs list --json --home " + dir + "/home 2>/dev/null");
   ASSERT_EQ(runs.code, 0) << runs.output;
   nlohmann::json json = nlohmann::json::parse(runs.output);
   ASSERT_EQ(json["runs"].size(), 2u);
-  EXPECT_EQ(json["runs"][0]["name"], "stage1");
   EXPECT_EQ(json["runs"][1]["name"], "stage2");
   EXPECT_EQ(json["runs"][1]["growth_method"], "pattention_grow");
   EXPECT_EQ(json["runs"][1]["status"], "finished");

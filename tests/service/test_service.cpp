@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -347,6 +348,56 @@ TEST(Service, AServiceKilledMidRunResumesTheRunAtItsNextStart) {
   EXPECT_EQ(run->status, "finished");
   EXPECT_EQ(store->metrics(run->id, "train/loss").back().step, 600);
   EXPECT_EQ(store->runs().size(), 1u);
+}
+
+TEST(Service, CommandLineClientsSubmitWatchListAndCancel) {
+  const std::string home = fresh_home("cli");
+  ServeProcess server = serve(home);
+  ASSERT_NE(server.address(), "");
+  const std::string connect = " --connect " + server.address();
+  // A run config with a long budget, submitted as a file: it becomes a one-run experiment.
+  const std::string config = home + "/long-run.toml";
+  {
+    std::ifstream in(TFW_SOURCE_DIR "/experiments/mini/tiny-train-tokenformer.toml");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    text.replace(text.find("max_steps = 200"), 15, "max_steps = 100000");
+    std::ofstream(config) << text;
+  }
+  test::Result submitted = test::capture(TFW_BINARY " submit " + config + connect + " --json 2>&1");
+  ASSERT_EQ(submitted.code, 0) << submitted.output;
+  const std::int64_t job = json::parse(submitted.output)["job"];
+  // `tfw watch` streams it; stop reading after a few points (the run goes on).
+  test::Result watched = test::capture(std::string("timeout 60 ") + TFW_BINARY " watch long-run --wait 60 --json" +
+                                       connect + " | head -n 5");
+  std::vector<json> lines;
+  std::stringstream stream(watched.output);
+  for (std::string line; std::getline(stream, line);) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), 5u) << watched.output;
+  EXPECT_EQ(lines[0]["type"], "watching");
+  EXPECT_EQ(lines[0]["run"]["name"], "long-run");
+  test::Result listed = test::capture(TFW_BINARY " jobs --json" + connect);
+  ASSERT_EQ(listed.code, 0) << listed.output;
+  EXPECT_EQ(json::parse(listed.output)["jobs"][0]["status"], "running");
+  test::Result cancelled = test::capture(TFW_BINARY " cancel " + std::to_string(job) + connect);
+  ASSERT_EQ(cancelled.code, 0) << cancelled.output;
+  EXPECT_NE(cancelled.output.find("job " + std::to_string(job) + " cancelled (it was running)"), std::string::npos);
+  ASSERT_TRUE(wait_for([&] { return job_status(server.address(), job) == "cancelled"; }, 60));
+  auto store = Store::open_readonly(home + "/runs.db");
+  std::optional<RunRecord> run = store->run_find("long-run");
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->status, "killed");  // it checkpointed: `tfw run` (or a resubmission) continues it
+  EXPECT_FALSE(store->checkpoints(run->id).empty());
+  test::Result again = test::capture(TFW_BINARY " cancel " + std::to_string(job) + connect);
+  EXPECT_EQ(again.code, 2);
+  EXPECT_NE(again.output.find("is cancelled: nothing to cancel"), std::string::npos) << again.output;
+  test::Result second = test::capture(TFW_BINARY " serve --listen 127.0.0.1:0 --home " + home);
+  EXPECT_EQ(second.code, 2) << second.output;  // one service per TFW_HOME: it names the one that runs
+  EXPECT_NE(second.output.find("another tfw serve already serves " + home + " (listening on " + server.address() + ")"),
+            std::string::npos) << second.output;
+  test::Result nowhere = test::capture(TFW_BINARY " jobs --connect 127.0.0.1:1");
+  EXPECT_EQ(nowhere.code, 1);
+  EXPECT_NE(nowhere.output.find("cannot reach the service at 127.0.0.1:1"), std::string::npos) << nowhere.output;
+  EXPECT_NE(nowhere.output.find("tfw serve"), std::string::npos) << nowhere.output;
 }
 
 }  // namespace

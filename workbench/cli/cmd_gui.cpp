@@ -14,6 +14,10 @@ void add_gui_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("gui", "The workbench GUI: runs, loss curves, FLOPs against length, "
                                                 "parameter-attention maps, schedule designer");
   command->add_option("--home", options->home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
+  command->add_option("--connect", options->connect,
+                      "HOST:PORT of the engine service to launch and cancel through (default: the one serving "
+                      "TFW_HOME, else an embedded one on loopback)");
+  command->add_option("--token-file", options->token_file, "the service's token file");
   command->add_option("--screenshot", options->screenshot, "render --view once to this PNG and exit");
   command->add_option("--view", options->view, "the view to open: runs, curves, flops, attention, designer")
       ->check(CLI::IsMember({"runs", "curves", "flops", "attention", "designer"}));

@@ -145,8 +145,13 @@ void status_bar(App& app) {
   }
   std::size_t running = 0;
   for (const RunRecord& r : s.runs) running += r.status == "running";
-  ImGui::TextDisabled("TFW_HOME %s  ·  %zu runs, %zu running, %zu selected  ·  store read %.1f s ago", app.home.c_str(),
-                      s.runs.size(), running, app.selected.size(), std::max(0.0, store_now() - s.read_at));
+  ImGui::TextDisabled("TFW_HOME %s  ·  %zu runs, %zu running, %zu selected  ·  store read %.1f s ago  ·  %s",
+                      app.home.c_str(), s.runs.size(), running, app.selected.size(),
+                      std::max(0.0, store_now() - s.read_at),
+                      app.service ? app.service->description().c_str() : "no service (screenshot)");
+  if (app.service && !app.service->error().empty() && ImGui::IsItemHovered()) {
+    ImGui::SetTooltip("%s", app.service->error().c_str());
+  }
 }
 
 bool write_screenshot(const std::string& path, int width, int height) {
@@ -188,6 +193,7 @@ int gui_run(const GuiOptions& options) {
   }
 
   app.watcher = std::make_unique<StoreWatcher>(app.home, app.headless ? 0.0 : 0.5);
+  if (!app.headless) app.service = std::make_unique<ServiceLink>(app.home, options.connect, options.token_file);
   app.snapshot = app.watcher->poll();
   app.selected = resolve_selection(*app.snapshot, options.select);
   if (app.selected.empty() && app.headless) {

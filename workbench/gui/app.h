@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "workbench/gui/gui.h"
+#include "workbench/gui/service_link.h"
 #include "workbench/gui/store_watcher.h"
 
 namespace tfw {
@@ -23,6 +24,7 @@ struct App {
   std::string home;
   Registry* registry = nullptr;
   std::unique_ptr<StoreWatcher> watcher;
+  std::unique_ptr<ServiceLink> service;           // launches and cancels; null in screenshots
   std::shared_ptr<const StoreSnapshot> snapshot;  // this frame's
   std::set<std::int64_t> selected;                // runs chosen in the runs browser
   bool headless = false;                          // rendering a screenshot: do work synchronously

@@ -1,11 +1,8 @@
 // See designer.h.
 #include "workbench/gui/designer.h"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <unistd.h>
 
-#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -19,8 +16,6 @@
 #include "engine/error.h"
 #include "engine/experiment.h"
 #include "engine/registry.h"
-
-extern char** environ;
 
 namespace fs = std::filesystem;
 
@@ -191,33 +186,6 @@ std::string design_save(const Design& design, const std::string& path, bool over
   fs::rename(temp, path, error);
   if (error) return fmt::format("cannot write {}: {}", path, error.message());
   return "";
-}
-
-Launch design_launch(const std::string& tfw, const std::string& file, const std::string& home, const std::string& name) {
-  Launch launch;
-  const std::string logs = home + "/logs";
-  std::error_code ignored;
-  fs::create_directories(logs, ignored);
-  launch.log = fmt::format("{}/{}.log", logs, name);
-  std::vector<std::string> args = {tfw, "run", file, "--home", home};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, launch.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
-  pid_t pid = 0;
-  const int error = posix_spawn(&pid, tfw.c_str(), &actions, &attributes, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  if (error != 0) launch.error = fmt::format("cannot start {}: {}", tfw, std::strerror(error));
-  else launch.pid = pid;
-  return launch;
 }
 
 }  // namespace tfw::gui

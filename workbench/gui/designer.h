@@ -53,13 +53,4 @@ DesignPrediction design_predict(const Registry& registry, const Design& design);
 // an error message or "".
 std::string design_save(const Design& design, const std::string& path, bool overwrite);
 
-struct Launch {
-  int pid = 0;          // > 0 when started
-  std::string log;      // where its output goes
-  std::string error;
-};
-// Starts `tfw run FILE --home HOME` in its own session (closing the GUI does not stop it),
-// output appended to HOME/logs/NAME.log. `tfw` is the executable to run.
-Launch design_launch(const std::string& tfw, const std::string& file, const std::string& home, const std::string& name);
-
 }  // namespace tfw::gui

@@ -9,6 +9,8 @@ namespace tfw::gui {
 
 struct GuiOptions {
   std::string home;                 // TFW_HOME
+  std::string connect;              // the engine service to drive (default: this home's, else embedded)
+  std::string token_file;
   std::string screenshot;           // render `view` once to this PNG and exit
   std::string view = "runs";        // runs curves flops attention designer
   std::vector<std::string> select;  // runs to select (ids or names); screenshots default to the newest 10

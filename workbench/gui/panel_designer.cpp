@@ -5,7 +5,6 @@
 // launch it (a `tfw run` child process; its runs appear in the Runs tab as they start).
 // The predictions are the engine's plan of the saved file (designer.h).
 #include <imgui.h>
-#include <sys/wait.h>
 
 #include <filesystem>
 
@@ -30,7 +29,6 @@ class DesignerPanel : public Panel {
 
   void draw(App& app) override {
     if (!initialised_) initialise(app);
-    while (waitpid(-1, nullptr, WNOHANG) > 0) {}  // reap launched batches that ended
     ImGui::BeginChild("design", ImVec2(ImGui::GetContentRegionAvail().x * 0.52f, 0), false);
     edit(app);
     ImGui::EndChild();
@@ -171,8 +169,9 @@ class DesignerPanel : public Panel {
       if (save()) launch(app);
     }
     ImGui::EndDisabled();
-    help_marker("Launch runs `tfw run FILE` as a background process (log in TFW_HOME/logs/); its runs appear in the "
-                "Runs tab and update live. Running the same file again resumes it.");
+    help_marker("Launch submits the file to the engine service (embedded in the GUI unless a `tfw serve` serves this "
+                "TFW_HOME or --connect names one); its runs appear in the Runs tab and update live. Closing the GUI "
+                "stops its embedded service's jobs at a checkpoint; they resume at the next start.");
     if (!message_.empty()) ImGui::TextWrapped("%s", message_.c_str());
   }
 
@@ -194,12 +193,19 @@ class DesignerPanel : public Panel {
     return error.empty();
   }
 
+  // Through the engine service: the embedded one, this TFW_HOME's `tfw serve`, or --connect.
   void launch(App& app) {
-    const Launch started = design_launch(executable_dir() + "/tfw", path_, app.home, design_.name);
-    message_ = started.error.empty()
-                   ? fmt::format("launched `tfw run {}` (pid {}); log: {}. Its runs appear in the Runs tab.", path_,
-                                 started.pid, started.log)
-                   : started.error;
+    if (!app.service) {
+      message_ = "no engine service in a screenshot";
+      return;
+    }
+    try {
+      const nlohmann::json reply = app.service->submit_file(path_);
+      message_ = fmt::format("job {} queued on the {}: runs {}. They appear in the Runs tab as they start.",
+                             reply["job"].get<std::int64_t>(), app.service->description(), reply["runs"].dump());
+    } catch (const std::exception& e) {
+      message_ = e.what();
+    }
   }
 
   void show_prediction() {

@@ -219,12 +219,31 @@ class RunsPanel : public Panel {
     if (!r->growth_method.empty()) ImGui::Text("grown with %s %s", r->growth_method.c_str(), r->growth_options.c_str());
     ImGui::TextDisabled("%s", r->run_dir.c_str());
     if (!r->error.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", r->error.c_str());
+    if (r->status == "running" && app.service) {
+      if (ImGui::Button("cancel its job")) {
+        try {
+          const std::int64_t job = app.service->running_job_of(r->experiment);
+          if (job == 0) {
+            message_ = fmt::format("no running job of the service runs experiment '{}' (a run started from a terminal "
+                                   "stops with Ctrl-C there)", r->experiment);
+          } else {
+            app.service->cancel(job);
+            message_ = fmt::format("job {} cancelled: its runs checkpoint and end as killed", job);
+          }
+        } catch (const std::exception& e) {
+          message_ = e.what();
+        }
+      }
+      help_marker("Cancels the engine-service job that runs this run's experiment.");
+    }
+    if (!message_.empty()) ImGui::TextWrapped("%s", message_.c_str());
   }
 
   char filter_[128] = "";
   int status_ = 0;
   bool tree_ = true;
   std::int64_t focus_ = 0;
+  std::string message_;
   std::vector<const RunRecord*> shown_;
 };
 

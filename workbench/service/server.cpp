@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,6 +83,7 @@ struct Service::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::unique_ptr<Store> store;  // io thread: requests
+  int lock_fd = -1;              // TFW_HOME/service.lock, held while serving
   std::atomic<bool> stopping{false};
 
   // Live feeds, io thread only.
@@ -607,6 +609,17 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
                                "pass --token-file FILE (clients then need the same file), or listen on 127.0.0.1"));
   }
   fs::create_directories(fs::path(s.home) / "jobs");
+  // One service per TFW_HOME: two would run the same queued jobs. The lock file names the
+  // holder's address, so a GUI can connect to it instead of starting its own.
+  const std::string lock_path = s.home + "/service.lock";
+  s.lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (s.lock_fd < 0 || flock(s.lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const std::string holder = service_address_of(s.home);
+    if (s.lock_fd >= 0) ::close(s.lock_fd);
+    throw UsageError(with_hint(fmt::format("another tfw serve already serves {}{}", s.home,
+                                           holder.empty() ? "" : " (listening on " + holder + ")"),
+                               "connect to it (--connect ADDRESS), or use another --home"));
+  }
   s.store = Store::open(s.home + "/runs.db");
   tcp::endpoint endpoint(address, port);
   s.acceptor.open(endpoint.protocol());
@@ -617,6 +630,10 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
                                "is another `tfw serve` running there? choose another port with --listen"));
   }
   s.acceptor.listen(asio::socket_base::max_listen_connections);
+  const std::string bound = this->address();
+  if (ftruncate(s.lock_fd, 0) == 0) {
+    [[maybe_unused]] ssize_t n = pwrite(s.lock_fd, bound.data(), bound.size(), 0);
+  }
   // Jobs that were running when the service last stopped resume; queued ones stay queued.
   for (const JobRow& job : s.store->jobs("running")) {
     s.store->job_set_status(job.id, "queued", -1, "resumed after a service restart");
@@ -631,6 +648,22 @@ Service::~Service() {
   for (std::thread& worker : s.workers) {
     if (worker.joinable()) worker.join();
   }
+  if (s.lock_fd >= 0) ::close(s.lock_fd);  // releases the lock
+}
+
+std::string service_address_of(const std::string& home) {
+  const std::string path = home + "/service.lock";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0;  // a live service holds it exclusively
+  std::string address;
+  if (held) {
+    char buffer[256] = {0};
+    const ssize_t n = pread(fd, buffer, sizeof(buffer) - 1, 0);
+    if (n > 0) address.assign(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return address;
 }
 
 unsigned short Service::port() const { return impl_->acceptor.local_endpoint().port(); }

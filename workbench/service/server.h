@@ -48,4 +48,7 @@ class Service {
   std::unique_ptr<Impl> impl_;
 };
 
+// The address of the service that serves `home` now (it holds TFW_HOME/service.lock), or "".
+std::string service_address_of(const std::string& home);
+
 }  // namespace tfw::service
