@@ -38,13 +38,6 @@ void connection_options(CLI::App* command, Connect& connect) {
   command->add_flag("--json", connect.json, "machine-readable output");
 }
 
-std::string when(double unix_seconds) {
-  if (unix_seconds <= 0) return "-";
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  char text[32];
-  std::strftime(text, sizeof(text), "%H:%M:%S", std::localtime(&t));
-  return text;
-}
 
 bool final_status(const std::string& status) {
   return status == "finished" || status == "failed" || status == "killed" || status == "crashed";
@@ -88,8 +81,8 @@ void jobs(const Connect& connect) {
     if (auto newline = error.find('\n'); newline != std::string::npos) error = error.substr(0, newline) + " ...";
     fmt::print("{:>4}  {:<24} {:<10} {:<10} {:>9} {:>9} {:>9}  {}\n", job["id"].get<std::int64_t>(),
                job["name"].get<std::string>(), job["kind"].get<std::string>(), job["status"].get<std::string>(),
-               when(job["submitted"].get<double>()), when(job["started"].get<double>()),
-               when(job["ended"].get<double>()), error);
+               local_time(job["submitted"].get<double>(), "%H:%M:%S"), local_time(job["started"].get<double>(), "%H:%M:%S"),
+               local_time(job["ended"].get<double>(), "%H:%M:%S"), error);
   }
 }
 

@@ -37,13 +37,6 @@ nlohmann::json run_json(const RunRecord& r) {
           {"error", r.error}, {"run_dir", r.run_dir}};
 }
 
-std::string when(double unix_seconds) {
-  if (unix_seconds <= 0) return "-";
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M", std::localtime(&t));
-  return text;
-}
 
 std::string metric(const RunRecord& r, const char* key) {
   nlohmann::json metrics = parse_or_empty(r.final_metrics);
@@ -76,7 +69,7 @@ void run_list(const RunsArgs& args) {
   for (const RunRecord& r : runs) {
     std::cout << fmt::format("{:>4}  {:<12} {:<28} {:<12} {:<9} {:>10} {:>12} {:>11.3e} {:>11.3e} {:>9}  {}\n", r.id,
                              r.experiment, r.name, r.family, r.status, short_count(r.parameters), grouped(r.tokens),
-                             r.flops, r.cumulative_flops, metric(r, "val_loss"), when(r.started));
+                             r.flops, r.cumulative_flops, metric(r, "val_loss"), local_time(r.started));
   }
   if (runs.empty()) std::cout << "(no runs)\n";
 }
@@ -107,7 +100,7 @@ void run_show(const RunsArgs& args) {
     return;
   }
   std::cout << fmt::format("run {} '{}' ({}), experiment '{}': {}\n", r.id, r.name, r.family, r.experiment, r.status);
-  std::cout << fmt::format("  started {}  ended {}  host {}  git {}  seed {}\n", when(r.started), when(r.ended), r.host,
+  std::cout << fmt::format("  started {}  ended {}  host {}  git {}  seed {}\n", local_time(r.started), local_time(r.ended), r.host,
                            r.git_commit, r.seed);
   std::cout << fmt::format("  parameters {}  tokens {}  own FLOPs {:.3e}  cumulative FLOPs {:.3e}\n",
                            grouped(r.parameters), grouped(r.tokens), r.flops, r.cumulative_flops);

@@ -1,3 +1,4 @@
+#include <ctime>
 #include "workbench/cli/output.h"
 
 #include <cmath>
@@ -35,6 +36,14 @@ std::string duration_text(double seconds) {
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
   if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
   return fmt::format("{}s", s);
+}
+
+std::string local_time(double unix_seconds, const char* format) {
+  if (unix_seconds <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  char text[64];
+  std::strftime(text, sizeof(text), format, std::localtime(&t));
+  return text;
 }
 
 void print_json(const nlohmann::json& value) { std::cout << value.dump(2) << "\n"; }
