@@ -283,8 +283,15 @@ std::unique_ptr<Store> Store::open_readonly(const std::string& path) {
                                  "tfw to read it", path, version, kStoreSchemaVersion));
   }
   if (version < kStoreSchemaVersion) {
-    throw StoreError(fmt::format("the store '{}' has schema version {} (current {}); open it once read-write (any "
-                                 "`tfw train`) to migrate it", path, version, kStoreSchemaVersion));
+    // An older store: migrate it forward once (the migrations only add), then read it.
+    store.reset();
+    try {
+      Store::open(path).reset();
+    } catch (const StoreError& e) {
+      throw StoreError(fmt::format("the store '{}' has schema version {} (current {}) and could not be migrated: {}",
+                                   path, version, kStoreSchemaVersion, e.what()));
+    }
+    return open_readonly(path);
   }
   return store;
 }

@@ -58,7 +58,31 @@ TEST(StoreMigration, FromAnEmptyFileAndEveryEarlierVersion) {
     std::int64_t id = store->run_create(run_named("after-migration"));
     EXPECT_EQ(store->run_get(id)->name, "after-migration");
     EXPECT_TRUE(store->integrity_ok());
+    // A reader (tfw runs, the GUI) of an older store migrates it too, then reads it.
+    std::string read_path = fresh_store("read-v" + std::to_string(version));
+    store_create_at_version(read_path, version);
+    EXPECT_EQ(Store::open_readonly(read_path)->schema_version(), kStoreSchemaVersion);
   }
+  // v1 -> v2 keeps every run: the jobs table is added beside them.
+  std::string v1 = fresh_store("keep-v1");
+  store_create_at_version(v1, 1);
+  {
+    auto writer = Store::open(v1);  // migrates; add a run, then check both tables work
+    writer->run_create(run_named("kept"));
+    JobRow job;
+    job.name = "queued-job";
+    job.file = "/x/experiment.toml";
+    const std::int64_t id = writer->job_create(job);
+    writer->job_set_status(id, "running");
+    EXPECT_EQ(writer->job_get(id)->status, "running");
+    EXPECT_GT(writer->job_get(id)->started, 0);
+    writer->job_set_status(id, "failed", 3, "boom");
+    EXPECT_EQ(writer->job_get(id)->exit_code, 3);
+    EXPECT_EQ(writer->job_get(id)->error, "boom");
+    EXPECT_EQ(writer->jobs("failed").size(), 1u);
+    EXPECT_TRUE(writer->jobs("queued").empty());
+  }
+  EXPECT_EQ(Store::open_readonly(v1)->runs().size(), 1u);
 }
 
 TEST(StoreMigration, ANewerSchemaIsRefused) {
