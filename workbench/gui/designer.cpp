@@ -131,7 +131,7 @@ DesignPrediction design_predict(const Registry& registry, const Design& design) 
     return prediction;
   }
   // The engine reads files: plan a temporary copy (base_config absolute).
-  const fs::path temp = fs::temp_directory_path() / fmt::format("tfw-design-{}-{}.toml", getpid(), design.name);
+  const fs::path temp = fs::temp_directory_path() / fmt::format("tfw-design-{}.toml", getpid());  // not the name: it is free text
   try {
     Design absolute = design;
     absolute.base_config = fs::absolute(design.base_config).string();
