@@ -501,10 +501,10 @@ void Store::event_add(const EventRow& row) {
 }
 
 std::vector<EventRow> Store::events(std::int64_t run) {
-  Statement s(db_, "SELECT run_id, step, kind, payload, wall FROM events WHERE run_id = ? ORDER BY id");
+  Statement s(db_, "SELECT run_id, step, kind, payload, wall, id FROM events WHERE run_id = ? ORDER BY id");
   s.bind(1, run);
   std::vector<EventRow> out;
-  while (s.step()) out.push_back({s.integer(0), s.integer(1), s.text(2), s.text(3), s.real(4)});
+  while (s.step()) out.push_back({s.integer(0), s.integer(1), s.text(2), s.text(3), s.real(4), s.integer(5)});
   return out;
 }
 
@@ -600,24 +600,36 @@ std::vector<JobRow> Store::jobs(const std::string& status) {
   return out;
 }
 
-std::vector<MetricPoint> Store::metrics_after(std::int64_t run, const std::string& key, std::int64_t after_step) {
-  Statement s(db_, "SELECT run_id, key, step, tokens, flops, wall, value FROM metrics WHERE run_id = ?1 AND "
-                   "key = ?2 AND step > ?3 ORDER BY step");
-  s.bind(1, run).bind(2, key).bind(3, after_step);
-  std::vector<MetricPoint> out;
-  while (s.step()) {
-    out.push_back({s.integer(0), s.text(1), s.integer(2), s.integer(3), s.real(4), s.real(5),
-                   s.is_null(6) ? std::nan("") : s.real(6)});
+RunNews Store::news(std::int64_t run, RunCursor& cursor) {
+  RunNews news;
+  std::vector<std::string> keys;
+  {
+    Statement s(db_, "SELECT DISTINCT key FROM metrics WHERE run_id = ? ORDER BY key");
+    s.bind(1, run);
+    while (s.step()) keys.push_back(s.text(0));
   }
-  return out;
-}
-
-std::vector<std::string> Store::metric_keys(std::int64_t run) {
-  Statement s(db_, "SELECT DISTINCT key FROM metrics WHERE run_id = ? ORDER BY key");
-  s.bind(1, run);
-  std::vector<std::string> out;
-  while (s.step()) out.push_back(s.text(0));
-  return out;
+  // Per key, the steps after the last one seen (the primary key's order: an index range).
+  Statement points(db_, "SELECT run_id, key, step, tokens, flops, wall, value FROM metrics WHERE run_id = ?1 AND "
+                        "key = ?2 AND step > ?3 ORDER BY step");
+  for (const std::string& key : keys) {
+    auto seen = cursor.last_step.find(key);
+    points.reset();
+    points.bind(1, run).bind(2, key).bind(3, seen == cursor.last_step.end() ? std::int64_t{-1} : seen->second);
+    while (points.step()) {
+      news.points.push_back({points.integer(0), points.text(1), points.integer(2), points.integer(3), points.real(4),
+                             points.real(5), points.is_null(6) ? std::nan("") : points.real(6)});
+      cursor.last_step[key] = news.points.back().step;
+    }
+  }
+  Statement events(db_, "SELECT run_id, step, kind, payload, wall, id FROM events WHERE run_id = ?1 AND id > ?2 "
+                        "ORDER BY id");
+  events.bind(1, run).bind(2, cursor.last_event);
+  while (events.step()) {
+    news.events.push_back({events.integer(0), events.integer(1), events.text(2), events.text(3), events.real(4),
+                           events.integer(5)});
+    cursor.last_event = news.events.back().id;
+  }
+  return news;
 }
 
 std::int64_t Store::metrics_count(std::int64_t run) {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -71,6 +72,21 @@ struct EventRow {
   std::int64_t run = 0, step = 0;
   std::string kind, payload;  // payload: JSON
   double wall = 0;
+  std::int64_t id = 0;        // set when read (event_add ignores it)
+};
+
+// What an incremental reader (the GUI's store watcher, the service's poller) has seen of a
+// run: the last step of each metric key and the last event id.
+struct RunCursor {
+  std::map<std::string, std::int64_t> last_step;
+  std::int64_t last_event = 0;
+};
+
+// A run's points and events that a cursor had not seen.
+struct RunNews {
+  std::vector<MetricPoint> points;  // by key, then step
+  std::vector<EventRow> events;     // by id
+  bool empty() const { return points.empty() && events.empty(); }
 };
 
 // A job of the engine service (`tfw serve`): an experiment file it runs with `tfw run`.
@@ -128,9 +144,8 @@ class Store {
   std::vector<EventRow> events(std::int64_t run);
   void metrics_insert(const std::vector<MetricPoint>& points);  // one transaction
   std::vector<MetricPoint> metrics(std::int64_t run, const std::string& key = "");
-  // The points of one key after `after_step`, by step (incremental readers: the GUI).
-  std::vector<MetricPoint> metrics_after(std::int64_t run, const std::string& key, std::int64_t after_step);
-  std::vector<std::string> metric_keys(std::int64_t run);
+  // What `cursor` has not seen of `run`; advances the cursor past it.
+  RunNews news(std::int64_t run, RunCursor& cursor);
   std::int64_t metrics_count(std::int64_t run);
 
   // The service's job queue.

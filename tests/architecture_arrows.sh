@@ -26,8 +26,8 @@ torch="#include *[<\"]($torch_headers)"
 check "storage/ includes torch" "$torch" storage
 check "workbench/cli includes torch (keep torch in engine/ and plugins/)" "$torch" workbench/cli
 check "workbench/gui includes torch (use the engine's torch-free headers)" "$torch" workbench/gui workbench/colormap.h
-check "workbench/service includes torch" "$torch" workbench/service
-check "ImGui/GLFW in the service" '#include *[<"](imgui|GLFW/|backends/imgui)' workbench/service
+check "workbench/service or workbench/common includes torch" "$torch" workbench/service workbench/common
+check "ImGui/GLFW in the service or workbench/common" '#include *[<"](imgui|GLFW/|backends/imgui)' workbench/service workbench/common
 check "ImGui/GLFW outside workbench/gui" '#include *[<"](imgui|GLFW/|backends/imgui)' engine storage plugins workbench/cli
 check "plugins reach past the engine API" '#include *[<"](sqlite3\.h|imgui|boost/asio|storage/|workbench/)' plugins
 check "engine includes storage or workbench" '#include *[<"](storage/|workbench/)' engine

@@ -10,7 +10,6 @@ namespace tfw::cli {
 
 void add_gui_command(CLI::App& app) {
   auto options = std::make_shared<gui::GuiOptions>();
-  auto select = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand("gui", "The workbench GUI: runs, loss curves, FLOPs against length, "
                                                 "parameter-attention maps, schedule designer");
   command->add_option("--home", options->home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
@@ -21,8 +20,9 @@ void add_gui_command(CLI::App& app) {
   command->add_option("--screenshot", options->screenshot, "render --view once to this PNG and exit");
   command->add_option("--view", options->view, "the view to open: runs, curves, flops, attention, designer")
       ->check(CLI::IsMember({"runs", "curves", "flops", "attention", "designer"}));
-  command->add_option("--select", *select, "runs to select, comma-separated ids or names "
-                                           "(screenshots default to the newest 10)");
+  command->add_option("--select", options->select, "runs to select, comma-separated ids or names "
+                                           "(screenshots default to the newest 10)")
+      ->delimiter(',');
   command->add_option("--size", options->width, "window width (height follows at 5:8 unless --height)")
       ->check(CLI::Range(320, 8192));
   command->add_option("--height", options->height, "window height")->check(CLI::Range(240, 8192));
@@ -43,18 +43,8 @@ void add_gui_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_flag("--bench-zoom", options->bench_zoom, "with --bench-frames: zoom in and out on every frame");
   command->add_option("--config", options->configs, "flops, designer: run config files (repeatable)");
-  command->callback([options, select, command] {
+  command->callback([options, command] {
 #ifdef TFW_HAVE_GUI
-    if (!select->empty()) {
-      std::size_t start = 0;
-      while (start <= select->size()) {
-        const std::size_t comma = select->find(',', start);
-        const std::string item = select->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (!item.empty()) options->select.push_back(item);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    }
     if (command->count("--size") && !command->count("--height")) options->height = options->width * 5 / 8;
     if (const int status = gui::gui_run(*options); status != 0) throw Error("the screenshot could not be written");
 #else

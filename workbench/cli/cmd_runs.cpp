@@ -9,6 +9,7 @@
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
+#include "workbench/common/records_json.h"
 
 namespace tfw::cli {
 
@@ -21,25 +22,8 @@ struct RunsArgs {
   bool json = false;
 };
 
-nlohmann::json parse_or_empty(const std::string& text) {
-  nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
-  return value.is_discarded() ? nlohmann::json::object() : value;
-}
-
-nlohmann::json run_json(const RunRecord& r) {
-  return {{"id", r.id}, {"experiment", r.experiment}, {"name", r.name}, {"family", r.family},
-          {"status", r.status}, {"heartbeat", r.heartbeat}, {"seed", r.seed}, {"git_commit", r.git_commit},
-          {"host", r.host}, {"started", r.started}, {"ended", r.ended},
-          {"parent", r.parent == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.parent)},
-          {"growth_method", r.growth_method}, {"growth_options", r.growth_options}, {"stage", r.stage},
-          {"parameters", r.parameters}, {"tokens", r.tokens}, {"flops", r.flops}, {"inherited_flops", r.inherited_flops},
-          {"cumulative_flops", r.cumulative_flops}, {"final_metrics", parse_or_empty(r.final_metrics)},
-          {"error", r.error}, {"run_dir", r.run_dir}};
-}
-
-
 std::string metric(const RunRecord& r, const char* key) {
-  nlohmann::json metrics = parse_or_empty(r.final_metrics);
+  nlohmann::json metrics = json_or_empty(r.final_metrics);
   if (!metrics.contains(key) || !metrics[key].is_number()) return "-";
   return fmt::format("{:.4f}", metrics[key].get<double>());
 }

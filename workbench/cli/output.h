@@ -1,18 +1,13 @@
-// Number formatting and JSON printing shared by the subcommands.
+// JSON printing for the subcommands; the number formatting lives in workbench/common/format.h
+// (shared with the GUI) and is found from tfw::cli unqualified.
 #pragma once
-
-#include <cstdint>
-#include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "workbench/common/format.h"
+
 namespace tfw::cli {
 
-std::string grouped(std::int64_t value);   // 151881216 -> "151,881,216"
-std::string short_count(double value);     // 151881216 -> "151.9M", 1.3e9 -> "1.310B"
-std::string scientific(double value);      // 3.1e14 -> "3.10e+14"
-std::string duration_text(double seconds); // 3725 -> "1h02m", 75 -> "1m15s", NaN -> "?"
-std::string local_time(double unix_seconds, const char* format = "%Y-%m-%d %H:%M");  // "-" for 0
 void print_json(const nlohmann::json& value);
 
 }  // namespace tfw::cli

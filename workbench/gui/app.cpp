@@ -82,15 +82,6 @@ void empty_state(const char* title, const std::string& detail) {
   ImGui::Unindent(avail.x * 0.2f);
 }
 
-std::string human_count(double value) {
-  const double a = std::abs(value);
-  if (a >= 1e15) return fmt::format("{:.2e}", value);
-  if (a >= 1e12) return fmt::format("{:.2f}T", value / 1e12);
-  if (a >= 1e9) return fmt::format("{:.2f}B", value / 1e9);
-  if (a >= 1e6) return fmt::format("{:.2f}M", value / 1e6);
-  if (a >= 1e3) return fmt::format("{:.1f}k", value / 1e3);
-  return fmt::format("{:.0f}", value);
-}
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "workbench/common/format.h"
 #include "workbench/gui/gui.h"
 #include "workbench/gui/service_link.h"
 #include "workbench/gui/store_watcher.h"
@@ -56,6 +57,5 @@ std::unique_ptr<Panel> make_designer_panel();
 void help_marker(const char* text);
 // A centred, wrapped message for empty states.
 void empty_state(const char* title, const std::string& detail);
-std::string human_count(double value);  // 1.2M, 3.4e13 -> "3.40e13"
 
 }  // namespace tfw::gui

@@ -227,9 +227,9 @@ class DesignerPanel : public Panel {
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(s.growth.empty() ? "-" : s.growth.c_str());
         ImGui::TableNextColumn();
-        ImGui::TextUnformatted(human_count(static_cast<double>(s.parameters)).c_str());
+        ImGui::TextUnformatted(short_count(static_cast<double>(s.parameters)).c_str());
         ImGui::TableNextColumn();
-        ImGui::TextUnformatted(human_count(s.tokens).c_str());
+        ImGui::TextUnformatted(short_count(s.tokens).c_str());
         ImGui::TableNextColumn();
         ImGui::Text("%.3e", s.flops);
         ImGui::TableNextColumn();
@@ -244,8 +244,8 @@ class DesignerPanel : public Panel {
     if (scratch > 0) {
       ImGui::Text("The schedule spends %.3e FLOPs: %.1f%% of training the final size (%s parameters) from scratch on "
                   "the same %s tokens (%.3e).",
-                  grown, 100.0 * grown / scratch, human_count(static_cast<double>(prediction_.scratch.parameters)).c_str(),
-                  human_count(prediction_.scratch.tokens).c_str(), scratch);
+                  grown, 100.0 * grown / scratch, short_count(static_cast<double>(prediction_.scratch.parameters)).c_str(),
+                  short_count(prediction_.scratch.tokens).c_str(), scratch);
     }
     // Cumulative FLOPs against tokens: the schedule (a kink at every growth) and from scratch.
     chart_tokens_ = {0};

@@ -131,7 +131,7 @@ class FlopsPanel : public Panel {
       curve.config = model_config_load(*app.registry, path);
       curve.spec = curve.config.spec;
       curve.label = fmt::format("{} ({}, {})", curve.config.name, curve.config.family,
-                                human_count(static_cast<double>(curve.spec->parameter_count())));
+                                short_count(static_cast<double>(curve.spec->parameter_count())));
       for (double T = 64; T <= 65536; T *= 2) curve.lengths.push_back(T);
     } catch (const std::exception& e) {
       curve.error = e.what();

@@ -186,9 +186,9 @@ class RunsPanel : public Panel {
       ImGui::TextColored(status_colour(r->status), "%s", r->status.c_str());
       if (ImGui::IsItemHovered() && !r->error.empty()) ImGui::SetTooltip("%s", r->error.c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(human_count(static_cast<double>(r->parameters)).c_str());
+      ImGui::TextUnformatted(short_count(static_cast<double>(r->parameters)).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(human_count(static_cast<double>(r->tokens)).c_str());
+      ImGui::TextUnformatted(short_count(static_cast<double>(r->tokens)).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(fmt::format("{:.3g}", r->cumulative_flops).c_str());
       ImGui::TableNextColumn();

@@ -58,14 +58,12 @@ void StoreWatcher::loop() {
 
 namespace {
 
-void append(Series& series, const std::vector<MetricPoint>& points) {
-  for (const MetricPoint& p : points) {
-    series.step.push_back(static_cast<double>(p.step));
-    series.tokens.push_back(static_cast<double>(p.tokens));
-    series.flops.push_back(p.flops);
-    series.wall.push_back(p.wall);
-    series.value.push_back(p.value);
-  }
+void append(Series& series, const MetricPoint& p) {
+  series.step.push_back(static_cast<double>(p.step));
+  series.tokens.push_back(static_cast<double>(p.tokens));
+  series.flops.push_back(p.flops);
+  series.wall.push_back(p.wall);
+  series.value.push_back(p.value);
 }
 
 }  // namespace
@@ -88,28 +86,30 @@ void StoreWatcher::refresh() {
       for (const RunRecord& record : next->runs) {
         if (!watched.count(record.id)) continue;
         auto& cached = cache_[record.id];
+        RunCursor& cursor = cursors_[record.id];
         // A run that was resumed (status or start time changed) replaces re-trained steps:
-        // read it whole again. Otherwise only the points after the last step of each key.
+        // read it whole again. Otherwise only what the cursor has not seen.
         const bool restart = !cached || cached->record.status != record.status ||
                              cached->record.started != record.started;
+        if (restart) cursor = RunCursor();
         auto data = std::make_shared<RunData>();
-        if (!restart) data->metrics = cached->metrics;  // shared series; one that grows is copied
-        bool grew = restart;
-        for (const std::string& key : store_->metric_keys(record.id)) {
-          std::shared_ptr<const Series>& slot = data->metrics[key];
-          const std::int64_t after = slot && !slot->step.empty() ? static_cast<std::int64_t>(slot->step.back()) : -1;
-          std::vector<MetricPoint> points = store_->metrics_after(record.id, key, after);
-          if (points.empty() && slot) continue;
-          auto series = slot ? std::make_shared<Series>(*slot) : std::make_shared<Series>();
-          append(*series, points);
-          slot = series;
-          grew = true;
+        if (!restart) {
+          data->metrics = cached->metrics;  // shared series; one that grows is copied
+          data->events = cached->events;
         }
+        RunNews news = store_->news(record.id, cursor);
+        for (std::size_t i = 0; i < news.points.size();) {  // points come by key, then step
+          const std::string& key = news.points[i].key;
+          std::shared_ptr<const Series>& slot = data->metrics[key];
+          auto series = slot ? std::make_shared<Series>(*slot) : std::make_shared<Series>();
+          for (; i < news.points.size() && news.points[i].key == key; ++i) append(*series, news.points[i]);
+          slot = series;
+        }
+        data->events.insert(data->events.end(), news.events.begin(), news.events.end());
         data->record = record;
-        data->events = store_->events(record.id);
-        data->checkpoints = store_->checkpoints(record.id);
-        const bool same = !grew && cached && cached->record.heartbeat == record.heartbeat &&
-                          cached->record.tokens == record.tokens && cached->events.size() == data->events.size() &&
+        data->checkpoints = store_->checkpoints(record.id);  // pruning removes rows: read whole
+        const bool same = !restart && news.empty() && cached->record.heartbeat == record.heartbeat &&
+                          cached->record.tokens == record.tokens &&
                           cached->checkpoints.size() == data->checkpoints.size();
         if (!same) {
           cached = data;
@@ -118,7 +118,12 @@ void StoreWatcher::refresh() {
         next->data[record.id] = cached;
       }
       for (auto it = cache_.begin(); it != cache_.end();) {
-        it = watched.count(it->first) ? std::next(it) : cache_.erase(it);
+        if (watched.count(it->first)) {
+          ++it;
+        } else {
+          cursors_.erase(it->first);
+          it = cache_.erase(it);
+        }
       }
     }
   } catch (const std::exception& e) {

@@ -75,6 +75,7 @@ class StoreWatcher {
   std::set<std::int64_t> watched_;
   std::unique_ptr<Store> store_;
   std::map<std::int64_t, std::shared_ptr<RunData>> cache_;  // poll thread only
+  std::map<std::int64_t, RunCursor> cursors_;               // what each cached run has read
   std::uint64_t generation_ = 0;
   bool stopping_ = false;
   std::thread thread_;

@@ -32,6 +32,7 @@
 #include "engine/experiment.h"
 #include "engine/registry.h"
 #include "storage/store.h"
+#include "workbench/common/records_json.h"
 #include "workbench/service/protocol.h"
 
 namespace asio = boost::asio;
@@ -46,20 +47,6 @@ namespace {
 using Line = std::shared_ptr<const std::string>;
 
 Line make_line(const json& message) { return std::make_shared<const std::string>(message.dump() + "\n"); }
-
-json run_json(const RunRecord& r) {
-  json metrics = json::parse(r.final_metrics, nullptr, false);
-  return {{"id", r.id}, {"experiment", r.experiment}, {"name", r.name}, {"family", r.family}, {"status", r.status},
-          {"parent", r.parent}, {"growth_method", r.growth_method}, {"parameters", r.parameters}, {"tokens", r.tokens},
-          {"flops", r.flops}, {"cumulative_flops", r.cumulative_flops}, {"started", r.started}, {"ended", r.ended},
-          {"final_metrics", metrics.is_discarded() ? json::object() : metrics}, {"error", r.error}};
-}
-
-json job_json(const JobRow& j) {
-  return {{"id", j.id}, {"kind", j.kind}, {"name", j.name}, {"status", j.status}, {"submitted", j.submitted},
-          {"started", j.started}, {"ended", j.ended},
-          {"exit_code", j.exit_code < 0 ? json(nullptr) : json(j.exit_code)}, {"error", j.error}};
-}
 
 bool inside(const fs::path& path, const fs::path& root) {
   const std::string p = fs::weakly_canonical(path).string(), r = fs::weakly_canonical(root).string();
@@ -458,8 +445,7 @@ void Service::Impl::publish(std::int64_t run, std::vector<Line> lines, std::stri
 void Service::Impl::poll_loop() {
   std::unique_ptr<Store> reader;
   struct Cursor {
-    std::map<std::string, std::int64_t> last_step;
-    std::size_t events = 0;
+    RunCursor read;  // points and events seen
     std::string status;
   };
   std::map<std::int64_t, Cursor> cursors;
@@ -475,28 +461,20 @@ void Service::Impl::poll_loop() {
       for (std::int64_t run : runs) {
         const bool initial = !cursors.count(run);
         Cursor& cursor = cursors[run];
-        std::vector<MetricPoint> points;
-        for (const std::string& key : reader->metric_keys(run)) {
-          auto last = cursor.last_step.find(key);
-          std::vector<MetricPoint> fresh = reader->metrics_after(run, key, last == cursor.last_step.end() ? -1 : last->second);
-          if (fresh.empty()) continue;
-          cursor.last_step[key] = fresh.back().step;
-          points.insert(points.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
-        }
-        std::stable_sort(points.begin(), points.end(), [](const MetricPoint& a, const MetricPoint& b) { return a.step < b.step; });
+        RunNews news = reader->news(run, cursor.read);
+        std::stable_sort(news.points.begin(), news.points.end(),
+                         [](const MetricPoint& a, const MetricPoint& b) { return a.step < b.step; });
         std::vector<Line> lines;
-        for (const MetricPoint& p : points) {
+        for (const MetricPoint& p : news.points) {
           lines.push_back(make_line({{"type", "metric"}, {"run", run}, {"key", p.key}, {"step", p.step},
                                      {"tokens", p.tokens}, {"flops", p.flops}, {"wall", p.wall},
                                      {"value", std::isfinite(p.value) ? json(p.value) : json(nullptr)}}));
         }
-        std::vector<EventRow> events = reader->events(run);
-        for (std::size_t i = cursor.events; i < events.size(); ++i) {
-          json payload = json::parse(events[i].payload, nullptr, false);
-          lines.push_back(make_line({{"type", "event"}, {"run", run}, {"kind", events[i].kind}, {"step", events[i].step},
-                                     {"payload", payload.is_discarded() ? json(events[i].payload) : payload}}));
+        for (const EventRow& event : news.events) {
+          json payload = json::parse(event.payload, nullptr, false);
+          lines.push_back(make_line({{"type", "event"}, {"run", run}, {"kind", event.kind}, {"step", event.step},
+                                     {"payload", payload.is_discarded() ? json(event.payload) : payload}}));
         }
-        cursor.events = events.size();
         std::optional<RunRecord> record = reader->run_get(run);
         const std::string status = record ? record->status : "";
         const bool status_changed = status != cursor.status;
