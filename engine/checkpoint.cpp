@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -98,8 +99,16 @@ CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, tor
   root.write("growth_method", c10::IValue(meta.growth_method));
   root.write("growth_options", c10::IValue(meta.growth_options));
   root.write("torch_rng", torch_rng_state());
-  root.save_to(temp);
-  path_fsync(temp);
+  // Serialised in memory first, then written by us: LibTorch's file writer throws from its
+  // destructor when the disk fills (std::terminate, a stray .pt.tmp and a run left
+  // "running"); ours reports the full disk as an Error and removes the partial file.
+  std::string bytes;
+  root.save_to([&bytes](const void* data, std::size_t n) {
+    bytes.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  file_write_durably(temp, bytes.data(), bytes.size());
+  bytes = std::string();
   fs::rename(temp, archive_path);
 
   CheckpointInfo info;
@@ -120,15 +129,34 @@ CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, tor
   if (!meta.growth_method.empty()) manifest.insert("growth_method", meta.growth_method);
   const std::string manifest_path = manifest_of(archive_path), manifest_temp = manifest_path + ".tmp";
   {
-    std::ofstream out(manifest_temp);
-    out << "# tfw checkpoint manifest\n" << manifest << "\n";
-    if (!out) throw Error(fmt::format("cannot write checkpoint manifest '{}' (disk full?)", manifest_temp));
+    std::ostringstream text;
+    text << "# tfw checkpoint manifest\n" << manifest << "\n";
+    const std::string manifest_text = text.str();
+    try {
+      file_write_durably(manifest_temp, manifest_text.data(), manifest_text.size());
+    } catch (const Error&) {
+      fs::remove(archive_path);  // an archive without its manifest is ignored; do not leave it taking space
+      throw;
+    }
   }
-  path_fsync(manifest_temp);
   fs::rename(manifest_temp, manifest_path);
   path_fsync(dir);
   return info;
 }
+
+namespace {
+
+// The step a checkpoint file's name says ("step-00000080.toml" -> 80), or -1.
+std::int64_t step_of_name(const fs::path& path) {
+  const std::string stem = path.stem().string();
+  if (stem.size() != 13 || stem.rfind("step-", 0) != 0) return -1;
+  for (std::size_t i = 5; i < stem.size(); ++i) {
+    if (stem[i] < '0' || stem[i] > '9') return -1;
+  }
+  return std::stoll(stem.substr(5));
+}
+
+}  // namespace
 
 std::vector<CheckpointInfo> checkpoint_list(const std::string& dir) {
   std::vector<CheckpointInfo> found;
@@ -136,19 +164,22 @@ std::vector<CheckpointInfo> checkpoint_list(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) return found;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const fs::path& path = entry.path();
-    if (path.extension() != ".toml" || path.filename().string().rfind("step-", 0) != 0) continue;
+    if (path.extension() != ".toml" || step_of_name(path) < 0) continue;
+    // The file names are the truth (they are written by rename, never edited); a manifest
+    // that says otherwise is listed under its own name and fails verification, loudly.
+    CheckpointInfo info;
+    info.path = fs::path(path).replace_extension(".pt").string();
+    info.step = step_of_name(path);
+    info.val_loss = std::numeric_limits<double>::quiet_NaN();
     try {
       toml::table manifest = toml::parse_file(path.string());
-      CheckpointInfo info;
-      info.path = (path.parent_path() / manifest["archive"].value_or(std::string())).string();
-      info.step = manifest["step"].value_or(std::int64_t{0});
       info.val_loss = manifest["val_loss"].value_or(std::numeric_limits<double>::quiet_NaN());
       info.size = static_cast<std::uint64_t>(manifest["size"].value_or(std::int64_t{0}));
       info.crc32 = static_cast<std::uint32_t>(manifest["crc32"].value_or(std::int64_t{0}));
-      if (fs::exists(info.path)) found.push_back(info);
     } catch (const toml::parse_error&) {
-      // A torn manifest cannot happen (it is renamed into place); skip anything unreadable.
+      // Unreadable: kept in the list, so that verification names it instead of skipping it.
     }
+    if (fs::exists(info.path)) found.push_back(info);
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
   return found;
@@ -163,18 +194,39 @@ void checkpoint_verify(const std::string& path) {
                                            version, kCheckpointFormatVersion),
                                "use the tfw version that wrote it"));
   }
+  const std::string archive = manifest["archive"].value_or(std::string());
+  const std::int64_t step = manifest["step"].value_or(std::int64_t{-1});
+  const std::int64_t named = step_of_name(path);
+  if (archive != fs::path(path).filename().string() || (named >= 0 && step != named)) {
+    throw UsageError(fmt::format("checkpoint '{}' has a manifest that does not match it (archive '{}', step {})",
+                                 path, archive, step));
+  }
   const auto size = static_cast<std::uint64_t>(manifest["size"].value_or(std::int64_t{-1}));
   const auto actual_size = static_cast<std::uint64_t>(fs::file_size(path));
   if (actual_size != size) {
-    throw UsageError(with_hint(fmt::format("checkpoint '{}' is truncated or altered: {} bytes, its manifest says {}",
-                                           path, actual_size, size),
-                               "use an earlier checkpoint of the run (tfw train --resume picks the last valid one)"));
+    throw UsageError(fmt::format("checkpoint '{}' is truncated or altered: {} bytes, its manifest says {}", path,
+                                 actual_size, size));
   }
   const auto crc = static_cast<std::uint32_t>(manifest["crc32"].value_or(std::int64_t{0}));
   if (file_crc32(path) != crc) {
-    throw UsageError(with_hint(fmt::format("checkpoint '{}' is corrupt: its CRC-32 does not match its manifest", path),
-                               "use an earlier checkpoint of the run (tfw train --resume picks the last valid one)"));
+    throw UsageError(fmt::format("checkpoint '{}' is corrupt: its CRC-32 does not match its manifest", path));
   }
+}
+
+CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::string>* skipped) {
+  std::vector<CheckpointInfo> all = checkpoint_list(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      checkpoint_verify(it->path);
+      checkpoint_read_meta(it->path);  // the archive itself must load
+      return *it;
+    } catch (const UsageError& e) {
+      if (skipped != nullptr) skipped->push_back(e.what());
+    }
+  }
+  throw UsageError(with_hint(fmt::format("'{}' holds no valid checkpoint{}", dir,
+                                         all.empty() ? "" : fmt::format(" ({} damaged)", all.size())),
+                             "the run has nothing to resume from: start it again (its record is replaced)"));
 }
 
 namespace {
@@ -206,18 +258,37 @@ CheckpointMeta meta_from(torch::serialize::InputArchive& root) {
 
 }  // namespace
 
+namespace {
+
+// Opens a verified archive. A file whose checksum matches but that is not a LibTorch archive
+// of ours (random bytes with a forged manifest) is a clear error, not a torch stack trace.
+void archive_open(torch::serialize::InputArchive& root, const std::string& path, CheckpointMeta* meta) {
+  try {
+    root.load_from(path);
+    if (meta != nullptr) *meta = meta_from(root);
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    throw UsageError(with_hint(fmt::format("checkpoint '{}' is not a readable tfw checkpoint archive: {}", path,
+                                           what.substr(0, what.find('\n'))),
+                               "use another checkpoint of the run; this file is damaged or not a checkpoint"));
+  }
+}
+
+}  // namespace
+
 CheckpointMeta checkpoint_read_meta(const std::string& path) {
   checkpoint_verify(path);
   torch::serialize::InputArchive root;
-  root.load_from(path);
-  return meta_from(root);
+  CheckpointMeta meta;
+  archive_open(root, path, &meta);
+  return meta;
 }
 
 CheckpointMeta checkpoint_load(const std::string& path, LanguageModel& model, torch::optim::Optimizer* optimizer) {
   checkpoint_verify(path);
   torch::serialize::InputArchive root;
-  root.load_from(path);
-  CheckpointMeta meta = meta_from(root);
+  CheckpointMeta meta;
+  archive_open(root, path, &meta);
   try {
     torch::serialize::InputArchive model_archive;
     root.read("model", model_archive);

@@ -40,11 +40,18 @@ struct CheckpointInfo {
   std::uint32_t crc32 = 0;
 };
 
-// Complete checkpoints (manifest present) in `dir`, by step.
+// Complete checkpoints (archive and manifest present) in `dir`, by the step in their file
+// names; not verified.
 std::vector<CheckpointInfo> checkpoint_list(const std::string& dir);
 
-// Checks size and CRC-32 against the manifest; throws UsageError naming the problem.
+// Checks the manifest against the archive (its name, step, size and CRC-32); throws
+// UsageError naming the problem.
 void checkpoint_verify(const std::string& path);
+
+// The newest checkpoint in `dir` that verifies and loads. Each newer one that does not is
+// skipped, and why is appended to `skipped` (for the caller to say out loud). Throws
+// UsageError when none is valid.
+CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::string>* skipped);
 
 // Reads only the metadata (verifies first).
 CheckpointMeta checkpoint_read_meta(const std::string& path);

@@ -271,4 +271,13 @@ void ConfigTable::finish() const {
   }
 }
 
+std::int64_t config_size(ConfigTable& table, const char* key, std::int64_t value, std::int64_t max) {
+  if (value <= 0) table.fail(key, fmt::format("must be positive, got {}", value), "use a size >= 1");
+  if (value > max) {
+    table.fail(key, fmt::format("{} is larger than this tfw supports (at most {})", value, max),
+               "check the number: is it a typo?");
+  }
+  return value;
+}
+
 }  // namespace tfw

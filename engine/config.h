@@ -69,4 +69,12 @@ class ConfigTable {
   static const toml::table empty_;
 };
 
+// A model size read from a config: at least 1 and at most `max` (fails naming the key
+// otherwise). The bounds keep parameter and FLOP counts inside 64-bit integers, so an absurd
+// size is a clear error instead of an overflow; memory is checked before training
+// (train_memory_check).
+inline constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;   // d, n_attn, n_ffn, vocab, seq_len
+inline constexpr std::int64_t kMaxLayers = 4096;
+std::int64_t config_size(ConfigTable& table, const char* key, std::int64_t value, std::int64_t max = kMaxWidth);
+
 }  // namespace tfw

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/home.h"
 #include "engine/registry.h"
 
 namespace tfw {
@@ -90,6 +91,9 @@ struct Expansion {
   std::int64_t seed = -1;
 };
 
+// The most runs one experiment may plan (grids x seeds, over all its entries).
+constexpr std::size_t kMaxRuns = 4096;
+
 const std::vector<std::string> kRunKeys = {"family", "name", "description", "model", "data", "train"};
 
 }  // namespace
@@ -102,6 +106,7 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
   experiment.path = path;
   ConfigTable header = top.sub("experiment");
   experiment.name = header.get_string("name", fs::path(path).stem().string());
+  name_check(experiment.name, "experiment name", path + ": experiment.name");
   experiment.description = header.get_string("description", "");
   header.get_string("extends", "");
   header.get_string("measured", "");  // the measured wall time of the whole file, for its header
@@ -192,12 +197,30 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
     }
     seeds_of[entry] = seeds;
 
-    // Expand grid (cartesian) and seeds.
+    // Expand grid (cartesian) and seeds, within a limit: a plan is built whole, in memory
+    // (and by the service inside a request), so a runaway grid is refused before expanding.
+    {
+      double count = std::max<std::size_t>(1, seeds.size());
+      for (const auto& [grid_key, values] : grid) {
+        if (const toml::array* array = values.as_array()) count *= static_cast<double>(std::max<std::size_t>(1, array->size()));
+      }
+      if (count + static_cast<double>(planned.size()) > kMaxRuns) {
+        throw UsageError(with_hint(fmt::format("{}: runs.{}: its grid and seeds expand to {:.0f} runs, which makes "
+                                               "more than the limit of {} in one experiment", path, entry, count,
+                                               kMaxRuns),
+                                   "split the study into several experiment files, or use fewer values"));
+      }
+    }
     std::vector<Expansion> expansions{Expansion{}};
     for (const auto& [grid_key, values] : grid) {
       const toml::array* array = values.as_array();
       if (array == nullptr || array->empty()) {
-        throw UsageError(fmt::format("{}: runs.{}.grid.{}: expected a non-empty array of values", config_where(values),
+        // `grid` is a copy (no source positions): the position comes from the file's own node.
+        const toml::node* original = structure["grid"][grid_key.str()].node();
+        throw UsageError(fmt::format("{}: runs.{}.grid.{}: expected a non-empty array of values",
+                                     original != nullptr && original->source().begin.line > 0
+                                         ? config_where(*original)
+                                         : path,
                                      entry, grid_key.str()));
       }
       std::vector<Expansion> next;
@@ -266,30 +289,46 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
       ExperimentRun run;
       run.name = entry + x.suffix;
       run.group = entry;
+      const std::string where = fmt::format("{}: runs.{}", path, entry);
+      name_check(run.name, "run name", where);
+      const ExperimentRun* parent_run = nullptr;
+      if (!parent.empty()) {
+        run.parent = parent + (x.seed >= 0 ? fmt::format("-s{}", x.seed) : "");
+        auto found = by_name.find(run.parent);
+        if (found == by_name.end()) {
+          throw UsageError(fmt::format("{}: parent run '{}' is not planned (a parent with a grid is ambiguous)", where,
+                                       run.parent));
+        }
+        parent_run = found->second;
+        // A grown stage is its parent's family unless it says otherwise.
+        if (merged.get("family") == nullptr) merged.insert("family", parent_run->config.model.family);
+      }
       merged.insert_or_assign("name", run.name);
       std::ostringstream text;
       text << merged;
       run.config_toml = text.str();
-      run.config = run_config_parse(registry, merged, path);
-      run.plan = train_plan(run.config);
+      try {
+        run.config = run_config_parse(registry, merged, path);
+        run.plan = train_plan(run.config);
+      } catch (const UsageError& e) {
+        // Keys the run never wrote have no position ("<config>:0:0"): say which file and run.
+        std::string what = e.what();
+        for (const std::string& nowhere : {std::string("<config>:0:0: "), path + ":0:0: ", path + ": "}) {
+          if (what.rfind(nowhere, 0) == 0) what.erase(0, nowhere.size());
+        }
+        throw UsageError(fmt::format("{} (run '{}'): {}", where, run.name, what));
+      }
       run.flops = run.plan.flops_per_step * static_cast<double>(run.plan.total_steps);
       run.paper = paper;
-      if (!parent.empty()) {
-        run.parent = parent + (x.seed >= 0 ? fmt::format("-s{}", x.seed) : "");
+      if (parent_run != nullptr) {
         run.growth_method = method;
         if (const toml::table* options = structure["growth"]["options"].as_table()) run.growth_options = *options;
-        auto found = by_name.find(run.parent);
-        if (found == by_name.end()) {
-          throw UsageError(fmt::format("runs.{}: parent run '{}' is not planned (a parent with a grid is "
-                                       "ambiguous)", entry, run.parent));
-        }
-        const ExperimentRun& parent_run = *found->second;
         try {
-          registry.growth_method(method).plan(*parent_run.config.model.spec, *run.config.model.spec, run.growth_options);
+          registry.growth_method(method).plan(*parent_run->config.model.spec, *run.config.model.spec, run.growth_options);
         } catch (const UsageError& e) {
-          throw UsageError(fmt::format("{}: runs.{}: cannot grow {} into it: {}", path, entry, parent_run.name, e.what()));
+          throw UsageError(fmt::format("{}: cannot grow {} into it: {}", where, parent_run->name, e.what()));
         }
-        run.cumulative_flops = parent_run.cumulative_flops + run.flops;
+        run.cumulative_flops = parent_run->cumulative_flops + run.flops;
       } else {
         run.cumulative_flops = run.flops;
       }

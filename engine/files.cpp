@@ -3,6 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
 namespace tfw {
 
 void path_fsync(const std::string& path) {
@@ -10,6 +17,37 @@ void path_fsync(const std::string& path) {
   if (fd >= 0) {
     ::fsync(fd);
     ::close(fd);
+  }
+}
+
+void file_write_durably(const std::string& path, const char* bytes, std::size_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw Error(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
+  }
+  auto fail = [&](const char* what) {
+    const int code = errno;
+    ::close(fd);
+    ::unlink(path.c_str());
+    std::string hint = code == ENOSPC || code == EDQUOT ? "free space on that disk (or move TFW_HOME), then resume the run"
+                                                        : "check the disk and the folder's permissions";
+    throw Error(with_hint(fmt::format("cannot {} '{}': {}", what, path, std::strerror(code)), hint));
+  };
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd, bytes + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = ENOSPC;
+      fail("write");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) fail("sync");
+  if (::close(fd) != 0) {
+    const int code = errno;
+    ::unlink(path.c_str());
+    throw Error(fmt::format("cannot close '{}': {}", path, std::strerror(code)));
   }
 }
 

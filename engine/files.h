@@ -2,10 +2,16 @@
 // data itself was written and checked), so that a rename is durable across a crash.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace tfw {
 
 void path_fsync(const std::string& path);
+
+// Writes `bytes` to `path` (created or truncated) and fsyncs it. On any failure (a full disk,
+// a quota, an I/O error) removes the partial file and throws Error naming the file, the
+// reason and the fix; never leaves a partial file behind.
+void file_write_durably(const std::string& path, const char* bytes, std::size_t size);
 
 }  // namespace tfw

@@ -1,7 +1,9 @@
 // Run configuration files -> RunConfig. See run_config.h.
 #include "engine/run_config.h"
 
+#include <cmath>
 #include <filesystem>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -21,26 +23,38 @@ DataConfig data_parse(ConfigTable& table) {
 
 template <typename T>
 T at_least(ConfigTable& table, const char* key, T value, T minimum) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(value)) table.fail(key, fmt::format("must be a finite number, got {}", value), "");
+  }
   if (value < minimum) table.fail(key, fmt::format("must be at least {}, got {}", minimum, value), "");
+  return value;
+}
+
+double in_unit_interval(ConfigTable& table, const char* key, double value) {
+  if (!std::isfinite(value) || value < 0 || value >= 1) {
+    table.fail(key, fmt::format("must be in [0, 1), got {}", value), "AdamW's betas are typically 0.9 and 0.95");
+  }
   return value;
 }
 
 TrainConfig train_parse(ConfigTable& t) {
   TrainConfig c;
   c.seed = static_cast<std::uint64_t>(at_least<std::int64_t>(t, "seed", t.get_int("seed", 0), 0));
-  c.batch_size = at_least<std::int64_t>(t, "batch_size", t.get_int("batch_size", c.batch_size), 1);
-  c.grad_accum = at_least<std::int64_t>(t, "grad_accum", t.get_int("grad_accum", c.grad_accum), 1);
+  c.batch_size = config_size(t, "batch_size", t.get_int("batch_size", c.batch_size));
+  c.grad_accum = config_size(t, "grad_accum", t.get_int("grad_accum", c.grad_accum));
   c.seq_len = at_least<std::int64_t>(t, "seq_len", t.get_int("seq_len", c.seq_len), 0);
+  if (c.seq_len > kMaxWidth) config_size(t, "seq_len", c.seq_len);
   c.lr = at_least(t, "lr", t.get_double("lr", c.lr), 0.0);
   c.min_lr_ratio = at_least(t, "min_lr_ratio", t.get_double("min_lr_ratio", c.min_lr_ratio), 0.0);
   c.warmup_steps = at_least<std::int64_t>(t, "warmup_steps", t.get_int("warmup_steps", c.warmup_steps), -1);
   c.warmup_fraction = at_least(t, "warmup_fraction", t.get_double("warmup_fraction", c.warmup_fraction), 0.0);
-  c.beta1 = at_least(t, "beta1", t.get_double("beta1", c.beta1), 0.0);
-  c.beta2 = at_least(t, "beta2", t.get_double("beta2", c.beta2), 0.0);
+  c.beta1 = in_unit_interval(t, "beta1", t.get_double("beta1", c.beta1));
+  c.beta2 = in_unit_interval(t, "beta2", t.get_double("beta2", c.beta2));
   c.eps = at_least(t, "eps", t.get_double("eps", c.eps), 0.0);
   c.weight_decay = at_least(t, "weight_decay", t.get_double("weight_decay", c.weight_decay), 0.0);
   c.grad_clip = at_least(t, "grad_clip", t.get_double("grad_clip", c.grad_clip), 0.0);
   c.max_steps = at_least<std::int64_t>(t, "max_steps", t.get_int("max_steps", 0), 0);
+  c.schedule_steps = at_least<std::int64_t>(t, "schedule_steps", t.get_int("schedule_steps", 0), 0);
   c.max_tokens = at_least(t, "max_tokens", t.get_double("max_tokens", 0), 0.0);
   c.max_flops = at_least(t, "max_flops", t.get_double("max_flops", 0), 0.0);
   int budgets = (c.max_steps > 0) + (c.max_tokens > 0) + (c.max_flops > 0);
@@ -101,6 +115,7 @@ toml::table train_to_toml(const TrainConfig& c) {
   if (c.max_tokens > 0) t.insert("max_tokens", c.max_tokens);
   if (c.max_flops > 0) t.insert("max_flops", c.max_flops);
   if (c.peak_flops > 0) t.insert("peak_flops", c.peak_flops);
+  if (c.schedule_steps > 0) t.insert("schedule_steps", c.schedule_steps);
   if (!c.growth.empty()) {
     toml::array events;
     for (const GrowthEvent& e : c.growth) {

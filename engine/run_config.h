@@ -61,6 +61,10 @@ struct TrainConfig {
   double grad_clip = 1.0;         // 0 disables
   // The budget: exactly one of these is set.
   std::int64_t max_steps = 0;
+  // The steps the warm-up + cosine schedule spans; 0: the run's total steps. A resumed run
+  // whose budget grew keeps its schedule with this (`tfw train --resume --extend keep`):
+  // past it the learning rate stays at min_lr_ratio × lr.
+  std::int64_t schedule_steps = 0;
   double max_tokens = 0;
   double max_flops = 0;           // training FLOPs (TOKENFORMER.md §5)
   std::int64_t eval_every = 100;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "engine/checkpoint.h"
@@ -166,6 +167,7 @@ double lr_for(const TrainConfig& train, const TrainPlan& plan, std::int64_t step
   if (restart_step == 0) return lr_at(train, plan, step);
   TrainPlan stage = plan;
   stage.total_steps = plan.total_steps - restart_step;
+  stage.schedule_steps = plan.schedule_steps - restart_step;
   return lr_at(train, stage, step - restart_step);
 }
 
@@ -181,28 +183,57 @@ std::int64_t restart_step_at(const RunConfig& config, std::int64_t step, std::in
 }  // namespace
 
 RunConfig train_resume_config(const Registry& registry, const std::string& run_dir,
-                              const std::vector<std::string>& overrides) {
+                              const std::vector<std::string>& overrides, const std::string& extend) {
   for (const std::string& item : overrides) {
     if (item.rfind("train.", 0) != 0) {
       throw UsageError(with_hint(fmt::format("--set {}: only train.* keys can change on resume", item),
                                  "the model and data of a run are fixed; start a new run to change them"));
     }
   }
-  std::vector<CheckpointInfo> checkpoints = checkpoint_list(run_dir + "/checkpoints");
-  if (checkpoints.empty()) {
+  if (checkpoint_list(run_dir + "/checkpoints").empty()) {
     throw UsageError(with_hint(fmt::format("run '{}' has no complete checkpoint to resume from", run_dir),
-                               "check the path (tfw train prints it), or start the run again"));
+                               "start it again with `tfw train CONFIG --name NAME` (a run that never checkpointed "
+                               "is replaced), or `tfw run` the experiment again"));
   }
-  CheckpointMeta meta = checkpoint_read_meta(checkpoints.back().path);
-  toml::table table = toml::parse(meta.config_toml, checkpoints.back().path);
+  if (!extend.empty() && extend != "keep" && extend != "stretch") {
+    throw UsageError(with_hint(fmt::format("--extend {}: expected keep or stretch", extend),
+                               "keep: the schedule stays as it was; stretch: it is recomputed over the new budget"));
+  }
+  const CheckpointInfo latest = checkpoint_latest_valid(run_dir + "/checkpoints", nullptr);
+  CheckpointMeta meta = checkpoint_read_meta(latest.path);
+  toml::table table = toml::parse(meta.config_toml, latest.path);
+  const RunConfig stored = run_config_parse(registry, table, run_dir + "/config.toml");
   config_apply_overrides(table, overrides);
-  return run_config_parse(registry, table, run_dir + "/config.toml");
+  RunConfig config = run_config_parse(registry, table, run_dir + "/config.toml");
+  // A changed budget would silently re-stretch the learning-rate schedule (the lr jumps at
+  // the resume step): that takes an explicit choice.
+  const TrainPlan before = train_plan(stored), after = train_plan(config);
+  if (after.schedule_steps != before.schedule_steps || after.warmup_steps != before.warmup_steps) {
+    const double lr_then = lr_at(stored.train, before, meta.step - 1), lr_now = lr_at(config.train, after, meta.step);
+    if (extend.empty()) {
+      throw UsageError(with_hint(
+          fmt::format("the new budget changes the run's learning-rate schedule from {} to {} steps: the lr would go "
+                      "from {:.3g} at step {} to {:.3g} at step {}",
+                      before.schedule_steps, after.schedule_steps, lr_then, meta.step, lr_now, meta.step + 1),
+          "choose: --extend keep (the schedule stays; past its end the lr stays at its minimum) or --extend stretch "
+          "(the cosine is recomputed over the new budget)"));
+    }
+    if (extend == "keep") {
+      if (table.get("train") == nullptr) table.insert("train", toml::table{});
+      toml::table* train = table["train"].as_table();
+      train->insert_or_assign("schedule_steps", before.schedule_steps);
+      train->insert_or_assign("warmup_steps", before.warmup_steps);
+      config = run_config_parse(registry, table, run_dir + "/config.toml");
+    }
+  }
+  return config;
 }
 
 TrainSummary train_run(const Registry& registry, const RunConfig& initial, const TrainOptions& options) {
   RunConfig config = initial;  // its [model] follows the growth events
   const TrainConfig& train = config.train;
   TrainPlan plan = train_plan(config);
+  train_memory_check(config, plan);
   const ModelShape shape = config.model.spec->shape();
   const std::int64_t T = plan.seq_len, V = shape.vocab, B = train.batch_size;
   auto say = [&](const std::string& message) {
@@ -238,11 +269,26 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   state.val_loss = kNaN;
   state.best_val_loss = std::numeric_limits<double>::infinity();
   if (options.resume) {
-    std::vector<CheckpointInfo> checkpoints = checkpoint_list(checkpoint_dir);
-    if (checkpoints.empty()) throw UsageError(fmt::format("run '{}' has no checkpoint to resume", options.run_dir));
-    state = checkpoint_load(checkpoints.back().path, *model, optimizer.get());
+    // The newest checkpoint that verifies. Newer damaged ones are said out loud, recorded as an
+    // event and moved aside (*.damaged, kept for inspection), so the run rewrites those steps.
+    std::vector<std::string> skipped;
+    const CheckpointInfo latest = checkpoint_latest_valid(checkpoint_dir, &skipped);
+    for (const CheckpointInfo& newer : checkpoint_list(checkpoint_dir)) {
+      if (newer.step <= latest.step) continue;
+      const std::string manifest = fs::path(newer.path).replace_extension(".toml").string();
+      std::error_code ec;
+      fs::rename(manifest, manifest + ".damaged", ec);
+      fs::rename(newer.path, newer.path + ".damaged", ec);
+    }
+    for (const std::string& why : skipped) {
+      say(fmt::format("warning: skipped a damaged checkpoint (moved aside as *.damaged): {}", why));
+      if (options.on_event) {
+        options.on_event("checkpoint_damaged", latest.step, nlohmann::json({{"reason", why}}).dump());
+      }
+    }
+    state = checkpoint_load(latest.path, *model, optimizer.get());
     sampler.restore(state.sampler_state);
-    say(fmt::format("resumed {} at step {} ({} tokens)", checkpoints.back().path, state.step, state.tokens));
+    say(fmt::format("resumed {} at step {} ({} tokens)", latest.path, state.step, state.tokens));
   } else if (!options.init_from.empty()) {
     CheckpointMeta origin = checkpoint_load(options.init_from, *model, nullptr);
     state.inherited_flops = origin.inherited_flops + origin.flops;
@@ -265,6 +311,9 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   std::vector<torch::Tensor> parameters = model->parameters();
 
   auto save = [&] {
+    // The store commits the metrics up to here before the checkpoint exists: a crash after
+    // it becomes valid cannot lose them (resume rewrites only the steps after it).
+    if (options.before_checkpoint) options.before_checkpoint();
     state.sampler_state = sampler.state();
     state.config_toml = config_text(config.resolved);
     CheckpointInfo saved = checkpoint_save(checkpoint_dir, *model, optimizer.get(), state);

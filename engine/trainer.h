@@ -37,6 +37,8 @@ struct TrainOptions {
                      double value)> on_metric;
   std::function<void(const std::string& path, std::int64_t step, std::uint32_t crc32, std::uint64_t bytes)>
       on_checkpoint;
+  // Called before each checkpoint is written: the store flushes its queued metrics here.
+  std::function<void()> before_checkpoint;
   std::function<void(const std::string& path)> on_checkpoint_removed;
   std::function<void(const std::string& kind, std::int64_t step, const std::string& payload_json)> on_event;
 };
@@ -53,8 +55,11 @@ struct TrainSummary {
 
 TrainSummary train_run(const Registry& registry, const RunConfig& config, const TrainOptions& options);
 
-// The run config stored in a run's newest valid checkpoint (for --resume).
+// The run config stored in a run's newest valid checkpoint (for --resume), with train.*
+// overrides. An override that changes the learning-rate schedule (a new budget) needs
+// `extend`: "keep" (the schedule stays as it was) or "stretch" (recomputed over the new
+// budget); without it, a UsageError says what the lr would do.
 RunConfig train_resume_config(const Registry& registry, const std::string& run_dir,
-                              const std::vector<std::string>& overrides);
+                              const std::vector<std::string>& overrides, const std::string& extend = "");
 
 }  // namespace tfw

@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -109,11 +108,49 @@ CREATE INDEX jobs_status ON jobs(status);
 )sql",
 };
 
+// The message for a failed SQLite call on the store at `path`: names the file, and for the
+// failures a user can act on, says what to do.
+std::string store_failure(const std::string& path, int rc, const std::string& message) {
+  std::string hint;
+  switch (rc & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      hint = fmt::format("the store file is damaged. Keep a copy of it (with any {0}-wal and {0}-shm beside it), "
+                         "then try `sqlite3 {0} .recover > recovered.sql`; see docs/store.md", path);
+      break;
+    case SQLITE_FULL:
+      hint = "the disk is full: free space on it, then resume the run (nothing committed is lost)";
+      break;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN:
+      hint = "check that the folder and the file are writable by this user, or use another --home";
+      break;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      hint = "another process held the store locked for over a minute; retry when it is done";
+      break;
+    case SQLITE_IOERR:
+      hint = "the disk reported an I/O error (full, removed or failing)";
+      break;
+    default:
+      break;
+  }
+  std::string text = fmt::format("store {}: {}", path, message);
+  if (!hint.empty()) text += "\n  hint: " + hint;
+  return text;
+}
+
+std::string db_path(sqlite3* db) {
+  const char* name = sqlite3_db_filename(db, "main");
+  return name != nullptr ? name : "(memory)";
+}
+
 class Statement {
  public:
   Statement(sqlite3* db, const char* sql) : db_(db) {
     if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
-      throw StoreError(fmt::format("store: cannot prepare '{}': {}", sql, sqlite3_errmsg(db)));
+      throw StoreError(store_failure(db_path(db), sqlite3_errcode(db), fmt::format("cannot prepare '{}': {}", sql, sqlite3_errmsg(db))));
     }
   }
   ~Statement() { sqlite3_finalize(stmt_); }
@@ -127,7 +164,7 @@ class Statement {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    throw StoreError(fmt::format("store: {}", sqlite3_errmsg(db_)));
+    throw StoreError(store_failure(db_path(db_), rc, sqlite3_errmsg(db_)));
   }
   void reset() {
     sqlite3_reset(stmt_);
@@ -152,26 +189,33 @@ class Statement {
 
 void exec(sqlite3* db, const char* sql) {
   char* message = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+  if (const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &message); rc != SQLITE_OK) {
     std::string text = message ? message : "unknown error";
     sqlite3_free(message);
-    throw StoreError(fmt::format("store: {}", text));
+    throw StoreError(store_failure(db_path(db), rc, text));
   }
 }
 
-// A store file must be empty or start with SQLite's header; checked before SQLite touches it,
-// so a wrong file given as the store is never modified.
-void check_header(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec) || fs::file_size(path, ec) == 0) return;
-  char header[16] = {0};
-  std::ifstream(path, std::ios::binary).read(header, 16);
-  if (std::memcmp(header, "SQLite format 3\0", 16) != 0) {
+// Whether a freshly opened connection's file is an SQLite database. Asked through SQLite
+// itself: the file is never opened with anything but SQLite, because on POSIX closing ANY
+// descriptor of a file releases every fcntl lock this process holds on it. An std::ifstream
+// peek at the header, in a process that already held a connection (the service, a writer
+// thread), dropped that connection's locks; another process then believed it was the last
+// one, checkpointed and deleted the WAL under it, and the store was corrupted (issue 13).
+// SQLite reads the header and answers SQLITE_NOTADB without writing to a foreign file.
+void check_is_database(sqlite3* db, const std::string& path) {
+  sqlite3_busy_timeout(db, 60000);
+  const int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+  if (rc == SQLITE_OK) return;
+  const std::string message = sqlite3_errmsg(db);
+  sqlite3_close_v2(db);
+  if (rc == SQLITE_NOTADB) {
     throw StoreError(fmt::format("'{}' is not a tfw store (not an SQLite file); it was left untouched\n"
                                  "  hint: point --home / TFW_HOME at a folder whose runs.db is a tfw store, "
                                  "or move the file away",
                                  path));
   }
+  throw StoreError(store_failure(path, rc, message));
 }
 
 // Holds an exclusive flock on <path>.lock for the lifetime of the object.
@@ -241,12 +285,32 @@ double store_heartbeat_timeout() {
   return 30.0;
 }
 
-Store::Store(sqlite3* db, std::string path, bool readonly) : db_(db), path_(std::move(path)), readonly_(readonly) {}
+Store::Store(sqlite3* db, std::string path, bool readonly) : db_(db), path_(std::move(path)), readonly_(readonly) {
+  std::error_code ec;
+  home_ = fs::weakly_canonical(fs::absolute(path_, ec).parent_path(), ec).string();
+}
+
+// Paths inside the home are stored relative to it, so that a copied or moved home keeps
+// working (its runs resume in the copy, not in the original). Others stay as given.
+std::string Store::to_stored(const std::string& path) const {
+  if (path.empty()) return path;
+  std::error_code ec;
+  const fs::path full = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  const std::string text = full.string();
+  if (!ec && text.size() > home_.size() && text.compare(0, home_.size(), home_) == 0 && text[home_.size()] == '/') {
+    return text.substr(home_.size() + 1);
+  }
+  return path;
+}
+
+std::string Store::from_stored(const std::string& path) const {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  return (fs::path(home_) / path).string();
+}
 
 Store::~Store() { sqlite3_close_v2(db_); }
 
 std::unique_ptr<Store> Store::open(const std::string& path) {
-  check_header(path);
   if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
@@ -255,6 +319,7 @@ std::unique_ptr<Store> Store::open(const std::string& path) {
     sqlite3_close_v2(db);
     throw StoreError(fmt::format("cannot open the store '{}': {}", path, message));
   }
+  check_is_database(db, path);
   std::unique_ptr<Store> store(new Store(db, path, false));
   sqlite3_busy_timeout(db, 60000);
   exec(db, "PRAGMA foreign_keys = ON");
@@ -268,13 +333,13 @@ std::unique_ptr<Store> Store::open_readonly(const std::string& path) {
     throw StoreError(fmt::format("no store at '{}'\n  hint: runs are recorded there by `tfw train`; check --home / "
                                  "TFW_HOME", path));
   }
-  check_header(path);
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close_v2(db);
     throw StoreError(fmt::format("cannot open the store '{}': {}", path, message));
   }
+  check_is_database(db, path);
   std::unique_ptr<Store> store(new Store(db, path, true));
   sqlite3_busy_timeout(db, 60000);
   const int version = store->schema_version();
@@ -368,7 +433,7 @@ std::int64_t Store::run_create(const RunRecord& run) {
       .bind(8, run.git_commit).bind(9, run.host).bind(10, now);
   if (run.parent != 0) s.bind(11, run.parent); else s.bind_null(11);
   s.bind(12, run.growth_method).bind(13, run.growth_options).bind(14, run.stage).bind(15, run.parameters)
-      .bind(16, run.tokens).bind(17, run.flops).bind(18, inherited + run.flops).bind(19, run.run_dir)
+      .bind(16, run.tokens).bind(17, run.flops).bind(18, inherited + run.flops).bind(19, to_stored(run.run_dir))
       .bind(20, inherited);
   try {
     s.step();
@@ -407,12 +472,44 @@ void Store::run_heartbeat(std::int64_t run) {
   s.bind(1, store_now()).bind(2, run).step();
 }
 
+RunRecord Store::resolved(RunRecord record) const {
+  record.run_dir = from_stored(record.run_dir);
+  return record;
+}
+
+std::vector<RunRecord> Store::run_children(std::int64_t run) {
+  Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE "
+                               "r.parent_run_id = ? ORDER BY r.id", kRunColumns).c_str());
+  s.bind(1, run);
+  std::vector<RunRecord> out;
+  while (s.step()) out.push_back(resolved(run_from(s)));
+  return out;
+}
+
+void Store::run_delete(std::int64_t run) {
+  if (!run_children(run).empty()) {
+    throw StoreError(fmt::format("run {} has runs grown from it; delete them first", run));
+  }
+  exec(db_, "BEGIN IMMEDIATE");
+  try {
+    for (const char* sql : {"DELETE FROM metrics WHERE run_id = ?", "DELETE FROM checkpoints WHERE run_id = ?",
+                            "DELETE FROM events WHERE run_id = ?", "DELETE FROM runs WHERE id = ?"}) {
+      Statement s(db_, sql);
+      s.bind(1, run).step();
+    }
+    exec(db_, "COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
 std::optional<RunRecord> Store::run_get(std::int64_t run) {
   Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.id = ?",
                                kRunColumns).c_str());
   s.bind(1, run);
   if (!s.step()) return std::nullopt;
-  return run_from(s);
+  return resolved(run_from(s));
 }
 
 std::optional<RunRecord> Store::run_find(const std::string& id_or_name) {
@@ -423,7 +520,7 @@ std::optional<RunRecord> Store::run_find(const std::string& id_or_name) {
                                "ORDER BY r.id DESC LIMIT 1", kRunColumns).c_str());
   s.bind(1, id_or_name);
   if (!s.step()) return std::nullopt;
-  return run_from(s);
+  return resolved(run_from(s));
 }
 
 std::vector<RunRecord> Store::runs(const RunFilter& filter) {
@@ -440,7 +537,7 @@ std::vector<RunRecord> Store::runs(const RunFilter& filter) {
   s.bind(1, filter.experiment).bind(2, filter.family);
   std::vector<RunRecord> out;
   while (s.step()) {
-    RunRecord r = run_from(s);
+    RunRecord r = resolved(run_from(s));
     if (filter.status.empty() || r.status == filter.status) out.push_back(std::move(r));  // crashed is derived
   }
   return out;
@@ -451,7 +548,7 @@ std::optional<RunRecord> Store::run_in_experiment(const std::string& experiment,
                                "AND r.name = ?", kRunColumns).c_str());
   s.bind(1, experiment).bind(2, name);
   if (!s.step()) return std::nullopt;
-  return run_from(s);
+  return resolved(run_from(s));
 }
 
 std::vector<RunRecord> Store::lineage(std::int64_t run) {
@@ -470,26 +567,26 @@ std::vector<RunRecord> Store::lineage(std::int64_t run) {
 void Store::checkpoint_add(const CheckpointRow& row) {
   Statement s(db_, "INSERT OR REPLACE INTO checkpoints (run_id, step, path, checksum, bytes, created) VALUES "
                    "(?, ?, ?, ?, ?, ?)");
-  s.bind(1, row.run).bind(2, row.step).bind(3, row.path).bind(4, row.checksum).bind(5, row.bytes)
+  s.bind(1, row.run).bind(2, row.step).bind(3, to_stored(row.path)).bind(4, row.checksum).bind(5, row.bytes)
       .bind(6, store_now()).step();
 }
 
 void Store::checkpoint_remove(std::int64_t run, const std::string& path) {
-  Statement s(db_, "DELETE FROM checkpoints WHERE run_id = ? AND path = ?");
-  s.bind(1, run).bind(2, path).step();
+  Statement s(db_, "DELETE FROM checkpoints WHERE run_id = ? AND path IN (?, ?)");
+  s.bind(1, run).bind(2, to_stored(path)).bind(3, path).step();
 }
 
 std::vector<CheckpointRow> Store::checkpoints(std::int64_t run) {
   Statement s(db_, "SELECT run_id, step, bytes, path, checksum FROM checkpoints WHERE run_id = ? ORDER BY step");
   s.bind(1, run);
   std::vector<CheckpointRow> out;
-  while (s.step()) out.push_back({s.integer(0), s.integer(1), s.integer(2), s.text(3), s.text(4)});
+  while (s.step()) out.push_back({s.integer(0), s.integer(1), s.integer(2), from_stored(s.text(3)), s.text(4)});
   return out;
 }
 
 std::optional<std::int64_t> Store::checkpoint_run(const std::string& path) {
-  Statement s(db_, "SELECT run_id FROM checkpoints WHERE path = ? ORDER BY created DESC LIMIT 1");
-  s.bind(1, path);
+  Statement s(db_, "SELECT run_id FROM checkpoints WHERE path IN (?, ?) ORDER BY created DESC LIMIT 1");
+  s.bind(1, to_stored(path)).bind(2, path);
   if (!s.step()) return std::nullopt;
   return s.integer(0);
 }

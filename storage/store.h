@@ -53,7 +53,7 @@ struct RunRecord {
   double cumulative_flops = 0;  // inherited + own: the lineage's budget
   std::string final_metrics;    // JSON object
   std::string error;
-  std::string run_dir;
+  std::string run_dir;       // absolute when read (stored relative to the home when inside it)
 };
 
 struct MetricPoint {
@@ -134,6 +134,10 @@ class Store {
   std::vector<RunRecord> runs(const RunFilter& filter = {});
   std::optional<RunRecord> run_in_experiment(const std::string& experiment, const std::string& name);
   std::vector<RunRecord> lineage(std::int64_t run);  // root first, ending with `run`
+  std::vector<RunRecord> run_children(std::int64_t run);  // the runs grown from `run`
+  // Removes a run's record: its metrics, checkpoint rows, events and the run itself, in one
+  // transaction (files are the caller's). Refused while other runs were grown from it.
+  void run_delete(std::int64_t run);
 
   void checkpoint_add(const CheckpointRow& row);
   void checkpoint_remove(std::int64_t run, const std::string& path);
@@ -158,12 +162,19 @@ class Store {
 
   bool integrity_ok();
   const std::string& path() const { return path_; }
+  // The folder that holds the store (TFW_HOME), absolute. Run folders and checkpoint paths
+  // inside it are stored relative to it and read back absolute.
+  const std::string& home() const { return home_; }
 
  private:
   Store(sqlite3* db, std::string path, bool readonly);
   void migrate();
+  std::string to_stored(const std::string& path) const;
+  std::string from_stored(const std::string& path) const;
+  RunRecord resolved(RunRecord record) const;
   sqlite3* db_;
   std::string path_;
+  std::string home_;
   bool readonly_;
 };
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/home.h"
 
 namespace tfw {
 
@@ -134,6 +135,7 @@ std::unique_ptr<TextStream> corpus_open(const std::string& name_or_path, CorpusI
     return std::make_unique<FilesStream>(std::move(files));
   }
   std::error_code ec;
+  if (fs::exists(name_or_path, ec)) confine_check(name_or_path, "data.corpus");
   if (fs::is_regular_file(name_or_path, ec)) {
     if (info_out) *info_out = {fs::path(name_or_path).filename(), "text file", name_or_path, ""};
     return std::make_unique<FilesStream>(std::vector<std::string>{name_or_path});

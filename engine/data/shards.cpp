@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "engine/data/corpus.h"
+#include "engine/home.h"
 #include "engine/data/tokenizer.h"
 #include "engine/error.h"
 #include "engine/files.h"
@@ -224,6 +225,7 @@ std::string data_prepared_dir(const std::string& corpus, const std::string& toke
 std::string data_ensure_prepared(const std::string& corpus, const std::string& tokenizer,
                                  const std::string& data_dir, const PrepareOptions& options) {
   std::error_code ec;
+  if (fs::exists(corpus, ec)) confine_check(corpus, "data.corpus");
   if (fs::is_directory(corpus, ec) && fs::exists(fs::path(corpus) / "train.bin") &&
       fs::exists(fs::path(corpus) / "val.bin")) {
     return corpus;

@@ -1,5 +1,7 @@
 #include "engine/train/schedule.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -29,13 +31,14 @@ TrainPlan train_plan(const RunConfig& config) {
   } else if (train.max_flops > 0) {
     plan.total_steps = static_cast<std::int64_t>(std::ceil(train.max_flops / plan.flops_per_step));
   } else {
-    throw UsageError(with_hint("no training budget is set",
+    throw UsageError(with_hint(fmt::format("{}: no training budget is set", config.model.path),
                                "set one of train.max_steps, train.max_tokens or train.max_flops"));
   }
   plan.total_steps = std::max<std::int64_t>(plan.total_steps, 1);
+  plan.schedule_steps = train.schedule_steps > 0 ? train.schedule_steps : plan.total_steps;
   plan.warmup_steps = train.warmup_steps >= 0
                           ? train.warmup_steps
-                          : static_cast<std::int64_t>(std::round(train.warmup_fraction * plan.total_steps));
+                          : static_cast<std::int64_t>(std::round(train.warmup_fraction * plan.schedule_steps));
   return plan;
 }
 
@@ -43,12 +46,37 @@ double lr_at(const TrainConfig& train, const TrainPlan& plan, std::int64_t step)
   if (step < plan.warmup_steps) {
     return train.lr * static_cast<double>(step + 1) / static_cast<double>(plan.warmup_steps);
   }
-  const std::int64_t decay_steps = plan.total_steps - plan.warmup_steps;
+  const std::int64_t decay_steps = plan.schedule_steps - plan.warmup_steps;
   if (decay_steps <= 1) return train.lr;
   const double progress = std::min(1.0, static_cast<double>(step - plan.warmup_steps) /
                                             static_cast<double>(decay_steps - 1));
   const double min_lr = train.min_lr_ratio * train.lr;
   return min_lr + 0.5 * (train.lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+double train_memory_bytes(const RunConfig& config, const TrainPlan& plan) {
+  const ModelSpec& spec = *config.model.spec;
+  const ModelShape shape = spec.shape();
+  const double parameters = static_cast<double>(spec.parameter_count());
+  const double layers = static_cast<double>(shape.layers), d = static_cast<double>(shape.d);
+  const double T = static_cast<double>(plan.seq_len);
+  const double N = static_cast<double>(spec.flops_per_token(plan.seq_len).token_parameter) / 2;
+  const double per_token = layers * (N / std::max(1.0, layers * d) + 16 * d + 2 * static_cast<double>(shape.heads) * T) +
+                           2 * static_cast<double>(shape.vocab);
+  const double tokens = static_cast<double>(config.train.batch_size) * T;
+  return 16 * parameters + 4 * per_token * tokens;
+}
+
+void train_memory_check(const RunConfig& config, const TrainPlan& plan) {
+  const double need = train_memory_bytes(config, plan);
+  const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (have > 0 && need > have) {
+    throw UsageError(with_hint(fmt::format("{} needs about {:.3g} GB of memory to train (model {}, batch {} x {} "
+                                           "tokens); this machine has {:.3g} GB",
+                                           config.model.name, need / 1e9, config.model.spec->summary(), config.train.batch_size,
+                                           plan.seq_len, have / 1e9),
+                               "use a smaller model or train.batch_size (with train.grad_accum for the same batch)"));
+  }
 }
 
 }  // namespace tfw

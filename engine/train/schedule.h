@@ -14,6 +14,7 @@ struct TrainPlan {
   std::int64_t tokens_per_step = 0;  // batch_size · grad_accum · T
   double flops_per_step = 0;         // training FLOPs (3 × forward, TOKENFORMER.md §5)
   std::int64_t total_steps = 0;
+  std::int64_t schedule_steps = 0;   // the steps the lr schedule spans (train.schedule_steps, else total_steps)
   std::int64_t warmup_steps = 0;
 };
 
@@ -23,5 +24,16 @@ TrainPlan train_plan(const RunConfig& config);
 // Learning rate for the update of step `step` (0-based): (step + 1) / warmup × lr during
 // warm-up, then cosine from lr to min_lr_ratio × lr at the last step.
 double lr_at(const TrainConfig& train, const TrainPlan& plan, std::int64_t step);
+
+// An estimate of the memory training needs, in bytes: weights, gradients and AdamW's two
+// moments in fp32 (16 bytes a parameter), plus the activations one micro-batch keeps for the
+// backward pass, from the model's shape and FLOPs (floats per token per layer: the
+// projection outputs N / (L·d), 16·d for norms and residuals, 2·heads·T attention weights;
+// plus 2·vocab logits per token). Coarse by design: it tells 10 GB from 10 TB.
+double train_memory_bytes(const RunConfig& config, const TrainPlan& plan);
+
+// Throws UsageError, with the estimate and the machine's memory, when the estimate exceeds
+// the machine's physical memory: an absurd model fails at once instead of in the allocator.
+void train_memory_check(const RunConfig& config, const TrainPlan& plan);
 
 }  // namespace tfw

@@ -46,11 +46,6 @@ std::string TokenformerSpec::summary() const {
 
 namespace {
 
-std::int64_t positive(ConfigTable& table, const char* key, std::int64_t value) {
-  if (value <= 0) table.fail(key, fmt::format("must be positive, got {}", value), "use a size >= 1");
-  return value;
-}
-
 class TokenformerFamily : public ModelFamily {
  public:
   std::string name() const override { return "tokenformer"; }
@@ -62,13 +57,13 @@ class TokenformerFamily : public ModelFamily {
 
   std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
     auto spec = std::make_shared<TokenformerSpec>();
-    spec->layers = positive(table, "layers", table.require_int("layers"));
-    spec->d = positive(table, "d", table.require_int("d"));
-    spec->heads = positive(table, "heads", table.require_int("heads"));
-    spec->n_attn = positive(table, "n_attn", table.require_int("n_attn"));
-    spec->n_ffn = positive(table, "n_ffn", table.require_int("n_ffn"));
-    spec->vocab = positive(table, "vocab", table.require_int("vocab"));
-    spec->seq_len = positive(table, "seq_len", table.get_int("seq_len", 1024));
+    spec->layers = config_size(table, "layers", table.require_int("layers"), kMaxLayers);
+    spec->d = config_size(table, "d", table.require_int("d"));
+    spec->heads = config_size(table, "heads", table.require_int("heads"));
+    spec->n_attn = config_size(table, "n_attn", table.require_int("n_attn"));
+    spec->n_ffn = config_size(table, "n_ffn", table.require_int("n_ffn"));
+    spec->vocab = config_size(table, "vocab", table.require_int("vocab"));
+    spec->seq_len = config_size(table, "seq_len", table.get_int("seq_len", 1024));
     spec->rotary_pct = table.get_double("rotary_pct", 0.25);
     spec->rotary_base = table.get_double("rotary_base", 10000.0);
     if (spec->d % spec->heads != 0) {

@@ -36,11 +36,6 @@ std::string TransformerSpec::summary() const {
 
 namespace {
 
-std::int64_t positive(ConfigTable& table, const char* key, std::int64_t value) {
-  if (value <= 0) table.fail(key, fmt::format("must be positive, got {}", value), "use a size >= 1");
-  return value;
-}
-
 class TransformerFamily : public ModelFamily {
  public:
   std::string name() const override { return "transformer"; }
@@ -52,17 +47,17 @@ class TransformerFamily : public ModelFamily {
 
   std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
     auto spec = std::make_shared<TransformerSpec>();
-    spec->layers = positive(table, "layers", table.require_int("layers"));
-    spec->d = positive(table, "d", table.require_int("d"));
-    spec->heads = positive(table, "heads", table.require_int("heads"));
+    spec->layers = config_size(table, "layers", table.require_int("layers"), kMaxLayers);
+    spec->d = config_size(table, "d", table.require_int("d"));
+    spec->heads = config_size(table, "heads", table.require_int("heads"));
     if (!table.has("head_dim") && spec->d % spec->heads != 0) {
       table.fail("heads", fmt::format("d = {} is not divisible by heads = {}", spec->d, spec->heads),
                  "choose heads that divide d, or set head_dim explicitly");
     }
-    spec->head_dim = positive(table, "head_dim", table.get_int("head_dim", spec->d / spec->heads));
-    spec->d_ffn = positive(table, "d_ffn", table.get_int("d_ffn", 4 * spec->d));
-    spec->vocab = positive(table, "vocab", table.require_int("vocab"));
-    spec->seq_len = positive(table, "seq_len", table.get_int("seq_len", 1024));
+    spec->head_dim = config_size(table, "head_dim", table.get_int("head_dim", spec->d / spec->heads));
+    spec->d_ffn = config_size(table, "d_ffn", table.get_int("d_ffn", 4 * spec->d));
+    spec->vocab = config_size(table, "vocab", table.require_int("vocab"));
+    spec->seq_len = config_size(table, "seq_len", table.get_int("seq_len", 1024));
     spec->rotary_pct = table.get_double("rotary_pct", 0.25);
     spec->rotary_base = table.get_double("rotary_base", 10000.0);
     if (spec->rotary_pct < 0 || spec->rotary_pct > 1) {

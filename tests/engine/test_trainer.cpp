@@ -303,8 +303,34 @@ TEST(Trainer, ResumeRefusesModelChangesAndMissingRuns) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("only train.* keys can change on resume"), std::string::npos) << e.what();
   }
-  RunConfig longer = train_resume_config(test::plugins(), options.run_dir, {"train.max_steps=3"});
-  EXPECT_EQ(longer.train.max_steps, 3);
+}
+
+// Issue 13: a new budget on resume re-stretched the cosine silently (the lr jumped from its
+// minimum back up). It now takes --extend: keep holds the old schedule, stretch recomputes it.
+TEST(Trainer, ResumeWithANewBudgetNeedsAnExplicitScheduleChoice) {
+  RunConfig config = config_of(kTokenformer, {"train.max_steps=4", "train.warmup_steps=1", "train.lr=1e-3",
+                                              "train.min_lr_ratio=0.1"});
+  TrainOptions options = options_for("extend");
+  train_run(test::plugins(), config, options);
+  try {
+    train_resume_config(test::plugins(), options.run_dir, {"train.max_steps=8"});
+    FAIL() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    // Step 3 (the last, 0-based) ends the cosine at 1e-4; stretched, step 4 would be at
+    // min + (lr - min) (1 + cos(pi 3/6)) / 2 = 1e-4 + 9e-4 / 2 = 5.5e-4.
+    EXPECT_NE(std::string(e.what()).find("from 0.0001 at step 4 to 0.00055 at step 5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--extend keep"), std::string::npos) << e.what();
+  }
+  RunConfig kept = train_resume_config(test::plugins(), options.run_dir, {"train.max_steps=8"}, "keep");
+  TrainPlan plan = train_plan(kept);
+  EXPECT_EQ(plan.total_steps, 8);
+  EXPECT_EQ(plan.schedule_steps, 4);
+  EXPECT_DOUBLE_EQ(lr_at(kept.train, plan, 3), 1e-4);
+  EXPECT_DOUBLE_EQ(lr_at(kept.train, plan, 7), 1e-4);  // past the schedule: its minimum
+  RunConfig stretched = train_resume_config(test::plugins(), options.run_dir, {"train.max_steps=8"}, "stretch");
+  EXPECT_NEAR(lr_at(stretched.train, train_plan(stretched), 4), 5.5e-4, 1e-15);
+  // The same budget needs no choice.
+  EXPECT_EQ(train_resume_config(test::plugins(), options.run_dir, {"train.lr=1e-3"}).train.max_steps, 4);
 }
 
 TEST(Trainer, MissingCorpusNamesThePackageOrPath) {

@@ -130,6 +130,66 @@ TEST(StoreOpen, NonSqliteAndCorruptFilesAreRefusedAndLeftUntouched) {
   }
 }
 
+// Issue 13: a process that held a connection and opened the store again (every CLI command,
+// the service's handlers, the GUI's watcher do) used to peek at the header with an ifstream.
+// Closing that descriptor dropped the process's fcntl locks on runs.db, so another process
+// that then closed its connection believed it was the last one, checkpointed and deleted the
+// WAL under the first: the store was then "malformed". Here the other process is the sqlite3
+// command-line shell, a real separate process; the WAL must survive it every round.
+TEST(StoreOpen, OpeningAgainInAProcessThatHoldsAConnectionKeepsItsLocks) {
+  const std::string path = fresh_store("reopen");
+  auto held = Store::open(path);
+  held->run_create(run_named("first"));
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE(round);
+    Store::open_readonly(path).reset();
+    Store::open(path).reset();
+    const std::string command = "sqlite3 " + path + " \"INSERT INTO experiments (name, created) VALUES ('other-" +
+                                std::to_string(round) + "', 0)\"";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    EXPECT_TRUE(fs::exists(path + "-wal")) << "another process deleted the WAL of a live connection";
+    held->run_create(run_named("after-" + std::to_string(round)));
+  }
+  held.reset();
+  auto check = Store::open_readonly(path);
+  EXPECT_TRUE(check->integrity_ok());
+  EXPECT_EQ(check->runs().size(), 6u);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* count = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM experiments WHERE name LIKE 'other-%'", -1, &count, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(count), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(count, 0), 5);
+  sqlite3_finalize(count);
+  sqlite3_close(db);
+}
+
+// A store that SQLite finds damaged is named in the error, with what to do.
+TEST(StoreOpen, ADamagedStoreIsNamedWithAHint) {
+  const std::string path = fresh_store("damaged");
+  {
+    auto store = Store::open(path);
+    for (int i = 0; i < 200; ++i) store->run_create(run_named("run-" + std::to_string(i)));
+  }
+  // Every page after the first (which holds the schema) becomes garbage: the tables' b-trees.
+  const auto size = fs::file_size(path);
+  ASSERT_GT(size, 8192u);
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(4096);
+    for (std::uintmax_t i = 4096; i < size; ++i) file.put(static_cast<char>((i * 31 + 7) & 0xff));
+  }
+  try {
+    Store::open_readonly(path)->runs();
+    FAIL() << "a damaged store was read without an error";
+  } catch (const StoreError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+    EXPECT_NE(what.find("hint: the store file is damaged"), std::string::npos) << what;
+  }
+}
+
 TEST(StoreRuns, LineageCumulativeFlopsAreTheSumOfTheStages) {
   auto store = Store::open(fresh_store("lineage"));
   std::int64_t a = store->run_create(run_named("stage-0"));

@@ -4,6 +4,7 @@
 // connection options and differ by a few lines each.
 #include <chrono>
 #include <ctime>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,10 +15,12 @@
 #include <toml++/toml.h>
 
 #include "engine/error.h"
+#include "engine/home.h"
 #include "engine/experiment.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 #include "workbench/service/client.h"
+#include "workbench/service/server.h"
 #include "workbench/service/protocol.h"
 
 namespace fs = std::filesystem;
@@ -27,13 +30,23 @@ namespace tfw::cli {
 namespace {
 
 struct Connect {
-  std::string address, token_file;
+  std::string address, token_file, home;
   bool json = false;
-  service::Client open() const { return service::Client(service::address_resolve(address), token_file); }
+  // --connect, else $TFW_SERVICE, else the service that serves TFW_HOME now (its
+  // service.lock names its address), else the default address.
+  service::Client open() const {
+    std::string where = address;
+    const char* env = std::getenv("TFW_SERVICE");
+    if (where.empty() && (env == nullptr || *env == '\0')) where = service::service_address_of(home_resolve(home));
+    return service::Client(service::address_resolve(where), token_file);
+  }
 };
 
 void connection_options(CLI::App* command, Connect& connect) {
-  command->add_option("--connect", connect.address, "HOST:PORT of the service (default: $TFW_SERVICE, else 127.0.0.1:7433)");
+  command->add_option("--connect", connect.address,
+                      "HOST:PORT of the service (default: $TFW_SERVICE, else the service serving TFW_HOME, else "
+                      "127.0.0.1:7433)");
+  command->add_option("--home", connect.home, "TFW_HOME whose service to find (default: $TFW_HOME or ./tfw-home)");
   command->add_option("--token-file", connect.token_file, "the service's token file");
   command->add_flag("--json", connect.json, "machine-readable output");
 }

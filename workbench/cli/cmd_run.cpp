@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/checkpoint_meta.h"
 #include "engine/error.h"
 #include "engine/experiment.h"
 #include "engine/home.h"
@@ -197,7 +198,9 @@ void run_experiment(const RunArgs& args) {
     std::optional<RunRecord> record = store->run_in_experiment(experiment.name, run->name);
     std::vector<std::string> argv = common;
     Job job{run, 0, "train"};
-    if (record) {  // killed, crashed or failed before: continue it as the same run
+    if (record && !checkpoint_list(record->run_dir + "/checkpoints").empty()) {
+      // killed, crashed or failed before: continue it as the same run (one that never
+      // checkpointed starts again below, and tfw train replaces its record)
       std::cerr << fmt::format("{}: {} before, resuming\n", run->name, record->status);
       argv.insert(argv.end(), {"train", "--resume", std::to_string(record->id), "--home", home});
     } else if (!run->parent.empty() && !fs::exists(work + "/grown-" + run->name + "/step-00000000.toml")) {

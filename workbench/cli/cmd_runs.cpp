@@ -1,5 +1,7 @@
-// `tfw runs list|show|compare`: the run store, read-only.
+// `tfw runs list|show|compare`: the run store, read-only; `tfw runs delete`: remove records.
+#include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -15,11 +17,14 @@ namespace tfw::cli {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 struct RunsArgs {
   std::string home;
   RunFilter filter;
   std::vector<std::string> runs;
   bool json = false;
+  bool files = false;
 };
 
 std::string metric(const RunRecord& r, const char* key) {
@@ -34,6 +39,17 @@ RunRecord find(Store& store, const std::string& run) {
   std::optional<RunRecord> record = store.run_find(run);
   if (!record) {
     throw UsageError(with_hint(fmt::format("no run '{}' in {}", run, store.path()), "list them with `tfw runs list`"));
+  }
+  if (record->name == run) {  // by name: say so when the name is not unique
+    std::vector<std::string> others;
+    for (const RunRecord& r : store.runs()) {
+      if (r.name == run && r.id != record->id) others.push_back(fmt::format("{} ({})", r.id, r.experiment));
+    }
+    if (!others.empty()) {
+      std::cerr << fmt::format("note: '{}' names {} runs; this is the newest, id {} (experiment {}). Others: {}. "
+                               "Pass an id to choose.\n", run, others.size() + 1, record->id, record->experiment,
+                               fmt::join(others, ", "));
+    }
   }
   return *record;
 }
@@ -135,6 +151,48 @@ void run_compare(const RunsArgs& args) {
   row("host", [](const RunRecord& r) { return r.host; });
 }
 
+// Deletes runs' records (metrics, checkpoints, events) and, with --files, their folders when
+// they lie inside TFW_HOME. Refuses a running run and a run that others were grown from.
+void run_delete(const RunsArgs& args) {
+  auto store = Store::open(home_resolve(args.home) + "/runs.db");
+  std::vector<RunRecord> doomed;
+  for (const std::string& run : args.runs) doomed.push_back(find(*store, run));
+  for (const RunRecord& r : doomed) {
+    if (r.status == "running") {
+      throw UsageError(with_hint(fmt::format("run {} '{}' is running; nothing was deleted", r.id, r.name),
+                                 "stop it first (Ctrl-C, or `tfw cancel JOB` for a service job)"));
+    }
+    for (const RunRecord& child : store->run_children(r.id)) {
+      const bool also = std::any_of(doomed.begin(), doomed.end(), [&](const RunRecord& d) { return d.id == child.id; });
+      if (!also) {
+        throw UsageError(with_hint(fmt::format("run {} '{}' has run {} '{}' grown from it; nothing was deleted", r.id,
+                                               r.name, child.id, child.name),
+                                   "delete the grown runs too (name them all), or keep this one"));
+      }
+    }
+  }
+  // Children before parents (the lineage's foreign keys).
+  std::sort(doomed.begin(), doomed.end(), [](const RunRecord& a, const RunRecord& b) { return a.id > b.id; });
+  for (const RunRecord& r : doomed) {
+    store->run_delete(r.id);
+    std::string files = "its files were kept";
+    if (args.files && !r.run_dir.empty()) {
+      const std::string dir = fs::weakly_canonical(r.run_dir).string();
+      if (dir.rfind(store->home() + "/", 0) == 0) {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+        files = ec ? fmt::format("its folder {} could not be removed: {}", dir, ec.message())
+                   : fmt::format("its folder {} was removed", dir);
+      } else {
+        files = fmt::format("its folder {} is outside TFW_HOME and was kept", dir);
+      }
+    } else if (!r.run_dir.empty()) {
+      files = fmt::format("its folder {} was kept (--files removes it)", r.run_dir);
+    }
+    std::cout << fmt::format("deleted run {} '{}' ({}); {}\n", r.id, r.name, r.experiment, files);
+  }
+}
+
 }  // namespace
 
 void add_runs_command(CLI::App& app) {
@@ -151,6 +209,11 @@ void add_runs_command(CLI::App& app) {
   show->add_option("run", args->runs, "run id or name")->required()->expected(1);
   CLI::App* compare = runs->add_subcommand("compare", "Runs side by side");
   compare->add_option("runs", args->runs, "run ids or names")->required();
+  CLI::App* remove = runs->add_subcommand("delete", "Delete runs' records (metrics, checkpoints, events) from the store");
+  remove->add_option("runs", args->runs, "run ids or names")->required();
+  remove->add_flag("--files", args->files, "also remove the run folders (only inside TFW_HOME)");
+  remove->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  remove->callback([args] { run_delete(*args); });
   for (CLI::App* command : {list, show, compare}) {
     command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
     command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");

@@ -16,6 +16,7 @@
 #include "engine/error.h"
 #include "engine/home.h"
 #include "engine/registry.h"
+#include "engine/train/schedule.h"
 #include "engine/trainer.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
@@ -42,6 +43,7 @@ struct TrainArgs {
   std::string resume;
   std::string init_from;
   std::string experiment = "default";
+  std::string extend;
   bool json = false;
 };
 
@@ -91,12 +93,15 @@ void run_train(const TrainArgs& args) {
     std::tie(options.run_dir, run_id) = resolve_run(args.resume, home, *store);
     std::vector<std::string> train_overrides;
     for (const std::string& item : args.overrides) train_overrides.push_back(item);
-    config = train_resume_config(registry(), options.run_dir, train_overrides);
+    config = train_resume_config(registry(), options.run_dir, train_overrides, args.extend);
     if (!args.config.empty()) check_same_model(run_config_load(registry(), args.config), config);
     options.resume = true;
   } else {
     if (args.config.empty()) throw UsageError("tfw train needs a CONFIG.toml, or --resume RUN");
     config = run_config_load(registry(), args.config, args.overrides);
+    // A config that cannot train (no budget, a model that cannot fit in memory) is refused
+    // before anything is recorded or replaced.
+    train_memory_check(config, train_plan(config));
     if (!args.init_from.empty()) {
       // The model must be the checkpoint's; [data] and [train] are the new run's.
       const CheckpointMeta origin = checkpoint_read_meta(args.init_from);
@@ -105,13 +110,29 @@ void run_train(const TrainArgs& args) {
       options.init_from = args.init_from;
     }
     const std::string name = args.name.empty() ? config.model.name : args.name;
+    name_check(name, "run name", args.name.empty() ? config.model.path + ": name" : "--name");
+    name_check(args.experiment, "experiment name", "--experiment");
     options.run_dir = args.experiment == "default" ? home + "/runs/" + name
                                                    : home + "/runs/" + args.experiment + "/" + name;
-    if (fs::exists(options.run_dir + "/checkpoints") && !fs::is_empty(options.run_dir + "/checkpoints")) {
+    if (!checkpoint_list(options.run_dir + "/checkpoints").empty()) {
       throw UsageError(with_hint(fmt::format("run '{}' already exists at {}", name, options.run_dir),
                                  fmt::format("continue it with `tfw train --resume {}`, or choose another --name",
                                              options.run_dir)));
     }
+    // A run of that name that never wrote a checkpoint (killed early, failed on its data) has
+    // nothing to resume: starting it again replaces its record instead of refusing the name.
+    if (std::optional<RunRecord> old = store->run_in_experiment(args.experiment, name)) {
+      if (old->status == "running") {
+        throw UsageError(with_hint(fmt::format("run '{}' (id {}) is running (its heartbeat is fresh)", name, old->id),
+                                   "wait for it, or stop it; a run that died shows as crashed after "
+                                   "TFW_HEARTBEAT_TIMEOUT seconds"));
+      }
+      store->run_delete(old->id);
+      std::cerr << fmt::format("run '{}' (id {}, {}) never wrote a checkpoint: starting it again replaces its record\n",
+                               name, old->id, old->status);
+    }
+    std::error_code ec;
+    for (const char* stale : {"/metrics.jsonl", "/config.toml"}) fs::remove(options.run_dir + stale, ec);
     fs::create_directories(options.run_dir);
   }
   // Record the run (a new one, or the resumed one as the same run).
@@ -155,8 +176,8 @@ void run_train(const TrainArgs& args) {
     last_tokens = tokens;
     last_flops = flops;
   };
+  options.before_checkpoint = [&] { writer.flush(); };  // metrics up to a checkpoint are committed before it
   options.on_checkpoint = [&](const std::string& path, std::int64_t step, std::uint32_t crc32, std::uint64_t bytes) {
-    writer.flush();  // the metrics up to a checkpoint are committed with it
     store->run_set_progress(run_id, last_tokens, last_flops);
     store->checkpoint_add({run_id, step, static_cast<std::int64_t>(bytes), fs::absolute(path).string(),
                            fmt::format("crc32:{:08x}", crc32)});
@@ -248,6 +269,9 @@ void add_train_command(CLI::App& app) {
   command->add_option("--init-from", args->init_from,
                       "start from this checkpoint's weights (e.g. one written by tfw grow); the run records its "
                       "lineage");
+  command->add_option("--extend", args->extend,
+                      "with --resume and a new budget: keep (the lr schedule stays as it was) or stretch (recomputed "
+                      "over the new budget)");
   command->add_option("--experiment", args->experiment, "record the run under this experiment (default: default)");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   command->add_flag("--json", args->json, "print the summary as JSON (keys in docs/cli.md)");

@@ -13,13 +13,13 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -28,9 +28,12 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include "engine/data/corpus.h"
 #include "engine/error.h"
 #include "engine/experiment.h"
+#include "engine/home.h"
 #include "engine/registry.h"
+#include "engine/train/schedule.h"
 #include "storage/store.h"
 #include "workbench/common/records_json.h"
 #include "workbench/service/protocol.h"
@@ -47,13 +50,6 @@ namespace {
 using Line = std::shared_ptr<const std::string>;
 
 Line make_line(const json& message) { return std::make_shared<const std::string>(message.dump() + "\n"); }
-
-bool inside(const fs::path& path, const fs::path& root) {
-  const std::string p = fs::weakly_canonical(path).string(), r = fs::weakly_canonical(root).string();
-  return p == r || (p.size() > r.size() && p.compare(0, r.size(), r) == 0 && p[r.size()] == '/');
-}
-
-const std::regex kSafeName("^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$");
 
 }  // namespace
 
@@ -240,7 +236,12 @@ void Service::Impl::accept() {
     }
     auto connection = std::make_shared<Connection>(*this, std::move(socket));
     connections.insert(connection);
-    connection->start();
+    if (connections.size() > options.max_connections) {
+      // Over the cap: one error line, then closed (each connection holds a descriptor).
+      connection->fail(fmt::format("too many connections ({} open); try again later", options.max_connections));
+    } else {
+      connection->start();
+    }
     accept();
   });
 }
@@ -316,41 +317,35 @@ json Service::Impl::submit(const json& message, const std::string& client) {
   if (experiment && name.empty()) name = table["experiment"]["name"].value_or(std::string());
   if (!experiment && name.empty()) name = table["name"].value_or(std::string());
   if (name.empty()) throw UsageError("give the job a name: \"name\", or experiment.name in the TOML");
-  if (!std::regex_match(name, kSafeName) || name.find("..") != std::string::npos) {
-    throw UsageError(fmt::format("'{}' is not a usable name: letters, digits, '_', '.', '-'", name));
+  if (!name_ok(name)) {
+    throw UsageError(fmt::format("'{}' is not a usable name: letters, digits and '_', '-', '.', '+', '=', starting "
+                                 "with a letter or digit", name));
   }
   std::mt19937_64 random(std::random_device{}());
   const fs::path staging = fs::path(home) / "jobs" / fmt::format("incoming-{:016x}", random());
   fs::create_directories(staging);
-  // Paths inside the TOML resolve against the job folder and must stay in TFW_HOME.
+  // Files the TOML names resolve against the job folder and must stay in TFW_HOME: the ones
+  // read while planning (extends, config) are checked here; the corpora of the planned runs
+  // below; and the job itself runs confined to TFW_HOME (TFW_CONFINE), in its job folder.
   std::vector<std::pair<std::string, std::string>> paths;
-  auto corpus = [&](const toml::node_view<toml::node>& data, const std::string& where) {
-    if (auto value = data["corpus"].value<std::string>(); value && value->find('/') != std::string::npos) {
-      paths.emplace_back(where + ".data.corpus", *value);
-    }
-  };
   if (experiment) {
     if (auto extends = table["experiment"]["extends"].value<std::string>()) paths.emplace_back("experiment.extends", *extends);
-    corpus(table["defaults"]["data"], "defaults");
     if (toml::table* runs = table["runs"].as_table()) {
       for (auto&& [run, node] : *runs) {
         if (!node.is_table()) continue;
         const std::string where = "runs." + std::string(run.str());
         if (auto config = node.as_table()->get_as<std::string>("config")) paths.emplace_back(where + ".config", config->get());
-        corpus(toml::node_view<toml::node>(node)["data"], where);
       }
     }
-  } else {
-    corpus(table["data"], "run");
   }
-  for (const auto& [key, path] : paths) {
-    if (!inside(fs::path(path).is_absolute() ? fs::path(path) : staging / path, home)) {
-      fs::remove_all(staging);
-      throw UsageError(fmt::format("{} = '{}' escapes TFW_HOME ({}): a submission may only name files inside it "
-                                   "(`tfw submit` inlines config files for you)",
-                                   key, path, home));
-    }
-  }
+  auto escapes = [&](const std::string& key, const std::string& path) {
+    if (path_inside(fs::path(path).is_absolute() ? path : (staging / path).string(), home)) return;
+    fs::remove_all(staging);
+    throw UsageError(fmt::format("{} = '{}' escapes TFW_HOME ({}): a submission may only name files inside it "
+                                 "(`tfw submit` inlines config files for you)",
+                                 key, path, home));
+  };
+  for (const auto& [key, path] : paths) escapes(key, path);
   std::string file = (staging / "experiment.toml").string();
   if (experiment) {
     std::ofstream(file) << text;
@@ -367,7 +362,22 @@ json Service::Impl::submit(const json& message, const std::string& client) {
     for (std::size_t at; (at = what.find(staging.string() + "/")) != std::string::npos;) what.erase(at, staging.string().size() + 1);
     throw UsageError(what);
   }
-  if (experiment && plan.name != name) throw UsageError("the experiment's name and \"name\" differ");
+  if (experiment && plan.name != name) {
+    fs::remove_all(staging);
+    throw UsageError("the experiment's name and \"name\" differ");
+  }
+  for (const ExperimentRun& run : plan.runs) {
+    const std::string& corpus = run.config.data.corpus;
+    const bool builtin = std::any_of(corpora_builtin().begin(), corpora_builtin().end(),
+                                     [&](const CorpusInfo& info) { return info.name == corpus; });
+    if (!builtin) escapes(fmt::format("runs.{}: data.corpus", run.name), corpus);
+    try {
+      train_memory_check(run.config, run.plan);  // an absurd model is refused now, not in a worker
+    } catch (const UsageError&) {
+      fs::remove_all(staging);
+      throw;
+    }
+  }
   JobRow job;
   job.kind = experiment ? "experiment" : "run";
   job.name = name;
@@ -501,6 +511,17 @@ int Service::Impl::run_job(const JobRow& job, int threads) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The child's environment, built before fork (setenv is not safe between fork and exec in
+  // a threaded process): ours, with TFW_CONFINE set to the home.
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "TFW_CONFINE=", 12) != 0) environment.emplace_back(*e);
+  }
+  environment.push_back("TFW_CONFINE=" + home);
+  std::vector<char*> envp;
+  for (std::string& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string folder_text = folder.string();
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
@@ -510,12 +531,15 @@ int Service::Impl::run_job(const JobRow& job, int threads) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    // Relative paths in the job resolve in its folder, and every file it reads must lie in
+    // TFW_HOME: the engine refuses any other (engine/home.h, confine_check).
+    if (chdir(folder_text.c_str()) != 0) _exit(126);
     const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (out >= 0) {
       dup2(out, 1);
       dup2(out, 2);
     }
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   if (pid < 0) return -1;

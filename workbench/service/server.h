@@ -24,6 +24,7 @@ struct ServiceOptions {
   double write_timeout = 30;              // a client that takes longer to accept a write is dropped
   std::size_t max_pending = 64u << 20;    // bytes queued to one client before it counts as too slow
   double poll_interval = 0.02;            // seconds between store reads for watched runs
+  std::size_t max_connections = 256;      // more are answered with an error and closed
 };
 
 class Service {

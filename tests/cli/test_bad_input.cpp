@@ -1,0 +1,259 @@
+// Issue 13: malformed input of every kind, end to end through the real tfw binary. Each case
+// asserts its exit code and the words of its message; none may end in a signal, an abort
+// or "terminate called", and the store of a home that holds a finished run must come out
+// of every case intact (integrity_check ok, the run and its points still there).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/cli/run_command.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tfw::test::capture;
+using tfw::test::Result;
+
+const std::string kWork = "/tmp/tfw-test-bad-input";
+const std::string kHome = kWork + "/home";
+
+// Runs a bash script with T (tfw), H (the shared home), W (a scratch folder) and M (the
+// mini configs) set.
+Result script(const std::string& body) {
+  const std::string path = kWork + "/case.sh";
+  std::ofstream(path) << "set -u\nT=" TFW_BINARY "\nH=" << kHome << "\nW=" << kWork
+                      << "\nM=" TFW_SOURCE_DIR "/experiments/mini\ncd $W\n"
+                      << body << "\n";
+  return capture("bash " + path);
+}
+
+// The store's verdict on itself, and the finished run `base` with its points. (A run that
+// starts and then fails on its data is recorded as failed: that is bookkeeping, not damage.)
+std::string store_state() {
+  return capture("sqlite3 " + kHome + "/runs.db \"PRAGMA integrity_check; SELECT id, status, tokens FROM runs WHERE "
+                                      "name = 'base'; SELECT COUNT(*), SUM(value) FROM metrics WHERE run_id = "
+                                      "(SELECT id FROM runs WHERE name = 'base');\"")
+      .output;
+}
+
+struct Case {
+  const char* name;
+  const char* body;
+  int code;
+  const char* message;  // a part of the output
+};
+
+// `good` is a copy of the tiny config; `exp` writes an experiment header. Configs are
+// written with printf so that each case is one readable block.
+const char* kPrelude = R"(
+good() { cp $M/tiny-train-tokenformer.toml $W/$1.toml; }
+exp() { printf '[experiment]\nname = "e"\n[defaults]\ndata = { corpus = "kjv" }\ntrain = { max_steps = 2 }\n' > $W/$1.toml; }
+)";
+
+const std::vector<Case> kCases = {
+    // TOML and config values.
+    {"syntax", "printf '[model\\nd = 1\\n' > bad.toml; $T train bad.toml --home $H", 2, "bad.toml:1"},
+    {"empty file", ": > empty.toml; $T train empty.toml --home $H", 2, "empty.toml"},
+    {"missing file", "$T train nowhere.toml --home $H", 2, "nowhere.toml"},
+    {"unknown key", "good c; $T train c.toml --home $H --set train.colour=1", 2, "colour"},
+    {"wrong type", "good c; $T train c.toml --home $H --set train.max_steps='\"ten\"'", 2, "max_steps"},
+    {"lr nan", "good c; $T train c.toml --home $H --set train.lr=nan", 2, "train.lr: must be a finite number"},
+    {"lr inf", "good c; $T train c.toml --home $H --set train.lr=inf", 2, "train.lr: must be a finite number"},
+    {"lr negative", "good c; $T train c.toml --home $H --set train.lr=-0.1", 2, "must be at least 0"},
+    {"beta1 2.0", "good c; $T train c.toml --home $H --set train.beta1=2.0", 2, "beta1: must be in [0, 1)"},
+    {"beta2 negative", "good c; $T train c.toml --home $H --set train.beta2=-0.5", 2, "beta2: must be in [0, 1)"},
+    {"d zero", "good c; $T train c.toml --home $H --set model.d=0", 2, "model.d: must be positive"},
+    {"d negative", "good c; $T train c.toml --home $H --set model.d=-64", 2, "must be positive"},
+    {"d 1e9", "good c; $T train c.toml --home $H --set model.d=1000000000", 2, "larger than this tfw supports"},
+    {"layers 1e8", "good c; $T train c.toml --home $H --set model.layers=100000000", 2, "larger than this tfw supports"},
+    {"batch 1e8", "good c; $T train c.toml --home $H --set train.batch_size=100000000", 2,
+     "larger than this tfw supports"},
+    {"heads do not divide d", "good c; $T train c.toml --home $H --set model.heads=3", 2, "heads"},
+    {"does not fit in memory",
+     "good c; $T train c.toml --home $H --set model.d=1048576 --set model.n_ffn=1048576 --set model.layers=64", 2,
+     "GB of memory to train"},
+    {"no budget", "good c; sed -i '/max_steps/d' c.toml; $T train c.toml --home $H", 2, "c.toml: no training budget"},
+    {"bad run name", "good c; $T train c.toml --home $H --name ../../escaped", 2, "is not a usable run name"},
+    {"bad experiment name", "good c; $T train c.toml --home $H --experiment 'a;rm -rf x'", 2,
+     "is not a usable experiment name"},
+    {"missing corpus", "good c; $T train c.toml --home $H --set data.corpus='\"/nonexistent/x.txt\"'", 2,
+     "unknown corpus"},
+    {"corpus shorter than a window",
+     "good c; printf 'tiny' > short.txt; $T train c.toml --home $H --name short --set data.corpus='\"short.txt\"'", 2,
+     "short"},
+    // Checkpoints.
+    {"init-from a missing file", "good c; $T train c.toml --home $H --name x --init-from /nonexistent.pt", 2,
+     "not found"},
+    {"init-from random bytes with a forged manifest",
+     "good c; mkdir -p f; head -c 5000 /dev/urandom > f/step-00000005.pt; "
+     "printf 'format_version = 1\\narchive = \"step-00000005.pt\"\\nsize = %d\\ncrc32 = %d\\nstep = 5\\n' "
+     "$(stat -c %s f/step-00000005.pt) $(python3 -c \"import zlib;print(zlib.crc32(open('f/step-00000005.pt','rb')"
+     ".read()))\") > f/step-00000005.toml; $T train c.toml --home $H --name y --init-from f/step-00000005.pt",
+     2, "is not a readable tfw checkpoint archive"},
+    {"init-from the other family",
+     "$T train $M/tiny-transformer.toml --home $H --name other --set train.max_steps=2 --init-from "
+     "$H/runs/base/checkpoints/step-00000006.pt",
+     2, "does not fit the checkpoint"},
+    {"resume a missing run", "$T train --resume nosuchrun --home $H", 2, "not found"},
+    {"resume with a model change", "$T train --resume base --home $H --set model.d=32", 2,
+     "only train.* keys can change on resume"},
+    {"resume with a new budget and no choice", "$T train --resume base --home $H --set train.max_steps=50", 2,
+     "--extend keep"},
+    {"resume with a bad --extend", "$T train --resume base --home $H --set train.max_steps=50 --extend maybe", 2,
+     "expected keep or stretch"},
+    // Stores.
+    {"a store that is not SQLite",
+     "mkdir -p s1; echo notes > s1/runs.db; $T runs list --home s1; cat s1/runs.db", 2, "is not a tfw store"},
+    {"a store from a newer tfw",
+     "mkdir -p s2; sqlite3 s2/runs.db 'PRAGMA user_version = 99'; $T runs list --home s2", 2,
+     "schema version 99"},
+    {"a damaged store",
+     "mkdir -p s3; cp $H/runs.db s3/; sqlite3 s3/runs.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null; "
+     "python3 -c \"f=open('s3/runs.db','r+b');f.seek(4096);f.write(bytes((i*31+7)%256 for i in "
+     "range(__import__('os').path.getsize('s3/runs.db')-4096)))\"; $T runs list --home s3",
+     2, "hint: the store file is damaged"},
+    {"runs delete of a missing run", "$T runs delete nosuchrun --home $H", 2, "no run 'nosuchrun'"},
+    // Experiments.
+    {"experiment parents in a cycle",
+     "exp x; printf '[runs.a]\\nparent = \"b\"\\ngrowth = { method = \"pattention_grow\" }\\n[runs.b]\\nparent = "
+     "\"a\"\\ngrowth = { method = \"pattention_grow\" }\\n' >> x.toml; $T run x.toml --dry-run --home $H",
+     2, "cycle"},
+    {"experiment with a missing parent",
+     "exp x; printf '[runs.a]\\nfamily = \"tokenformer\"\\nconfig = \"c.toml\"\\n[runs.b]\\nparent = \"zz\"\\n"
+     "growth = { method = \"pattention_grow\" }\\n' >> x.toml; good c; $T run x.toml --dry-run --home $H",
+     2, "'zz' is not a run of this experiment"},
+    {"experiment extends itself",
+     "printf '[experiment]\\nextends = \"x.toml\"\\n[runs.a]\\n' > x.toml; $T run x.toml --dry-run --home $H", 2,
+     "cycle"},
+    {"experiment with an empty grid",
+     "exp x; good c; printf '[runs.a]\\nconfig = \"c.toml\"\\ngrid = { \"train.lr\" = [] }\\n' >> x.toml; "
+     "$T run x.toml --dry-run --home $H",
+     2, "x.toml:8:23: runs.a.grid.train.lr: expected a non-empty array"},
+    {"experiment grid of a million runs",
+     "exp x; good c; printf '[runs.a]\\nconfig = \"c.toml\"\\ngrid = { \"train.lr\" = [%s], \"train.seed\" = [%s] }\\n' "
+     "$(seq -s, 1 1000) $(seq -s, 1 1000) >> x.toml; timeout 20 $T run x.toml --dry-run --home $H",
+     2, "1000000 runs"},
+    {"experiment run name that escapes",
+     "exp x; good c; printf '[runs.\"../../../ESCAPED\"]\\nconfig = \"c.toml\"\\n' >> x.toml; "
+     "$T run x.toml --dry-run --home $H; ls $W/../ESCAPED* 2>&1",
+     2, "is not a usable run name"},
+    {"experiment grid value that escapes",
+     "exp x; good c; printf '[runs.a]\\nconfig = \"c.toml\"\\ngrid = { \"data.corpus\" = [\"../../etc/passwd\"] }\\n' "
+     ">> x.toml; $T run x.toml --dry-run --home $H",
+     2, "is not a usable run name"},
+    {"experiment without a budget names the run",
+     "printf '[experiment]\\nname = \"e\"\\n[runs.nobudget]\\nconfig = \"c.toml\"\\n' > x.toml; good c; "
+     "sed -i '/max_steps/d' c.toml; $T run x.toml --dry-run --home $H",
+     2, "runs.nobudget (run 'nobudget'): no training budget"},
+    {"experiment with no runs", "exp x; $T run x.toml --dry-run --home $H", 2, "no runs"},
+};
+
+class BadInput : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs::remove_all(kWork);
+    fs::create_directories(kWork);
+    Result base = script("$T train $M/tiny-train-tokenformer.toml --home $H --name base --set train.max_steps=6 "
+                         "--set train.checkpoint_every=3 --set train.eval_every=3");
+    ASSERT_EQ(base.code, 0) << base.output;
+  }
+};
+
+TEST_F(BadInput, EachMalformedInputGetsItsExitCodeAndMessageAndTheStoreStaysIntact) {
+  const std::string before = store_state();
+  ASSERT_EQ(before.substr(0, 3), "ok\n") << before;
+  ASSERT_GE(kCases.size(), 30u);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.name);
+    Result run = script(std::string(kPrelude) + c.body);
+    // A case's script may run a command after tfw (cat, ls): look for tfw's own code in
+    // the output of the shell's last command only when the case says so; here every case
+    // ends with the tfw command or with a check whose output is asserted below.
+    EXPECT_NE(run.output.find(c.message), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("terminate called"), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("Aborted"), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("Exception raised from"), std::string::npos) << run.output;  // a torch trace
+    EXPECT_EQ(store_state(), before) << "the store changed";
+    if (std::string(c.name) == "a store that is not SQLite") {
+      EXPECT_NE(run.output.find("notes"), std::string::npos) << "the file was modified";
+    } else if (std::string(c.name) == "experiment run name that escapes") {
+      EXPECT_NE(run.output.find("No such file"), std::string::npos) << "something was written outside";
+    } else {
+      EXPECT_EQ(run.code, c.code) << run.output;
+    }
+  }
+}
+
+// A damaged newest checkpoint: resume says which and why, moves it aside, continues from
+// the newest valid one; with none valid, a clear error. Its hint no longer promises what
+// the code does not do.
+TEST_F(BadInput, DamagedCheckpointsAreSkippedOutLoudOnResume) {
+  Result copy = script("rm -rf $W/h2; mkdir -p $W/h2; $T train $M/tiny-train-tokenformer.toml --home $W/h2 --name r "
+                       "--set train.max_steps=9 --set train.checkpoint_every=3 --set train.keep_checkpoints=5");
+  ASSERT_EQ(copy.code, 0) << copy.output;
+  const std::string dir = kWork + "/h2/runs/r/checkpoints/";
+  // Step 9: a flipped byte; step 6: a manifest that lies about its step.
+  Result damage = script("printf '\\xff' | dd of=" + dir + "step-00000009.pt bs=1 seek=2000 conv=notrunc 2>/dev/null; "
+                         "sed -i 's/^step = 6/step = 3/' " + dir + "step-00000006.toml");
+  ASSERT_EQ(damage.code, 0) << damage.output;
+  Result resumed = script("$T train --resume r --home $W/h2 --extend keep --set train.max_steps=10");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("skipped a damaged checkpoint"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("step-00000009.pt' is corrupt: its CRC-32 does not match"), std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("step-00000006.pt' has a manifest that does not match it (archive 'step-00000006.pt', step 3)"), std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("step-00000003.pt at step 3"), std::string::npos) << resumed.output;
+  EXPECT_TRUE(fs::exists(dir + "step-00000009.pt.damaged"));
+  EXPECT_EQ(resumed.output.find("picks the last valid one"), std::string::npos) << resumed.output;
+  // Every checkpoint damaged: nothing to resume, said plainly.
+  Result all = script("for f in " + dir + "step-*.pt; do printf '\\xff' | dd of=$f bs=1 seek=100 conv=notrunc "
+                      "2>/dev/null; done; $T train --resume r --home $W/h2");
+  EXPECT_EQ(all.code, 2) << all.output;
+  EXPECT_NE(all.output.find("holds no valid checkpoint"), std::string::npos) << all.output;
+}
+
+// A run that never checkpointed keeps no claim on its name: started again, it replaces its
+// record. `tfw runs delete` removes a record (and with --files its folder).
+TEST_F(BadInput, ARunThatNeverCheckpointedCanBeStartedAgainAndRunsCanBeDeleted) {
+  Result failed = script("printf 'tiny' > short.txt; $T train $M/tiny-train-tokenformer.toml --home $W/h3 --name again "
+                         "--set data.corpus='\"short.txt\"'");
+  EXPECT_EQ(failed.code, 2) << failed.output;
+  Result resume = script("$T train --resume again --home $W/h3");
+  EXPECT_EQ(resume.code, 2) << resume.output;
+  EXPECT_NE(resume.output.find("start it again with `tfw train CONFIG --name NAME`"), std::string::npos)
+      << resume.output;
+  Result again = script("$T train $M/tiny-train-tokenformer.toml --home $W/h3 --name again --set train.max_steps=3");
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_NE(again.output.find("never wrote a checkpoint: starting it again replaces its record"), std::string::npos)
+      << again.output;
+  Result listed = script("sqlite3 $W/h3/runs.db \"SELECT name, status FROM runs\"");
+  EXPECT_EQ(listed.output, "again|finished\n");
+  Result removed = script("$T runs delete again --files --home $W/h3; ls $W/h3/runs; "
+                          "sqlite3 $W/h3/runs.db \"SELECT COUNT(*) FROM runs; SELECT COUNT(*) FROM metrics\"");
+  EXPECT_NE(removed.output.find("deleted run 1 'again' (default); its folder"), std::string::npos) << removed.output;
+  EXPECT_NE(removed.output.find("was removed\n0\n0\n"), std::string::npos) << removed.output;
+}
+
+// A home copied elsewhere resumes its runs in the copy: the store keeps paths relative.
+TEST_F(BadInput, ACopiedHomeResumesInTheCopy) {
+  Result run = script("rm -rf $W/h4 $W/h4-copy; $T train $M/tiny-train-tokenformer.toml --home $W/h4 --name r "
+                      "--set train.max_steps=6 --set train.checkpoint_every=3 && cp -r $W/h4 $W/h4-copy && "
+                      "$T train --resume r --home $W/h4-copy --extend keep --set train.max_steps=9 && "
+                      "echo ORIGINAL; ls $W/h4/runs/r/checkpoints; echo COPY; ls $W/h4-copy/runs/r/checkpoints");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("resumed " + kWork + "/h4-copy/runs/r/checkpoints/step-00000006.pt"), std::string::npos)
+      << run.output;
+  // The original has no step 9; the copy does.
+  const std::string original = run.output.substr(run.output.rfind("ORIGINAL"));
+  const std::string copy = original.substr(original.find("COPY"));
+  EXPECT_EQ(original.substr(0, original.find("COPY")).find("step-00000009"), std::string::npos) << original;
+  EXPECT_NE(copy.find("step-00000009.pt"), std::string::npos) << original;
+}
+
+}  // namespace

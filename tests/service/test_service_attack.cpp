@@ -1,0 +1,211 @@
+// Issue 13: the service attacked as an intruder or a careless user would, on loopback with
+// the real `tfw serve`: files outside TFW_HOME (by corpus, by run name, by grid value, by a
+// symlink), a store that must survive serve/submit/cancel/jobs twenty times over, a job that
+// fails on its data followed by another, and more idle connections than it accepts.
+#include <sys/socket.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "storage/store.h"
+#include "tests/cli/run_command.h"
+#include "tests/service/service_helpers.h"
+
+namespace tfw {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::ServeProcess;
+using namespace test::service_helpers;
+
+const std::string kTiny = R"(
+[defaults]
+train = { batch_size = 4, lr = 3e-3, warmup_steps = 1, eval_every = 5, eval_batches = 1, checkpoint_every = 5, peak_flops = 1e11 }
+)";
+
+// One small run; no [data] when `corpus` is empty (the defaults' is used).
+std::string tiny_run(const std::string& name, const std::string& corpus, int steps = 4) {
+  return "[runs." + name + "]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
+         "vocab = 256, seq_len = 16 }\n" + (corpus.empty() ? "" : "data = { corpus = \"" + corpus + "\" }\n") +
+         "train = { max_steps = " + std::to_string(steps) + " }\n";
+}
+
+std::string submit_error(service::Client& client, const std::string& experiment) {
+  try {
+    client.request({{"type", "submit"}, {"experiment", experiment}});
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+// Everything in the store, as the CLI sees it, and SQLite's own verdict.
+std::string integrity(const std::string& home) {
+  return test::capture("sqlite3 " + home + "/runs.db 'PRAGMA integrity_check'").output;
+}
+
+TEST(ServiceAttack, NothingOutsideTheHomeIsReadOrWritten) {
+  const std::string root = fresh_home("escape");
+  const std::string home = root + "/home", cwd = root + "/cwd";
+  fs::create_directories(home);
+  fs::create_directories(cwd);
+  fs::create_directories(root + "/decoy");
+  std::ofstream(cwd + "/secret.txt") << "the service's working folder: secret\n";
+  std::ofstream(root + "/decoy/secret2.txt") << "outside the home: secret\n";
+  fs::create_directories(home + "/inside");
+  fs::create_symlink(root + "/decoy/secret2.txt", home + "/inside/link.txt");
+  // The service runs from `cwd`, as one started by hand in a folder with private files.
+  const fs::path here = fs::current_path();
+  fs::current_path(cwd);
+  ServeProcess server = serve(home);
+  fs::current_path(here);
+  ASSERT_NE(server.address(), "");
+  service::Client client(server.address());
+  const std::string header = "[experiment]\nname = \"attack\"\n" + kTiny;
+  struct Attempt {
+    std::string experiment, expected;
+  };
+  const std::vector<Attempt> attempts = {
+      {header + tiny_run("a", "secret.txt"), "runs.a: data.corpus = 'secret.txt' escapes TFW_HOME"},
+      {header + tiny_run("a", "../decoy/secret2.txt"), "escapes TFW_HOME"},
+      {header + tiny_run("a", "../../etc/passwd"), "escapes TFW_HOME"},
+      {header + tiny_run("a", "/etc/passwd"), "escapes TFW_HOME"},
+      {header + tiny_run("a", "../../home/inside/link.txt"), "escapes TFW_HOME"},  // a symlink out
+      {"[experiment]\nname = \"attack\"\n[defaults]\ndata = { corpus = \"../../etc/hostname\" }\n" +
+           kTiny.substr(kTiny.find("train")) + tiny_run("a", ""),
+       "runs.a: data.corpus = '../../etc/hostname' escapes TFW_HOME"},
+      {header + "[runs.\"../../../ESCAPED\"]\nfamily = \"tokenformer\"\n", "is not a usable run name"},
+      {header + tiny_run("g", "kjv") + "grid = { \"data.corpus\" = [\"../../etc/passwd\"] }\n",
+       "is not a usable run name"},
+      {header + tiny_run("x$(touch${IFS}PWNED)", "kjv"), "is not a usable run name"},
+      {header + "[runs.huge]\nfamily = \"tokenformer\"\nmodel = { layers = 64, d = 1048576, heads = 4, n_attn = 64, "
+                "n_ffn = 1048576, vocab = 256, seq_len = 16 }\ntrain = { max_steps = 1 }\n",
+       "GB of memory to train"},
+  };
+  for (const Attempt& attempt : attempts) {
+    SCOPED_TRACE(attempt.experiment);
+    EXPECT_NE(submit_error(client, attempt.experiment).find(attempt.expected), std::string::npos)
+        << submit_error(client, attempt.experiment);
+  }
+  EXPECT_TRUE(client.request({{"type", "jobs"}})["jobs"].empty());
+  // A corpus inside the home is fine, relative to the job's folder.
+  std::ofstream(home + "/inside/text.txt") << std::string(20000, 'a');
+  const json accepted = client.request({{"type", "submit"}, {"experiment", header + tiny_run("ok", "../../inside/text.txt")}});
+  ASSERT_TRUE(wait_for([&] { return job_status(server.address(), accepted["job"]) == "finished"; }, 120))
+      << job_status(server.address(), accepted["job"]);
+  // Nothing was written outside the home, and no secret reached its prepared data.
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    const std::string path = entry.path().string();
+    EXPECT_TRUE(path.rfind(home, 0) == 0 || path.rfind(cwd, 0) == 0 || path.rfind(root + "/decoy", 0) == 0) << path;
+    EXPECT_EQ(path.find("ESCAPED"), std::string::npos) << path;
+    if (path.rfind(home, 0) == 0 && entry.is_regular_file() && !entry.is_symlink()) {
+      std::ifstream in(path, std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+      EXPECT_EQ(bytes.find("secret"), std::string::npos) << path << " holds a secret's text";
+    }
+  }
+  EXPECT_FALSE(fs::exists(cwd + "/PWNED"));
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// The engine refuses a corpus outside its confinement even when the service's check was
+// passed (a symlink swapped in after submission): TFW_CONFINE in `tfw train` itself.
+TEST(ServiceAttack, AConfinedProcessRefusesACorpusOutsideItsFolder) {
+  const std::string root = fresh_home("confine");
+  fs::create_directories(root + "/home");
+  std::ofstream(root + "/outside.txt") << std::string(20000, 'b');
+  const test::Result run = test::capture("cd " + root + "/home && TFW_CONFINE=" + root + "/home " TFW_BINARY
+                                         " train " TFW_SOURCE_DIR "/experiments/mini/tiny-train-tokenformer.toml "
+                                         "--home . --set data.corpus='\"../outside.txt\"' --set train.max_steps=1");
+  EXPECT_EQ(run.code, 2) << run.output;
+  EXPECT_NE(run.output.find("data.corpus = '../outside.txt' is outside " + root + "/home"), std::string::npos)
+      << run.output;
+  EXPECT_FALSE(fs::exists(root + "/home/data/outside.txt-byte"));
+}
+
+// The corruption a new user hit: serve, submit, cancel, jobs; twenty times on one home.
+// Every round the store must pass SQLite's integrity check, every job must still be listed,
+// and the service must hold no deleted WAL or shm file.
+TEST(ServiceAttack, TwentyRoundsOfSubmitCancelAndJobsKeepTheStoreWhole) {
+  const std::string home = fresh_home("rounds");
+  ServeProcess server = serve(home);
+  ASSERT_NE(server.address(), "");
+  const std::string experiment = "[experiment]\nname = \"two-stage\"\n" + kTiny + tiny_run("small", "kjv", 400);
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE(round);
+    service::Client client(server.address());
+    const json submitted = client.request({{"type", "submit"}, {"experiment", experiment}});
+    const std::int64_t job = submitted["job"];
+    wait_for([&] { return job_status(server.address(), job) == "running"; }, 10);
+    test::capture(TFW_BINARY " runs list --home " + home);  // another process reads and closes
+    client.request({{"type", "cancel"}, {"job", job}});
+    ASSERT_TRUE(wait_for([&] { return job_status(server.address(), job) == "cancelled"; }, 60));
+    const json jobs = client.request({{"type", "jobs"}});
+    EXPECT_EQ(jobs["jobs"].size(), static_cast<std::size_t>(round + 1));
+    EXPECT_EQ(integrity(home), "ok\n");
+    const test::Result fds = test::capture("ls -l /proc/" + std::to_string(server.pid()) + "/fd");
+    EXPECT_EQ(fds.output.find("(deleted)"), std::string::npos) << fds.output;
+  }
+  EXPECT_EQ(server.stop(), 0);
+  EXPECT_EQ(integrity(home), "ok\n");
+  auto store = Store::open_readonly(home + "/runs.db");
+  EXPECT_EQ(store->jobs().size(), 20u);
+  for (const JobRow& job : store->jobs()) EXPECT_EQ(job.status, "cancelled");
+}
+
+// A job that fails on its data (a corpus shorter than one window), then one more job: both
+// are recorded with their outcomes, and the store stays whole.
+TEST(ServiceAttack, AJobThatFailsOnItsDataLosesNothing) {
+  const std::string home = fresh_home("shortcorpus");
+  std::ofstream(home + "/short.txt") << "too short";
+  ServeProcess server = serve(home);
+  ASSERT_NE(server.address(), "");
+  service::Client client(server.address());
+  const json bad = client.request(
+      {{"type", "submit"}, {"experiment", "[experiment]\nname = \"short\"\n" + kTiny + tiny_run("s", "../../short.txt")}});
+  ASSERT_TRUE(wait_for([&] { return job_status(server.address(), bad["job"]) == "failed"; }, 60));
+  const json good = client.request(
+      {{"type", "submit"}, {"experiment", "[experiment]\nname = \"fine\"\n" + kTiny + tiny_run("f", "kjv")}});
+  ASSERT_TRUE(wait_for([&] { return job_status(server.address(), good["job"]) == "finished"; }, 120));
+  const json jobs = client.request({{"type", "jobs"}});
+  ASSERT_EQ(jobs["jobs"].size(), 2u);
+  EXPECT_EQ(integrity(home), "ok\n");
+  EXPECT_EQ(server.stop(), 0);
+  EXPECT_EQ(test::capture(TFW_BINARY " runs list --home " + home).code, 0);
+}
+
+// More idle connections than the cap: the extra ones get an error and are closed; the
+// service's descriptors stay bounded and it serves a new client afterwards.
+TEST(ServiceAttack, IdleConnectionsBeyondTheCapAreTurnedAway) {
+  const std::string home = fresh_home("connections");
+  ServeProcess server = serve(home);
+  ASSERT_NE(server.address(), "");
+  std::vector<std::unique_ptr<RawSocket>> idle;
+  for (int i = 0; i < 300; ++i) idle.push_back(std::make_unique<RawSocket>(server.address()));
+  // The last ones are beyond the cap of 256: an error line, then the connection closes.
+  const std::string refused = idle.back()->read_all();
+  EXPECT_NE(refused.find("too many connections"), std::string::npos) << refused;
+  const test::Result fds = test::capture("ls /proc/" + std::to_string(server.pid()) + "/fd | wc -l");
+  EXPECT_LT(std::stoi(fds.output), 300) << fds.output;
+  idle.clear();
+  ASSERT_TRUE(wait_for([&] {
+    try {
+      return service::Client(server.address()).hello()["type"] == "hello";
+    } catch (const std::exception&) {
+      return false;
+    }
+  }, 10));
+  EXPECT_EQ(server.stop(), 0);
+}
+
+}  // namespace
+}  // namespace tfw
