@@ -15,14 +15,16 @@ if ! mount -t tmpfs -o size=3m tmpfs "$mnt" 2> /dev/null; then
   rmdir "$mnt"
   exit 0
 fi
-trap 'umount "$mnt"; rmdir "$mnt"' EXIT
+data=$(mktemp -d /tmp/tfw-disk-full-data.XXXXXX)
+trap 'umount "$mnt"; rmdir "$mnt"; rm -rf "$data"' EXIT
 home="$mnt/home"
-# A small corpus (kjv's prepared tokens alone would not fit), then checkpoints of ~1.8 MB
-# (weights and AdamW state): the first fits in 3 MiB, the second does not.
-head -c 300000 /usr/share/common-licenses/GPL-3 > "$mnt/text.txt"
+# The prepared tokens live on the real disk (a folder of train.bin/val.bin is used in
+# place); the home on the tmpfs holds the store and checkpoints of ~1.8 MB (weights and
+# AdamW state): the first fits in 3 MiB, the second does not.
+"$tfw" data prepare kjv --home "$data" > /dev/null
 set +e
 "$tfw" --threads 1 train "$root/experiments/mini/tiny-train-tokenformer.toml" --home "$home" --name full \
-  --set data.corpus="\"$mnt/text.txt\"" --set train.max_steps=40 \
+  --set data.corpus="\"$data/data/kjv-byte\"" --set train.max_steps=40 \
   --set train.checkpoint_every=2 --set train.keep_checkpoints=20 > "$mnt/../tfw-disk-full.log" 2>&1
 code=$?
 set -e

@@ -74,19 +74,23 @@ TEST(ServiceAttack, NothingOutsideTheHomeIsReadOrWritten) {
   struct Attempt {
     std::string experiment, expected;
   };
+  // Relative paths resolve against the job's folder, TFW_HOME/jobs/ID/: three levels up
+  // is outside the home.
   const std::vector<Attempt> attempts = {
-      {header + tiny_run("a", "secret.txt"), "runs.a: data.corpus = 'secret.txt' escapes TFW_HOME"},
-      {header + tiny_run("a", "../decoy/secret2.txt"), "escapes TFW_HOME"},
-      {header + tiny_run("a", "../../etc/passwd"), "escapes TFW_HOME"},
+      {header + tiny_run("a", "secret.txt"), "is neither a built-in corpus nor a file in TFW_HOME"},
+      {header + tiny_run("a", "../../../decoy/secret2.txt"),
+       "runs.a: data.corpus = '../../../decoy/secret2.txt' escapes TFW_HOME"},
+      {header + tiny_run("a", "../../../../../../../etc/passwd"), "escapes TFW_HOME"},
       {header + tiny_run("a", "/etc/passwd"), "escapes TFW_HOME"},
-      {header + tiny_run("a", "../../home/inside/link.txt"), "escapes TFW_HOME"},  // a symlink out
-      {"[experiment]\nname = \"attack\"\n[defaults]\ndata = { corpus = \"../../etc/hostname\" }\n" +
+      {header + tiny_run("a", root + "/decoy/secret2.txt"), "escapes TFW_HOME"},
+      {header + tiny_run("a", "../../inside/link.txt"), "escapes TFW_HOME"},  // a symlink in the home, pointing out
+      {"[experiment]\nname = \"attack\"\n[defaults]\ndata = { corpus = \"../../../decoy/secret2.txt\" }\n" +
            kTiny.substr(kTiny.find("train")) + tiny_run("a", ""),
-       "runs.a: data.corpus = '../../etc/hostname' escapes TFW_HOME"},
+       "runs.a: data.corpus = '../../../decoy/secret2.txt' escapes TFW_HOME"},
       {header + "[runs.\"../../../ESCAPED\"]\nfamily = \"tokenformer\"\n", "is not a usable run name"},
-      {header + tiny_run("g", "kjv") + "grid = { \"data.corpus\" = [\"../../etc/passwd\"] }\n",
+      {header + tiny_run("g", "kjv") + "grid = { \"data.corpus\" = [\"../../../../etc/passwd\"] }\n",
        "is not a usable run name"},
-      {header + tiny_run("x$(touch${IFS}PWNED)", "kjv"), "is not a usable run name"},
+      {header + tiny_run("\"x$(touch${IFS}PWNED)\"", "kjv"), "is not a usable run name"},
       {header + "[runs.huge]\nfamily = \"tokenformer\"\nmodel = { layers = 64, d = 1048576, heads = 4, n_attn = 64, "
                 "n_ffn = 1048576, vocab = 256, seq_len = 16 }\ntrain = { max_steps = 1 }\n",
        "GB of memory to train"},
@@ -98,10 +102,14 @@ TEST(ServiceAttack, NothingOutsideTheHomeIsReadOrWritten) {
   }
   EXPECT_TRUE(client.request({{"type", "jobs"}})["jobs"].empty());
   // A corpus inside the home is fine, relative to the job's folder.
-  std::ofstream(home + "/inside/text.txt") << std::string(20000, 'a');
-  const json accepted = client.request({{"type", "submit"}, {"experiment", header + tiny_run("ok", "../../inside/text.txt")}});
-  ASSERT_TRUE(wait_for([&] { return job_status(server.address(), accepted["job"]) == "finished"; }, 120))
-      << job_status(server.address(), accepted["job"]);
+  std::ofstream(home + "/inside/text.txt") << std::string(1400000, 'a');  // validation takes every 20th 64 KiB block
+  const json accepted = client.request(
+      {{"type", "submit"}, {"experiment", "[experiment]\nname = \"fine\"\n" + kTiny + tiny_run("ok", "../../inside/text.txt")}});
+  wait_for([&] {
+    const std::string status = job_status(server.address(), accepted["job"]);
+    return status == "finished" || status == "failed";
+  }, 120);
+  ASSERT_EQ(job_status(server.address(), accepted["job"]), "finished");
   // Nothing was written outside the home, and no secret reached its prepared data.
   for (const auto& entry : fs::recursive_directory_iterator(root)) {
     const std::string path = entry.path().string();

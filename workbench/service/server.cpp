@@ -370,7 +370,17 @@ json Service::Impl::submit(const json& message, const std::string& client) {
     const std::string& corpus = run.config.data.corpus;
     const bool builtin = std::any_of(corpora_builtin().begin(), corpora_builtin().end(),
                                      [&](const CorpusInfo& info) { return info.name == corpus; });
-    if (!builtin) escapes(fmt::format("runs.{}: data.corpus", run.name), corpus);
+    if (!builtin) {
+      const std::string key = fmt::format("runs.{}: data.corpus", run.name);
+      escapes(key, corpus);
+      if (!fs::exists(fs::path(corpus).is_absolute() ? fs::path(corpus) : staging / corpus)) {
+        fs::remove_all(staging);
+        throw UsageError(with_hint(fmt::format("{} = '{}' is neither a built-in corpus nor a file in TFW_HOME", key,
+                                               corpus),
+                                   "relative paths resolve against the job's folder, TFW_HOME/jobs/ID/ (so "
+                                   "'../../FILE' is TFW_HOME/FILE); copy the text into TFW_HOME first"));
+      }
+    }
     try {
       train_memory_check(run.config, run.plan);  // an absurd model is refused now, not in a worker
     } catch (const UsageError&) {
