@@ -176,7 +176,7 @@ TEST(Cli, TrainInterruptedByCtrlCCheckpointsAndResumes) {
   EXPECT_NE(run.output.find("interrupted; resume with: tfw train --resume " + home + "/runs/tiny-train-tokenformer"),
             std::string::npos)
       << run.output;
-  Result resumed = tfw("train --json --resume tiny-train-tokenformer --home " + home + " --set train.max_steps=40");
+  Result resumed = tfw("train --json --resume tiny-train-tokenformer --home " + home + " --set train.max_steps=40 --extend keep");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed "), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("\"steps\": 40"), std::string::npos) << resumed.output;
@@ -210,7 +210,7 @@ TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
   EXPECT_EQ(runs[0]["status"], "crashed");
   const std::int64_t run_id = runs[0]["id"].get<std::int64_t>();
   Result finish = tfw("train --json --resume " + home + "/runs/tiny-train-tokenformer --home " + home +
-                      " --set train.max_steps=" + std::to_string(newest + 3));
+                      " --set train.max_steps=" + std::to_string(newest + 3) + " --extend keep");
   ASSERT_EQ(finish.code, 0) << finish.output;
   EXPECT_NE(finish.output.find("resumed " + home + "/runs/tiny-train-tokenformer/checkpoints/step-" +
                                fmt::format("{:08d}", newest) + ".pt at step " + std::to_string(newest)),
