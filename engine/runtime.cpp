@@ -7,11 +7,18 @@
 
 namespace tfw {
 
+namespace {
+int current_threads = 0;
+}  // namespace
+
 void runtime_init(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads <= 0) threads = 1;
   torch::set_num_threads(threads);
+  current_threads = threads;
 }
+
+int runtime_threads() { return current_threads; }
 
 const char* torch_version() { return TORCH_VERSION; }
 

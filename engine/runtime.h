@@ -7,6 +7,9 @@ namespace tfw {
 // Sets torch's thread count to `threads`, or to the machine's core count when 0.
 void runtime_init(int threads = 0);
 
+// The thread count runtime_init() set (0 before it is called).
+int runtime_threads();
+
 // The LibTorch version the engine was compiled against, "1.13.0".
 const char* torch_version();
 

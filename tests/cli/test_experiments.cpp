@@ -159,18 +159,37 @@ TEST(Experiments, TinyExperimentRunsSkipsWhenRunAgainAndExports) {
 
   Output md = tfw_stdout("export " + file + " --home " + home);
   ASSERT_EQ(md.code, 0) << md.output;
-  EXPECT_NE(md.output.find("| grown | tokenformer | small (pattention_grow) |"), std::string::npos) << md.output;
+  EXPECT_NE(md.output.find("| grown | tokenformer | small | pattention_grow |"), std::string::npos) << md.output;
   EXPECT_NE(md.output.find(fmt::format("{:.4f}", val)), std::string::npos) << md.output;
-  EXPECT_NE(md.output.find("14.02 ppl (Table 6/7; grown 124M->354M, 30B tokens)"), std::string::npos) << md.output;
+  EXPECT_NE(md.output.find("| 14.02 | ppl | Table 6/7 | grown 124M->354M, 30B tokens |"), std::string::npos) << md.output;
   EXPECT_NE(md.output.find(fmt::format("{:.3e}", grown["cumulative_flops"].get<double>())), std::string::npos) << md.output;
-  Output csv = tfw_stdout("export tiny --format csv --home " + home);
+  // CSV: one tidy table per file, plain numbers, units in the column names.
+  Output csv = tfw_stdout("export " + file + " --format csv --home " + home);
   ASSERT_EQ(csv.code, 0) << csv.output;
-  const std::string csv_row = ",grown,tokenformer,small (pattention_grow),";
-  EXPECT_NE(csv.output.find(csv_row), std::string::npos) << csv.output;
+  EXPECT_EQ(csv.output.substr(0, csv.output.find('\n')),
+            "run,family,parent,growth_method,parameters,tokens,val_loss,val_perplexity,token_token_flops_per_1e4_t2,"
+            "status,paper_value,paper_metric,paper_source,paper_scale");
+  EXPECT_NE(csv.output.find(fmt::format("\ngrown,tokenformer,small,pattention_grow,{},", grown["parameters"].get<std::int64_t>())),
+            std::string::npos) << csv.output;
+  EXPECT_NE(csv.output.find(fmt::format(",{},", val)), std::string::npos) << csv.output;  // exact: reads back as val
+  EXPECT_NE(csv.output.find(",14.02,ppl,Table 6/7,\"grown 124M->354M, 30B tokens\""), std::string::npos) << csv.output;
+  Output ledger = tfw_stdout("export tiny --format csv --table ledger --home " + home);
+  ASSERT_EQ(ledger.code, 0) << ledger.output;
+  EXPECT_EQ(ledger.output.substr(0, ledger.output.find('\n')),
+            "run,parameters,tokens,stage_flops,cumulative_flops,wall_seconds,other_cpu_share,contended,host");
+  EXPECT_EQ(ledger.output.find(" s,"), std::string::npos) << ledger.output;  // no units in cells
+  EXPECT_EQ(tfw("export tiny --format csv --table all --home " + home).code, 2);
   Output latex = tfw_stdout("export " + file + " --format latex --home " + home + " --curves " + home + "/curves.csv");
   ASSERT_EQ(latex.code, 0) << latex.output;
   EXPECT_NE(latex.output.find("\\begin{tabular}"), std::string::npos);
-  EXPECT_NE(latex.output.find("grown & tokenformer"), std::string::npos) << latex.output;
+  EXPECT_NE(latex.output.find("grown & tokenformer & small & pattention\\_grow"), std::string::npos) << latex.output;
+  EXPECT_NE(latex.output.find("($10^4\\,T^2$)"), std::string::npos) << latex.output;
+  // The LaTeX compiles as it is, inside a minimal document.
+  std::ofstream(home + "/tables.tex") << "\\documentclass{article}\n\\usepackage[landscape,margin=1cm]{geometry}\n"
+                                         "\\begin{document}\n\\tiny\n" << latex.output << "\\end{document}\n";
+  Output compiled = shell("cd " + home + " && pdflatex -halt-on-error -interaction=nonstopmode tables.tex");
+  EXPECT_EQ(compiled.code, 0) << compiled.output;
+  EXPECT_TRUE(fs::exists(home + "/tables.pdf"));
   std::ifstream curves(home + "/curves.csv");
   std::string header;
   std::getline(curves, header);

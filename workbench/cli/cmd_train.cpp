@@ -16,11 +16,13 @@
 #include "engine/error.h"
 #include "engine/home.h"
 #include "engine/registry.h"
+#include "engine/runtime.h"
 #include "engine/train/schedule.h"
 #include "engine/trainer.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
+#include "workbench/common/load.h"
 
 namespace tfw::cli {
 
@@ -212,6 +214,7 @@ void run_train(const TrainArgs& args) {
                              config.model.family, config.model.spec->summary(), options.run_dir);
   }
   TrainSummary summary;
+  const LoadMeter load;  // other processes' share of the CPUs while this run trains
   try {
     summary = train_run(registry(), config, options);
   } catch (const std::exception& e) {
@@ -228,9 +231,15 @@ void run_train(const TrainArgs& args) {
   writer.flush();
   writer.heartbeat_remove(run_id);
   store->run_set_progress(run_id, summary.tokens, summary.flops);
-  const nlohmann::json final_metrics = {{"train_loss", summary.train_loss}, {"val_loss", summary.val_loss},
-                                        {"best_val_loss", summary.best_val_loss}, {"steps", summary.steps},
-                                        {"tokens_per_second", summary.tokens_per_second}, {"mfu", summary.mfu}};
+  const double other_share = load.other_cpu_share();
+  nlohmann::json final_metrics = {{"train_loss", summary.train_loss}, {"val_loss", summary.val_loss},
+                                  {"best_val_loss", summary.best_val_loss}, {"steps", summary.steps},
+                                  {"tokens_per_second", summary.tokens_per_second}, {"mfu", summary.mfu}};
+  const bool contended = load_contended(other_share, runtime_threads());
+  if (std::isfinite(other_share)) {
+    final_metrics["other_cpu_share"] = other_share;
+    final_metrics["contended"] = contended;
+  }
   store->run_finish(run_id, summary.interrupted ? "killed" : "finished", final_metrics.dump());
   if (tty) std::cerr << "\r\033[K";
   if (args.json) {
@@ -240,7 +249,8 @@ void run_train(const TrainArgs& args) {
                 {"val_loss", summary.val_loss}, {"best_val_loss", summary.best_val_loss},
                 {"seconds", summary.seconds}, {"tokens_per_second", summary.tokens_per_second},
                 {"mfu", summary.mfu}, {"peak_flops", summary.peak_flops},
-                {"last_checkpoint", summary.last_checkpoint}, {"interrupted", summary.interrupted}});
+                {"last_checkpoint", summary.last_checkpoint}, {"interrupted", summary.interrupted},
+                {"other_cpu_share", std::isfinite(other_share) ? nlohmann::json(other_share) : nlohmann::json(nullptr)}});
   } else {
     std::cout << fmt::format("run {} {}: {} steps, {} tokens, {:.3e} training FLOPs, {}\n", run_id,
                              fs::path(options.run_dir).filename().string(), summary.steps,
@@ -249,6 +259,11 @@ void run_train(const TrainArgs& args) {
                              summary.val_loss, summary.best_val_loss, summary.train_loss, summary.tokens_per_second,
                              100 * summary.mfu);
     std::cout << "  checkpoint " << summary.last_checkpoint << "\n";
+  }
+  if (contended) {
+    std::cerr << fmt::format("note: other processes used {:.0f}% of the CPUs while this run trained: its tokens/s, "
+                             "MFU and wall time are not comparable with a run on an idle machine\n",
+                             100 * other_share);
   }
   if (summary.interrupted) {
     std::cerr << fmt::format("interrupted; resume with: tfw train --resume {}\n", options.run_dir);
