@@ -364,6 +364,21 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
                     before, after));
   };
 
+  // A run started from a grown checkpoint is evaluated before its first step, so that its
+  // validation curve starts where the growth happened (no gap on cumulative FLOPs). The
+  // evaluation reads fixed windows and draws no random numbers: training is unchanged.
+  if (!options.init_from.empty() && state.step == 0) {
+    state.val_loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
+    metrics.write(0, 0, 0, 0, "val/loss", state.val_loss);
+    metrics.write(0, 0, 0, 0, "val/perplexity", std::exp(state.val_loss));
+    metrics.write(0, 0, 0, 0, "val/bits_per_token", state.val_loss / std::log(2.0));
+    if (shards.tokenizer == "byte") metrics.write(0, 0, 0, 0, "val/bits_per_byte", state.val_loss / std::log(2.0));
+    metrics.flush();
+    if (options.on_event) {
+      options.on_event("evaluation", 0, fmt::format(R"({{"val_loss":{:.9g},"tokens":0}})", state.val_loss));
+    }
+  }
+
   double step_seconds_total = 0;
   std::int64_t steps_this_process = 0;
   const double wall_before = state.wall_seconds;

@@ -309,6 +309,11 @@ TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
   EXPECT_EQ(run["stage"].get<std::int64_t>(), 1);
   ASSERT_EQ(run["lineage"].size(), 2u);
   EXPECT_DOUBLE_EQ(run["cumulative_flops"].get<double>(), small_flops + run["flops"].get<double>());
+  // The grown run is evaluated before its first step: its validation curve starts at the
+  // growth point (step 0, own FLOPs 0), with no gap after the parent's.
+  Result first = capture("sqlite3 " + home + "/runs.db \"SELECT step, flops FROM metrics WHERE key = 'val/loss' AND "
+                         "run_id = " + std::to_string(run["id"].get<std::int64_t>()) + " ORDER BY step LIMIT 1\"");
+  EXPECT_EQ(first.output, "0|0.0\n") << first.output;
   // Impossible targets and wrong families are refused with the reason (exit 2).
   Result wrong = tfw("grow --method hypercloning --from " + checkpoint + " --to " + kMini +
                      "growth-transformer-large.toml --out " + home + "/x --home " + home);

@@ -308,6 +308,20 @@ TEST(Service, CommandLineClientsSubmitWatchListAndCancel) {
   ASSERT_EQ(lines.size(), 5u) << watched.output;
   EXPECT_EQ(lines[0]["type"], "watching");
   EXPECT_EQ(lines[0]["run"]["name"], "long-run");
+  // Compact: one line per step with the default keys; --keys filters by glob. Without
+  // --connect, `tfw jobs --home` finds the service that serves that home (service.lock).
+  test::Result compact = test::capture(std::string("timeout 60 ") + TFW_BINARY " watch long-run --compact" + connect +
+                                       " | head -n 4");
+  EXPECT_NE(compact.output.find("train/loss "), std::string::npos) << compact.output;
+  EXPECT_NE(compact.output.find("  train/lr "), std::string::npos) << compact.output;
+  EXPECT_EQ(compact.output.find("grad_norm"), std::string::npos) << compact.output;
+  test::Result keys = test::capture(std::string("timeout 60 ") + TFW_BINARY " watch long-run --keys 'train/g*' --json" +
+                                    connect + " | head -n 6");
+  EXPECT_NE(keys.output.find("train/grad_norm"), std::string::npos) << keys.output;
+  EXPECT_EQ(keys.output.find("\"key\":\"train/loss\""), std::string::npos) << keys.output;
+  test::Result found = test::capture(TFW_BINARY " jobs --json --home " + home);
+  ASSERT_EQ(found.code, 0) << found.output;
+  EXPECT_EQ(json::parse(found.output)["jobs"].size(), 1u);
   test::Result listed = test::capture(TFW_BINARY " jobs --json" + connect);
   ASSERT_EQ(listed.code, 0) << listed.output;
   EXPECT_EQ(json::parse(listed.output)["jobs"][0]["status"], "running");

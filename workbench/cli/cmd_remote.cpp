@@ -2,6 +2,8 @@
 // `tfw watch RUN`, each with --connect HOST:PORT (default: $TFW_SERVICE, else the local
 // service on 127.0.0.1:7433), --token-file FILE and --json. One file: they share the
 // connection options and differ by a few lines each.
+#include <fnmatch.h>
+
 #include <chrono>
 #include <ctime>
 #include <cstdlib>
@@ -106,8 +108,22 @@ void cancel(const Connect& connect, std::int64_t job) {
   fmt::print("job {} cancelled (it was {})\n", job, reply["was"].get<std::string>());
 }
 
+struct WatchView {
+  std::vector<std::string> keys;  // globs over metric keys; empty: every key
+  bool compact = false;           // one line per step
+};
+
+bool key_wanted(const WatchView& view, const std::string& key) {
+  if (view.keys.empty()) return true;
+  for (const std::string& glob : view.keys) {
+    if (fnmatch(glob.c_str(), key.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
 // Streams a run's metrics and events; ends when the run has ended.
-void watch(const Connect& connect, const std::string& run, double wait) {
+void watch(const Connect& connect, const std::string& run, double wait, WatchView view) {
+  if (view.compact && view.keys.empty()) view.keys = {"train/loss", "train/lr", "val/loss"};
   service::Client client = connect.open();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
   nlohmann::json reply;
@@ -123,14 +139,33 @@ void watch(const Connect& connect, const std::string& run, double wait) {
                   reply["run"]["name"].get<std::string>(), reply["run"]["status"].get<std::string>());
   bool caught_up = false;
   std::string status = reply["run"]["status"];
+  // Compact: the wanted keys of one step on one line, printed when the step changes.
+  std::int64_t line_step = -1;
+  std::vector<std::pair<std::string, std::string>> line;
+  auto flush_line = [&] {
+    if (line.empty()) return;
+    std::string text = fmt::format("step {:>7}", line_step);
+    for (const auto& [key, value] : line) text += fmt::format("  {} {}", key, value);
+    fmt::print("{}\n", text);
+    line.clear();
+  };
   while (true) {
     nlohmann::json message = client.receive();
     const std::string type = message.value("type", "");
+    if (type == "metric" && !key_wanted(view, message.value("key", ""))) continue;
     if (connect.json) std::cout << message.dump() << "\n" << std::flush;
+    if (type != "metric" && view.compact) flush_line();
     if (type == "metric" && !connect.json) {
       const nlohmann::json& value = message["value"];
-      fmt::print("step {:>7}  {:<20} {}\n", message["step"].get<std::int64_t>(), message["key"].get<std::string>(),
-                 value.is_null() ? std::string("nan") : fmt::format("{:.6g}", value.get<double>()));
+      const std::string text = value.is_null() ? std::string("nan") : fmt::format("{:.6g}", value.get<double>());
+      const std::int64_t step = message["step"].get<std::int64_t>();
+      if (view.compact) {
+        if (step != line_step) flush_line();
+        line_step = step;
+        line.emplace_back(message["key"].get<std::string>(), text);
+      } else {
+        fmt::print("step {:>7}  {:<20} {}\n", step, message["key"].get<std::string>(), text);
+      }
     } else if (type == "event" && !connect.json) {
       fmt::print("step {:>7}  event {} {}\n", message["step"].get<std::int64_t>(), message["kind"].get<std::string>(),
                  message["payload"].dump());
@@ -144,7 +179,10 @@ void watch(const Connect& connect, const std::string& run, double wait) {
       throw Error(message.value("error", "the service closed the stream"));
     }
     std::cout << std::flush;
-    if (caught_up && final_status(status)) return;
+    if (caught_up && final_status(status)) {
+      flush_line();
+      return;
+    }
   }
 }
 
@@ -180,11 +218,16 @@ void add_remote_commands(CLI::App& app) {
     auto connect = std::make_shared<Connect>();
     auto run = std::make_shared<std::string>();
     auto wait = std::make_shared<double>(0);
+    auto view = std::make_shared<WatchView>();
     CLI::App* command = app.add_subcommand("watch", "Stream a run's metrics and events live, until it ends");
     command->add_option("run", *run, "a run id or name")->required();
     command->add_option("--wait", *wait, "seconds to wait for a run that is not in the store yet (queued)");
+    command->add_option("--keys", view->keys, "only these metric keys (globs, comma-separated: 'train/loss,val/*')")
+        ->delimiter(',');
+    command->add_flag("--compact", view->compact,
+                      "one line per step (default keys: train/loss, train/lr, val/loss)");
     connection_options(command, *connect);
-    command->callback([connect, run, wait] { watch(*connect, *run, *wait); });
+    command->callback([connect, run, wait, view] { watch(*connect, *run, *wait, *view); });
   }
 }
 
