@@ -25,16 +25,39 @@ TEST(PlotMath, LinearTicksStepOneTwoFive) {
   AxisMap wide{-3, 47, false};  // raw step 10 -> 10
   EXPECT_EQ(labels(axis_ticks(wide, 5)), (std::vector<std::string>{"0", "10", "20", "30", "40"}));
   AxisMap flops{0, 1.9e13, false};  // raw 3.8e12 -> 5e12
-  EXPECT_EQ(labels(axis_ticks(flops, 5)), (std::vector<std::string>{"0", "5e+12", "1e+13", "1.5e+13"}));
+  EXPECT_EQ(labels(axis_ticks(flops, 5)), (std::vector<std::string>{"0", "5e12", "1e13", "1.5e13"}));
+  // Issue 13: one format per axis, never "50000" beside "1e+05".
+  AxisMap steps{0, 1.6e5, false};  // raw 3.2e4 -> 5e4
+  EXPECT_EQ(labels(axis_ticks(steps, 5)), (std::vector<std::string>{"0", "5e4", "1e5", "1.5e5"}));
+  AxisMap small{0, 0.004, false};  // raw 8e-4 -> 1e-3
+  EXPECT_EQ(labels(axis_ticks(small, 4)), (std::vector<std::string>{"0", "0.001", "0.002", "0.003", "0.004"}));
+  AxisMap tiny{0, 4e-4, false};
+  EXPECT_EQ(labels(axis_ticks(tiny, 4)), (std::vector<std::string>{"0", "1e-4", "2e-4", "3e-4", "4e-4"}));
 }
 
 TEST(PlotMath, LogTicksAreDecadesWithTwoAndFiveInsideShortRanges) {
   AxisMap six{0, 6, true};  // 1 .. 1e6
   EXPECT_EQ(labels(axis_ticks(six, 10)),
-            (std::vector<std::string>{"1", "10", "100", "1000", "10000", "1e+05", "1e+06"}));
+            (std::vector<std::string>{"1e0", "1e1", "1e2", "1e3", "1e4", "1e5", "1e6"}));
   AxisMap one{0, 1, true};  // 1 .. 10
   EXPECT_EQ(labels(axis_ticks(one, 6)), (std::vector<std::string>{"1", "2", "5", "10"}));
   EXPECT_EQ(labels(axis_ticks(one, 6), true), (std::vector<std::string>{"1", "10"}));
+  // Under one decade (a loss from 1.5 to 5 on log y): 1-2-5 steps in data units, not the
+  // one or two decade marks that fall inside.
+  AxisMap loss{std::log10(1.5), std::log10(5.0), true};
+  EXPECT_EQ(labels(axis_ticks(loss, 6)), (std::vector<std::string>{"2", "3", "4", "5"}));
+}
+
+TEST(PlotMath, TheLegendGoesWhereItHidesTheFewestPoints) {
+  // A curve rising to the top right (the FLOPs view): the legend leaves the top right.
+  std::vector<std::pair<double, double>> rising;
+  for (int i = 0; i <= 100; ++i) rising.emplace_back(i / 100.0, (i / 100.0) * (i / 100.0));
+  EXPECT_EQ(least_covered_corner(rising, 0.3, 0.2), 1);  // top left is empty
+  // Loss curves falling from the top left: top right is free, and preferred on ties.
+  std::vector<std::pair<double, double>> falling;
+  for (int i = 0; i <= 100; ++i) falling.emplace_back(i / 100.0, 1.0 / (1 + 10 * i / 100.0));
+  EXPECT_EQ(least_covered_corner(falling, 0.3, 0.2), 0);
+  EXPECT_EQ(least_covered_corner({}, 0.3, 0.2), 0);
 }
 
 TEST(PlotMath, AxisFitSkipsValuesALogAxisCannotShow) {

@@ -242,7 +242,7 @@ class DesignerPanel : public Panel {
     const double grown = prediction_.stages.empty() ? 0 : prediction_.stages.back().cumulative_flops;
     const double scratch = prediction_.scratch.flops;
     if (scratch > 0) {
-      ImGui::Text("The schedule spends %.3e FLOPs: %.1f%% of training the final size (%s parameters) from scratch on "
+      ImGui::TextWrapped("The schedule spends %.3e FLOPs: %.1f%% of training the final size (%s parameters) from scratch on "
                   "the same %s tokens (%.3e).",
                   grown, 100.0 * grown / scratch, short_count(static_cast<double>(prediction_.scratch.parameters)).c_str(),
                   short_count(prediction_.scratch.tokens).c_str(), scratch);

@@ -11,6 +11,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include "engine/measure.h"
 #include "engine/registry.h"
@@ -39,10 +40,24 @@ class FlopsPanel : public Panel {
 
   void draw(App& app) override {
     if (!initialised_) initialise(app);
-    ImGui::BeginChild("configs", ImVec2(300, 0), true);
+    // As wide as the longest entry (a checkbox, its name, a scroll bar), within a third of
+    // the window: names are not clipped.
+    float list_width = ImGui::CalcTextSize("Run configs (?)").x;
+    for (const std::string& path : app.config_files()) list_width = std::max(list_width, ImGui::CalcTextSize(path.c_str()).x);
+    for (const auto& [path, curve] : chosen_) list_width = std::max(list_width, ImGui::CalcTextSize(path.c_str()).x);
+    list_width = std::min(list_width + ImGui::GetFrameHeight() + 40, ImGui::GetContentRegionAvail().x / 3);
+    ImGui::BeginChild("configs", ImVec2(list_width, 0), true, ImGuiWindowFlags_HorizontalScrollbar);
     ImGui::TextUnformatted("Run configs");
     help_marker("Config files under ./experiments. The E2 pair (experiments/mini/e2-*) compares a Tokenformer growing "
                 "its parameter tokens at fixed d with a Transformer growing d, matched in parameters.");
+    for (const auto& [key, curve] : chosen_) {  // runs chosen with --select or in the runs browser
+      if (key.rfind("run:", 0) != 0) continue;
+      bool on = true;
+      if (ImGui::Checkbox(key.c_str(), &on) && !on) {
+        chosen_.erase(key);
+        break;
+      }
+    }
     for (const std::string& path : app.config_files()) {
       bool on = chosen_.count(path) > 0;
       const std::string short_name = path.rfind("experiments/", 0) == 0 ? path.substr(12) : path;
@@ -116,6 +131,13 @@ class FlopsPanel : public Panel {
   void initialise(App& app) {
     initialised_ = true;
     std::vector<std::string> wanted = app.options.configs;
+    // Runs chosen with --select: their stored configs.
+    if (wanted.empty() && !app.options.select.empty() && app.snapshot) {
+      for (const RunRecord& run : app.snapshot->runs) {
+        if (app.selected.count(run.id)) add_run(app, run);
+      }
+      if (!chosen_.empty()) return;
+    }
     if (wanted.empty()) {
       for (const std::string& path : app.config_files()) {
         if (path.find("e2-") != std::string::npos && path.find(".sh") == std::string::npos) wanted.push_back(path);
@@ -139,19 +161,35 @@ class FlopsPanel : public Panel {
     chosen_[path] = std::move(curve);
   }
 
+  // A run from the store, by its resolved config: keyed "run:ID NAME".
+  void add_run(App& app, const RunRecord& run) {
+    Curve curve;
+    curve.path = fmt::format("run:{} {}", run.id, run.name);
+    try {
+      curve.config = model_config_parse(*app.registry, toml::parse(run.config, run.name), run.name);
+      curve.spec = curve.config.spec;
+      curve.label = fmt::format("{} #{} ({}, {})", run.name, run.id, curve.config.family,
+                                short_count(static_cast<double>(curve.spec->parameter_count())));
+      for (double T = 64; T <= 65536; T *= 2) curve.lengths.push_back(T);
+    } catch (const std::exception& e) {
+      curve.error = e.what();
+    }
+    chosen_[curve.path] = std::move(curve);
+  }
+
   void start_measuring(App& app) {
-    std::vector<ModelConfig> configs;
+    std::vector<std::pair<std::string, ModelConfig>> configs;  // by the curve's key
     for (const auto& [path, curve] : chosen_) {
-      if (curve.spec) configs.push_back(curve.config);
+      if (curve.spec) configs.emplace_back(path, curve.config);
     }
     Registry* registry = app.registry;
     measuring_ = std::async(std::launch::async, [configs, registry] {
       std::map<std::string, std::vector<std::pair<double, double>>> out;
-      for (const ModelConfig& config : configs) {
+      for (const auto& [key, config] : configs) {
         for (std::int64_t T : {256, 1024, 4096}) {
           if (T > config.spec->shape().seq_len) continue;
           const ForwardTiming timing = forward_timing(*registry, config, T);
-          out[config.path].push_back({static_cast<double>(T), timing.seconds_per_token * 1e6});
+          out[key].push_back({static_cast<double>(T), timing.seconds_per_token * 1e6});
         }
       }
       return out;

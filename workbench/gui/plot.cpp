@@ -138,7 +138,9 @@ int plot_draw(const Plot& plot, ImVec2 size) {
     draw->AddLine(ImVec2(x, lo.y), ImVec2(x, hi.y), tick.major ? grid : IM_COL32(44, 47, 54, 255));
     if (!tick.major && ax.log) continue;
     const ImVec2 extent = ImGui::CalcTextSize(tick.label.c_str());
-    draw->AddText(ImVec2(x - extent.x / 2, hi.y + 3), text, tick.label.c_str());
+    // Centred on its tick, but kept inside the widget (the last tick sits on the right edge).
+    const float left = std::clamp(x - extent.x / 2, origin.x, origin.x + size.x - extent.x);
+    draw->AddText(ImVec2(left, hi.y + 3), text, tick.label.c_str());
   }
   for (const Tick& tick : axis_ticks(ay, std::max(2, static_cast<int>(height / 40)))) {
     const float y = to_screen(ax.inverse(ax.lo), tick.value).y;
@@ -233,7 +235,7 @@ int plot_draw(const Plot& plot, ImVec2 size) {
   }
   draw->PopClipRect();
 
-  // Legend (top right): click an entry to hide or show its line.
+  // Legend (in the corner that hides the least data): click an entry to hide or show its line.
   float legend_width = 0;
   int entries = 0;
   for (const PlotLine& line : plot.lines) {
@@ -243,8 +245,24 @@ int plot_draw(const Plot& plot, ImVec2 size) {
   }
   if (entries > 0) {
     const float row = ImGui::GetTextLineHeight() + 2;
-    const ImVec2 box_lo(hi.x - legend_width - 34, lo.y + 6);
-    const ImVec2 box_hi(hi.x - 6, lo.y + 10 + row * entries);
+    const float box_w = legend_width + 28, box_h = 4 + row * static_cast<float>(entries);
+    // In the corner where it hides the least data (a sample of each visible line's points).
+    std::vector<std::pair<double, double>> sample;
+    for (const PlotLine& line : plot.lines) {
+      if (!visible(line)) continue;
+      const std::size_t n = std::min(line.x->size(), line.y->size());
+      const std::size_t stride = std::max<std::size_t>(1, n / 2000);
+      for (std::size_t i = 0; i < n; i += stride) {
+        const double ux = (ax.forward((*line.x)[i]) - ax.lo) / (ax.hi - ax.lo);
+        const double uy = (ay.forward((*line.y)[i]) - ay.lo) / (ay.hi - ay.lo);
+        if (ux >= 0 && ux <= 1 && uy >= 0 && uy <= 1) sample.emplace_back(ux, uy);
+      }
+    }
+    const int corner = least_covered_corner(sample, (box_w + 12) / width, (box_h + 12) / height);
+    const float left = corner % 2 == 1 ? lo.x + 6 : hi.x - 6 - box_w;
+    const float top = corner < 2 ? lo.y + 6 : hi.y - 6 - box_h;
+    const ImVec2 box_lo(left, top);
+    const ImVec2 box_hi(left + box_w, top + box_h);
     draw->AddRectFilled(box_lo, box_hi, IM_COL32(30, 32, 38, 220));
     draw->AddRect(box_lo, box_hi, IM_COL32(90, 90, 90, 255));
     float y = box_lo.y + 3;

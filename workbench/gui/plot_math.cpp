@@ -43,29 +43,37 @@ bool axis_fit(const std::vector<const std::vector<double>*>& series, bool log, d
 std::string tick_label(double value) {
   if (value == 0) return "0";
   const double magnitude = std::abs(value);
-  if (magnitude >= 1e5 || magnitude < 1e-3) return fmt::format("{:.3g}", value);
+  if (magnitude >= 1e5 || magnitude < 1e-3) return scientific_label(value);
   return fmt::format("{:.6g}", value);
 }
 
-std::vector<Tick> axis_ticks(const AxisMap& axis, int target) {
-  std::vector<Tick> ticks;
-  const double lo = std::min(axis.lo, axis.hi), hi = std::max(axis.lo, axis.hi);
-  if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) return ticks;
-  if (axis.log) {
-    const int first = static_cast<int>(std::floor(lo)), last = static_cast<int>(std::ceil(hi));
-    const bool minors = hi - lo < 3.0;
-    const int stride = std::max(1, (last - first) / std::max(target, 1));
-    for (int e = first; e <= last; ++e) {
-      const double decade = std::pow(10.0, e);
-      if (e % stride == 0 && e >= lo - 1e-9 && e <= hi + 1e-9) ticks.push_back({decade, tick_label(decade), true});
-      if (!minors) continue;
-      for (double m : {2.0, 5.0}) {
-        const double t = e + std::log10(m);
-        if (t >= lo && t <= hi) ticks.push_back({m * decade, tick_label(m * decade), false});
-      }
-    }
-    return ticks;
+std::string scientific_label(double value) {
+  if (value == 0) return "0";
+  int exponent = static_cast<int>(std::floor(std::log10(std::abs(value))));
+  double mantissa = value / std::pow(10.0, exponent);
+  if (std::abs(mantissa) >= 9.995) {  // 9.9996e4 rounds to 10e4: say 1e5
+    mantissa /= 10;
+    exponent += 1;
   }
+  return fmt::format("{:.3g}e{}", mantissa, exponent);
+}
+
+namespace {
+
+// One axis, one format: every label in scientific notation when any needs it (no "50000"
+// beside "1e5").
+void label_ticks(std::vector<Tick>& ticks) {
+  bool scientific = false;
+  for (const Tick& t : ticks) {
+    const double magnitude = std::abs(t.value);
+    scientific |= magnitude >= 1e5 || (magnitude > 0 && magnitude < 1e-3);
+  }
+  for (Tick& t : ticks) t.label = scientific ? scientific_label(t.value) : fmt::format("{:.6g}", t.value);
+}
+
+// 1-2-5 ticks over [lo, hi] in data units (about `target` of them).
+std::vector<Tick> linear_ticks(double lo, double hi, int target) {
+  std::vector<Tick> ticks;
   const double raw = (hi - lo) / std::max(target, 1);
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
@@ -77,9 +85,38 @@ std::vector<Tick> axis_ticks(const AxisMap& axis, int target) {
   }
   for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k += 1) {
     const double v = k * step;  // a multiple, not a running sum: no drift across ticks
-    const double snapped = std::abs(v) < step * 1e-9 ? 0.0 : v;
-    ticks.push_back({snapped, tick_label(snapped), true});
+    ticks.push_back({std::abs(v) < step * 1e-9 ? 0.0 : v, "", true});
   }
+  return ticks;
+}
+
+}  // namespace
+
+std::vector<Tick> axis_ticks(const AxisMap& axis, int target) {
+  std::vector<Tick> ticks;
+  const double lo = std::min(axis.lo, axis.hi), hi = std::max(axis.lo, axis.hi);
+  if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) return ticks;
+  if (axis.log && hi - lo < 1.0) {
+    // Less than a decade (a loss from 2 to 5): decades would give one tick or none, so
+    // 1-2-5 steps in data units, placed on the log axis.
+    ticks = linear_ticks(std::pow(10.0, lo), std::pow(10.0, hi), target);
+  } else if (axis.log) {
+    const int first = static_cast<int>(std::floor(lo)), last = static_cast<int>(std::ceil(hi));
+    const bool minors = hi - lo < 3.0;
+    const int stride = std::max(1, (last - first) / std::max(target, 1));
+    for (int e = first; e <= last; ++e) {
+      const double decade = std::pow(10.0, e);
+      if (e % stride == 0 && e >= lo - 1e-9 && e <= hi + 1e-9) ticks.push_back({decade, "", true});
+      if (!minors) continue;
+      for (double m : {2.0, 5.0}) {
+        const double t = e + std::log10(m);
+        if (t >= lo && t <= hi) ticks.push_back({m * decade, "", false});
+      }
+    }
+  } else {
+    ticks = linear_ticks(lo, hi, target);
+  }
+  label_ticks(ticks);
   return ticks;
 }
 
@@ -169,6 +206,22 @@ std::ptrdiff_t nearest_point(const std::vector<double>& x, const std::vector<dou
   for (std::size_t i = centre; i < n; ++i) if (!visit(i)) break;
   for (std::size_t i = centre; i-- > 0;) if (!visit(i)) break;
   return found;
+}
+
+int least_covered_corner(const std::vector<std::pair<double, double>>& points, double w, double h) {
+  std::size_t counts[4] = {0, 0, 0, 0};
+  for (const auto& [x, y] : points) {
+    const bool right = x >= 1 - w, left = x <= w, top = y >= 1 - h, bottom = y <= h;
+    counts[0] += right && top;
+    counts[1] += left && top;
+    counts[2] += right && bottom;
+    counts[3] += left && bottom;
+  }
+  int best = 0;
+  for (int corner = 1; corner < 4; ++corner) {
+    if (counts[corner] < counts[best]) best = corner;
+  }
+  return best;
 }
 
 }  // namespace tfw::gui

@@ -31,9 +31,12 @@ struct Tick {
   bool major = true;
 };
 // Tick marks for the axis: 1-2-5 steps for a linear axis (about `target` of them), decades
-// (with 2 and 5 between when the range is under three decades) for a log axis.
+// (with 2 and 5 between when the range is under three decades) for a log axis, and 1-2-5
+// steps in data units for a log axis under one decade. One format per axis: all labels in
+// scientific notation ("5e4", "1e5", "1.5e5") when any value is >= 1e5 or < 1e-3.
 std::vector<Tick> axis_ticks(const AxisMap& axis, int target = 6);
-std::string tick_label(double value);  // 0.001, 2.5, 1e+06, 3.2e+13
+std::string tick_label(double value);        // one value alone: 0.001, 2.5, 1e6, 3.2e13
+std::string scientific_label(double value);  // 50000 -> "5e4", 1.5e13 -> "1.5e13", 2.5e-4 -> "2.5e-4"
 
 // Downsamples the points (x ascending) inside [x_lo, x_hi] (data units) for `columns` pixel
 // columns: per column its minimum and maximum point in x order, plus the first and last
@@ -52,5 +55,10 @@ std::vector<double> ema(const std::vector<double>& values, double weight);
 // (pixels per transformed unit); -1 when none is within `radius` pixels.
 std::ptrdiff_t nearest_point(const std::vector<double>& x, const std::vector<double>& y, const AxisMap& ax,
                              const AxisMap& ay, double sx, double sy, double px, double py, double radius);
+
+// Where a legend of `w` × `h` (fractions of the plot area) covers the fewest of `points`
+// (x, y in [0, 1] across the plot, y up): 0 top right, 1 top left, 2 bottom right, 3 bottom
+// left; ties go to the earlier corner.
+int least_covered_corner(const std::vector<std::pair<double, double>>& points, double w, double h);
 
 }  // namespace tfw::gui
