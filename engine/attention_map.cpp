@@ -38,6 +38,7 @@ struct AttentionProbe::State {
   std::unique_ptr<Tokenizer> tokenizer;
   std::int64_t layers = 0;
   std::map<std::string, std::int64_t> tokens_of;  // label -> parameter tokens
+  std::map<std::string, std::int64_t> created_with;  // label -> tokens at creation (the n0 buffer)
 };
 
 std::string token_label(const std::string& piece) {
@@ -75,6 +76,13 @@ AttentionProbe::AttentionProbe(const Registry& registry, const std::string& chec
       state_->tokens_of[name.substr(0, name.size() - suffix.size())] = item.value().size(0);
     }
   }
+  for (const auto& item : state_->model->named_buffers()) {
+    const std::string& name = item.key();
+    const std::string suffix = ".n0";
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      state_->created_with[name.substr(0, name.size() - suffix.size())] = item.value().item<std::int64_t>();
+    }
+  }
   if (state_->tokens_of.empty()) {
     throw UsageError(with_hint(fmt::format("checkpoint {} holds a {} model, which has no Pattention layers "
                                            "(no parameter tokens to attend to)",
@@ -107,6 +115,9 @@ AttentionMap AttentionProbe::map(const std::string& text, std::int64_t layer, co
   AttentionMap result;
   result.parameter_tokens = parameter_tokens(layer, projection);
   result.label = layer_label(layer, projection);
+  if (auto created = state_->created_with.find(result.label); created != state_->created_with.end()) {
+    result.tokens_at_creation = created->second;
+  }
   std::vector<std::uint32_t> ids;
   state_->tokenizer->encode(text, ids);
   if (ids.empty()) throw UsageError(with_hint("the text is empty", "give some text to encode, e.g. --text 'the cat'"));

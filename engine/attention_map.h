@@ -18,6 +18,9 @@ struct AttentionMap {
   std::string label;                // "layers.3.q"
   std::vector<std::string> tokens;  // the input tokens as text (one per row)
   std::int64_t parameter_tokens = 0;
+  // The layer's parameter tokens when it was created; the ones after it were appended by
+  // growth (0: not known).
+  std::int64_t tokens_at_creation = 0;
   std::vector<float> scores;        // tokens.size() × parameter_tokens, row-major, Θ(S)
   bool truncated = false;           // the text was longer than the model's context
   float at(std::size_t row, std::int64_t column) const {

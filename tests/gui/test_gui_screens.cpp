@@ -204,10 +204,44 @@ TEST_F(GuiScreens, AttentionCommandWritesCsvAndPngThatAgree) {
     EXPECT_EQ(best, json["strongest"][row]["parameter_token"].get<long>());
     EXPECT_NEAR(values[best], json["strongest"][row]["score"].get<double>(), 1e-6);
   }
+  // The PNG: a titled, labelled heat map whose cells have the CSV's colours, a mark where the
+  // 16 grown tokens begin (the stage was grown from n_attn 16), and a colour bar.
+  EXPECT_EQ(json["tokens_at_creation"], 16);
+  const nlohmann::json layout = json["png_layout"];
+  EXPECT_TRUE(layout["labelled"].get<bool>());
+  EXPECT_EQ(layout["cell_width"], 8);  // 8 px per parameter token
+  EXPECT_EQ(layout["cell_height"], 14);
   Image png;
   ASSERT_TRUE(png.load(out + ".png"));
-  EXPECT_EQ(png.width, 32 * 8);   // 8 px per parameter token
-  EXPECT_EQ(png.height, 8 * 12);  // 12 px per input token
+  EXPECT_EQ(png.width, layout["width"].get<int>());
+  EXPECT_EQ(png.height, layout["height"].get<int>());
+  EXPECT_GT(layout["x"].get<int>(), 20);  // room for the row labels
+  EXPECT_GT(layout["y"].get<int>(), 30);  // room for the title
+  using tfw::Rgb;
+  using tfw::heat_colour;
+  std::vector<double> all;
+  std::ifstream again(out + ".csv");
+  std::getline(again, line);
+  std::vector<std::vector<double>> grid;
+  for (std::string row; std::getline(again, row);) {
+    std::vector<double> values;
+    std::stringstream cells(row.substr(row.rfind('"') + 2));
+    for (std::string cell; std::getline(cells, cell, ',');) values.push_back(std::stod(cell));
+    all.insert(all.end(), values.begin(), values.end());
+    grid.push_back(values);
+  }
+  const auto [low, high] = std::minmax_element(all.begin(), all.end());
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    for (std::size_t j = 0; j < grid[i].size(); j += 7) {
+      const int x = layout["x"].get<int>() + static_cast<int>(j) * 8 + 4;
+      const int y = layout["y"].get<int>() + static_cast<int>(i) * 14 + 7;
+      const Rgb expected = heat_colour((grid[i][j] - *low) / (*high - *low));
+      const unsigned char* p = png.at(x, y);
+      EXPECT_NEAR(p[0], expected.r, 2) << i << "," << j;
+      EXPECT_NEAR(p[1], expected.g, 2) << i << "," << j;
+      EXPECT_NEAR(p[2], expected.b, 2) << i << "," << j;
+    }
+  }
 
   Result transformer = tfw("attention baseline --home " + kHome + " --text hi");
   EXPECT_EQ(transformer.code, 2);

@@ -6,7 +6,6 @@
 #include <iostream>
 
 #include <fmt/format.h>
-#include <stb_image_write.h>
 
 #include "engine/attention_map.h"
 #include "engine/checkpoint_meta.h"
@@ -14,9 +13,9 @@
 #include "engine/home.h"
 #include "engine/registry.h"
 #include "storage/store.h"
+#include "workbench/cli/attention_png.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
-#include "workbench/colormap.h"
 
 namespace fs = std::filesystem;
 
@@ -83,30 +82,6 @@ void write_csv(const AttentionMap& map, const std::string& path) {
   if (!out.flush()) throw Error(fmt::format("cannot write {}", path));
 }
 
-// One cell per (input token, parameter token); colour from the map's min to its max.
-void write_png(const AttentionMap& map, const std::string& path) {
-  const int rows = static_cast<int>(map.tokens.size()), columns = static_cast<int>(map.parameter_tokens);
-  const int cell_w = std::max(1, std::min(8, 2048 / std::max(columns, 1))), cell_h = 12;
-  const int width = columns * cell_w, height = rows * cell_h;
-  const auto [low, high] = std::minmax_element(map.scores.begin(), map.scores.end());
-  const double range = *high > *low ? *high - *low : 1.0;
-  std::vector<unsigned char> pixels(static_cast<std::size_t>(width) * height * 3);
-  for (int i = 0; i < rows; ++i) {
-    for (int j = 0; j < columns; ++j) {
-      const Rgb colour = heat_colour((map.at(i, j) - *low) / range);
-      for (int y = i * cell_h; y < (i + 1) * cell_h; ++y) {
-        for (int x = j * cell_w; x < (j + 1) * cell_w; ++x) {
-          unsigned char* p = &pixels[(static_cast<std::size_t>(y) * width + x) * 3];
-          p[0] = colour.r, p[1] = colour.g, p[2] = colour.b;
-        }
-      }
-    }
-  }
-  if (!stbi_write_png(path.c_str(), width, height, 3, pixels.data(), width * 3)) {
-    throw Error(fmt::format("cannot write {}", path));
-  }
-}
-
 void run_attention(const AttentionArgs& args) {
   const std::string home = home_resolve(args.home);
   std::string text = args.text;
@@ -128,6 +103,7 @@ void run_attention(const AttentionArgs& args) {
     json["input_tokens"] = map.tokens.size();
     json["parameter_tokens"] = map.parameter_tokens;
     json["truncated"] = map.truncated;
+    json["tokens_at_creation"] = map.tokens_at_creation;
     nlohmann::json argmax = nlohmann::json::array();
     for (std::size_t i = 0; i < map.tokens.size(); ++i) {
       std::int64_t best = 0;
@@ -142,9 +118,19 @@ void run_attention(const AttentionArgs& args) {
       }
       if (fs::path(base).has_parent_path()) fs::create_directories(fs::path(base).parent_path());
       write_csv(map, base + ".csv");
-      write_png(map, base + ".png");
+      // The run is the checkpoint's run folder (…/RUN/checkpoints/step-N.pt), else the target.
+      const fs::path checkpoint_path(checkpoint);
+      const std::string run = checkpoint_path.parent_path().filename() == "checkpoints"
+                                  ? checkpoint_path.parent_path().parent_path().filename().string()
+                                  : args.target;
+      const std::string title = fmt::format("{} \u00b7 {} \u00b7 layer {} \u00b7 {} ({})", run,
+                                            checkpoint_path.filename().string(), args.layer, args.projection, map.label);
+      const HeatmapLayout layout = attention_png_write(map, title, base + ".png");
       json["csv"] = base + ".csv";
       json["png"] = base + ".png";
+      json["png_layout"] = {{"width", layout.width}, {"height", layout.height}, {"x", layout.x}, {"y", layout.y},
+                            {"cell_width", layout.cell_w}, {"cell_height", layout.cell_h},
+                            {"labelled", layout.labelled}};
     }
     if (!args.json) {
       fmt::print("{}  {}  {} input tokens × {} parameter tokens{}\n", checkpoint, map.label, map.tokens.size(),

@@ -1,0 +1,211 @@
+// See attention_png.h.
+#include "workbench/cli/attention_png.h"
+
+#include <stb_image_write.h>
+#include <stb_truetype.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "workbench/colormap.h"
+
+namespace tfw::cli {
+
+namespace {
+
+const char* kFont = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+const Rgb kBackground{22, 24, 28}, kText{215, 215, 215}, kDim{150, 150, 150}, kMark{255, 255, 255};
+
+struct Canvas {
+  int width, height;
+  std::vector<unsigned char> pixels;
+  Canvas(int w, int h) : width(w), height(h), pixels(static_cast<std::size_t>(w) * h * 3) {
+    for (std::size_t i = 0; i < pixels.size(); i += 3) {
+      pixels[i] = kBackground.r, pixels[i + 1] = kBackground.g, pixels[i + 2] = kBackground.b;
+    }
+  }
+  void blend(int x, int y, Rgb c, double alpha) {
+    if (x < 0 || y < 0 || x >= width || y >= height || alpha <= 0) return;
+    unsigned char* p = &pixels[(static_cast<std::size_t>(y) * width + x) * 3];
+    auto mix = [&](unsigned char& to, std::uint8_t from) {
+      to = static_cast<unsigned char>(std::lround(to + (from - to) * std::min(1.0, alpha)));
+    };
+    mix(p[0], c.r), mix(p[1], c.g), mix(p[2], c.b);
+  }
+  void fill(int x0, int y0, int x1, int y1, Rgb c) {
+    for (int y = y0; y < y1; ++y) {
+      for (int x = x0; x < x1; ++x) blend(x, y, c, 1.0);
+    }
+  }
+};
+
+// UTF-8 to code points (invalid bytes become U+FFFD).
+std::vector<int> code_points(const std::string& text) {
+  std::vector<int> out;
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > text.size()) {
+      out.push_back(0xFFFD);
+      ++i;
+      continue;
+    }
+    int cp = n == 1 ? c : c & (0x7F >> n);
+    for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    out.push_back(cp);
+    i += static_cast<std::size_t>(n);
+  }
+  return out;
+}
+
+class Font {
+ public:
+  bool load() {
+    std::ifstream in(kFont, std::ios::binary);
+    if (!in) return false;
+    data_.assign(std::istreambuf_iterator<char>(in), {});
+    return stbtt_InitFont(&info_, data_.data(), stbtt_GetFontOffsetForIndex(data_.data(), 0)) != 0;
+  }
+  int width(const std::string& text, float px) const {
+    const float scale = stbtt_ScaleForPixelHeight(&info_, px);
+    int advance = 0, lsb = 0;
+    float x = 0;
+    for (int cp : code_points(text)) {
+      stbtt_GetCodepointHMetrics(&info_, cp, &advance, &lsb);
+      x += advance * scale;
+    }
+    return static_cast<int>(std::ceil(x));
+  }
+  // Draws `text` with its top at `top`; returns the width drawn.
+  int draw(Canvas& canvas, const std::string& text, int left, int top, float px, Rgb colour) const {
+    const float scale = stbtt_ScaleForPixelHeight(&info_, px);
+    int ascent = 0, descent = 0, gap = 0;
+    stbtt_GetFontVMetrics(&info_, &ascent, &descent, &gap);
+    const int baseline = top + static_cast<int>(std::lround(ascent * scale));
+    float x = static_cast<float>(left);
+    for (int cp : code_points(text)) {
+      int advance = 0, lsb = 0, x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+      stbtt_GetCodepointHMetrics(&info_, cp, &advance, &lsb);
+      stbtt_GetCodepointBitmapBox(&info_, cp, scale, scale, &x0, &y0, &x1, &y1);
+      const int w = x1 - x0, h = y1 - y0;
+      if (w > 0 && h > 0) {
+        std::vector<unsigned char> glyph(static_cast<std::size_t>(w) * h);
+        stbtt_MakeCodepointBitmap(&info_, glyph.data(), w, h, w, scale, scale, cp);
+        const int gx = static_cast<int>(std::lround(x)) + x0, gy = baseline + y0;
+        for (int j = 0; j < h; ++j) {
+          for (int i = 0; i < w; ++i) canvas.blend(gx + i, gy + j, colour, glyph[j * w + i] / 255.0);
+        }
+      }
+      x += advance * scale;
+    }
+    return static_cast<int>(std::ceil(x)) - left;
+  }
+
+ private:
+  std::vector<unsigned char> data_;
+  stbtt_fontinfo info_{};
+};
+
+// A row's label: the token as one line, a leading or trailing space made visible.
+std::string row_label(const std::string& token) {
+  std::string out = token_label(token);
+  std::string visible;
+  for (char c : out) visible += c == ' ' ? std::string("\u2423") : std::string(1, c);  // ␣
+  return visible.empty() ? "(empty)" : visible;
+}
+
+// About `target` column ticks at 1-2-5 multiples.
+int tick_step(std::int64_t columns, int target) {
+  const double raw = static_cast<double>(columns) / target;
+  const double power = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * power >= raw) return static_cast<int>(m * power);
+  }
+  return static_cast<int>(10 * power);
+}
+
+}  // namespace
+
+HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& title, const std::string& path) {
+  const int rows = static_cast<int>(map.tokens.size()), columns = static_cast<int>(map.parameter_tokens);
+  HeatmapLayout layout;
+  layout.cell_w = std::max(1, std::min(8, 1600 / std::max(columns, 1)));
+  layout.cell_h = 14;
+  Font font;
+  layout.labelled = font.load();
+  const float label_px = 12, title_px = 15;
+  int label_width = 0;
+  if (layout.labelled) {
+    for (const std::string& token : map.tokens) label_width = std::max(label_width, font.width(row_label(token), label_px));
+  }
+  const int heat_w = columns * layout.cell_w, heat_h = rows * layout.cell_h;
+  const int left = layout.labelled ? label_width + 14 : 0, top = layout.labelled ? 58 : 0;
+  const int bar = layout.labelled ? 90 : 0, bottom = layout.labelled ? 44 : 0;
+  const std::string subtitle = "rows: input tokens \u00b7 columns: parameter tokens \u00b7 colour: \u0398(S)";
+  const int title_w = layout.labelled ? std::max(font.width(title, title_px), font.width(subtitle, label_px)) + 16 : 0;
+  layout.x = left;
+  layout.y = top;
+  layout.width = std::max(left + heat_w + bar, title_w);
+  layout.height = top + heat_h + bottom;
+  Canvas canvas(layout.width, layout.height);
+
+  const auto [low_it, high_it] = std::minmax_element(map.scores.begin(), map.scores.end());
+  const double low = map.scores.empty() ? 0 : *low_it, high = map.scores.empty() ? 1 : *high_it;
+  const double range = high > low ? high - low : 1.0;
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < columns; ++j) {
+      const Rgb colour = heat_colour((map.at(i, j) - low) / range);
+      canvas.fill(left + j * layout.cell_w, top + i * layout.cell_h, left + (j + 1) * layout.cell_w,
+                  top + (i + 1) * layout.cell_h, colour);
+    }
+  }
+  if (layout.labelled) {
+    font.draw(canvas, title, 8, 6, title_px, kText);
+    font.draw(canvas, subtitle, 8, 26, label_px, kDim);
+    for (int i = 0; i < rows; ++i) {
+      const std::string label = row_label(map.tokens[i]);
+      font.draw(canvas, label, left - 8 - font.width(label, label_px), top + i * layout.cell_h + 1, label_px, kText);
+    }
+    // Column ticks, and the axis title.
+    const int step = std::max(1, tick_step(columns, std::max(2, heat_w / 80)));
+    for (int j = 0; j <= columns; j += step) {
+      const int x = left + j * layout.cell_w;
+      canvas.fill(x, top + heat_h, x + 1, top + heat_h + 4, kDim);
+      const std::string text = std::to_string(j);
+      font.draw(canvas, text, std::min(x - font.width(text, label_px) / 2, layout.width - font.width(text, label_px)),
+                top + heat_h + 5, label_px, kText);
+    }
+    const std::string axis = "parameter token";
+    font.draw(canvas, axis, left + (heat_w - font.width(axis, label_px)) / 2, top + heat_h + 24, label_px, kDim);
+    // Grown tokens: a dashed line where they begin.
+    if (map.tokens_at_creation > 0 && map.tokens_at_creation < map.parameter_tokens) {
+      const int x = left + static_cast<int>(map.tokens_at_creation) * layout.cell_w;
+      for (int y = top - 6; y < top + heat_h; ++y) {
+        if ((y / 4) % 2 == 0) canvas.blend(x, y, kMark, 0.9);
+      }
+      font.draw(canvas, fmt::format("grown \u2192 ({} of {})", map.parameter_tokens - map.tokens_at_creation,
+                                    map.parameter_tokens),
+                x + 4, top - 18, label_px, kText);
+    }
+    // The colour bar with its range.
+    const int bx = left + heat_w + 14;
+    for (int y = 0; y < heat_h; ++y) {
+      canvas.fill(bx, top + y, bx + 14, top + y + 1, heat_colour(1.0 - static_cast<double>(y) / std::max(1, heat_h - 1)));
+    }
+    font.draw(canvas, fmt::format("{:.3g}", high), bx + 18, top - 2, label_px, kText);
+    font.draw(canvas, fmt::format("{:.3g}", low), bx + 18, top + heat_h - 14, label_px, kText);
+  }
+  if (!stbi_write_png(path.c_str(), layout.width, layout.height, 3, canvas.pixels.data(), layout.width * 3)) {
+    throw Error(fmt::format("cannot write {}", path));
+  }
+  return layout;
+}
+
+}  // namespace tfw::cli
