@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -204,6 +205,16 @@ TEST(ServiceAttack, IdleConnectionsBeyondTheCapAreTurnedAway) {
   EXPECT_NE(refused.find("too many connections"), std::string::npos) << refused;
   const test::Result fds = test::capture("ls /proc/" + std::to_string(server.pid()) + "/fd | wc -l");
   EXPECT_LT(std::stoi(fds.output), 300) << fds.output;
+  // Garbage on some of the open ones: random bytes, a line of 2 MiB, JSON of the wrong shape.
+  for (int i = 0; i < 20; ++i) {
+    idle[i]->send_text(i % 3 == 0 ? std::string(2 << 20, 'x') : i % 3 == 1 ? std::string("\x01\xff\x00garbage\n")
+                                                                             : std::string("{\"type\": 7}\n"));
+  }
+  // Memory stays bounded: the resident size after all of it (printed for the note).
+  const test::Result rss = test::capture("grep VmRSS /proc/" + std::to_string(server.pid()) + "/status");
+  std::cout << "service after 300 connections and garbage: " << rss.output << std::flush;
+  const long kib = std::stol(rss.output.substr(rss.output.find_first_of("0123456789")));
+  EXPECT_LT(kib, 400 * 1024) << rss.output;
   idle.clear();
   ASSERT_TRUE(wait_for([&] {
     try {
