@@ -1,5 +1,6 @@
 // The SQLite run store. See store.h and docs/store.md.
 #include "storage/store.h"
+#include "storage/sqlite_statement.h"
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -16,6 +17,11 @@
 #include <fmt/format.h>
 
 namespace tfw {
+
+using detail::Statement;
+using detail::db_path;
+using detail::exec;
+using detail::store_failure;
 
 namespace {
 
@@ -107,94 +113,6 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_status ON jobs(status);
 )sql",
 };
-
-// The message for a failed SQLite call on the store at `path`: names the file, and for the
-// failures a user can act on, says what to do.
-std::string store_failure(const std::string& path, int rc, const std::string& message) {
-  std::string hint;
-  switch (rc & 0xff) {
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      hint = fmt::format("the store file is damaged. Keep a copy of it (with any {0}-wal and {0}-shm beside it), "
-                         "then try `sqlite3 {0} .recover > recovered.sql`; see docs/store.md", path);
-      break;
-    case SQLITE_FULL:
-      hint = "the disk is full: free space on it, then resume the run (nothing committed is lost)";
-      break;
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-    case SQLITE_CANTOPEN:
-      hint = "check that the folder and the file are writable by this user, or use another --home";
-      break;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      hint = "another process held the store locked for over a minute; retry when it is done";
-      break;
-    case SQLITE_IOERR:
-      hint = "the disk reported an I/O error (full, removed or failing)";
-      break;
-    default:
-      break;
-  }
-  std::string text = fmt::format("store {}: {}", path, message);
-  if (!hint.empty()) text += "\n  hint: " + hint;
-  return text;
-}
-
-std::string db_path(sqlite3* db) {
-  const char* name = sqlite3_db_filename(db, "main");
-  return name != nullptr ? name : "(memory)";
-}
-
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
-      throw StoreError(store_failure(db_path(db), sqlite3_errcode(db), fmt::format("cannot prepare '{}': {}", sql, sqlite3_errmsg(db))));
-    }
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
-  Statement& bind(int i, double v) { return check(sqlite3_bind_double(stmt_, i, v)); }
-  Statement& bind(int i, const std::string& v) {
-    return check(sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-  }
-  Statement& bind_null(int i) { return check(sqlite3_bind_null(stmt_, i)); }
-  bool step() {
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw StoreError(store_failure(db_path(db_), rc, sqlite3_errmsg(db_)));
-  }
-  void reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-  std::int64_t integer(int i) { return sqlite3_column_int64(stmt_, i); }
-  bool is_null(int i) { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
-  double real(int i) { return sqlite3_column_double(stmt_, i); }
-  std::string text(int i) {
-    const unsigned char* p = sqlite3_column_text(stmt_, i);
-    return p ? reinterpret_cast<const char*>(p) : "";
-  }
-
- private:
-  Statement& check(int rc) {
-    if (rc != SQLITE_OK) throw StoreError(fmt::format("store: bind failed: {}", sqlite3_errmsg(db_)));
-    return *this;
-  }
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-void exec(sqlite3* db, const char* sql) {
-  char* message = nullptr;
-  if (const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &message); rc != SQLITE_OK) {
-    std::string text = message ? message : "unknown error";
-    sqlite3_free(message);
-    throw StoreError(store_failure(db_path(db), rc, text));
-  }
-}
 
 // Whether a freshly opened connection's file is an SQLite database. Asked through SQLite
 // itself: the file is never opened with anything but SQLite, because on POSIX closing ANY
@@ -637,98 +555,6 @@ std::vector<MetricPoint> Store::metrics(std::int64_t run, const std::string& key
   return out;
 }
 
-namespace {
-
-JobRow job_from(Statement& s) {
-  JobRow job;
-  job.id = s.integer(0);
-  job.kind = s.text(1);
-  job.name = s.text(2);
-  job.file = s.text(3);
-  job.status = s.text(4);
-  job.submitted = s.real(5);
-  job.started = s.is_null(6) ? 0 : s.real(6);
-  job.ended = s.is_null(7) ? 0 : s.real(7);
-  job.exit_code = s.is_null(8) ? -1 : s.integer(8);
-  job.error = s.text(9);
-  job.client = s.text(10);
-  return job;
-}
-
-const char* kJobColumns = "SELECT id, kind, name, file, status, submitted, started, ended, exit_code, error, client FROM jobs";
-
-}  // namespace
-
-std::int64_t Store::job_create(const JobRow& job) {
-  Statement s(db_, "INSERT INTO jobs (kind, name, file, status, submitted, client) VALUES (?1, ?2, ?3, 'queued', ?4, ?5)");
-  s.bind(1, job.kind).bind(2, job.name).bind(3, job.file).bind(4, store_now()).bind(5, job.client);
-  s.step();
-  return sqlite3_last_insert_rowid(db_);
-}
-
-void Store::job_set_file(std::int64_t job, const std::string& file) {
-  Statement s(db_, "UPDATE jobs SET file = ?2 WHERE id = ?1");
-  s.bind(1, job).bind(2, file);
-  s.step();
-}
-
-void Store::job_set_status(std::int64_t job, const std::string& status, std::int64_t exit_code, const std::string& error) {
-  // started is set on the way to running, ended on the way to a final state.
-  Statement s(db_, "UPDATE jobs SET status = ?2, "
-                   "started = CASE WHEN ?2 = 'running' THEN ?3 ELSE started END, "
-                   "ended = CASE WHEN ?2 IN ('finished','failed','cancelled') THEN ?3 ELSE NULL END, "
-                   "exit_code = CASE WHEN ?4 < 0 THEN NULL ELSE ?4 END, error = ?5 WHERE id = ?1");
-  s.bind(1, job).bind(2, status).bind(3, store_now()).bind(4, exit_code).bind(5, error);
-  s.step();
-}
-
-std::optional<JobRow> Store::job_get(std::int64_t job) {
-  Statement s(db_, (std::string(kJobColumns) + " WHERE id = ?1").c_str());
-  s.bind(1, job);
-  if (!s.step()) return std::nullopt;
-  return job_from(s);
-}
-
-std::vector<JobRow> Store::jobs(const std::string& status) {
-  Statement s(db_, (std::string(kJobColumns) + " WHERE ?1 = '' OR status = ?1 ORDER BY id").c_str());
-  s.bind(1, status);
-  std::vector<JobRow> out;
-  while (s.step()) out.push_back(job_from(s));
-  return out;
-}
-
-RunNews Store::news(std::int64_t run, RunCursor& cursor) {
-  RunNews news;
-  std::vector<std::string> keys;
-  {
-    Statement s(db_, "SELECT DISTINCT key FROM metrics WHERE run_id = ? ORDER BY key");
-    s.bind(1, run);
-    while (s.step()) keys.push_back(s.text(0));
-  }
-  // Per key, the steps after the last one seen (the primary key's order: an index range).
-  Statement points(db_, "SELECT run_id, key, step, tokens, flops, wall, value FROM metrics WHERE run_id = ?1 AND "
-                        "key = ?2 AND step > ?3 ORDER BY step");
-  for (const std::string& key : keys) {
-    auto seen = cursor.last_step.find(key);
-    points.reset();
-    points.bind(1, run).bind(2, key).bind(3, seen == cursor.last_step.end() ? std::int64_t{-1} : seen->second);
-    while (points.step()) {
-      news.points.push_back({points.integer(0), points.text(1), points.integer(2), points.integer(3), points.real(4),
-                             points.real(5), points.is_null(6) ? std::nan("") : points.real(6)});
-      cursor.last_step[key] = news.points.back().step;
-    }
-  }
-  Statement events(db_, "SELECT run_id, step, kind, payload, wall, id FROM events WHERE run_id = ?1 AND id > ?2 "
-                        "ORDER BY id");
-  events.bind(1, run).bind(2, cursor.last_event);
-  while (events.step()) {
-    news.events.push_back({events.integer(0), events.integer(1), events.text(2), events.text(3), events.real(4),
-                           events.integer(5)});
-    cursor.last_event = news.events.back().id;
-  }
-  return news;
-}
-
 std::int64_t Store::metrics_count(std::int64_t run) {
   Statement s(db_, "SELECT COUNT(*) FROM metrics WHERE run_id = ?");
   s.bind(1, run);
@@ -739,92 +565,6 @@ std::int64_t Store::metrics_count(std::int64_t run) {
 bool Store::integrity_ok() {
   Statement s(db_, "PRAGMA integrity_check");
   return s.step() && s.text(0) == "ok";
-}
-
-MetricWriter::MetricWriter(const std::string& path, std::size_t capacity)
-    : store_(Store::open(path)), capacity_(capacity), thread_([this] { loop(); }) {}
-
-MetricWriter::~MetricWriter() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
-}
-
-void MetricWriter::push(MetricPoint point) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  space_.wait(lock, [&] { return queue_.size() < capacity_ || !error_.empty(); });
-  if (!error_.empty()) throw StoreError(error_);
-  queue_.push_back(std::move(point));
-  ++pushed_;
-  if (queue_.size() >= std::min<std::size_t>(512, capacity_)) wake_.notify_one();
-}
-
-void MetricWriter::flush() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  const std::int64_t target = pushed_;
-  flush_requested_ = true;
-  wake_.notify_one();
-  done_.wait(lock, [&] { return committed_ >= target || !error_.empty(); });
-  if (!error_.empty()) throw StoreError(error_);
-}
-
-void MetricWriter::heartbeat_add(std::int64_t run) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  heartbeats_.insert(run);
-}
-
-void MetricWriter::heartbeat_remove(std::int64_t run) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  heartbeats_.erase(run);
-}
-
-std::int64_t MetricWriter::committed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return committed_;
-}
-
-void MetricWriter::loop() {
-  auto last_beat = std::chrono::steady_clock::now() - std::chrono::hours(1);
-  while (true) {
-    std::vector<MetricPoint> batch;
-    std::set<std::int64_t> beats;
-    bool stop = false;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      // Commit at least every 50 ms (live subscribers see a point within that); sooner when 512
-      // points (or a full queue) wait, or on flush().
-      wake_.wait_for(lock, std::chrono::milliseconds(50), [&] {
-        return stopping_ || queue_.size() >= std::min<std::size_t>(512, capacity_) || flush_requested_;
-      });
-      flush_requested_ = false;
-      batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-      queue_.clear();
-      stop = stopping_;
-      if (std::chrono::steady_clock::now() - last_beat > std::chrono::seconds(1)) beats = heartbeats_;
-    }
-    space_.notify_all();
-    try {
-      store_->metrics_insert(batch);
-      for (std::int64_t run : beats) store_->run_heartbeat(run);
-      if (!beats.empty()) last_beat = std::chrono::steady_clock::now();
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      error_ = fmt::format("the store writer failed: {}", e.what());
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (error_.empty()) committed_ += static_cast<std::int64_t>(batch.size());
-    }
-    done_.notify_all();
-    space_.notify_all();
-    if (stop) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (queue_.empty() || !error_.empty()) return;
-    }
-  }
 }
 
 }  // namespace tfw

@@ -1,0 +1,71 @@
+// The engine service's job queue in the store. See store.h.
+#include <sqlite3.h>
+
+#include "storage/sqlite_statement.h"
+#include "storage/store.h"
+
+namespace tfw {
+
+using detail::Statement;
+
+namespace {
+
+JobRow job_from(Statement& s) {
+  JobRow job;
+  job.id = s.integer(0);
+  job.kind = s.text(1);
+  job.name = s.text(2);
+  job.file = s.text(3);
+  job.status = s.text(4);
+  job.submitted = s.real(5);
+  job.started = s.is_null(6) ? 0 : s.real(6);
+  job.ended = s.is_null(7) ? 0 : s.real(7);
+  job.exit_code = s.is_null(8) ? -1 : s.integer(8);
+  job.error = s.text(9);
+  job.client = s.text(10);
+  return job;
+}
+
+const char* kJobColumns = "SELECT id, kind, name, file, status, submitted, started, ended, exit_code, error, client FROM jobs";
+
+}  // namespace
+
+std::int64_t Store::job_create(const JobRow& job) {
+  Statement s(db_, "INSERT INTO jobs (kind, name, file, status, submitted, client) VALUES (?1, ?2, ?3, 'queued', ?4, ?5)");
+  s.bind(1, job.kind).bind(2, job.name).bind(3, job.file).bind(4, store_now()).bind(5, job.client);
+  s.step();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Store::job_set_file(std::int64_t job, const std::string& file) {
+  Statement s(db_, "UPDATE jobs SET file = ?2 WHERE id = ?1");
+  s.bind(1, job).bind(2, file);
+  s.step();
+}
+
+void Store::job_set_status(std::int64_t job, const std::string& status, std::int64_t exit_code, const std::string& error) {
+  // started is set on the way to running, ended on the way to a final state.
+  Statement s(db_, "UPDATE jobs SET status = ?2, "
+                   "started = CASE WHEN ?2 = 'running' THEN ?3 ELSE started END, "
+                   "ended = CASE WHEN ?2 IN ('finished','failed','cancelled') THEN ?3 ELSE NULL END, "
+                   "exit_code = CASE WHEN ?4 < 0 THEN NULL ELSE ?4 END, error = ?5 WHERE id = ?1");
+  s.bind(1, job).bind(2, status).bind(3, store_now()).bind(4, exit_code).bind(5, error);
+  s.step();
+}
+
+std::optional<JobRow> Store::job_get(std::int64_t job) {
+  Statement s(db_, (std::string(kJobColumns) + " WHERE id = ?1").c_str());
+  s.bind(1, job);
+  if (!s.step()) return std::nullopt;
+  return job_from(s);
+}
+
+std::vector<JobRow> Store::jobs(const std::string& status) {
+  Statement s(db_, (std::string(kJobColumns) + " WHERE ?1 = '' OR status = ?1 ORDER BY id").c_str());
+  s.bind(1, status);
+  std::vector<JobRow> out;
+  while (s.step()) out.push_back(job_from(s));
+  return out;
+}
+
+}  // namespace tfw
