@@ -53,6 +53,12 @@ std::string token_label(const std::string& piece) {
   return out;
 }
 
+std::string token_row_label(const std::string& piece) {
+  std::string out;
+  for (char c : token_label(piece)) out += c == ' ' ? std::string("\u2423") : std::string(1, c);
+  return out.empty() ? "(empty)" : out;
+}
+
 AttentionProbe::AttentionProbe(const Registry& registry, const std::string& checkpoint, const std::string& home)
     : state_(std::make_unique<State>()) {
   if (!std::filesystem::exists(checkpoint)) {

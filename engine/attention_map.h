@@ -66,5 +66,8 @@ class AttentionProbe {
 
 // The input token as a one-line label: control characters and newlines escaped.
 std::string token_label(const std::string& piece);
+// The same for a row of a map, where a space must be seen: spaces shown as ␣ (U+2423), an
+// empty token as "(empty)".
+std::string token_row_label(const std::string& piece);
 
 }  // namespace tfw

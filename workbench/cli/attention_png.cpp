@@ -113,14 +113,6 @@ class Font {
   stbtt_fontinfo info_{};
 };
 
-// A row's label: the token as one line, a leading or trailing space made visible.
-std::string row_label(const std::string& token) {
-  std::string out = token_label(token);
-  std::string visible;
-  for (char c : out) visible += c == ' ' ? std::string("\u2423") : std::string(1, c);  // ␣
-  return visible.empty() ? "(empty)" : visible;
-}
-
 // About `target` column ticks at 1-2-5 multiples.
 int tick_step(std::int64_t columns, int target) {
   const double raw = static_cast<double>(columns) / target;
@@ -143,7 +135,7 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
   const float label_px = 12, title_px = 15;
   int label_width = 0;
   if (layout.labelled) {
-    for (const std::string& token : map.tokens) label_width = std::max(label_width, font.width(row_label(token), label_px));
+    for (const std::string& token : map.tokens) label_width = std::max(label_width, font.width(token_row_label(token), label_px));
   }
   const int heat_w = columns * layout.cell_w, heat_h = rows * layout.cell_h;
   const int left = layout.labelled ? label_width + 14 : 0, top = layout.labelled ? 58 : 0;
@@ -170,7 +162,7 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
     font.draw(canvas, title, 8, 6, title_px, kText);
     font.draw(canvas, subtitle, 8, 26, label_px, kDim);
     for (int i = 0; i < rows; ++i) {
-      const std::string label = row_label(map.tokens[i]);
+      const std::string label = token_row_label(map.tokens[i]);
       font.draw(canvas, label, left - 8 - font.width(label, label_px), top + i * layout.cell_h + 1, label_px, kText);
     }
     // Column ticks, and the axis title.

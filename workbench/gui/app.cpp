@@ -110,9 +110,10 @@ void load_font() {
     if (fs::exists(path)) {
       ImFontConfig config;
       config.OversampleH = 2;
-      // Latin-1, Greek (Θ in the attention view, τ), dashes and ellipsis, arrows, maths, box drawing.
+      // Latin-1, Greek (Θ in the attention view, τ), dashes and ellipsis, arrows, maths, the
+      // visible space ␣ (token labels), box drawing.
       static const ImWchar ranges[] = {0x0020, 0x00FF, 0x0370, 0x03FF, 0x2013, 0x2026, 0x2190, 0x21FF,
-                                       0x2200, 0x22FF, 0x2500, 0x257F, 0};
+                                       0x2200, 0x22FF, 0x2423, 0x2423, 0x2500, 0x257F, 0};
       if (io.Fonts->AddFontFromFileTTF(path, 15.0f, &config, ranges)) return;
     }
   }

@@ -265,7 +265,7 @@ class AttentionPanel : public Panel {
     draw->AddRectFilled(ImVec2(window.x, header_y), ImVec2(window.x + label_w, origin.y + rows * row_h),
                         IM_COL32(30, 32, 38, 255));
     for (int i = 0; i < rows; ++i) {
-      const std::string label = fmt::format("{:>3} {}", i, token_label(map_.tokens[i]));
+      const std::string label = fmt::format("{:>3} {}", i, token_row_label(map_.tokens[i]));
       draw->AddText(ImVec2(window.x + 4, origin.y + i * row_h + 1), IM_COL32(220, 220, 220, 255), label.c_str());
     }
     // Hover and click.
