@@ -57,7 +57,8 @@ std::pair<std::string, std::int64_t> resolve_run(const std::string& run, const s
   for (const std::string& dir : {run, home + "/runs/" + run}) {
     if (!fs::is_directory(dir)) continue;
     for (const RunRecord& record : store.runs()) {
-      if (fs::equivalent(record.run_dir, dir)) return {dir, record.id};
+      std::error_code ec;  // a record whose folder is gone (or was in a home moved elsewhere) is no match
+      if (fs::equivalent(record.run_dir, dir, ec)) return {dir, record.id};
     }
     return {dir, 0};  // a run folder the store does not know: recorded anew
   }
