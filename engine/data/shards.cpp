@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -106,6 +107,23 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
   meta.train_tokens = train.count();
   meta.val_tokens = val.count();
   if (meta.train_tokens == 0) throw UsageError(fmt::format("corpus '{}' is empty", corpus));
+  if (meta.val_tokens == 0 && meta.train_tokens >= 2) {
+    // A text shorter than val_every blocks gave no validation block: its last
+    // 1/val_every of tokens become the validation shard instead (the end of the text).
+    const std::uint64_t moved = std::max<std::uint64_t>(1, meta.train_tokens / meta.val_every);
+    const std::uint64_t kept = meta.train_tokens - moved;
+    std::string tail(moved * static_cast<std::uint64_t>(width), '\0');
+    {
+      std::ifstream in(train_tmp, std::ios::binary);
+      in.seekg(static_cast<std::streamoff>(kept * static_cast<std::uint64_t>(width)));
+      in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+      if (!in) throw Error(fmt::format("cannot re-read '{}'", train_tmp));
+    }
+    std::ofstream(val_tmp, std::ios::binary | std::ios::trunc).write(tail.data(), static_cast<std::streamsize>(tail.size()));
+    fs::resize_file(train_tmp, kept * static_cast<std::uint64_t>(width));
+    meta.train_tokens = kept;
+    meta.val_tokens = moved;
+  }
 
   toml::table table{{"format_version", meta.format_version}, {"corpus", meta.corpus},
                     {"source", meta.source}, {"tokenizer", meta.tokenizer},

@@ -80,6 +80,24 @@ TEST(Shards, PrepareSplitsBlocksExactlyAndReadsBack) {
   EXPECT_EQ(listed[0].second.val_tokens, val_text.size());
 }
 
+// A text shorter than val_every blocks has no validation block: its last 1/val_every of
+// tokens become the validation shard (before, such a corpus could not train at all).
+TEST(Shards, AShortTextKeepsItsEndForValidation) {
+  fs::path source = fresh_dir("short");
+  std::ofstream(source / "a.txt") << "abcdefghijklmnopqrstuvwxyz0123";  // 30 bytes: blocks 0..3 of 8, none is val
+  PrepareOptions options;
+  options.block_bytes = 8;
+  options.val_every = 5;
+  fs::path out = fresh_dir("short-home") / "prepared";
+  ShardMeta meta = data_prepare((source / "a.txt").string(), out.string(), options);
+  EXPECT_EQ(meta.train_tokens, 24u);  // 30 - 30 / 5
+  EXPECT_EQ(meta.val_tokens, 6u);
+  auto tokenizer = tokenizer_create("byte");
+  EXPECT_EQ(tokenizer->decode(all_tokens(TokenShard((out / "train.bin").string(), "uint16"))), "abcdefghijklmnopqrstuvwx");
+  EXPECT_EQ(tokenizer->decode(all_tokens(TokenShard((out / "val.bin").string(), "uint16"))), "yz0123");
+  EXPECT_EQ(shard_meta_read(out.string()).val_tokens, 6u);
+}
+
 TEST(Shards, NanoGptLayoutWrittenByNumpyLoads) {
   fs::path dir = fresh_dir("nanogpt");
   std::string command = "/usr/bin/python3 " TFW_SOURCE_DIR "/tests/reference/nanogpt_shard.py " + dir.string();
