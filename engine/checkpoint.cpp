@@ -213,12 +213,13 @@ void checkpoint_verify(const std::string& path) {
   }
 }
 
-CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::string>* skipped) {
+CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::string>* skipped,
+                                       CheckpointMeta* meta) {
   std::vector<CheckpointInfo> all = checkpoint_list(dir);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
-      checkpoint_verify(it->path);
-      checkpoint_read_meta(it->path);  // the archive itself must load
+      const CheckpointMeta read = checkpoint_read_meta(it->path);  // verifies, and the archive itself must load
+      if (meta != nullptr) *meta = read;
       return *it;
     } catch (const UsageError& e) {
       if (skipped != nullptr) skipped->push_back(e.what());

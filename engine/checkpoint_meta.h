@@ -48,10 +48,12 @@ std::vector<CheckpointInfo> checkpoint_list(const std::string& dir);
 // UsageError naming the problem.
 void checkpoint_verify(const std::string& path);
 
-// The newest checkpoint in `dir` that verifies and loads. Each newer one that does not is
+// The newest checkpoint in `dir` that verifies and loads, with its metadata in `meta` when
+// given (read once: callers need not read it again). Each newer one that does not is
 // skipped, and why is appended to `skipped` (for the caller to say out loud). Throws
 // UsageError when none is valid.
-CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::string>* skipped);
+CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::string>* skipped,
+                                       CheckpointMeta* meta = nullptr);
 
 // Reads only the metadata (verifies first).
 CheckpointMeta checkpoint_read_meta(const std::string& path);

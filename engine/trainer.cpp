@@ -199,8 +199,8 @@ RunConfig train_resume_config(const Registry& registry, const std::string& run_d
     throw UsageError(with_hint(fmt::format("--extend {}: expected keep or stretch", extend),
                                "keep: the schedule stays as it was; stretch: it is recomputed over the new budget"));
   }
-  const CheckpointInfo latest = checkpoint_latest_valid(run_dir + "/checkpoints", nullptr);
-  CheckpointMeta meta = checkpoint_read_meta(latest.path);
+  CheckpointMeta meta;
+  const CheckpointInfo latest = checkpoint_latest_valid(run_dir + "/checkpoints", nullptr, &meta);
   toml::table table = toml::parse(meta.config_toml, latest.path);
   const RunConfig stored = run_config_parse(registry, table, run_dir + "/config.toml");
   config_apply_overrides(table, overrides);
