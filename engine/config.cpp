@@ -199,6 +199,22 @@ std::string ConfigTable::get_string(std::string_view key, const std::string& fal
   fail_type(key, *node, "a string");
 }
 
+std::vector<std::string> ConfigTable::get_string_array(std::string_view key) {
+  std::vector<std::string> values;
+  const toml::node* node = lookup(key);
+  if (node == nullptr) return values;
+  const toml::array* array = node->as_array();
+  if (array == nullptr) fail_type(key, *node, "an array of strings");
+  for (const toml::node& item : *array) {
+    if (auto value = item.value_exact<std::string>()) {
+      values.push_back(*value);
+    } else {
+      fail_type(key, item, "an array of strings");
+    }
+  }
+  return values;
+}
+
 std::string ConfigTable::require_string(std::string_view key) {
   if (!has(key)) {
     lookup(key);

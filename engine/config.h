@@ -36,6 +36,8 @@ class ConfigTable {
   bool get_bool(std::string_view key, bool fallback);
   std::string get_string(std::string_view key, const std::string& fallback);
   std::string require_string(std::string_view key);
+  // An array of strings (absent: empty).
+  std::vector<std::string> get_string_array(std::string_view key);
   std::string get_choice(std::string_view key, const std::string& fallback,
                          const std::vector<std::string>& allowed);
   // A sub-table; an absent key gives an empty table. The sub-view must be finished too.

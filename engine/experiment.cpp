@@ -96,6 +96,25 @@ constexpr std::size_t kMaxRuns = 4096;
 
 const std::vector<std::string> kRunKeys = {"family", "name", "description", "model", "data", "train"};
 
+// `seeds = [...]` of a table: distinct integers.
+std::vector<std::int64_t> seeds_read(ConfigTable& check, const toml::table& table) {
+  std::vector<std::int64_t> seeds;
+  check.take("seeds");
+  const toml::node* node = table.get("seeds");
+  if (node == nullptr) return seeds;
+  const toml::array* array = node->as_array();
+  if (array == nullptr) check.fail("seeds", "expected an array of integers", "write seeds = [0, 1, 2]");
+  for (const toml::node& seed : *array) {
+    const auto value = seed.value_exact<std::int64_t>();
+    if (!value || *value < 0) check.fail("seeds", "expected an array of integers >= 0", "write seeds = [0, 1, 2]");
+    if (std::find(seeds.begin(), seeds.end(), *value) != seeds.end()) {
+      check.fail("seeds", fmt::format("seed {} is listed twice", *value), "list each seed once");
+    }
+    seeds.push_back(*value);
+  }
+  return seeds;
+}
+
 }  // namespace
 
 Experiment experiment_load(const Registry& registry, const std::string& path) {
@@ -110,6 +129,10 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
   experiment.description = header.get_string("description", "");
   header.get_string("extends", "");
   header.get_string("measured", "");  // the measured wall time of the whole file, for its header
+  // Seeds for every run from scratch that names none (grown runs follow their parents).
+  const toml::table no_table;
+  const toml::table* header_table = file["experiment"].as_table();
+  const std::vector<std::int64_t> experiment_seeds = seeds_read(header, header_table ? *header_table : no_table);
   header.finish();
   top.raw_table("defaults");
   ConfigTable runs = top.sub("runs");
@@ -169,16 +192,8 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
     growth.raw_table("options");
     growth.finish();
     const toml::table grid = check.raw_table("grid");
-    std::vector<std::int64_t> seeds;
-    check.take("seeds");
-    if (const toml::node* seeds_node = structure.get("seeds")) {
-      const toml::array* array = seeds_node->as_array();
-      if (array == nullptr) check.fail("seeds", "expected an array of integers", "write seeds = [0, 1, 2]");
-      for (const toml::node& seed : *array) {
-        if (!seed.value_exact<std::int64_t>()) check.fail("seeds", "expected an array of integers", "write seeds = [0, 1, 2]");
-        seeds.push_back(*seed.value_exact<std::int64_t>());
-      }
-    }
+    std::vector<std::int64_t> seeds = seeds_read(check, structure);
+    if (parent.empty() && !structure.get("seeds")) seeds = experiment_seeds;  // [experiment] seeds
     const std::string paper = check.get_string("paper", "");
     check.finish();
     if (!parent.empty() && !seeds_of.count(parent)) {

@@ -18,7 +18,25 @@ DataConfig data_parse(ConfigTable& table) {
   DataConfig data;
   data.corpus = table.get_string("corpus", data.corpus);
   data.tokenizer = table.get_choice("tokenizer", data.tokenizer, {"byte", "gpt2"});
+  data.eval_corpora = table.get_string_array("eval_corpora");
+  for (const std::string& corpus : data.eval_corpora) {
+    if (corpus.empty()) table.fail("eval_corpora", "holds an empty name", "name a corpus: eval_corpora = [\"gcide\"]");
+    if (corpus == data.corpus) {
+      table.fail("eval_corpora", fmt::format("'{}' is the run's own corpus, which is evaluated anyway", corpus),
+                 "list only other corpora");
+    }
+  }
   return data;
+}
+
+toml::table data_to_toml(const DataConfig& data) {
+  toml::table table{{"corpus", data.corpus}, {"tokenizer", data.tokenizer}};
+  if (!data.eval_corpora.empty()) {  // absent when empty: older stored configs stay byte-identical
+    toml::array corpora;
+    for (const std::string& corpus : data.eval_corpora) corpora.push_back(corpus);
+    table.insert("eval_corpora", std::move(corpora));
+  }
+  return table;
 }
 
 template <typename T>
@@ -164,7 +182,7 @@ RunConfig run_config_parse(const Registry& registry, const toml::table& table, c
 
   config.resolved = toml::table{
       {"name", model.name}, {"family", model.family}, {"model", model.spec->to_toml()},
-      {"data", toml::table{{"corpus", config.data.corpus}, {"tokenizer", config.data.tokenizer}}},
+      {"data", data_to_toml(config.data)},
       {"train", train_to_toml(config.train)}};
   if (!model.description.empty()) config.resolved.insert("description", model.description);
   return config;

@@ -26,6 +26,9 @@ struct ModelConfig {
 struct DataConfig {
   std::string corpus = "gcide";  // built-in name, text file or folder, or a prepared shard folder
   std::string tokenizer = "byte";
+  // Further corpora evaluated beside the run's own at every evaluation (same tokenizer, same
+  // window positions), recorded as val/loss@NAME: how much of an earlier corpus a run keeps.
+  std::vector<std::string> eval_corpora;
 };
 
 // A growth event inside a run (GROWTH.md): at `at_step`, grow the model with `method` to the

@@ -82,10 +82,11 @@ class MetricLog {
   MetricLog(const std::string& path, const TrainOptions& options) : out_(path, std::ios::app), options_(options) {
     if (!out_) throw Error(fmt::format("cannot write metrics to '{}'", path));
   }
-  void write(std::int64_t step, std::int64_t tokens, double flops, double wall, const char* key, double value) {
-    if (options_.on_metric) options_.on_metric(key, step, tokens, flops, wall, value);
-    out_ << fmt::format(R"({{"step":{},"tokens":{},"flops":{:.6e},"wall":{:.3f},"key":"{}","value":{}}})", step, tokens,
-                        flops, wall, key, std::isfinite(value) ? fmt::format("{:.9g}", value) : "null")
+  void write(std::int64_t step, std::int64_t tokens, double flops, double wall, const std::string& key,
+             double value) {
+    if (options_.on_metric) options_.on_metric(key.c_str(), step, tokens, flops, wall, value);
+    out_ << fmt::format(R"({{"step":{},"tokens":{},"flops":{:.6e},"wall":{:.3f},"key":{},"value":{}}})", step, tokens,
+                        flops, wall, nlohmann::json(key).dump(), std::isfinite(value) ? fmt::format("{:.9g}", value) : "null")
          << '\n';
   }
   void flush() { out_.flush(); }
@@ -254,6 +255,22 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   if (train_tokens.size() <= static_cast<std::uint64_t>(T) + 1 || val_tokens.size() <= static_cast<std::uint64_t>(T) + 1) {
     throw UsageError(fmt::format("the shards in {} are shorter than one window of {} tokens", shard_dir, T + 1));
   }
+  // data.eval_corpora: their validation shards, read with the same windows as the run's own.
+  std::vector<std::pair<std::string, std::unique_ptr<TokenShard>>> extra_val;
+  for (const std::string& corpus : config.data.eval_corpora) {
+    const std::string dir = data_ensure_prepared(corpus, config.data.tokenizer, home_data_dir(options.home), prepare);
+    const ShardMeta meta = shard_meta_read(dir);
+    if (meta.vocab_size > static_cast<std::uint32_t>(V)) {
+      throw UsageError(fmt::format("data.eval_corpora: the vocabulary of {} ({}) exceeds model.vocab = {}", corpus,
+                                   meta.vocab_size, V));
+    }
+    auto val = std::make_unique<TokenShard>(dir + "/val.bin", meta.dtype);
+    if (val->size() <= static_cast<std::uint64_t>(T) + 1) {
+      throw UsageError(fmt::format("data.eval_corpora: the validation shard of {} ({}) is shorter than one window of {} "
+                                   "tokens", corpus, dir, T + 1));
+    }
+    extra_val.emplace_back(fs::path(corpus).filename().string(), std::move(val));
+  }
 
   // Model, optimiser, sampler; then the checkpoint when resuming or starting from one.
   const ModelFamily& family = registry.family(config.model.family);
@@ -364,15 +381,25 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
                     before, after));
   };
 
+  // One evaluation: the run's own validation windows (returned), then each of
+  // data.eval_corpora's, recorded as val/loss@NAME.
+  auto validate = [&](std::int64_t step, std::int64_t tokens, double flops, double wall) {
+    const double loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
+    metrics.write(step, tokens, flops, wall, "val/loss", loss);
+    metrics.write(step, tokens, flops, wall, "val/perplexity", std::exp(loss));
+    metrics.write(step, tokens, flops, wall, "val/bits_per_token", loss / std::log(2.0));
+    if (shards.tokenizer == "byte") metrics.write(step, tokens, flops, wall, "val/bits_per_byte", loss / std::log(2.0));
+    for (const auto& [name, shard] : extra_val) {
+      metrics.write(step, tokens, flops, wall, "val/loss@" + name, evaluate(*model, *shard, B, T, V, train.eval_batches));
+    }
+    return loss;
+  };
+
   // A run started from a grown checkpoint is evaluated before its first step, so that its
   // validation curve starts where the growth happened (no gap on cumulative FLOPs). The
   // evaluation reads fixed windows and draws no random numbers: training is unchanged.
   if (!options.init_from.empty() && state.step == 0) {
-    state.val_loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
-    metrics.write(0, 0, 0, 0, "val/loss", state.val_loss);
-    metrics.write(0, 0, 0, 0, "val/perplexity", std::exp(state.val_loss));
-    metrics.write(0, 0, 0, 0, "val/bits_per_token", state.val_loss / std::log(2.0));
-    if (shards.tokenizer == "byte") metrics.write(0, 0, 0, 0, "val/bits_per_byte", state.val_loss / std::log(2.0));
+    state.val_loss = validate(0, 0, 0, 0);
     metrics.flush();
     if (options.on_event) {
       options.on_event("evaluation", 0, fmt::format(R"({{"val_loss":{:.9g},"tokens":0}})", state.val_loss));
@@ -446,14 +473,8 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     metrics.write(state.step, state.tokens, state.flops, wall, "train/lr", lr);
     metrics.write(state.step, state.tokens, state.flops, wall, "train/grad_norm", grad_norm);
     if (state.step % train.eval_every == 0 || state.step == plan.total_steps) {
-      state.val_loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
+      state.val_loss = validate(state.step, state.tokens, state.flops, wall);
       state.best_val_loss = std::min(state.best_val_loss, state.val_loss);
-      metrics.write(state.step, state.tokens, state.flops, wall, "val/loss", state.val_loss);
-      metrics.write(state.step, state.tokens, state.flops, wall, "val/perplexity", std::exp(state.val_loss));
-      metrics.write(state.step, state.tokens, state.flops, wall, "val/bits_per_token", state.val_loss / std::log(2.0));
-      if (shards.tokenizer == "byte") {
-        metrics.write(state.step, state.tokens, state.flops, wall, "val/bits_per_byte", state.val_loss / std::log(2.0));
-      }
       progress.evaluated = true;
       if (options.on_event) {
         options.on_event("evaluation", state.step, fmt::format(R"({{"val_loss":{:.9g},"tokens":{}}})", state.val_loss,
