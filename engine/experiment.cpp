@@ -6,6 +6,7 @@
 #include "engine/experiment.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -115,6 +116,73 @@ std::vector<std::int64_t> seeds_read(ConfigTable& check, const toml::table& tabl
   return seeds;
 }
 
+// A budget or target: a number, or "a" / "b" (that side's own final value, per seed).
+void number_or_side(ConfigTable& check, const toml::table& table, const char* key, double& number, std::string& side) {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) check.fail(key, "missing", fmt::format("add {} = \"b\" (that side's own final value) or a number", key));
+  check.take(key);
+  if (auto text = node->value_exact<std::string>()) {
+    if (*text != "a" && *text != "b") check.fail(key, fmt::format("'{}' is not \"a\", \"b\" or a number", *text), "");
+    side = *text;
+  } else if (auto value = node->value<double>()) {
+    if (!std::isfinite(*value) || *value <= 0) check.fail(key, fmt::format("must be positive, got {}", *value), "");
+    number = *value;
+  } else {
+    check.fail(key, "expected \"a\", \"b\" or a number", "");
+  }
+}
+
+std::vector<ComparisonSpec> comparisons_read(const toml::table& file, const Experiment& experiment,
+                                             const std::string& path) {
+  std::vector<ComparisonSpec> specs;
+  const toml::table* table = file["comparisons"].as_table();
+  if (file.get("comparisons") != nullptr && table == nullptr) {
+    throw UsageError(fmt::format("{}: comparisons: expected tables [comparisons.NAME]", path));
+  }
+  if (table == nullptr) return specs;
+  std::set<std::string> variants;
+  for (const ExperimentRun& run : experiment.runs) variants.insert(run.variant);
+  for (const auto& [key, node] : *table) {
+    if (!node.is_table()) {
+      throw UsageError(fmt::format("{}: comparisons.{}: expected a table ([comparisons.{}])", config_where(node),
+                                   key.str(), key.str()));
+    }
+    const toml::table& entry = *node.as_table();
+    ConfigTable check(entry, "comparisons." + std::string(key.str()));
+    ComparisonSpec spec;
+    spec.name = std::string(key.str());
+    name_check(spec.name, "comparison name", path + ": comparisons");
+    for (auto [side, out] : {std::pair{"a", &spec.a}, std::pair{"b", &spec.b}}) {
+      *out = check.require_string(side);
+      if (!variants.count(*out)) {
+        check.fail(side, fmt::format("'{}' is not a run of this experiment", *out),
+                   "name a [runs.NAME] entry (or a grid run's name), without its seed suffix -sN");
+      }
+    }
+    if (spec.a == spec.b) check.fail("b", "compares a run with itself", "name two different runs");
+    spec.measure = check.get_choice("measure", spec.measure, {"loss", "compute_to_reach", "forgetting"});
+    spec.metric = check.get_string("metric", spec.metric);
+    spec.at = check.get_choice("at", spec.at, {"end", "flops", "tokens"});
+    if (spec.measure == "loss" && spec.at != "end") {
+      number_or_side(check, entry, "budget", spec.budget, spec.budget_side);
+    } else if (entry.get("budget") != nullptr) {
+      check.fail("budget", "only a comparison at = \"flops\" or \"tokens\" takes a budget", "");
+    }
+    if (spec.measure == "compute_to_reach") number_or_side(check, entry, "reach", spec.reach, spec.reach_side);
+    if (spec.measure == "forgetting") spec.corpus = check.require_string("corpus");
+    spec.expect = check.get_choice("expect", spec.expect, {"a < b", "a > b"});
+    spec.claim = check.get_string("claim", "");
+    spec.paper = check.get_string("paper", "");
+    check.finish();
+    specs.push_back(std::move(spec));
+  }
+  // toml++ keeps keys sorted: restore file order.
+  std::stable_sort(specs.begin(), specs.end(), [&](const ComparisonSpec& x, const ComparisonSpec& y) {
+    return table->get(x.name)->source().begin.line < table->get(y.name)->source().begin.line;
+  });
+  return specs;
+}
+
 }  // namespace
 
 Experiment experiment_load(const Registry& registry, const std::string& path) {
@@ -133,8 +201,24 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
   const toml::table no_table;
   const toml::table* header_table = file["experiment"].as_table();
   const std::vector<std::int64_t> experiment_seeds = seeds_read(header, header_table ? *header_table : no_table);
+  const toml::table figures = header.raw_table("figures");
   header.finish();
+  for (const std::string& kind : kFigureKinds) {
+    if (const toml::node* node = figures.get(kind)) {
+      const auto mirrors = node->value_exact<std::string>();
+      if (!mirrors) header.fail("figures." + kind, "expected a string: the paper figure it mirrors", "write \"Fig. 3\" or \"\"");
+      experiment.figures.emplace_back(kind, *mirrors);
+    }
+  }
+  for (const auto& [key, node] : figures) {
+    if (std::find(kFigureKinds.begin(), kFigureKinds.end(), std::string(key.str())) == kFigureKinds.end()) {
+      header.fail("figures." + std::string(key.str()), "is not a figure this tool draws",
+                  fmt::format("choose among: {}", fmt::join(kFigureKinds, ", ")));
+    }
+  }
+  if (figures.empty()) experiment.figures.emplace_back("loss_vs_flops", "");
   top.raw_table("defaults");
+  top.take("comparisons");  // read after the runs are planned: they name runs
   ConfigTable runs = top.sub("runs");
   top.finish();
 
@@ -304,6 +388,8 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
       ExperimentRun run;
       run.name = entry + x.suffix;
       run.group = entry;
+      run.variant = entry + x.suffix.substr(0, x.seed >= 0 ? x.suffix.rfind("-s") : x.suffix.size());
+      run.seed = x.seed;
       const std::string where = fmt::format("{}: runs.{}", path, entry);
       name_check(run.name, "run name", where);
       const ExperimentRun* parent_run = nullptr;
@@ -354,6 +440,8 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
     }
   }
   experiment.runs = std::move(planned);
+  experiment.seeds = experiment_seeds;
+  experiment.comparisons = comparisons_read(file, experiment, path);
   return experiment;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 namespace tfw {
@@ -13,6 +14,15 @@ namespace tfw {
 struct Rgb {
   std::uint8_t r = 0, g = 0, b = 0;
 };
+
+// The k-th colour of the qualitative palette that plots cycle through (the GUI's curves and
+// the exported figures): the ten of matplotlib's tab10.
+inline Rgb series_rgb(std::size_t k) {
+  static constexpr std::array<Rgb, 10> palette = {{{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40},
+                                                   {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {188, 189, 34},
+                                                   {23, 190, 207}, {127, 127, 127}}};
+  return palette[k % palette.size()];
+}
 
 // t in [0, 1] (clamped; NaN maps to 0).
 inline Rgb heat_colour(double t) {

@@ -24,6 +24,8 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <toml++/toml.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint_meta.h"
@@ -167,6 +169,26 @@ void run_experiment(const RunArgs& args) {
   store->experiment_ensure(experiment.name, fs::absolute(args.file).string());
 
   std::map<std::string, std::string> state;  // run -> pending, running, finished, failed, blocked
+  // A finished run whose config the file has since changed would be skipped silently, and
+  // its old numbers read as the new config's: refuse before anything runs.
+  std::vector<std::string> changed;
+  for (const ExperimentRun* run : runs) {
+    std::optional<RunRecord> record = store->run_in_experiment(experiment.name, run->name);
+    if (!record || record->status != "finished") continue;
+    try {
+      if (toml::parse(record->config) != run->config.resolved) changed.push_back(run->name);
+    } catch (const std::exception&) {
+      changed.push_back(run->name);
+    }
+  }
+  if (!changed.empty()) {
+    throw UsageError(with_hint(
+        fmt::format("{} finished run{} of experiment {} ha{} a different config in the store than in {} now: {}",
+                    changed.size(), changed.size() == 1 ? "" : "s", experiment.name, changed.size() == 1 ? "s" : "ve",
+                    args.file, fmt::join(changed, ", ")),
+        "to re-run them with the file's config, delete the old ones first (tfw runs delete NAME... --files); to keep "
+        "both, give the changed entries new names"));
+  }
   for (const ExperimentRun* run : runs) {
     std::optional<RunRecord> record = store->run_in_experiment(experiment.name, run->name);
     state[run->name] = record && record->status == "finished" ? "finished" : "pending";

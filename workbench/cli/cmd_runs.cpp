@@ -9,6 +9,8 @@
 #include "engine/error.h"
 #include "engine/home.h"
 #include "storage/store.h"
+#include "workbench/results/results.h"
+#include "workbench/results/summary.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 #include "workbench/common/records_json.h"
@@ -57,10 +59,39 @@ RunRecord find(Store& store, const std::string& run) {
 void run_list(const RunsArgs& args) {
   auto store = open_store(home_resolve(args.home));
   std::vector<RunRecord> runs = store->runs(args.filter);
+  // Runs that differ only in seed, with the mean and 95% CI of their final validation loss.
+  const std::vector<results::SeedGroup> groups = results::group_by_seed(runs);
+  auto group_stats = [](const results::SeedGroup& g) {
+    std::vector<double> values;
+    for (const RunRecord* r : g.runs) {
+      const nlohmann::json m = nlohmann::json::parse(r->final_metrics, nullptr, false);
+      if (m.is_object() && m.contains("val_loss") && m["val_loss"].is_number()) values.push_back(m["val_loss"].get<double>());
+    }
+    return values;
+  };
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const RunRecord& r : runs) list.push_back(run_json(r));
-    print_json({{"runs", list}});
+    nlohmann::json group_list = nlohmann::json::array();
+    for (const results::SeedGroup& g : groups) {
+      nlohmann::json ids = nlohmann::json::array();
+      for (const RunRecord* r : g.runs) ids.push_back(r->id);
+      nlohmann::json entry = {{"label", g.label}, {"runs", ids}};
+      const std::vector<double> values = group_stats(g);
+      if (!values.empty()) {
+        const analysis::MeanInterval m = analysis::mean_interval(values);
+        entry["val_loss_mean"] = m.mean;
+        entry["n"] = m.n;
+        if (m.has_interval()) {
+          entry["val_loss_ci95"] = {m.low, m.high};
+          entry["val_loss_sd"] = m.sd;
+        } else {
+          entry["val_loss_ci95"] = nullptr;  // n = 1: no interval
+        }
+      }
+      group_list.push_back(entry);
+    }
+    print_json({{"runs", list}, {"groups", group_list}});
     return;
   }
   std::cout << fmt::format("{:>4}  {:<12} {:<28} {:<12} {:<9} {:>10} {:>12} {:>11} {:>11} {:>9}  {}\n", "id",
@@ -126,10 +157,39 @@ void run_compare(const RunsArgs& args) {
   auto store = open_store(home_resolve(args.home));
   std::vector<RunRecord> runs;
   for (const std::string& run : args.runs) runs.push_back(find(*store, run));
+  // Runs that differ only in seed, with the mean and 95% CI of their final validation loss.
+  const std::vector<results::SeedGroup> groups = results::group_by_seed(runs);
+  auto group_stats = [](const results::SeedGroup& g) {
+    std::vector<double> values;
+    for (const RunRecord* r : g.runs) {
+      const nlohmann::json m = nlohmann::json::parse(r->final_metrics, nullptr, false);
+      if (m.is_object() && m.contains("val_loss") && m["val_loss"].is_number()) values.push_back(m["val_loss"].get<double>());
+    }
+    return values;
+  };
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const RunRecord& r : runs) list.push_back(run_json(r));
-    print_json({{"runs", list}});
+    nlohmann::json group_list = nlohmann::json::array();
+    for (const results::SeedGroup& g : groups) {
+      nlohmann::json ids = nlohmann::json::array();
+      for (const RunRecord* r : g.runs) ids.push_back(r->id);
+      nlohmann::json entry = {{"label", g.label}, {"runs", ids}};
+      const std::vector<double> values = group_stats(g);
+      if (!values.empty()) {
+        const analysis::MeanInterval m = analysis::mean_interval(values);
+        entry["val_loss_mean"] = m.mean;
+        entry["n"] = m.n;
+        if (m.has_interval()) {
+          entry["val_loss_ci95"] = {m.low, m.high};
+          entry["val_loss_sd"] = m.sd;
+        } else {
+          entry["val_loss_ci95"] = nullptr;  // n = 1: no interval
+        }
+      }
+      group_list.push_back(entry);
+    }
+    print_json({{"runs", list}, {"groups", group_list}});
     return;
   }
   auto row = [&](const char* label, auto&& cell) {
@@ -149,6 +209,15 @@ void run_compare(const RunsArgs& args) {
   row("train loss", [](const RunRecord& r) { return metric(r, "train_loss"); });
   row("tokens/s", [](const RunRecord& r) { return metric(r, "tokens_per_second"); });
   row("host", [](const RunRecord& r) { return r.host; });
+  if (groups.size() == runs.size()) return;  // no two runs differ only in seed
+  std::cout << "\ngroups that differ only in seed (final val loss, mean and 95% Student-t CI):\n";
+  for (const results::SeedGroup& g : groups) {
+    const std::vector<double> values = group_stats(g);
+    std::string ids;
+    for (const RunRecord* r : g.runs) ids += (ids.empty() ? "" : ",") + std::to_string(r->id);
+    std::cout << fmt::format("  {:<28} runs {:<12} {}\n", g.label, ids,
+                             values.empty() ? std::string("no val loss") : results::mean_text(analysis::mean_interval(values)));
+  }
 }
 
 // Deletes runs' records (metrics, checkpoints, events) and, with --files, their folders when

@@ -1,6 +1,8 @@
 // See plot.h.
 #include "workbench/gui/plot.h"
 
+#include "workbench/colormap.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -45,12 +47,8 @@ constexpr float kLeft = 66, kBottom = 40, kTop = 10, kRight = 14;
 }  // namespace
 
 ImU32 series_colour(std::size_t k) {
-  static const ImU32 palette[] = {IM_COL32(31, 119, 180, 255), IM_COL32(255, 127, 14, 255),
-                                  IM_COL32(44, 160, 44, 255),  IM_COL32(214, 39, 40, 255),
-                                  IM_COL32(148, 103, 189, 255), IM_COL32(140, 86, 75, 255),
-                                  IM_COL32(227, 119, 194, 255), IM_COL32(188, 189, 34, 255),
-                                  IM_COL32(23, 190, 207, 255),  IM_COL32(127, 127, 127, 255)};
-  return palette[k % (sizeof(palette) / sizeof(palette[0]))];
+  const Rgb c = series_rgb(k);
+  return IM_COL32(c.r, c.g, c.b, 255);
 }
 
 int plot_draw(const Plot& plot, ImVec2 size) {

@@ -1,0 +1,202 @@
+// See report.h.
+#include "workbench/results/report.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "engine/error.h"
+#include "engine/files.h"
+#include "workbench/common/format.h"
+#include "workbench/results/figures.h"
+#include "workbench/results/summary.h"
+
+namespace tfw::results {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d", std::gmtime(&now));
+  return text;
+}
+
+std::string seconds_text(double seconds) {
+  const long s = std::lround(seconds);
+  if (s >= 3600) return fmt::format("{} h {:02} min", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{} min {:02} s", s / 60, s % 60);
+  return fmt::format("{} s", s);
+}
+
+std::string value_text(double x, bool log) {
+  return log ? fmt::format("{:.3e} FLOPs", std::pow(10.0, x)) : fmt::format("{:.4f}", x);
+}
+
+// What was measured: runs, seeds, scale, compute, wall time, machines.
+std::string measured_section(const ExperimentResults& results) {
+  std::size_t planned = results.runs().size(), finished = 0;
+  double flops = 0, wall = 0, most_other = 0;
+  std::int64_t low = 0, high = 0, tokens = 0;
+  std::set<std::string> hosts, corpora;
+  std::set<std::int64_t> seeds;
+  std::size_t contended = 0;
+  for (const RunResult& r : results.runs()) {
+    if (!r.finished()) continue;
+    finished += 1;
+    const RunRecord& rec = *r.record;
+    flops += rec.flops;
+    tokens += rec.tokens;
+    wall += rec.ended > rec.started ? rec.ended - rec.started : 0;
+    low = low == 0 ? rec.parameters : std::min(low, rec.parameters);
+    high = std::max(high, rec.parameters);
+    hosts.insert(rec.host);
+    if (r.seed >= 0) seeds.insert(r.seed);
+    const nlohmann::json m = nlohmann::json::parse(rec.final_metrics, nullptr, false);
+    if (m.is_object() && m.contains("contended") && m["contended"].is_boolean() && m["contended"].get<bool>()) contended += 1;
+    if (m.is_object() && m.contains("other_cpu_share") && m["other_cpu_share"].is_number()) {
+      most_other = std::max(most_other, m["other_cpu_share"].get<double>());
+    }
+    try {
+      corpora.insert(toml::parse(rec.config)["data"]["corpus"].value_or(std::string("?")));
+    } catch (const std::exception&) {
+    }
+  }
+  auto join = [](const auto& items) {
+    std::string out;
+    for (const auto& item : items) out += (out.empty() ? "" : ", ") + fmt::format("{}", item);
+    return out;
+  };
+  std::ostringstream out;
+  out << "## What was measured\n\n";
+  out << fmt::format("- **Runs:** {} finished of {} planned, in {} groups that differ only in seed.\n", finished, planned,
+                     results.variants().size());
+  out << fmt::format("- **Seeds:** {}.\n", seeds.empty() ? std::string("none (one run per group)") : join(seeds));
+  out << fmt::format("- **Scale:** {} to {} parameters; {} training tokens in all; corpus {}.\n", grouped(low),
+                     grouped(high), grouped(tokens), join(corpora));
+  out << fmt::format("- **Compute:** {:.3e} training FLOPs in all (each run's own, so a lineage counts once).\n", flops);
+  out << fmt::format("- **Wall time:** {} summed over the runs, which ran one at a time on {}.\n", seconds_text(wall),
+                     join(hosts));
+  out << fmt::format("- **Contention:** {} of {} runs shared the CPU with other work for more than a quarter of their "
+                     "time (the largest share of other work: {:.0f}%). Loss values do not depend on it; wall times do.\n",
+                     contended, finished, 100 * most_other);
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace
+
+std::vector<ClaimLine> report_write(const ExperimentResults& results, const ReportOptions& options,
+                                    std::vector<std::string>& written) {
+  const Experiment& e = results.experiment();
+  const std::string file = e.name + ".md";
+  const std::string figure_dir = "figures/" + e.name;
+  std::vector<ClaimLine> claims;
+  const std::vector<ComparisonResult> comparisons = compare_all(results);
+
+  std::ostringstream out;
+  out << "# " << e.name << (e.description.empty() ? "" : ": " + e.description) << "\n\n";
+  out << fmt::format("Generated on {} by `{}` ({}) from the run store. Regenerate it with the same command.\n\n", today(),
+                     options.command, options.tool_version);
+  out << measured_section(results);
+
+  out << "## Verdict rule\n\n" << verdict_rule() << "\n\n";
+  out << "## Claims\n\n";
+  int number = 0;
+  for (const ComparisonResult& c : comparisons) {
+    if (c.spec.claim.empty()) continue;
+    number += 1;
+    out << fmt::format("### {}. {}\n\n", number, c.spec.claim);
+    out << fmt::format("- **Paper:** {}.\n", c.spec.paper.empty() ? "-" : c.spec.paper);
+    out << fmt::format("- **Measured:** {}; a = `{}`, b = `{}`, {} seed pair{} (comparison `{}`).\n", c.quantity,
+                       c.spec.a, c.spec.b, c.seeds.size(), c.seeds.size() == 1 ? "" : "s", c.spec.name);
+    if (c.difference) {
+      out << fmt::format("- **a:** {}; **b:** {}{}.\n", mean_text(c.a_mean, c.log_scale ? "{:.4f}" : "{:.4f}"),
+                         mean_text(c.b_mean, "{:.4f}"), c.log_scale ? " (log10 FLOPs)" : "");
+      const analysis::MeanInterval& d = c.difference->difference;
+      if (c.log_scale) {
+        out << fmt::format("- **Ratio a / b:** {:.3f}{}.\n", std::pow(10.0, d.mean),
+                           d.has_interval() ? fmt::format(", 95% CI [{:.3f}, {:.3f}]", std::pow(10.0, d.low),
+                                                          std::pow(10.0, d.high))
+                                            : std::string(" (n = 1: no interval)"));
+      } else {
+        out << fmt::format("- **Difference a - b:** {:+.4f}{}.\n", d.mean,
+                           d.has_interval() ? fmt::format(", 95% CI [{:+.4f}, {:+.4f}]", d.low, d.high)
+                                            : std::string(" (n = 1: no interval)"));
+      }
+    }
+    std::size_t a_less = 0;
+    for (std::size_t i = 0; i < c.a.size(); ++i) a_less += c.a[i] < c.b[i];
+    std::string per_seed;
+    for (std::size_t i = 0; i < c.seeds.size(); ++i) {
+      per_seed += fmt::format("{}seed {}: {} against {}", per_seed.empty() ? "" : "; ", c.seeds[i],
+                              std::isfinite(c.a[i]) ? value_text(c.log_scale ? std::log10(c.a[i]) : c.a[i], c.log_scale)
+                                                    : std::string("not reached"),
+                              std::isfinite(c.b[i]) ? value_text(c.log_scale ? std::log10(c.b[i]) : c.b[i], c.log_scale)
+                                                    : std::string("not reached"));
+    }
+    out << fmt::format("- **Per seed (a against b):** {}. a < b in {} of {}.\n", per_seed, a_less, c.seeds.size());
+    out << fmt::format("- **Verdict: {}** ({}; claimed: {}).\n", c.verdict, c.verdict_reason, c.spec.expect);
+    for (const std::string& note : c.notes) out << "- Note: " << note << ".\n";
+    out << "\n";
+    claims.push_back({e.name, c.spec.claim, c.spec.paper, c.verdict, file});
+  }
+  if (number == 0) out << "This experiment's file names no claims (`claim = \"...\"` in a `[comparisons.NAME]` table).\n\n";
+
+  // Figures.
+  const std::vector<std::string> figures = figures_write(results, (fs::path(options.out_dir) / figure_dir).string());
+  written.insert(written.end(), figures.begin(), figures.end());
+  out << "## Figures\n\n";
+  for (const Figure& f : figures_of(results)) {
+    out << fmt::format("![{}]({}/{}.svg)\n\n*{}* (PNG: [{}/{}.png]({}/{}.png))\n\n", f.title, figure_dir, f.id, f.caption,
+                       figure_dir, f.id, figure_dir, f.id);
+  }
+
+  // Tables.
+  RunTables per_run = run_tables(results, options.paper_results);
+  std::vector<Table> tables = {groups_table(results)};
+  if (!comparisons.empty()) tables.push_back(comparisons_table(e.name, comparisons));
+  tables.push_back(per_run.results);
+  tables.push_back(per_run.ledger);
+  out << "## Tables\n\nValidation loss is in nats per token (per byte for the byte tokenizer). The paper's numbers "
+         "are at its own scale, and some are of another task (the last columns say which): compare trends, not values.\n\n";
+  out << render_md(tables);
+
+  const std::string path = (fs::path(options.out_dir) / file).string();
+  const std::string text = out.str();
+  file_write_durably(path, text.data(), text.size());
+  written.push_back(path);
+  return claims;
+}
+
+std::string report_index(const std::vector<ClaimLine>& claims, const ReportOptions& options) {
+  std::ostringstream out;
+  if (!options.preface.empty()) out << options.preface << "\n";
+  out << "## Claims and verdicts\n\n";
+  out << fmt::format("Generated on {} by `{}` ({}). The rule: {}\n\n", today(), options.command, options.tool_version,
+                     verdict_rule());
+  out << "| experiment | claim | paper | verdict |\n|---|---|---|---|\n";
+  std::map<std::string, int> counts;
+  for (const ClaimLine& c : claims) {
+    out << fmt::format("| [{}]({}) | {} | {} | **{}** |\n", c.experiment, c.file, c.claim, c.paper.empty() ? "-" : c.paper,
+                       c.verdict);
+    counts[c.verdict] += 1;
+  }
+  out << fmt::format("\n{} claims: {} supported, {} not supported, {} inconclusive.\n", claims.size(), counts["supported"],
+                     counts["not supported"], counts["inconclusive"]);
+  return out.str();
+}
+
+}  // namespace tfw::results
