@@ -317,3 +317,30 @@ TEST_F(Report, AChangedFinishedRunIsRefusedNotSkipped) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(Report, FitUsesTheFamilysRunsFromScratchAndRefusesTooFew) {
+  // Before the grid: the tokenformer runs from scratch are small and scratch, 2 distinct points.
+  auto out = tfw("fit tokenformer --home " + home());
+  EXPECT_EQ(out.code, 2) << out.output;
+  EXPECT_NE(out.output.find("at least 5 distinct (parameters, tokens) points, and there are 2"), std::string::npos)
+      << out.output;
+  ASSERT_EQ(tfw("run " + kSource + "/tests/data/tiny-fit.toml --home " + home()).code, 0);
+  out = tfw("fit tokenformer --json --home " + home(), false);
+  ASSERT_EQ(out.code, 0) << out.output;
+  const auto json = nlohmann::json::parse(out.output);
+  // 6 grid runs + 3 small + 3 scratch; the grown runs are left out. `small` is the grid's
+  // (n_ffn 32, 20 steps) point again, so the points are 6 + 1 (scratch) distinct.
+  EXPECT_EQ(json["runs"], 12);
+  EXPECT_EQ(json["distinct_points"], 7);
+  EXPECT_EQ(json["corpus"], "kjv");
+  EXPECT_GT(json["law"]["E"].get<double>(), 0);
+  EXPECT_LT(json["rms_log_error"].get<double>(), 0.1);
+  out = tfw("fit tokenformer --corpus gcide --home " + home());
+  EXPECT_EQ(out.code, 2) << out.output;
+  EXPECT_NE(out.output.find("no finished runs of 'tokenformer' from scratch on corpus 'gcide'"), std::string::npos)
+      << out.output;
+}
+
+}  // namespace

@@ -3,6 +3,7 @@
 // plan (every stage's FLOPs = its tokens × the training FLOPs per token of its model, the
 // cumulative budget adds the ancestors), they match `tfw run --dry-run` of the saved file,
 // and a bad design gets the engine's message.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -103,6 +104,26 @@ TEST(Designer, PredictionIsTheEnginesPlanAndMatchesTheDryRun) {
     EXPECT_DOUBLE_EQ(runs[k]["cumulative_flops"].get<double>(), prediction.stages[k].cumulative_flops);
   }
   EXPECT_DOUBLE_EQ(runs[3]["training_flops"].get<double>(), prediction.scratch.flops);
+}
+
+TEST(Designer, PredictedLossesAreTheScratchLawAtEachSizeAndCumulativeTokens) {
+  DesignPrediction prediction = design_predict(test_plugins(), three_stages());
+  ASSERT_TRUE(prediction.error.empty()) << prediction.error;
+  EXPECT_EQ(prediction.family, "tokenformer");
+  EXPECT_EQ(prediction.corpus, "gcide");
+  const analysis::ScalingLaw law{1.5, 40, 0.3, 90, 0.25};
+  design_predict_losses(prediction, law, 0.012, 9);
+  ASSERT_EQ(prediction.stages.size(), 3u);
+  // Cumulative tokens: 2e5, then 3e5, then 4e5 (each rounded up to whole steps by the plan).
+  for (const StagePrediction& s : prediction.stages) {
+    EXPECT_DOUBLE_EQ(s.predicted_loss, 1.5 + 40 / std::pow(static_cast<double>(s.parameters), 0.3) +
+                                           90 / std::pow(s.cumulative_tokens, 0.25));
+  }
+  EXPECT_GT(prediction.stages[2].cumulative_tokens, prediction.stages[0].cumulative_tokens);
+  EXPECT_DOUBLE_EQ(prediction.scratch.predicted_loss, law.predict(static_cast<double>(prediction.scratch.parameters),
+                                                                   prediction.scratch.tokens));
+  EXPECT_NE(prediction.loss_note.find("knows nothing of growth"), std::string::npos) << prediction.loss_note;
+  EXPECT_NE(prediction.loss_note.find("1.2% rms"), std::string::npos) << prediction.loss_note;
 }
 
 TEST(Designer, ABadDesignGetsTheEnginesMessage) {

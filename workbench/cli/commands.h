@@ -17,6 +17,7 @@ void add_grow_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_fit_command(CLI::App& app);
 void add_attention_command(CLI::App& app);
 void add_gui_command(CLI::App& app);
 void add_serve_command(CLI::App& app);

@@ -140,6 +140,10 @@ DesignPrediction design_predict(const Registry& registry, const Design& design) 
       out << design_to_toml(absolute, "", true);
     }
     Experiment experiment = experiment_load(registry, temp.string());
+    if (!experiment.runs.empty()) {
+      prediction.family = experiment.runs.front().config.model.family;
+      prediction.corpus = experiment.runs.front().config.data.corpus;
+    }
     double tokens = 0;
     for (const ExperimentRun& run : experiment.runs) {
       StagePrediction stage;
@@ -169,6 +173,22 @@ DesignPrediction design_predict(const Registry& registry, const Design& design) 
   std::error_code ignored;
   fs::remove(temp, ignored);
   return prediction;
+}
+
+void design_predict_losses(DesignPrediction& prediction, const analysis::ScalingLaw& law, double rms_error,
+                           std::size_t runs) {
+  for (StagePrediction& stage : prediction.stages) {
+    stage.predicted_loss = law.predict(static_cast<double>(stage.parameters), stage.cumulative_tokens);
+  }
+  prediction.scratch.predicted_loss =
+      law.predict(static_cast<double>(prediction.scratch.parameters), prediction.scratch.tokens);
+  prediction.loss_error = rms_error;
+  prediction.loss_note = fmt::format(
+      "Predicted losses: the from-scratch scaling law of {} on {} (L = {:.3f} + {:.3g}/N^{:.3f} + {:.3g}/D^{:.3f}, "
+      "fitted to {} finished runs, {:.1f}% rms error). A grown stage's value is that law at its size and the tokens "
+      "seen so far: the law knows nothing of growth, so it is what training from scratch would give, not a forecast "
+      "of the growth.",
+      prediction.family, prediction.corpus, law.E, law.A, law.alpha, law.B, law.beta, runs, 100 * rms_error);
 }
 
 std::string design_save(const Design& design, const std::string& path, bool overwrite) {

@@ -7,8 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
+
+#include "analysis/scaling_law.h"
 
 namespace tfw {
 class Registry;
@@ -34,13 +37,24 @@ struct StagePrediction {
   std::string name, growth;
   std::int64_t parameters = 0;
   double tokens = 0, flops = 0, cumulative_tokens = 0, cumulative_flops = 0;
+  // The from-scratch scaling law at this size and the tokens seen so far (cumulative): NaN
+  // without a fit. For a grown stage it is not a prediction of growth: the law knows none.
+  double predicted_loss = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct DesignPrediction {
   std::vector<StagePrediction> stages;
   StagePrediction scratch;  // the final size from scratch on all the schedule's tokens
   std::string error;        // the engine's message when the design is invalid
+  std::string family, corpus;  // of the base config: the scaling law to use
+  // How the predicted losses were made (the law, its runs and error), or why there are none.
+  std::string loss_note;
+  double loss_error = 0;    // the fit's rms relative error
 };
+
+// Fills each stage's and the control's predicted loss from a family's fitted law.
+void design_predict_losses(DesignPrediction& prediction, const analysis::ScalingLaw& law, double rms_error,
+                           std::size_t runs);
 
 // The experiment file for a design; `config_dir` is the folder the file will live in
 // (base_config is written relative to it).

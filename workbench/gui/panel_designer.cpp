@@ -6,15 +6,19 @@
 // The predictions are the engine's plan of the saved file (designer.h).
 #include <imgui.h>
 
+#include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "engine/error.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
 #include "workbench/gui/app.h"
 #include "workbench/gui/designer.h"
 #include "workbench/gui/plot.h"
+#include "workbench/results/fit.h"
 
 namespace fs = std::filesystem;
 
@@ -36,6 +40,7 @@ class DesignerPanel : public Panel {
     ImGui::BeginChild("prediction", ImVec2(0, 0), false);
     if (dirty_) {
       prediction_ = design_predict(*app.registry, design_);
+      predict_losses(app);
       dirty_ = false;
       ++version_;
     }
@@ -208,6 +213,31 @@ class DesignerPanel : public Panel {
     }
   }
 
+  // The family's scaling law from the finished runs in the store, fitted once per family and
+  // corpus while the GUI is open (a fit takes about a second).
+  void predict_losses(App& app) {
+    if (!prediction_.error.empty() || prediction_.family.empty()) return;
+    const std::string key = prediction_.family + "\n" + prediction_.corpus;
+    try {
+      if (key != fit_key_) {
+        fit_key_ = key;
+        fit_error_.clear();
+        fit_.reset();
+        const std::string db = app.home + "/runs.db";
+        if (!std::filesystem::exists(db)) throw UsageError("the store is empty: no finished runs to fit a scaling law to");
+        auto store = Store::open_readonly(db);
+        fit_ = results::family_fit(*store, prediction_.family, prediction_.corpus);
+      }
+    } catch (const std::exception& e) {
+      fit_error_ = e.what();
+    }
+    if (fit_) {
+      design_predict_losses(prediction_, fit_->fit.law, fit_->fit.rms_log_error, fit_->runs.size());
+    } else {
+      prediction_.loss_note = "No predicted losses: " + fit_error_;
+    }
+  }
+
   void show_prediction() {
     if (!prediction_.error.empty()) {
       ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "The design does not plan:");
@@ -215,12 +245,14 @@ class DesignerPanel : public Panel {
       return;
     }
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
-    if (ImGui::BeginTable("predicted", 6, flags)) {
-      for (const char* column : {"stage", "growth", "params", "tokens", "stage FLOPs", "cumulative FLOPs"}) {
+    if (ImGui::BeginTable("predicted", 7, flags)) {
+      for (const char* column :
+           {"stage", "growth", "params", "tokens", "stage FLOPs", "cumulative FLOPs", "predicted loss (scratch law)"}) {
         ImGui::TableSetupColumn(column);
       }
       ImGui::TableHeadersRow();
-      auto row = [](const StagePrediction& s, const char* name) {
+      const double error = prediction_.loss_error;
+      auto row = [error](const StagePrediction& s, const char* name) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(name);
@@ -234,6 +266,12 @@ class DesignerPanel : public Panel {
         ImGui::Text("%.3e", s.flops);
         ImGui::TableNextColumn();
         ImGui::Text("%.3e", s.cumulative_flops);
+        ImGui::TableNextColumn();
+        if (std::isfinite(s.predicted_loss)) {
+          ImGui::Text("%.3f +- %.1f%%", s.predicted_loss, 100 * error);
+        } else {
+          ImGui::TextDisabled("-");
+        }
       };
       for (const StagePrediction& s : prediction_.stages) row(s, s.name.c_str());
       row(prediction_.scratch, "final size from scratch");
@@ -247,6 +285,7 @@ class DesignerPanel : public Panel {
                   grown, 100.0 * grown / scratch, short_count(static_cast<double>(prediction_.scratch.parameters)).c_str(),
                   short_count(prediction_.scratch.tokens).c_str(), scratch);
     }
+    if (!prediction_.loss_note.empty()) ImGui::TextWrapped("%s", prediction_.loss_note.c_str());
     // Cumulative FLOPs against tokens: the schedule (a kink at every growth) and from scratch.
     chart_tokens_ = {0};
     chart_flops_ = {0};
@@ -275,6 +314,8 @@ class DesignerPanel : public Panel {
   std::uint64_t version_ = 0;
   Design design_;
   DesignPrediction prediction_;
+  std::string fit_key_, fit_error_;
+  std::optional<results::FamilyFit> fit_;
   char name_[128] = "", path_[512] = "";
   std::string message_;
   std::vector<double> chart_tokens_, chart_flops_, scratch_tokens_, scratch_flops_;

@@ -1,0 +1,88 @@
+// See fit.h.
+#include "workbench/results/fit.h"
+
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "engine/error.h"
+
+namespace tfw::results {
+
+FamilyFit family_fit(Store& store, const std::string& family, const std::string& corpus) {
+  RunFilter filter;
+  filter.family = family;
+  filter.status = "finished";
+  struct Candidate {
+    std::string name, corpus, tokenizer;
+    analysis::ScalingPoint point;
+  };
+  std::vector<Candidate> candidates;
+  std::map<std::string, int> corpora;
+  for (const RunRecord& r : store.runs(filter)) {
+    if (r.parent != 0) continue;  // grown: its tokens are not a from-scratch D
+    const nlohmann::json m = nlohmann::json::parse(r.final_metrics, nullptr, false);
+    if (!m.is_object() || !m.contains("val_loss") || !m["val_loss"].is_number()) continue;
+    Candidate c;
+    try {
+      const toml::table config = toml::parse(r.config);
+      if (const toml::array* growth = config["train"]["growth"].as_array(); growth && !growth->empty()) continue;
+      if (config["train"]["growth_repeat"]["every_steps"].value_or(std::int64_t{0}) > 0) continue;
+      c.corpus = config["data"]["corpus"].value_or(std::string("?"));
+      c.tokenizer = config["data"]["tokenizer"].value_or(std::string("byte"));
+    } catch (const std::exception&) {
+      continue;
+    }
+    c.name = r.name;
+    c.point = {static_cast<double>(r.parameters), static_cast<double>(r.tokens), m["val_loss"].get<double>()};
+    corpora[c.corpus + " (" + c.tokenizer + ")"] += 1;
+    candidates.push_back(c);
+  }
+  if (candidates.empty()) {
+    throw UsageError(with_hint(fmt::format("no finished runs of family '{}' trained from scratch in {}", family,
+                                           store.path()),
+                               "train some first (an experiment with a grid over model sizes and budgets), or check "
+                               "the family's name with tfw plugins"));
+  }
+  std::string chosen = corpus;
+  if (chosen.empty()) {
+    std::set<std::string> names;
+    for (const Candidate& c : candidates) names.insert(c.corpus);
+    if (names.size() > 1) {
+      std::vector<std::string> listed;
+      for (const auto& [name, count] : corpora) listed.push_back(fmt::format("{}: {} runs", name, count));
+      throw UsageError(with_hint(fmt::format("the runs of '{}' were trained on several corpora ({}): a scaling law "
+                                             "holds for one data distribution",
+                                             family, fmt::join(listed, "; ")),
+                                 "choose one with --corpus NAME"));
+    }
+    chosen = *names.begin();
+  }
+  FamilyFit out;
+  out.family = family;
+  out.corpus = chosen;
+  std::vector<analysis::ScalingPoint> points;
+  for (const Candidate& c : candidates) {
+    if (c.corpus != chosen) continue;
+    if (!out.tokenizer.empty() && c.tokenizer != out.tokenizer) {
+      throw UsageError(with_hint(fmt::format("runs of '{}' on {} use two tokenizers ({} and {}): their losses are in "
+                                             "different units", family, chosen, out.tokenizer, c.tokenizer),
+                                 "fit one tokenizer's runs: keep the others in another TFW_HOME"));
+    }
+    out.tokenizer = c.tokenizer;
+    points.push_back(c.point);
+    out.runs.push_back(c.name);
+  }
+  if (points.empty()) {
+    throw UsageError(with_hint(fmt::format("no finished runs of '{}' from scratch on corpus '{}'", family, chosen),
+                               "check the corpus name"));
+  }
+  out.fit = analysis::scaling_law_fit(points);
+  return out;
+}
+
+}  // namespace tfw::results
