@@ -344,3 +344,56 @@ TEST_F(Report, FitUsesTheFamilysRunsFromScratchAndRefusesTooFew) {
 }
 
 }  // namespace
+
+namespace {
+
+// metrics.jsonl of a run folder: key -> step -> value.
+std::map<std::string, std::map<long, double>> metrics_of(const std::string& run_dir) {
+  std::map<std::string, std::map<long, double>> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["value"].is_number()) out[j["key"].get<std::string>()][j["step"].get<long>()] = j["value"].get<double>();
+  }
+  return out;
+}
+
+TEST(EvalCorpora, AnotherCorpusIsEvaluatedOnTheSameWindowsWithoutChangingTraining) {
+  const std::string home = (fs::temp_directory_path() / ("tfw-evalcorpora-" + std::to_string(getpid()))).string();
+  fs::remove_all(home);
+  fs::create_directories(home);
+  const std::string model =
+      "family = \"tokenformer\"\nmodel = { layers = 2, d = 32, heads = 4, n_attn = 16, n_ffn = 32, vocab = 256, "
+      "seq_len = 32 }\n";
+  const std::string train = "train = { batch_size = 8, max_steps = 10, eval_every = 5, eval_batches = 2, "
+                            "checkpoint_every = 10, peak_flops = 1e11 }\n";
+  std::ofstream(home + "/with.toml") << model << "data = { corpus = \"kjv\", eval_corpora = [\"gcide\"] }\n" << train;
+  std::ofstream(home + "/without.toml") << model << "data = { corpus = \"kjv\" }\n" << train;
+  std::ofstream(home + "/gcide.toml") << model << "data = { corpus = \"gcide\" }\n" << train;
+  ASSERT_EQ(tfw("train " + home + "/with.toml --name with --home " + home).code, 0);
+  ASSERT_EQ(tfw("train " + home + "/without.toml --name without --home " + home).code, 0);
+  const auto with = metrics_of(home + "/runs/with"), without = metrics_of(home + "/runs/without");
+  ASSERT_EQ(with.at("val/loss@gcide").size(), 2u);  // at steps 5 and 10
+  EXPECT_EQ(with.at("train/loss"), without.at("train/loss"));  // evaluation draws no random numbers
+  EXPECT_EQ(with.at("val/loss"), without.at("val/loss"));
+  // The same windows as a run on gcide: a run started from `with`'s final weights on gcide
+  // evaluates them at its step 0 to the same value.
+  ASSERT_EQ(tfw("train " + home + "/gcide.toml --name on-gcide --init-from " + home +
+                "/runs/with/checkpoints/step-00000010.pt --home " + home)
+                .code,
+            0);
+  const auto on_gcide = metrics_of(home + "/runs/on-gcide");
+  EXPECT_EQ(on_gcide.at("val/loss").at(0), with.at("val/loss@gcide").at(10));
+  // Bad input.
+  std::ofstream(home + "/own.toml") << model << "data = { corpus = \"kjv\", eval_corpora = [\"kjv\"] }\n" << train;
+  auto out = tfw("train " + home + "/own.toml --name own --home " + home);
+  EXPECT_EQ(out.code, 2) << out.output;
+  EXPECT_NE(out.output.find("data.eval_corpora: 'kjv' is the run's own corpus"), std::string::npos) << out.output;
+  std::ofstream(home + "/typo.toml") << model << "data = { corpus = \"kjv\", eval_corpora = \"gcide\" }\n" << train;
+  out = tfw("train " + home + "/typo.toml --name typo --home " + home);
+  EXPECT_EQ(out.code, 2) << out.output;
+  EXPECT_NE(out.output.find("data.eval_corpora"), std::string::npos) << out.output;
+  fs::remove_all(home);
+}
+
+}  // namespace
