@@ -337,6 +337,9 @@ TEST_F(Report, FitUsesTheFamilysRunsFromScratchAndRefusesTooFew) {
   EXPECT_EQ(json["corpus"], "kjv");
   EXPECT_GT(json["law"]["E"].get<double>(), 0);
   EXPECT_LT(json["rms_log_error"].get<double>(), 0.1);
+  out = tfw("fit tokenformer --experiment tiny-fit --json --home " + home(), false);
+  ASSERT_EQ(out.code, 0) << out.output;
+  EXPECT_EQ(nlohmann::json::parse(out.output)["runs"], 6);  // only the grid's runs
   out = tfw("fit tokenformer --corpus gcide --home " + home());
   EXPECT_EQ(out.code, 2) << out.output;
   EXPECT_NE(out.output.find("no finished runs of 'tokenformer' from scratch on corpus 'gcide'"), std::string::npos)

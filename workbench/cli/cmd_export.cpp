@@ -52,6 +52,13 @@ void run_export(const ExportArgs& args) {
   const std::string& name = set->experiment().name;
   bool any = false;
   for (const RunResult& run : set->runs()) any = any || run.record.has_value();
+  if (!any && !args.figures.empty() && set->from_file()) {
+    // Figures drawn from the configs alone (flops_vs_length) need no runs.
+    for (const std::string& written : figures_write(*set, args.figures)) std::cerr << "wrote " << written << "\n";
+    std::cerr << fmt::format("no runs of experiment '{}' in the store: only the figures (those drawn from its configs "
+                             "show something)\n", name);
+    return;
+  }
   if (!any) {
     throw UsageError(with_hint(fmt::format("no runs of experiment '{}' in {}", name, store->path()),
                                "run it first with `tfw run EXPERIMENT.toml`"));

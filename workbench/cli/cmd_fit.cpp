@@ -2,6 +2,7 @@
 // of a family, fitted to its finished runs from scratch in the store (workbench/results/fit.h).
 #include <iostream>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,12 +19,13 @@ namespace {
 
 struct FitArgs {
   std::string family, corpus, home;
+  std::vector<std::string> experiments;
   bool json = false;
 };
 
 void run_fit(const FitArgs& args) {
   auto store = Store::open_readonly(home_resolve(args.home) + "/runs.db");
-  const results::FamilyFit f = results::family_fit(*store, args.family, args.corpus);
+  const results::FamilyFit f = results::family_fit(*store, args.family, args.corpus, args.experiments);
   const analysis::ScalingLaw& law = f.fit.law;
   if (args.json) {
     print_json({{"family", f.family},
@@ -58,6 +60,8 @@ void add_fit_command(CLI::App& app) {
       "fit", "Fit the scaling law L(N, D) = E + A/N^alpha + B/D^beta to a family's finished runs from scratch");
   command->add_option("family", args->family, "model family (tfw plugins lists them)")->required();
   command->add_option("--corpus", args->corpus, "use the runs on this corpus (needed when the runs use several)");
+  command->add_option("--experiment", args->experiments,
+                      "use only the runs of this experiment (repeatable): runs of a family may differ in more than size");
   command->add_flag("--json", args->json, "print the fit as JSON");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   command->callback([args] { run_fit(*args); });

@@ -231,6 +231,7 @@ Figure flops_vs_length(const ExperimentResults& results, const std::string& mirr
   f.log_y = true;
   std::size_t colour = 0;
   std::map<std::string, std::size_t> drawn;  // model table -> its series
+  std::vector<std::string> models;           // "name 4.3M" for the caption
   for (const Variant& v : results.variants()) {
     std::string config_text;
     for (const RunResult* run : v.runs) {
@@ -261,14 +262,26 @@ Figure flops_vs_length(const ExperimentResults& results, const std::string& mirr
       const auto flops = model.spec->flops_per_token(static_cast<std::int64_t>(t));
       line.push_back({t, static_cast<double>(flops.forward())});
     }
+    // A line that coincides with an earlier one (matched models) hides it: say so.
+    for (const FigureSeries& earlier : f.series) {
+      bool same = earlier.lines.front().size() == line.size();
+      for (std::size_t i = 0; same && i < line.size(); ++i) {
+        same = std::fabs(earlier.lines.front()[i].y / line[i].y - 1) < 0.01;
+      }
+      if (same) s.label += " (on top of " + earlier.label + ", within 1%)";
+    }
+    models.push_back(fmt::format("{} {}", v.name, short_count(static_cast<double>(model.spec->parameter_count()))));
     s.run_names.push_back(v.name);
     s.lines.push_back(std::move(line));
     f.series.push_back(std::move(s));
   }
-  f.caption = caption_of(results,
-                         "Forward FLOPs per token from the families' formulas (docs/plugins.md), T = 64 to 65,536; "
-                         "one line per model configuration",
-                         mirrors);
+  const Experiment& e = results.experiment();
+  std::string list;
+  for (const std::string& m : models) list += (list.empty() ? "" : ", ") + m;
+  f.caption = fmt::format("{}{}. Forward FLOPs per token from the families' formulas (docs/plugins.md), T = 64 to 65,536; "
+                          "one line per model configuration. Models (parameters): {}.{}",
+                          e.name, e.description.empty() ? "" : ": " + e.description, list,
+                          mirrors.empty() ? "" : fmt::format(" Mirrors the paper's {} at CPU scale.", mirrors));
   return f;
 }
 

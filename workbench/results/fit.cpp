@@ -1,6 +1,7 @@
 // See fit.h.
 #include "workbench/results/fit.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -13,7 +14,8 @@
 
 namespace tfw::results {
 
-FamilyFit family_fit(Store& store, const std::string& family, const std::string& corpus) {
+FamilyFit family_fit(Store& store, const std::string& family, const std::string& corpus,
+                     const std::vector<std::string>& experiments) {
   RunFilter filter;
   filter.family = family;
   filter.status = "finished";
@@ -25,6 +27,9 @@ FamilyFit family_fit(Store& store, const std::string& family, const std::string&
   std::map<std::string, int> corpora;
   for (const RunRecord& r : store.runs(filter)) {
     if (r.parent != 0) continue;  // grown: its tokens are not a from-scratch D
+    if (!experiments.empty() && std::find(experiments.begin(), experiments.end(), r.experiment) == experiments.end()) {
+      continue;
+    }
     const nlohmann::json m = nlohmann::json::parse(r.final_metrics, nullptr, false);
     if (!m.is_object() || !m.contains("val_loss") || !m["val_loss"].is_number()) continue;
     Candidate c;
@@ -43,8 +48,9 @@ FamilyFit family_fit(Store& store, const std::string& family, const std::string&
     candidates.push_back(c);
   }
   if (candidates.empty()) {
-    throw UsageError(with_hint(fmt::format("no finished runs of family '{}' trained from scratch in {}", family,
-                                           store.path()),
+    throw UsageError(with_hint(fmt::format("no finished runs of family '{}' trained from scratch in {}{}", family,
+                                           store.path(),
+                                           experiments.empty() ? "" : fmt::format(" (experiments {})", fmt::join(experiments, ", "))),
                                "train some first (an experiment with a grid over model sizes and budgets), or check "
                                "the family's name with tfw plugins"));
   }

@@ -20,6 +20,9 @@ struct FamilyFit {
 // Finished runs of `family` from scratch (no parent, no in-run growth) with a final
 // validation loss, on `corpus` (empty: the only corpus they use; several is an error that
 // lists them). Throws UsageError when there are fewer than five distinct (N, D) points.
-FamilyFit family_fit(Store& store, const std::string& family, const std::string& corpus = "");
+// `experiments` (empty: all) restricts the runs to those experiments: runs of one family can
+// differ in more than size (a norm ablation), and the law assumes they do not.
+FamilyFit family_fit(Store& store, const std::string& family, const std::string& corpus = "",
+                     const std::vector<std::string>& experiments = {});
 
 }  // namespace tfw::results
