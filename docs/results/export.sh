@@ -1,41 +1,39 @@
 #!/usr/bin/env bash
-# Regenerates docs/results/*.md from a TFW_HOME in which the mini experiments were run:
-#   for e in e5-ablations e4-growth-methods e3-new-data e1-progressive-scaling; do
+# Regenerates docs/results/ from a TFW_HOME in which the mini experiments were run:
+#   for e in e3-new-data e4-growth-methods e5-ablations e1-progressive-scaling; do
 #     build/tfw run experiments/mini/$e.toml --home HOME; done
-#   bash experiments/mini/e2-flops-vs-length.sh > HOME/e2.out
-#   bash docs/results/export.sh HOME
+#   bash docs/results/export.sh HOME [EXPERIMENT...]   # default: the four batches
+# Writes, with `tfw report`, one claims report per experiment (NAME.md, figures/NAME/) and
+# README.md (preface.md, then every claim with its verdict); and E2's figure (its table with
+# E2_MEASURE=1, on an idle machine: it times the forward pass).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-home=${1:?usage: export.sh TFW_HOME}
-machine="$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sm), LibTorch $("$root/build/tfw" --version | sed 's/.*LibTorch \(.*\))/\1/')"
-for e in e1-progressive-scaling e3-new-data e4-growth-methods e5-ablations; do
-  file="$root/experiments/mini/$e.toml"
-  out="$root/docs/results/$e.md"
-  seconds=$(grep -o 'seconds=[0-9]*' "$home/$e.out" 2>/dev/null | tail -1 | cut -d= -f2)
-  {
-    echo "# $e (mini)"
-    echo
-    echo "Run on $(date -u +%Y-%m-%d) on $machine, one batch at a time."
-    echo "Commands: \`build/tfw run experiments/mini/$e.toml\`, then \`build/tfw export experiments/mini/$e.toml\`."
-    [ -n "$seconds" ] && echo "Measured wall time of the batch: $((seconds / 60)) min $((seconds % 60)) s."
-    echo "Validation loss is in nats per byte (byte-level data); the paper's numbers are perplexities"
-    echo "or accuracies at its own scale (the last column says which): compare trends, not values."
-    echo
-    "$root/build/tfw" export "$file" --home "$home"
-  } > "$out"
-  echo "wrote $out"
-done
-if [ -f "$home/e2.out" ]; then
+home=${1:?usage: export.sh TFW_HOME [EXPERIMENT...]}
+shift
+experiments=("$@")
+[ ${#experiments[@]} -eq 0 ] && experiments=(e1-progressive-scaling e3-new-data e4-growth-methods e5-ablations)
+cd "$root"
+files=()
+for e in "${experiments[@]}"; do files+=("experiments/mini/$e.toml"); done
+build/tfw report "${files[@]}" --home "$home" --out docs/results --preface docs/results/preface.md
+build/tfw export experiments/mini/e2-flops-vs-length.toml --home "$home" --figures docs/results/figures/e2-mini 2>&1 |
+  grep -v '^no runs'
+# The E2 table measures time per token: only on an idle machine, when asked (E2_MEASURE=1).
+if [ "${E2_MEASURE:-0}" = 1 ]; then
+  machine="$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), LibTorch $(build/tfw --version | sed 's/.*LibTorch \(.*\))/\1/')"
   {
     echo "# e2-flops-vs-length (mini)"
     echo
-    echo "Run on $(date -u +%Y-%m-%d) on $machine. Command: \`bash experiments/mini/e2-flops-vs-length.sh\`."
-    echo "Forward FLOPs per sequence and per token from the formulas of TOKENFORMER.md §5, and the"
+    echo "Run on $(date -u +%Y-%m-%d) on $machine. Commands: \`bash experiments/mini/e2-flops-vs-length.sh\` (the table),"
+    echo "\`build/tfw export experiments/mini/e2-flops-vs-length.toml --figures docs/results/figures/e2-mini\` (the figure)."
+    echo "Forward FLOPs per sequence and per token from the families' formulas (docs/plugins.md), and the"
     echo "forward time per token measured at batch 1 (median of 3) with its achieved GFLOP/s."
     echo
+    echo "![FLOPs against length](figures/e2-mini/flops_vs_length.svg)"
+    echo
     echo '```'
-    cat "$home/e2.out"
+    bash experiments/mini/e2-flops-vs-length.sh
     echo '```'
-  } > "$root/docs/results/e2-flops-vs-length.md"
-  echo "wrote $root/docs/results/e2-flops-vs-length.md"
+  } > docs/results/e2-flops-vs-length.md
+  echo "wrote docs/results/e2-flops-vs-length.md"
 fi

@@ -68,7 +68,10 @@ void run_export(const ExportArgs& args) {
                                      : args.paper_results;
   RunTables per_run = run_tables(*set, paper_path);
   Table groups = groups_table(*set);
-  const std::vector<ComparisonResult> comparisons = compare_all(*set);
+  // Comparisons only when their table is shown: the other tables of a batch still running
+  // can be exported (a comparison with an empty side is an error).
+  const bool wants_comparisons = args.table.empty() || args.table == "all" || args.table == "comparisons";
+  const std::vector<ComparisonResult> comparisons = wants_comparisons ? compare_all(*set) : std::vector<ComparisonResult>{};
   Table compared = comparisons_table(name, comparisons);
   std::vector<const Table*> all = {&per_run.results, &groups};
   if (!comparisons.empty()) all.push_back(&compared);
@@ -77,7 +80,7 @@ void run_export(const ExportArgs& args) {
   for (const Table* t : all) {
     if (args.table.empty() || args.table == "all" || args.table == t->name) tables.push_back(*t);
   }
-  if (!args.table.empty() && args.table != "all" && tables.empty()) {
+  if (args.table == "comparisons" && tables.empty()) {
     throw UsageError(with_hint(fmt::format("experiment {} has no {} table", name, args.table),
                                "comparisons come from [comparisons.NAME] tables of the experiment file"));
   }
