@@ -59,39 +59,10 @@ RunRecord find(Store& store, const std::string& run) {
 void run_list(const RunsArgs& args) {
   auto store = open_store(home_resolve(args.home));
   std::vector<RunRecord> runs = store->runs(args.filter);
-  // Runs that differ only in seed, with the mean and 95% CI of their final validation loss.
-  const std::vector<results::SeedGroup> groups = results::group_by_seed(runs);
-  auto group_stats = [](const results::SeedGroup& g) {
-    std::vector<double> values;
-    for (const RunRecord* r : g.runs) {
-      const nlohmann::json m = nlohmann::json::parse(r->final_metrics, nullptr, false);
-      if (m.is_object() && m.contains("val_loss") && m["val_loss"].is_number()) values.push_back(m["val_loss"].get<double>());
-    }
-    return values;
-  };
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const RunRecord& r : runs) list.push_back(run_json(r));
-    nlohmann::json group_list = nlohmann::json::array();
-    for (const results::SeedGroup& g : groups) {
-      nlohmann::json ids = nlohmann::json::array();
-      for (const RunRecord* r : g.runs) ids.push_back(r->id);
-      nlohmann::json entry = {{"label", g.label}, {"runs", ids}};
-      const std::vector<double> values = group_stats(g);
-      if (!values.empty()) {
-        const analysis::MeanInterval m = analysis::mean_interval(values);
-        entry["val_loss_mean"] = m.mean;
-        entry["n"] = m.n;
-        if (m.has_interval()) {
-          entry["val_loss_ci95"] = {m.low, m.high};
-          entry["val_loss_sd"] = m.sd;
-        } else {
-          entry["val_loss_ci95"] = nullptr;  // n = 1: no interval
-        }
-      }
-      group_list.push_back(entry);
-    }
-    print_json({{"runs", list}, {"groups", group_list}});
+    print_json({{"runs", list}});
     return;
   }
   std::cout << fmt::format("{:>4}  {:<12} {:<28} {:<12} {:<9} {:>10} {:>12} {:>11} {:>11} {:>9}  {}\n", "id",
@@ -153,43 +124,45 @@ void run_show(const RunsArgs& args) {
   for (std::string line; std::getline(config, line);) std::cout << "    " << line << "\n";
 }
 
+// Final validation losses of a group's runs.
+std::vector<double> group_losses(const results::SeedGroup& g) {
+  std::vector<double> values;
+  for (const RunRecord* r : g.runs) {
+    const nlohmann::json m = nlohmann::json::parse(r->final_metrics, nullptr, false);
+    if (m.is_object() && m.contains("val_loss") && m["val_loss"].is_number()) values.push_back(m["val_loss"].get<double>());
+  }
+  return values;
+}
+
+nlohmann::json groups_json(const std::vector<results::SeedGroup>& groups) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const results::SeedGroup& g : groups) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (const RunRecord* r : g.runs) ids.push_back(r->id);
+    nlohmann::json entry = {{"label", g.label}, {"runs", ids}};
+    const std::vector<double> values = group_losses(g);
+    if (!values.empty()) {
+      const analysis::MeanInterval m = analysis::mean_interval(values);
+      entry["val_loss_mean"] = m.mean;
+      entry["n"] = m.n;
+      entry["val_loss_sd"] = m.has_interval() ? nlohmann::json(m.sd) : nlohmann::json(nullptr);
+      entry["val_loss_ci95"] = m.has_interval() ? nlohmann::json({m.low, m.high}) : nlohmann::json(nullptr);  // n = 1: none
+    }
+    out.push_back(entry);
+  }
+  return out;
+}
+
 void run_compare(const RunsArgs& args) {
   auto store = open_store(home_resolve(args.home));
   std::vector<RunRecord> runs;
   for (const std::string& run : args.runs) runs.push_back(find(*store, run));
   // Runs that differ only in seed, with the mean and 95% CI of their final validation loss.
   const std::vector<results::SeedGroup> groups = results::group_by_seed(runs);
-  auto group_stats = [](const results::SeedGroup& g) {
-    std::vector<double> values;
-    for (const RunRecord* r : g.runs) {
-      const nlohmann::json m = nlohmann::json::parse(r->final_metrics, nullptr, false);
-      if (m.is_object() && m.contains("val_loss") && m["val_loss"].is_number()) values.push_back(m["val_loss"].get<double>());
-    }
-    return values;
-  };
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const RunRecord& r : runs) list.push_back(run_json(r));
-    nlohmann::json group_list = nlohmann::json::array();
-    for (const results::SeedGroup& g : groups) {
-      nlohmann::json ids = nlohmann::json::array();
-      for (const RunRecord* r : g.runs) ids.push_back(r->id);
-      nlohmann::json entry = {{"label", g.label}, {"runs", ids}};
-      const std::vector<double> values = group_stats(g);
-      if (!values.empty()) {
-        const analysis::MeanInterval m = analysis::mean_interval(values);
-        entry["val_loss_mean"] = m.mean;
-        entry["n"] = m.n;
-        if (m.has_interval()) {
-          entry["val_loss_ci95"] = {m.low, m.high};
-          entry["val_loss_sd"] = m.sd;
-        } else {
-          entry["val_loss_ci95"] = nullptr;  // n = 1: no interval
-        }
-      }
-      group_list.push_back(entry);
-    }
-    print_json({{"runs", list}, {"groups", group_list}});
+    print_json({{"runs", list}, {"groups", groups_json(groups)}});
     return;
   }
   auto row = [&](const char* label, auto&& cell) {
@@ -212,7 +185,7 @@ void run_compare(const RunsArgs& args) {
   if (groups.size() == runs.size()) return;  // no two runs differ only in seed
   std::cout << "\ngroups that differ only in seed (final val loss, mean and 95% Student-t CI):\n";
   for (const results::SeedGroup& g : groups) {
-    const std::vector<double> values = group_stats(g);
+    const std::vector<double> values = group_losses(g);
     std::string ids;
     for (const RunRecord* r : g.runs) ids += (ids.empty() ? "" : ",") + std::to_string(r->id);
     std::cout << fmt::format("  {:<28} runs {:<12} {}\n", g.label, ids,
