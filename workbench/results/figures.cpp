@@ -125,6 +125,18 @@ std::string scale_text(const ExperimentResults& results) {
   return fmt::format("{} parameters, up to {} tokens per run, corpus {}", sizes, short_count(tokens), names);
 }
 
+bool several_corpora(const ExperimentResults& results) {
+  std::set<std::string> corpora;
+  for (const RunResult& r : results.runs()) {
+    if (!r.finished()) continue;
+    try {
+      corpora.insert(toml::parse(r.record->config)["data"]["corpus"].value_or(std::string("?")));
+    } catch (const std::exception&) {
+    }
+  }
+  return corpora.size() > 1;
+}
+
 std::string caption_of(const ExperimentResults& results, const std::string& what, const std::string& mirrors) {
   const Experiment& e = results.experiment();
   std::string text = fmt::format("{}{}. {}. Scale: {}; {}.", e.name, e.description.empty() ? "" : ": " + e.description,
@@ -168,7 +180,10 @@ Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirror
   f.caption = caption_of(results,
                          std::string("Validation loss of every run (one line per run) against the cumulative FLOPs of "
                                      "its lineage; the band spans the seeds' minimum to maximum") +
-                             (grown ? "; circles mark growth points (a grown run's first evaluation)" : ""),
+                             (grown ? "; circles mark growth points (a grown run's first evaluation)" : "") +
+                             (several_corpora(results) ? ". Each run's loss is on its own training corpus, so a jump at "
+                                                         "a growth point can be the change of data"
+                                                       : ""),
                          mirrors);
   return f;
 }
