@@ -180,6 +180,14 @@ ScalingFit scaling_law_fit(const std::vector<ScalingPoint>& input) {
     fit.max_relative_error = std::max(fit.max_relative_error, std::fabs(predicted / p.loss - 1));
   }
   fit.rms_log_error = std::sqrt(squares / static_cast<double>(input.size()));
+  fit.n_min = fit.n_max = input.front().n;
+  fit.d_min = fit.d_max = input.front().d;
+  for (const ScalingPoint& p : input) {
+    fit.n_min = std::min(fit.n_min, p.n);
+    fit.n_max = std::max(fit.n_max, p.n);
+    fit.d_min = std::min(fit.d_min, p.d);
+    fit.d_max = std::max(fit.d_max, p.d);
+  }
   return fit;
 }
 

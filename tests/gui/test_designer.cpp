@@ -111,8 +111,12 @@ TEST(Designer, PredictedLossesAreTheScratchLawAtEachSizeAndCumulativeTokens) {
   ASSERT_TRUE(prediction.error.empty()) << prediction.error;
   EXPECT_EQ(prediction.family, "tokenformer");
   EXPECT_EQ(prediction.corpus, "gcide");
-  const analysis::ScalingLaw law{1.5, 40, 0.3, 90, 0.25};
-  design_predict_losses(prediction, law, 0.012, 9);
+  analysis::ScalingFit fit;
+  fit.law = {1.5, 40, 0.3, 90, 0.25};
+  fit.rms_log_error = 0.012;
+  fit.n_min = 1e5, fit.n_max = 1e9, fit.d_min = 1e5, fit.d_max = 3.5e5;  // stage 3 (4e5 tokens) lies beyond
+  const analysis::ScalingLaw& law = fit.law;
+  design_predict_losses(prediction, fit, 9);
   ASSERT_EQ(prediction.stages.size(), 3u);
   // Cumulative tokens: 2e5, then 3e5, then 4e5 (each rounded up to whole steps by the plan).
   for (const StagePrediction& s : prediction.stages) {
@@ -124,6 +128,9 @@ TEST(Designer, PredictedLossesAreTheScratchLawAtEachSizeAndCumulativeTokens) {
                                                                    prediction.scratch.tokens));
   EXPECT_NE(prediction.loss_note.find("knows nothing of growth"), std::string::npos) << prediction.loss_note;
   EXPECT_NE(prediction.loss_note.find("1.2% rms"), std::string::npos) << prediction.loss_note;
+  EXPECT_FALSE(prediction.stages[0].extrapolated);
+  EXPECT_TRUE(prediction.stages[2].extrapolated);
+  EXPECT_NE(prediction.loss_note.find("extrapolations"), std::string::npos) << prediction.loss_note;
 }
 
 TEST(Designer, ABadDesignGetsTheEnginesMessage) {

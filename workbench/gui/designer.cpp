@@ -16,6 +16,7 @@
 #include "engine/error.h"
 #include "engine/experiment.h"
 #include "engine/registry.h"
+#include "workbench/common/format.h"
 
 namespace fs = std::filesystem;
 
@@ -175,20 +176,28 @@ DesignPrediction design_predict(const Registry& registry, const Design& design) 
   return prediction;
 }
 
-void design_predict_losses(DesignPrediction& prediction, const analysis::ScalingLaw& law, double rms_error,
-                           std::size_t runs) {
-  for (StagePrediction& stage : prediction.stages) {
-    stage.predicted_loss = law.predict(static_cast<double>(stage.parameters), stage.cumulative_tokens);
-  }
-  prediction.scratch.predicted_loss =
-      law.predict(static_cast<double>(prediction.scratch.parameters), prediction.scratch.tokens);
-  prediction.loss_error = rms_error;
+void design_predict_losses(DesignPrediction& prediction, const analysis::ScalingFit& fit, std::size_t runs) {
+  const analysis::ScalingLaw& law = fit.law;
+  bool outside = false;
+  auto predict = [&](StagePrediction& stage, double tokens) {
+    stage.predicted_loss = law.predict(static_cast<double>(stage.parameters), tokens);
+    stage.extrapolated = !fit.covers(static_cast<double>(stage.parameters), tokens);
+    outside = outside || stage.extrapolated;
+  };
+  for (StagePrediction& stage : prediction.stages) predict(stage, stage.cumulative_tokens);
+  predict(prediction.scratch, prediction.scratch.tokens);
+  prediction.loss_error = fit.rms_log_error;
   prediction.loss_note = fmt::format(
       "Predicted losses: the from-scratch scaling law of {} on {} (L = {:.3f} + {:.3g}/N^{:.3f} + {:.3g}/D^{:.3f}, "
       "fitted to {} finished runs, {:.1f}% rms error). A grown stage's value is that law at its size and the tokens "
       "seen so far: the law knows nothing of growth, so it is what training from scratch would give, not a forecast "
       "of the growth.",
-      prediction.family, prediction.corpus, law.E, law.A, law.alpha, law.B, law.beta, runs, 100 * rms_error);
+      prediction.family, prediction.corpus, law.E, law.A, law.alpha, law.B, law.beta, runs, 100 * fit.rms_log_error);
+  if (outside) {
+    prediction.loss_note += fmt::format(
+        " Values marked * lie outside the fitted runs (N {} to {}, D {} to {}): extrapolations, to be trusted less.",
+        short_count(fit.n_min), short_count(fit.n_max), short_count(fit.d_min), short_count(fit.d_max));
+  }
 }
 
 std::string design_save(const Design& design, const std::string& path, bool overwrite) {

@@ -40,6 +40,7 @@ struct StagePrediction {
   // The from-scratch scaling law at this size and the tokens seen so far (cumulative): NaN
   // without a fit. For a grown stage it is not a prediction of growth: the law knows none.
   double predicted_loss = std::numeric_limits<double>::quiet_NaN();
+  bool extrapolated = false;  // outside the fitted runs' sizes or tokens
 };
 
 struct DesignPrediction {
@@ -53,8 +54,7 @@ struct DesignPrediction {
 };
 
 // Fills each stage's and the control's predicted loss from a family's fitted law.
-void design_predict_losses(DesignPrediction& prediction, const analysis::ScalingLaw& law, double rms_error,
-                           std::size_t runs);
+void design_predict_losses(DesignPrediction& prediction, const analysis::ScalingFit& fit, std::size_t runs);
 
 // The experiment file for a design; `config_dir` is the folder the file will live in
 // (base_config is written relative to it).

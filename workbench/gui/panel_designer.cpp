@@ -232,7 +232,7 @@ class DesignerPanel : public Panel {
       fit_error_ = e.what();
     }
     if (fit_) {
-      design_predict_losses(prediction_, fit_->fit.law, fit_->fit.rms_log_error, fit_->runs.size());
+      design_predict_losses(prediction_, fit_->fit, fit_->runs.size());
     } else {
       prediction_.loss_note = "No predicted losses: " + fit_error_;
     }
@@ -247,7 +247,7 @@ class DesignerPanel : public Panel {
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
     if (ImGui::BeginTable("predicted", 7, flags)) {
       for (const char* column :
-           {"stage", "growth", "params", "tokens", "stage FLOPs", "cumulative FLOPs", "predicted loss (scratch law)"}) {
+           {"stage", "growth", "params", "tokens", "stage FLOPs", "cum. FLOPs", "loss (law)"}) {
         ImGui::TableSetupColumn(column);
       }
       ImGui::TableHeadersRow();
@@ -268,7 +268,7 @@ class DesignerPanel : public Panel {
         ImGui::Text("%.3e", s.cumulative_flops);
         ImGui::TableNextColumn();
         if (std::isfinite(s.predicted_loss)) {
-          ImGui::Text("%.3f +- %.1f%%", s.predicted_loss, 100 * error);
+          ImGui::Text("%.3f \u00b1%.1f%%%s", s.predicted_loss, 100 * error, s.extrapolated ? "*" : "");
         } else {
           ImGui::TextDisabled("-");
         }
