@@ -123,7 +123,7 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
     out << fmt::format("- **Measured:** {}; a = `{}`, b = `{}`, {} seed pair{} (comparison `{}`).\n", c.quantity,
                        c.spec.a, c.spec.b, c.seeds.size(), c.seeds.size() == 1 ? "" : "s", c.spec.name);
     if (c.difference) {
-      out << fmt::format("- **a:** {}; **b:** {}{}.\n", mean_text(c.a_mean, c.log_scale ? "{:.4f}" : "{:.4f}"),
+      out << fmt::format("- **a:** {}; **b:** {}{}.\n", mean_text(c.a_mean, "{:.4f}"),
                          mean_text(c.b_mean, "{:.4f}"), c.log_scale ? " (log10 FLOPs)" : "");
       const analysis::MeanInterval& d = c.difference->difference;
       if (c.log_scale) {
