@@ -107,34 +107,17 @@ std::string seeds_text(const ExperimentResults& results) {
 
 std::string scale_text(const ExperimentResults& results) {
   std::int64_t low = std::numeric_limits<std::int64_t>::max(), high = 0, tokens = 0;
-  std::set<std::string> corpora;
   for (const RunResult& r : results.runs()) {
     if (!r.finished()) continue;
     low = std::min(low, r.record->parameters);
     high = std::max(high, r.record->parameters);
     tokens = std::max(tokens, r.record->tokens);
-    try {
-      corpora.insert(toml::parse(r.record->config)["data"]["corpus"].value_or(std::string("?")));
-    } catch (const std::exception&) {
-    }
   }
   if (high == 0) return "no finished runs";
   std::string names;
-  for (const std::string& c : corpora) names += (names.empty() ? "" : ", ") + c;
+  for (const std::string& c : results.corpora()) names += (names.empty() ? "" : ", ") + c;
   const std::string sizes = low == high ? short_count(low) : short_count(low) + "-" + short_count(high);
   return fmt::format("{} parameters, up to {} tokens per run, corpus {}", sizes, short_count(tokens), names);
-}
-
-bool several_corpora(const ExperimentResults& results) {
-  std::set<std::string> corpora;
-  for (const RunResult& r : results.runs()) {
-    if (!r.finished()) continue;
-    try {
-      corpora.insert(toml::parse(r.record->config)["data"]["corpus"].value_or(std::string("?")));
-    } catch (const std::exception&) {
-    }
-  }
-  return corpora.size() > 1;
 }
 
 std::string caption_of(const ExperimentResults& results, const std::string& what, const std::string& mirrors) {
@@ -181,7 +164,7 @@ Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirror
                          std::string("Validation loss of every run (one line per run) against the cumulative FLOPs of "
                                      "its lineage; the band spans the seeds' minimum to maximum") +
                              (grown ? "; circles mark growth points (a grown run's first evaluation)" : "") +
-                             (several_corpora(results) ? ". Each run's loss is on its own training corpus, so a jump at "
+                             (results.corpora().size() > 1 ? ". Each run's loss is on its own training corpus, so a jump at "
                                                          "a growth point can be the change of data"
                                                        : ""),
                          mirrors);

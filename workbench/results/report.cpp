@@ -50,7 +50,7 @@ std::string measured_section(const ExperimentResults& results) {
   std::size_t planned = results.runs().size(), finished = 0;
   double flops = 0, wall = 0, most_other = 0;
   std::int64_t low = 0, high = 0, tokens = 0;
-  std::set<std::string> hosts, corpora;
+  std::set<std::string> hosts;
   std::set<std::int64_t> seeds;
   std::size_t contended = 0;
   for (const RunResult& r : results.runs()) {
@@ -69,10 +69,6 @@ std::string measured_section(const ExperimentResults& results) {
     if (m.is_object() && m.contains("other_cpu_share") && m["other_cpu_share"].is_number()) {
       most_other = std::max(most_other, m["other_cpu_share"].get<double>());
     }
-    try {
-      corpora.insert(toml::parse(rec.config)["data"]["corpus"].value_or(std::string("?")));
-    } catch (const std::exception&) {
-    }
   }
   auto join = [](const auto& items) {
     std::string out;
@@ -85,7 +81,7 @@ std::string measured_section(const ExperimentResults& results) {
                      results.variants().size());
   out << fmt::format("- **Seeds:** {}.\n", seeds.empty() ? std::string("none (one run per group)") : join(seeds));
   out << fmt::format("- **Scale:** {} to {} parameters; {} training tokens in all; corpus {}.\n", grouped(low),
-                     grouped(high), grouped(tokens), join(corpora));
+                     grouped(high), grouped(tokens), join(results.corpora()));
   out << fmt::format("- **Compute:** {:.3e} training FLOPs in all (each run's own, so a lineage counts once).\n", flops);
   out << fmt::format("- **Wall time:** {} summed over the runs, which ran one at a time on {}.\n", seconds_text(wall),
                      join(hosts));

@@ -105,6 +105,14 @@ const RunResult* ExperimentResults::run(const std::string& name) const {
   return nullptr;
 }
 
+std::set<std::string> ExperimentResults::corpora() const {
+  std::set<std::string> out;
+  for (const RunResult& r : runs_) {
+    if (r.finished()) out.insert(corpus_of(*r.record));
+  }
+  return out;
+}
+
 std::vector<MetricPoint> ExperimentResults::points(const RunResult& run, const std::string& metric) const {
   if (!run.record) return {};
   auto key = std::make_pair(run.record->id, metric);

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,8 @@ class ExperimentResults {
   std::vector<analysis::CurvePoint> curve(const RunResult& run, const std::string& metric, Axis axis) const;
   // The run's last value of the metric (NaN when it has none).
   double final_value(const RunResult& run, const std::string& metric) const;
+  // The training corpora of the finished runs (as their configs name them).
+  std::set<std::string> corpora() const;
   // The run's own points of a metric, raw.
   std::vector<MetricPoint> points(const RunResult& run, const std::string& metric) const;
 
