@@ -39,7 +39,7 @@ std::string fill(int runs, long points) {
       writer.push({id, "train/loss", i, i * 2048, static_cast<double>(i) * 1e10, progress * 600,
                    1.4 + 0.1 * r / runs + 4.0 * std::exp(-8 * progress) + noise(random)});
     }
-    store->run_finish(id, "finished", "{}");
+    store->run_finish(id, tfw::RunStatus::finished, "{}");
   }
   writer.flush();
   return home;

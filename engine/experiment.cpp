@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -185,22 +187,35 @@ std::vector<ComparisonSpec> comparisons_read(const toml::table& file, const Expe
 
 }  // namespace
 
-Experiment experiment_load(const Registry& registry, const std::string& path) {
-  std::set<std::string> seen;
-  toml::table file = read_with_extends(path, seen);  // for the structure: names, grids, seeds
-  ConfigTable top(file, "");
-  Experiment experiment;
-  experiment.path = path;
+namespace {
+
+// One [runs.NAME] entry, read for structure: what it expands to is planned from it.
+struct Entry {
+  std::string name, base_config, parent, method, paper;
+  toml::table grid;
+  std::vector<std::int64_t> seeds;
+};
+
+// Where the pieces of an experiment come from: a file (re-parsed for every run, so that
+// errors keep file:line:col) or an in-memory table (copied; positions are those it has).
+struct Source {
+  std::string name;                  // the file's path, or what the caller calls the table
+  std::string base_dir;              // `config` and `extends` paths resolve against it
+  std::function<toml::table()> fresh;
+};
+
+// [experiment]: name, description, seeds, figures.
+void read_header(ConfigTable& top, const toml::table& file, const Source& source, Experiment& experiment) {
   ConfigTable header = top.sub("experiment");
-  experiment.name = header.get_string("name", fs::path(path).stem().string());
-  name_check(experiment.name, "experiment name", path + ": experiment.name");
+  experiment.name = header.get_string("name", fs::path(source.name).stem().string());
+  name_check(experiment.name, "experiment name", source.name + ": experiment.name");
   experiment.description = header.get_string("description", "");
   header.get_string("extends", "");
   header.get_string("measured", "");  // the measured wall time of the whole file, for its header
   // Seeds for every run from scratch that names none (grown runs follow their parents).
   const toml::table no_table;
   const toml::table* header_table = file["experiment"].as_table();
-  const std::vector<std::int64_t> experiment_seeds = seeds_read(header, header_table ? *header_table : no_table);
+  experiment.seeds = seeds_read(header, header_table ? *header_table : no_table);
   const toml::table figures = header.raw_table("figures");
   header.finish();
   for (const std::string& kind : kFigureKinds) {
@@ -217,232 +232,283 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
     }
   }
   if (figures.empty()) experiment.figures.emplace_back("loss_vs_flops", "");
-  top.raw_table("defaults");
-  top.take("comparisons");  // read after the runs are planned: they name runs
-  ConfigTable runs = top.sub("runs");
-  top.finish();
+}
 
-  // Each run entry: checked for structure first (positions intact, nothing moved yet).
-  std::vector<std::string> entry_names;
+// The [runs.NAME] entries in file order with parents before their children.
+std::vector<std::string> entries_in_order(const toml::table& file, ConfigTable& runs, const std::string& where) {
+  std::vector<std::string> names;
   const toml::table no_runs;
   const toml::table* runs_table = file["runs"].as_table() ? file["runs"].as_table() : &no_runs;
   for (const auto& [key, node] : *runs_table) {
     if (!node.is_table()) {
       throw UsageError(fmt::format("{}: runs.{}: expected a table ([runs.{}])", config_where(node), key.str(), key.str()));
     }
-    entry_names.emplace_back(key.str());
+    names.emplace_back(key.str());
     runs.sub(key.str());  // marks it known
   }
-  if (entry_names.empty()) {
-    throw UsageError(with_hint(fmt::format("{}: no runs", path), "add at least one [runs.NAME] table"));
-  }
+  if (names.empty()) throw UsageError(with_hint(fmt::format("{}: no runs", where), "add at least one [runs.NAME] table"));
   // toml++ keeps keys sorted: restore file order, then put parents before their children.
-  const toml::table& run_tables = *file["runs"].as_table();
-  std::stable_sort(entry_names.begin(), entry_names.end(), [&](const std::string& a, const std::string& b) {
-    return run_tables.get(a)->source().begin.line < run_tables.get(b)->source().begin.line;
+  const toml::table& tables = *runs_table;
+  std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    return tables.get(a)->source().begin.line < tables.get(b)->source().begin.line;
   });
-  {
-    std::vector<std::string> ordered;
-    std::set<std::string> placed;
-    while (ordered.size() < entry_names.size()) {
-      bool progress = false;
-      for (const std::string& entry : entry_names) {
-        if (placed.count(entry)) continue;
-        const std::string parent = run_tables[entry]["parent"].value_or(std::string());
-        if (!parent.empty() && !placed.count(parent) && run_tables.contains(parent)) continue;
-        ordered.push_back(entry);
-        placed.insert(entry);
-        progress = true;
-      }
-      if (!progress) throw UsageError(fmt::format("{}: the runs' parents form a cycle", path));
+  std::vector<std::string> ordered;
+  std::set<std::string> placed;
+  while (ordered.size() < names.size()) {
+    bool progress = false;
+    for (const std::string& entry : names) {
+      if (placed.count(entry)) continue;
+      const std::string parent = tables[entry]["parent"].value_or(std::string());
+      if (!parent.empty() && !placed.count(parent) && tables.contains(parent)) continue;
+      ordered.push_back(entry);
+      placed.insert(entry);
+      progress = true;
     }
-    entry_names = std::move(ordered);
+    if (!progress) throw UsageError(fmt::format("{}: the runs' parents form a cycle", where));
   }
+  return ordered;
+}
+
+// An entry's keys, checked for kind and consistency with its parent.
+Entry read_entry(const toml::table& file, const std::string& name, const std::vector<std::int64_t>& experiment_seeds,
+                 const std::map<std::string, std::vector<std::int64_t>>& seeds_of) {
+  const toml::table& structure = *file["runs"][name].as_table();
+  ConfigTable check(structure, "runs." + name);
+  Entry entry;
+  entry.name = name;
+  // The run-config keys are validated in the merged config; here only their kind.
+  for (const char* key : {"family", "name", "description"}) check.get_string(key, "");
+  for (const char* key : {"model", "data", "train"}) check.raw_table(key);
+  entry.base_config = check.get_string("config", "");
+  entry.parent = check.get_string("parent", "");
+  ConfigTable growth = check.sub("growth");
+  entry.method = growth.get_string("method", "");
+  growth.raw_table("options");
+  growth.finish();
+  entry.grid = check.raw_table("grid");
+  entry.seeds = seeds_read(check, structure);
+  if (entry.parent.empty() && !structure.get("seeds")) entry.seeds = experiment_seeds;  // [experiment] seeds
+  entry.paper = check.get_string("paper", "");
+  check.finish();
+  const std::string& parent = entry.parent;
+  if (!parent.empty() && !seeds_of.count(parent)) {
+    check.fail("parent", fmt::format("'{}' is not a run of this experiment", parent), "name a [runs.NAME] table of this file");
+  }
+  if (!parent.empty() && entry.method.empty()) {
+    check.fail("growth", "a run with a parent needs growth.method", "add growth = { method = \"pattention_grow\" }");
+  }
+  if (!parent.empty() && !entry.grid.empty()) {
+    check.fail("grid", "a grown run cannot have a grid", "put the grid on the ladder's first stage");
+  }
+  if (!parent.empty() && entry.seeds.empty()) entry.seeds = seeds_of.at(parent);  // children follow their parent's seeds
+  if (!parent.empty() && entry.seeds != seeds_of.at(parent)) {
+    check.fail("seeds", "a grown run must have its parent's seeds", "drop seeds here: children inherit them");
+  }
+  return entry;
+}
+
+// Expand: the entry's grid (cartesian) and seeds, within a limit: a plan is built whole, in
+// memory (and by the service inside a request), so a runaway grid is refused before expanding.
+std::vector<Expansion> expand(const toml::table& file, const Entry& entry, std::size_t planned, const std::string& where) {
+  double count = std::max<std::size_t>(1, entry.seeds.size());
+  for (const auto& [grid_key, values] : entry.grid) {
+    if (const toml::array* array = values.as_array()) count *= static_cast<double>(std::max<std::size_t>(1, array->size()));
+  }
+  if (count + static_cast<double>(planned) > kMaxRuns) {
+    throw UsageError(with_hint(fmt::format("{}: runs.{}: its grid and seeds expand to {:.0f} runs, which makes more "
+                                           "than the limit of {} in one experiment", where, entry.name, count, kMaxRuns),
+                               "split the study into several experiment files, or use fewer values"));
+  }
+  std::vector<Expansion> expansions{Expansion{}};
+  for (const auto& [grid_key, values] : entry.grid) {
+    const toml::array* array = values.as_array();
+    if (array == nullptr || array->empty()) {
+      // `grid` is a copy (no source positions): the position comes from the file's own node.
+      const toml::node* original = file["runs"][entry.name]["grid"][grid_key.str()].node();
+      throw UsageError(fmt::format("{}: runs.{}.grid.{}: expected a non-empty array of values",
+                                   original != nullptr && original->source().begin.line > 0 ? config_where(*original)
+                                                                                           : where,
+                                   entry.name, grid_key.str()));
+    }
+    std::vector<Expansion> next;
+    for (const Expansion& e : expansions) {
+      for (std::size_t i = 0; i < array->size(); ++i) {
+        Expansion x = e;
+        const std::string full(grid_key.str());
+        const std::string tail = full.substr(full.rfind('.') + 1);
+        // Strings name themselves ("-softmax"); numbers need their key ("-lr0.001").
+        const toml::node& value = *array->get(i);
+        x.suffix += value.is_string() ? fmt::format("-{}", value_text(value)) : fmt::format("-{}{}", tail, value_text(value));
+        x.grid.emplace_back(std::string(grid_key.str()), i);
+        next.push_back(std::move(x));
+      }
+    }
+    expansions = std::move(next);
+  }
+  if (!entry.seeds.empty()) {
+    std::vector<Expansion> next;
+    for (const Expansion& e : expansions) {
+      for (std::int64_t seed : entry.seeds) {
+        Expansion x = e;
+        x.suffix += fmt::format("-s{}", seed);
+        x.seed = seed;
+        next.push_back(std::move(x));
+      }
+    }
+    expansions = std::move(next);
+  }
+  return expansions;
+}
+
+// Merge: one run's config table, built by moves from a fresh copy of the experiment:
+// defaults < base config < the entry < grid < seed.
+toml::table merge_run(const Source& source, const Entry& entry, const Expansion& x) {
+  toml::table fresh = source.fresh();
+  toml::table merged;
+  if (toml::table* defaults = fresh["defaults"].as_table()) merge_into(merged, std::move(*defaults));
+  if (!entry.base_config.empty()) {
+    toml::table base = config_read_file((fs::path(source.base_dir) / entry.base_config).string());
+    base.erase("name");
+    base.erase("description");
+    merge_into(merged, std::move(base));
+  }
+  toml::table& own = *fresh["runs"][entry.name].as_table();
+  for (const std::string& key : kRunKeys) {
+    if (toml::node* node = own.get(key)) {
+      if (node->is_table()) {
+        toml::table piece;
+        piece.insert(key, toml::table{});
+        merge_into(*piece[key].as_table(), std::move(*node->as_table()));
+        merge_into(merged, std::move(piece));
+      } else {
+        node->visit([&](auto&& value) { merged.insert_or_assign(key, std::move(value)); });
+      }
+    }
+  }
+  for (const auto& [grid_key, index] : x.grid) {
+    toml::array& values = *own["grid"][std::string_view(grid_key)].as_array();
+    set_dotted(merged, grid_key, std::move(*values.get(index)));
+  }
+  if (x.seed >= 0) {
+    if (merged.get("train") == nullptr) merged.insert("train", toml::table{});
+    merged["train"].as_table()->insert_or_assign("seed", x.seed);
+  }
+  return merged;
+}
+
+// Plan: one run validated, with its training plan, FLOPs and (for a stage) its growth.
+ExperimentRun plan_run(const Registry& registry, const Source& source, const Entry& entry, const Expansion& x,
+                       toml::table merged, const toml::table& file, const std::map<std::string, const ExperimentRun*>& by_name) {
+  ExperimentRun run;
+  run.name = entry.name + x.suffix;
+  run.group = entry.name;
+  run.variant = entry.name + x.suffix.substr(0, x.seed >= 0 ? x.suffix.rfind("-s") : x.suffix.size());
+  run.seed = x.seed;
+  const std::string where = fmt::format("{}: runs.{}", source.name, entry.name);
+  name_check(run.name, "run name", where);
+  const ExperimentRun* parent_run = nullptr;
+  if (!entry.parent.empty()) {
+    run.parent = entry.parent + (x.seed >= 0 ? fmt::format("-s{}", x.seed) : "");
+    auto found = by_name.find(run.parent);
+    if (found == by_name.end()) {
+      throw UsageError(fmt::format("{}: parent run '{}' is not planned (a parent with a grid is ambiguous)", where,
+                                   run.parent));
+    }
+    parent_run = found->second;
+    // A grown stage is its parent's family unless it says otherwise.
+    if (merged.get("family") == nullptr) merged.insert("family", parent_run->config.model.family);
+  }
+  merged.insert_or_assign("name", run.name);
+  std::ostringstream text;
+  text << merged;
+  run.config_toml = text.str();
+  try {
+    run.config = run_config_parse(registry, merged, source.name);
+    run.plan = train_plan(run.config);
+  } catch (const UsageError& e) {
+    // Keys the run never wrote have no position ("<config>:0:0"): say which file and run.
+    std::string what = e.what();
+    for (const std::string& nowhere : {std::string("<config>:0:0: "), source.name + ":0:0: ", source.name + ": "}) {
+      if (what.rfind(nowhere, 0) == 0) what.erase(0, nowhere.size());
+    }
+    throw UsageError(fmt::format("{} (run '{}'): {}", where, run.name, what));
+  }
+  run.flops = run.plan.flops_per_step * static_cast<double>(run.plan.total_steps);
+  run.paper = entry.paper;
+  run.cumulative_flops = run.flops;
+  if (parent_run != nullptr) {
+    run.growth_method = entry.method;
+    if (const toml::table* options = file["runs"][entry.name]["growth"]["options"].as_table()) run.growth_options = *options;
+    try {
+      registry.growth_method(entry.method).plan(*parent_run->config.model.spec, *run.config.model.spec, run.growth_options);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("{}: cannot grow {} into it: {}", where, parent_run->name, e.what()));
+    }
+    run.cumulative_flops += parent_run->cumulative_flops;
+  }
+  return run;
+}
+
+Experiment experiment_build(const Registry& registry, const toml::table& file, const Source& source) {
+  ConfigTable top(file, "");
+  Experiment experiment;
+  experiment.path = source.name;
+  read_header(top, file, source, experiment);
+  top.raw_table("defaults");
+  top.take("comparisons");  // read after the runs are planned: they name runs
+  ConfigTable runs = top.sub("runs");
+  top.finish();
 
   std::map<std::string, std::vector<std::int64_t>> seeds_of;  // entry -> its seeds (for pairing children)
   std::map<std::string, const ExperimentRun*> by_name;
   std::vector<ExperimentRun> planned;
-  // Entries in file order; a child must come after its parent (checked).
-  for (const std::string& entry : entry_names) {
-    const toml::table& structure = *file["runs"][entry].as_table();
-    ConfigTable check(structure, "runs." + entry);
-    // The run-config keys are validated in the merged config; here only their kind.
-    for (const char* key : {"family", "name", "description"}) check.get_string(key, "");
-    for (const char* key : {"model", "data", "train"}) check.raw_table(key);
-    const std::string base_config = check.get_string("config", "");
-    const std::string parent = check.get_string("parent", "");
-    ConfigTable growth = check.sub("growth");
-    const std::string method = growth.get_string("method", "");
-    growth.raw_table("options");
-    growth.finish();
-    const toml::table grid = check.raw_table("grid");
-    std::vector<std::int64_t> seeds = seeds_read(check, structure);
-    if (parent.empty() && !structure.get("seeds")) seeds = experiment_seeds;  // [experiment] seeds
-    const std::string paper = check.get_string("paper", "");
-    check.finish();
-    if (!parent.empty() && !seeds_of.count(parent)) {
-      check.fail("parent", fmt::format("'{}' is not a run of this experiment", parent),
-                 "name a [runs.NAME] table of this file");
-    }
-    if (!parent.empty() && method.empty()) {
-      check.fail("growth", "a run with a parent needs growth.method", "add growth = { method = \"pattention_grow\" }");
-    }
-    if (!parent.empty() && !grid.empty()) {
-      check.fail("grid", "a grown run cannot have a grid", "put the grid on the ladder's first stage");
-    }
-    if (!parent.empty() && seeds.empty()) seeds = seeds_of[parent];  // children follow their parent's seeds
-    if (!parent.empty() && seeds != seeds_of[parent]) {
-      check.fail("seeds", "a grown run must have its parent's seeds", "drop seeds here: children inherit them");
-    }
-    seeds_of[entry] = seeds;
-
-    // Expand grid (cartesian) and seeds, within a limit: a plan is built whole, in memory
-    // (and by the service inside a request), so a runaway grid is refused before expanding.
-    {
-      double count = std::max<std::size_t>(1, seeds.size());
-      for (const auto& [grid_key, values] : grid) {
-        if (const toml::array* array = values.as_array()) count *= static_cast<double>(std::max<std::size_t>(1, array->size()));
-      }
-      if (count + static_cast<double>(planned.size()) > kMaxRuns) {
-        throw UsageError(with_hint(fmt::format("{}: runs.{}: its grid and seeds expand to {:.0f} runs, which makes "
-                                               "more than the limit of {} in one experiment", path, entry, count,
-                                               kMaxRuns),
-                                   "split the study into several experiment files, or use fewer values"));
-      }
-    }
-    std::vector<Expansion> expansions{Expansion{}};
-    for (const auto& [grid_key, values] : grid) {
-      const toml::array* array = values.as_array();
-      if (array == nullptr || array->empty()) {
-        // `grid` is a copy (no source positions): the position comes from the file's own node.
-        const toml::node* original = structure["grid"][grid_key.str()].node();
-        throw UsageError(fmt::format("{}: runs.{}.grid.{}: expected a non-empty array of values",
-                                     original != nullptr && original->source().begin.line > 0
-                                         ? config_where(*original)
-                                         : path,
-                                     entry, grid_key.str()));
-      }
-      std::vector<Expansion> next;
-      for (const Expansion& e : expansions) {
-        for (std::size_t i = 0; i < array->size(); ++i) {
-          Expansion x = e;
-          const std::string full(grid_key.str());
-          const std::string tail = full.substr(full.rfind('.') + 1);
-          // Strings name themselves ("-softmax"); numbers need their key ("-lr0.001").
-          const toml::node& value = *array->get(i);
-          x.suffix += value.is_string() ? fmt::format("-{}", value_text(value))
-                                        : fmt::format("-{}{}", tail, value_text(value));
-          x.grid.emplace_back(std::string(grid_key.str()), i);
-          next.push_back(std::move(x));
-        }
-      }
-      expansions = std::move(next);
-    }
-    if (!seeds.empty()) {
-      std::vector<Expansion> next;
-      for (const Expansion& e : expansions) {
-        for (std::int64_t seed : seeds) {
-          Expansion x = e;
-          x.suffix += fmt::format("-s{}", seed);
-          x.seed = seed;
-          next.push_back(std::move(x));
-        }
-      }
-      expansions = std::move(next);
-    }
-
-    for (const Expansion& x : expansions) {
-      // A fresh parse for this run, merged by moves: defaults < base config < the entry < grid < seed.
-      std::set<std::string> again;
-      toml::table fresh = read_with_extends(path, again);
-      toml::table merged;
-      if (toml::table* defaults = fresh["defaults"].as_table()) merge_into(merged, std::move(*defaults));
-      if (!base_config.empty()) {
-        const std::string base_path = (fs::path(path).parent_path() / base_config).string();
-        toml::table base = config_read_file(base_path);
-        base.erase("name");
-        base.erase("description");
-        merge_into(merged, std::move(base));
-      }
-      toml::table& own = *fresh["runs"][entry].as_table();
-      for (const std::string& key : kRunKeys) {
-        if (toml::node* node = own.get(key)) {
-          if (node->is_table()) {
-            toml::table piece;
-            piece.insert(key, toml::table{});
-            merge_into(*piece[key].as_table(), std::move(*node->as_table()));
-            merge_into(merged, std::move(piece));
-          } else {
-            node->visit([&](auto&& value) { merged.insert_or_assign(key, std::move(value)); });
-          }
-        }
-      }
-      for (const auto& [grid_key, index] : x.grid) {
-        toml::array& values = *own["grid"][std::string_view(grid_key)].as_array();
-        set_dotted(merged, grid_key, std::move(*values.get(index)));
-      }
-      if (x.seed >= 0) {
-        if (merged.get("train") == nullptr) merged.insert("train", toml::table{});
-        merged["train"].as_table()->insert_or_assign("seed", x.seed);
-      }
-      ExperimentRun run;
-      run.name = entry + x.suffix;
-      run.group = entry;
-      run.variant = entry + x.suffix.substr(0, x.seed >= 0 ? x.suffix.rfind("-s") : x.suffix.size());
-      run.seed = x.seed;
-      const std::string where = fmt::format("{}: runs.{}", path, entry);
-      name_check(run.name, "run name", where);
-      const ExperimentRun* parent_run = nullptr;
-      if (!parent.empty()) {
-        run.parent = parent + (x.seed >= 0 ? fmt::format("-s{}", x.seed) : "");
-        auto found = by_name.find(run.parent);
-        if (found == by_name.end()) {
-          throw UsageError(fmt::format("{}: parent run '{}' is not planned (a parent with a grid is ambiguous)", where,
-                                       run.parent));
-        }
-        parent_run = found->second;
-        // A grown stage is its parent's family unless it says otherwise.
-        if (merged.get("family") == nullptr) merged.insert("family", parent_run->config.model.family);
-      }
-      merged.insert_or_assign("name", run.name);
-      std::ostringstream text;
-      text << merged;
-      run.config_toml = text.str();
-      try {
-        run.config = run_config_parse(registry, merged, path);
-        run.plan = train_plan(run.config);
-      } catch (const UsageError& e) {
-        // Keys the run never wrote have no position ("<config>:0:0"): say which file and run.
-        std::string what = e.what();
-        for (const std::string& nowhere : {std::string("<config>:0:0: "), path + ":0:0: ", path + ": "}) {
-          if (what.rfind(nowhere, 0) == 0) what.erase(0, nowhere.size());
-        }
-        throw UsageError(fmt::format("{} (run '{}'): {}", where, run.name, what));
-      }
-      run.flops = run.plan.flops_per_step * static_cast<double>(run.plan.total_steps);
-      run.paper = paper;
-      if (parent_run != nullptr) {
-        run.growth_method = method;
-        if (const toml::table* options = structure["growth"]["options"].as_table()) run.growth_options = *options;
-        try {
-          registry.growth_method(method).plan(*parent_run->config.model.spec, *run.config.model.spec, run.growth_options);
-        } catch (const UsageError& e) {
-          throw UsageError(fmt::format("{}: cannot grow {} into it: {}", where, parent_run->name, e.what()));
-        }
-        run.cumulative_flops = parent_run->cumulative_flops + run.flops;
-      } else {
-        run.cumulative_flops = run.flops;
-      }
-      if (by_name.count(run.name)) throw UsageError(fmt::format("{}: two runs are named '{}'", path, run.name));
+  for (const std::string& name : entries_in_order(file, runs, source.name)) {
+    const Entry entry = read_entry(file, name, experiment.seeds, seeds_of);
+    seeds_of[name] = entry.seeds;
+    for (const Expansion& x : expand(file, entry, planned.size(), source.name)) {
+      ExperimentRun run = plan_run(registry, source, entry, x, merge_run(source, entry, x), file, by_name);
+      if (by_name.count(run.name)) throw UsageError(fmt::format("{}: two runs are named '{}'", source.name, run.name));
       planned.push_back(std::move(run));
       by_name.clear();
       for (const ExperimentRun& r : planned) by_name[r.name] = &r;
     }
   }
   experiment.runs = std::move(planned);
-  experiment.seeds = experiment_seeds;
-  experiment.comparisons = comparisons_read(file, experiment, path);
+  experiment.comparisons = comparisons_read(file, experiment, source.name);
   return experiment;
+}
+
+}  // namespace
+
+toml::table experiment_merge(const std::string& path) {
+  std::set<std::string> seen;
+  return read_with_extends(path, seen);
+}
+
+Experiment experiment_load(const Registry& registry, const std::string& path) {
+  Source source{path, fs::path(path).parent_path().string(), [&path] { return experiment_merge(path); }};
+  return experiment_build(registry, experiment_merge(path), source);
+}
+
+Experiment experiment_parse(const Registry& registry, const toml::table& table, const std::string& name,
+                            const std::string& base_dir) {
+  toml::table file = table;
+  if (const toml::node* extends = file["experiment"]["extends"].node()) {
+    // Resolved here as a file would resolve it: against base_dir; this table wins.
+    auto base_name = extends->value<std::string>();
+    if (!base_name) throw UsageError(fmt::format("{}: experiment.extends: expected a file name (string)", name));
+    const std::string base_path = (fs::path(base_dir) / *base_name).string();
+    if (!fs::exists(base_path)) {
+      throw UsageError(with_hint(fmt::format("{}: experiment.extends: '{}' not found", name, base_path),
+                                 "paths are relative to the experiment's folder"));
+    }
+    toml::table base = experiment_merge(base_path);
+    if (toml::table* header = base["experiment"].as_table()) header->erase("name");
+    merge_into(base, toml::table(table));
+    file = std::move(base);
+  }
+  Source source{name, base_dir, [&file] { return file; }};
+  return experiment_build(registry, file, source);
 }
 
 std::string experiment_self_contained(const std::string& path) {

@@ -60,7 +60,19 @@ struct Experiment {
 // The figures `tfw export --figures` draws (docs/experiments.md).
 inline const std::vector<std::string> kFigureKinds = {"loss_vs_flops", "new_data", "flops_vs_length"};
 
+// An experiment file, planned: merge (its `extends` chain, then each run's defaults, base
+// config, entry, grid value and seed), expand (grids and seeds into runs) and plan (each run
+// validated, with its budget, FLOPs and growth). Errors name file:line:col.
 Experiment experiment_load(const Registry& registry, const std::string& path);
+
+// The same on an in-memory table (the designer's design, a service submission): no temporary
+// file. `name` stands for the file in messages and gives the default experiment name;
+// `config` and `extends` paths resolve against `base_dir`.
+Experiment experiment_parse(const Registry& registry, const toml::table& table, const std::string& name,
+                            const std::string& base_dir);
+
+// The experiment file with its `extends` chain applied (the extending file wins).
+toml::table experiment_merge(const std::string& path);
 
 // The experiment file as one self-contained TOML text: its `extends` chain merged in and each
 // run's `config` file inlined under the run's own tables (the same precedence), so it can be

@@ -164,7 +164,7 @@ RunRecord run_from(Statement& s) {
   r.name = s.text(2);
   r.family = s.text(3);
   r.config = s.text(4);
-  r.status = s.text(5);
+  r.status = run_status_parse(s.text(5)).value_or(RunStatus::failed);  // the schema CHECKs the names
   r.heartbeat = s.real(6);
   r.seed = s.integer(7);
   r.git_commit = s.text(8);
@@ -184,7 +184,9 @@ RunRecord run_from(Statement& s) {
   r.run_dir = s.text(22);
   r.inherited_flops = s.real(23);
   // A running run whose heartbeat stopped is reported as crashed.
-  if (r.status == "running" && store_now() - r.heartbeat > store_heartbeat_timeout()) r.status = "crashed";
+  if (r.status == RunStatus::running && store_now() - r.heartbeat > store_heartbeat_timeout()) {
+    r.status = RunStatus::crashed;
+  }
   return r;
 }
 
@@ -347,7 +349,7 @@ std::int64_t Store::run_create(const RunRecord& run) {
               "?, ?, ?)");
   const double now = store_now();
   s.bind(1, experiment).bind(2, run.name).bind(3, run.family).bind(4, run.config)
-      .bind(5, run.status.empty() ? std::string("running") : run.status).bind(6, now).bind(7, run.seed)
+      .bind(5, std::string(status_name(run.status))).bind(6, now).bind(7, run.seed)
       .bind(8, run.git_commit).bind(9, run.host).bind(10, now);
   if (run.parent != 0) s.bind(11, run.parent); else s.bind_null(11);
   s.bind(12, run.growth_method).bind(13, run.growth_options).bind(14, run.stage).bind(15, run.parameters)
@@ -366,10 +368,11 @@ std::int64_t Store::run_create(const RunRecord& run) {
   return sqlite3_last_insert_rowid(db_);
 }
 
-void Store::run_set_status(std::int64_t run, const std::string& status, const std::string& error) {
+void Store::run_set_status(std::int64_t run, RunStatus status, const std::string& error) {
   Statement s(db_, "UPDATE runs SET status = ?, error = ?, heartbeat = ?, ended = CASE WHEN ? = 'running' THEN NULL "
                    "ELSE ended END WHERE id = ?");
-  s.bind(1, status).bind(2, error).bind(3, store_now()).bind(4, status).bind(5, run).step();
+  s.bind(1, std::string(status_name(status))).bind(2, error).bind(3, store_now()).bind(4, std::string(status_name(status)))
+      .bind(5, run).step();
 }
 
 void Store::run_set_progress(std::int64_t run, std::int64_t tokens, double flops) {
@@ -377,11 +380,11 @@ void Store::run_set_progress(std::int64_t run, std::int64_t tokens, double flops
   s.bind(1, tokens).bind(2, flops).bind(3, flops).bind(4, run).step();
 }
 
-void Store::run_finish(std::int64_t run, const std::string& status, const std::string& final_metrics,
+void Store::run_finish(std::int64_t run, RunStatus status, const std::string& final_metrics,
                        const std::string& error) {
   Statement s(db_, "UPDATE runs SET status = ?, final_metrics = ?, error = ?, ended = ?, heartbeat = ? WHERE id = ?");
   const double now = store_now();
-  s.bind(1, status).bind(2, final_metrics.empty() ? std::string("{}") : final_metrics).bind(3, error).bind(4, now)
+  s.bind(1, std::string(status_name(status))).bind(2, final_metrics.empty() ? std::string("{}") : final_metrics).bind(3, error).bind(4, now)
       .bind(5, now).bind(6, run).step();
 }
 
@@ -456,7 +459,7 @@ std::vector<RunRecord> Store::runs(const RunFilter& filter) {
   std::vector<RunRecord> out;
   while (s.step()) {
     RunRecord r = resolved(run_from(s));
-    if (filter.status.empty() || r.status == filter.status) out.push_back(std::move(r));  // crashed is derived
+    if (!filter.status || r.status == *filter.status) out.push_back(std::move(r));  // crashed is derived
   }
   return out;
 }

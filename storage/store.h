@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "storage/status.h"
+
 struct sqlite3;
 
 namespace tfw {
@@ -36,7 +38,7 @@ struct RunRecord {
   std::string name;
   std::string family;
   std::string config;        // the resolved run config (TOML)
-  std::string status;        // queued running finished failed killed crashed (crashed: heartbeat stale)
+  RunStatus status = RunStatus::running;  // crashed: derived, a running run whose heartbeat is stale
   double heartbeat = 0;      // unix seconds
   std::int64_t seed = 0;
   std::string git_commit, host;
@@ -95,7 +97,7 @@ struct JobRow {
   std::string kind = "experiment";  // experiment, or run (a single run config wrapped as an experiment)
   std::string name;                 // the experiment's name: its runs are stored under it
   std::string file;                 // the experiment file (under TFW_HOME/jobs/ID/)
-  std::string status = "queued";    // queued running finished failed cancelled
+  JobStatus status = JobStatus::queued;
   double submitted = 0, started = 0, ended = 0;
   std::int64_t exit_code = -1;      // -1: none yet
   std::string error;
@@ -103,7 +105,8 @@ struct JobRow {
 };
 
 struct RunFilter {
-  std::string experiment, status, family;
+  std::string experiment, family;
+  std::optional<RunStatus> status;  // any when empty
   std::string sort = "id";  // id, name, started, tokens, flops, cumulative_flops, parameters
   bool descending = false;
 };
@@ -122,10 +125,10 @@ class Store {
   std::int64_t experiment_ensure(const std::string& name, const std::string& file = "");
   // Inserts a running run (started = heartbeat = now); returns its id.
   std::int64_t run_create(const RunRecord& run);
-  void run_set_status(std::int64_t run, const std::string& status, const std::string& error = "");
+  void run_set_status(std::int64_t run, RunStatus status, const std::string& error = "");
   // Own tokens and FLOPs so far; the cumulative budget follows (inherited + own).
   void run_set_progress(std::int64_t run, std::int64_t tokens, double flops);
-  void run_finish(std::int64_t run, const std::string& status, const std::string& final_metrics,
+  void run_finish(std::int64_t run, RunStatus status, const std::string& final_metrics,
                   const std::string& error = "");
   void run_heartbeat(std::int64_t run);
   std::optional<RunRecord> run_get(std::int64_t run);
@@ -155,10 +158,10 @@ class Store {
   // The service's job queue.
   std::int64_t job_create(const JobRow& job);  // queued, submitted now
   void job_set_file(std::int64_t job, const std::string& file);
-  void job_set_status(std::int64_t job, const std::string& status, std::int64_t exit_code = -1,
+  void job_set_status(std::int64_t job, JobStatus status, std::int64_t exit_code = -1,
                       const std::string& error = "");
   std::optional<JobRow> job_get(std::int64_t job);
-  std::vector<JobRow> jobs(const std::string& status = "");  // by id
+  std::vector<JobRow> jobs(std::optional<JobStatus> status = std::nullopt);  // by id
 
   bool integrity_ok();
   const std::string& path() const { return path_; }

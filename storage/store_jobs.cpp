@@ -16,7 +16,7 @@ JobRow job_from(Statement& s) {
   job.kind = s.text(1);
   job.name = s.text(2);
   job.file = s.text(3);
-  job.status = s.text(4);
+  job.status = job_status_parse(s.text(4)).value_or(JobStatus::failed);  // the schema CHECKs the names
   job.submitted = s.real(5);
   job.started = s.is_null(6) ? 0 : s.real(6);
   job.ended = s.is_null(7) ? 0 : s.real(7);
@@ -43,13 +43,13 @@ void Store::job_set_file(std::int64_t job, const std::string& file) {
   s.step();
 }
 
-void Store::job_set_status(std::int64_t job, const std::string& status, std::int64_t exit_code, const std::string& error) {
+void Store::job_set_status(std::int64_t job, JobStatus status, std::int64_t exit_code, const std::string& error) {
   // started is set on the way to running, ended on the way to a final state.
   Statement s(db_, "UPDATE jobs SET status = ?2, "
                    "started = CASE WHEN ?2 = 'running' THEN ?3 ELSE started END, "
                    "ended = CASE WHEN ?2 IN ('finished','failed','cancelled') THEN ?3 ELSE NULL END, "
                    "exit_code = CASE WHEN ?4 < 0 THEN NULL ELSE ?4 END, error = ?5 WHERE id = ?1");
-  s.bind(1, job).bind(2, status).bind(3, store_now()).bind(4, exit_code).bind(5, error);
+  s.bind(1, job).bind(2, std::string(status_name(status))).bind(3, store_now()).bind(4, exit_code).bind(5, error);
   s.step();
 }
 
@@ -60,9 +60,9 @@ std::optional<JobRow> Store::job_get(std::int64_t job) {
   return job_from(s);
 }
 
-std::vector<JobRow> Store::jobs(const std::string& status) {
+std::vector<JobRow> Store::jobs(std::optional<JobStatus> status) {
   Statement s(db_, (std::string(kJobColumns) + " WHERE ?1 = '' OR status = ?1 ORDER BY id").c_str());
-  s.bind(1, status);
+  s.bind(1, status ? std::string(status_name(*status)) : std::string());
   std::vector<JobRow> out;
   while (s.step()) out.push_back(job_from(s));
   return out;

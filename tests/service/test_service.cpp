@@ -80,7 +80,7 @@ TEST(Service, SubmittedExperimentRunsAndItsMetricsStreamInOrder) {
   for (const char* name : {"small", "grown", "baseline"}) {
     std::optional<RunRecord> run = store->run_in_experiment("tiny", name);
     ASSERT_TRUE(run) << name;
-    EXPECT_EQ(run->status, "finished") << name;
+    EXPECT_EQ(run->status, RunStatus::finished) << name;
   }
   json summary = client.request({{"type", "summary"}, {"run", "grown"}});
   EXPECT_EQ(summary["run"]["growth_method"], "pattention_grow");
@@ -236,7 +236,7 @@ TEST(Service, TwoHundredSubscribersEachReceiveEveryPoint) {
     }
     writer.flush();
   }
-  store->run_finish(run, "finished", "{}");
+  store->run_finish(run, RunStatus::finished, "{}");
   for (std::thread& reader : readers) reader.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(complete.load(), clients);
@@ -267,7 +267,7 @@ TEST(Service, AServiceKilledMidRunResumesTheRunAtItsNextStart) {
   server.reset();
   // Its job's `tfw run` gets SIGTERM with it: the run checkpoints and ends killed.
   auto status = [&] { return Store::open_readonly(home + "/runs.db")->run_find("long")->status; };
-  ASSERT_TRUE(wait_for([&] { return status() == "killed"; }, 60)) << status();
+  ASSERT_TRUE(wait_for([&] { return status() == RunStatus::killed; }, 60)) << status_name(status());
   const std::int64_t id = Store::open_readonly(home + "/runs.db")->run_find("long")->id;
   EXPECT_LT(steps(), 600);
 
@@ -278,7 +278,7 @@ TEST(Service, AServiceKilledMidRunResumesTheRunAtItsNextStart) {
   auto store = Store::open_readonly(home + "/runs.db");
   std::optional<RunRecord> run = store->run_find("long");
   EXPECT_EQ(run->id, id);  // the same run, resumed
-  EXPECT_EQ(run->status, "finished");
+  EXPECT_EQ(run->status, RunStatus::finished);
   EXPECT_EQ(store->metrics(run->id, "train/loss").back().step, 600);
   EXPECT_EQ(store->runs().size(), 1u);
 }
@@ -332,7 +332,7 @@ TEST(Service, CommandLineClientsSubmitWatchListAndCancel) {
   auto store = Store::open_readonly(home + "/runs.db");
   std::optional<RunRecord> run = store->run_find("long-run");
   ASSERT_TRUE(run);
-  EXPECT_EQ(run->status, "killed");  // it checkpointed: `tfw run` (or a resubmission) continues it
+  EXPECT_EQ(run->status, RunStatus::killed);  // it checkpointed: `tfw run` (or a resubmission) continues it
   EXPECT_FALSE(store->checkpoints(run->id).empty());
   test::Result again = test::capture(TFW_BINARY " cancel " + std::to_string(job) + connect);
   EXPECT_EQ(again.code, 2);

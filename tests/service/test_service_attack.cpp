@@ -168,7 +168,7 @@ TEST(ServiceAttack, TwentyRoundsOfSubmitCancelAndJobsKeepTheStoreWhole) {
   EXPECT_EQ(integrity(home), "ok\n");
   auto store = Store::open_readonly(home + "/runs.db");
   EXPECT_EQ(store->jobs().size(), 20u);
-  for (const JobRow& job : store->jobs()) EXPECT_EQ(job.status, "cancelled");
+  for (const JobRow& job : store->jobs()) EXPECT_EQ(job.status, JobStatus::cancelled);
 }
 
 // A job that fails on its data (a corpus shorter than one window), then one more job: both

@@ -73,14 +73,14 @@ TEST(StoreMigration, FromAnEmptyFileAndEveryEarlierVersion) {
     job.name = "queued-job";
     job.file = "/x/experiment.toml";
     const std::int64_t id = writer->job_create(job);
-    writer->job_set_status(id, "running");
-    EXPECT_EQ(writer->job_get(id)->status, "running");
+    writer->job_set_status(id, JobStatus::running);
+    EXPECT_EQ(writer->job_get(id)->status, JobStatus::running);
     EXPECT_GT(writer->job_get(id)->started, 0);
-    writer->job_set_status(id, "failed", 3, "boom");
+    writer->job_set_status(id, JobStatus::failed, 3, "boom");
     EXPECT_EQ(writer->job_get(id)->exit_code, 3);
     EXPECT_EQ(writer->job_get(id)->error, "boom");
-    EXPECT_EQ(writer->jobs("failed").size(), 1u);
-    EXPECT_TRUE(writer->jobs("queued").empty());
+    EXPECT_EQ(writer->jobs(JobStatus::failed).size(), 1u);
+    EXPECT_TRUE(writer->jobs(JobStatus::queued).empty());
   }
   EXPECT_EQ(Store::open_readonly(v1)->runs().size(), 1u);
 }
@@ -220,12 +220,12 @@ TEST(StoreRuns, FiltersSortsAndFindsByIdOrName) {
   other.experiment = "e1";
   std::int64_t second = store->run_create(other);
   store->run_set_progress(second, 10, 1.0);
-  store->run_finish(first, "finished", R"({"val_loss": 1.5})");
-  EXPECT_EQ(store->runs({"e1", "", "", "id", false}).size(), 1u);
-  EXPECT_EQ(store->runs({"", "finished", "", "id", false}).size(), 1u);
-  EXPECT_EQ(store->runs({"", "", "transformer", "id", false}).front().name, "beta");
-  EXPECT_EQ(store->runs({"", "", "", "tokens", true}).front().name, "beta");
-  EXPECT_THROW(store->runs({"", "", "", "colour", false}), StoreError);
+  store->run_finish(first, RunStatus::finished, R"({"val_loss": 1.5})");
+  EXPECT_EQ(store->runs({"e1", "", std::nullopt, "id", false}).size(), 1u);
+  EXPECT_EQ(store->runs({"", "", RunStatus::finished, "id", false}).size(), 1u);
+  EXPECT_EQ(store->runs({"", "transformer", std::nullopt, "id", false}).front().name, "beta");
+  EXPECT_EQ(store->runs({"", "", std::nullopt, "tokens", true}).front().name, "beta");
+  EXPECT_THROW(store->runs({"", "", std::nullopt, "colour", false}), StoreError);
   EXPECT_EQ(store->run_find(std::to_string(first))->name, "alpha");
   EXPECT_EQ(store->run_find("beta")->id, second);
   EXPECT_FALSE(store->run_find("gamma").has_value());
@@ -307,11 +307,11 @@ TEST(StoreCrash, SigkillMidBatchKeepsCommittedPointsAndTheRunShowsCrashed) {
   EXPECT_GE(store->metrics_count(run->id), safe);
   setenv("TFW_HEARTBEAT_TIMEOUT", "1", 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  EXPECT_EQ(store->run_get(run->id)->status, "crashed");
-  EXPECT_EQ(store->runs({"", "crashed", "", "id", false}).size(), 1u);
+  EXPECT_EQ(store->run_get(run->id)->status, RunStatus::crashed);
+  EXPECT_EQ(store->runs({"", "", RunStatus::crashed, "id", false}).size(), 1u);
   // Resume continues the same run: running again, more points on the same id.
-  store->run_set_status(run->id, "running");
-  EXPECT_EQ(store->run_get(run->id)->status, "running");
+  store->run_set_status(run->id, RunStatus::running);
+  EXPECT_EQ(store->run_get(run->id)->status, RunStatus::running);
   const std::int64_t before = store->metrics_count(run->id);
   {
     MetricWriter writer(path);
@@ -333,4 +333,39 @@ TEST(StoreWriter, ABoundedQueueMakesPushWaitInsteadOfDropping) {
 }
 
 }  // namespace
+// Every status maps to one name and back; the names are the ones the schema's CHECK allows
+// (a run stored with each status reads back as it).
+TEST(Statuses, EveryNameRoundTripsThroughTheStore) {
+  for (RunStatus status : {RunStatus::queued, RunStatus::running, RunStatus::finished, RunStatus::failed,
+                           RunStatus::killed, RunStatus::crashed}) {
+    EXPECT_EQ(run_status_parse(status_name(status)), status);
+  }
+  for (JobStatus status : {JobStatus::queued, JobStatus::running, JobStatus::finished, JobStatus::failed,
+                           JobStatus::cancelled}) {
+    EXPECT_EQ(job_status_parse(status_name(status)), status);
+  }
+  EXPECT_EQ(run_status_parse("cancelled"), std::nullopt);  // a job status, not a run's
+  EXPECT_EQ(job_status_parse("killed"), std::nullopt);
+  EXPECT_EQ(run_status_parse("Finished"), std::nullopt);
+  EXPECT_EQ(run_status_choices(), "queued, running, finished, failed, killed or crashed");
+  EXPECT_FALSE(status_final(RunStatus::running));
+  EXPECT_TRUE(status_final(RunStatus::crashed));
+  EXPECT_TRUE(status_final(JobStatus::cancelled));
+
+  auto store = Store::open(fresh_store("statuses"));
+  for (RunStatus status : {RunStatus::queued, RunStatus::finished, RunStatus::failed, RunStatus::killed}) {
+    RunRecord record = run_named(std::string("r-") + status_name(status));
+    const std::int64_t id = store->run_create(record);
+    store->run_finish(id, status, "{}");
+    EXPECT_EQ(store->run_get(id)->status, status) << status_name(status);
+  }
+  JobRow job;
+  job.name = "j";
+  const std::int64_t id = store->job_create(job);
+  for (JobStatus status : {JobStatus::running, JobStatus::finished, JobStatus::failed, JobStatus::cancelled}) {
+    store->job_set_status(id, status);
+    EXPECT_EQ(store->job_get(id)->status, status) << status_name(status);
+  }
+}
+
 }  // namespace tfw

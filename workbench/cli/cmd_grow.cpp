@@ -11,6 +11,7 @@
 #include "engine/grow.h"
 #include "engine/home.h"
 #include "engine/registry.h"
+#include "runner/lineage.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
@@ -32,9 +33,9 @@ void run_grow(GrowArgs& args) {
   // Options are --option key=value (TOML values), checked by the method's plan().
   config_apply_overrides(request.options, args.options);
   const std::string store_path = home_resolve(request.home) + "/runs.db";
-  if (fs::exists(store_path)) {
+  if (fs::exists(store_path)) {  // the grown checkpoint names the run it came from (runner/lineage.h)
     auto store = Store::open_readonly(store_path);
-    if (auto run = store->checkpoint_run(fs::absolute(request.from_checkpoint).string())) request.parent_run = *run;
+    request.parent_run = runner::checkpoint_owner(*store, request.from_checkpoint).value_or(0);
   }
   GrowResult result = grow_checkpoint(registry(), request);
   if (args.json) {

@@ -19,6 +19,7 @@
 #include "engine/error.h"
 #include "engine/home.h"
 #include "engine/experiment.h"
+#include "storage/status.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 #include "workbench/service/client.h"
@@ -55,7 +56,8 @@ void connection_options(CLI::App* command, Connect& connect) {
 
 
 bool final_status(const std::string& status) {
-  return status == "finished" || status == "failed" || status == "killed" || status == "crashed";
+  const std::optional<RunStatus> parsed = run_status_parse(status);
+  return parsed && status_final(*parsed);
 }
 
 void submit(const Connect& connect, const std::string& file, const std::string& name) {

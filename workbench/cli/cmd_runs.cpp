@@ -24,6 +24,7 @@ namespace fs = std::filesystem;
 struct RunsArgs {
   std::string home;
   RunFilter filter;
+  std::string status;  // --status, parsed into filter.status
   std::vector<std::string> runs;
   bool json = false;
   bool files = false;
@@ -57,8 +58,16 @@ RunRecord find(Store& store, const std::string& run) {
 }
 
 void run_list(const RunsArgs& args) {
+  RunFilter filter = args.filter;
+  if (!args.status.empty()) {
+    filter.status = run_status_parse(args.status);
+    if (!filter.status) {
+      throw UsageError(with_hint(fmt::format("--status '{}' is not a run status", args.status),
+                                 "choose " + run_status_choices()));
+    }
+  }
   auto store = open_store(home_resolve(args.home));
-  std::vector<RunRecord> runs = store->runs(args.filter);
+  std::vector<RunRecord> runs = store->runs(filter);
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const RunRecord& r : runs) list.push_back(run_json(r));
@@ -70,7 +79,7 @@ void run_list(const RunsArgs& args) {
                            "val loss", "started");
   for (const RunRecord& r : runs) {
     std::cout << fmt::format("{:>4}  {:<12} {:<28} {:<12} {:<9} {:>10} {:>12} {:>11.3e} {:>11.3e} {:>9}  {}\n", r.id,
-                             r.experiment, r.name, r.family, r.status, short_count(r.parameters), grouped(r.tokens),
+                             r.experiment, r.name, r.family, status_name(r.status), short_count(r.parameters), grouped(r.tokens),
                              r.flops, r.cumulative_flops, metric(r, "val_loss"), local_time(r.started));
   }
   if (runs.empty()) std::cout << "(no runs)\n";
@@ -101,7 +110,8 @@ void run_show(const RunsArgs& args) {
     print_json(json);
     return;
   }
-  std::cout << fmt::format("run {} '{}' ({}), experiment '{}': {}\n", r.id, r.name, r.family, r.experiment, r.status);
+  std::cout << fmt::format("run {} '{}' ({}), experiment '{}': {}\n", r.id, r.name, r.family, r.experiment,
+                           status_name(r.status));
   std::cout << fmt::format("  started {}  ended {}  host {}  git {}  seed {}\n", local_time(r.started), local_time(r.ended), r.host,
                            r.git_commit, r.seed);
   std::cout << fmt::format("  parameters {}  tokens {}  own FLOPs {:.3e}  cumulative FLOPs {:.3e}\n",
@@ -172,7 +182,7 @@ void run_compare(const RunsArgs& args) {
   };
   row("run", [](const RunRecord& r) { return fmt::format("{} {}", r.id, r.name.substr(0, 16)); });
   row("family", [](const RunRecord& r) { return r.family; });
-  row("status", [](const RunRecord& r) { return r.status; });
+  row("status", [](const RunRecord& r) { return std::string(status_name(r.status)); });
   row("parameters", [](const RunRecord& r) { return grouped(r.parameters); });
   row("tokens", [](const RunRecord& r) { return grouped(r.tokens); });
   row("own FLOPs", [](const RunRecord& r) { return fmt::format("{:.3e}", r.flops); });
@@ -200,7 +210,7 @@ void run_delete(const RunsArgs& args) {
   std::vector<RunRecord> doomed;
   for (const std::string& run : args.runs) doomed.push_back(find(*store, run));
   for (const RunRecord& r : doomed) {
-    if (r.status == "running") {
+    if (r.status == RunStatus::running) {
       throw UsageError(with_hint(fmt::format("run {} '{}' is running; nothing was deleted", r.id, r.name),
                                  "stop it first (Ctrl-C, or `tfw cancel JOB` for a service job)"));
     }
@@ -243,7 +253,7 @@ void add_runs_command(CLI::App& app) {
   runs->require_subcommand(1);
   CLI::App* list = runs->add_subcommand("list", "Every run, filtered and sorted");
   list->add_option("--experiment", args->filter.experiment, "only this experiment");
-  list->add_option("--status", args->filter.status, "queued, running, finished, failed, killed or crashed");
+  list->add_option("--status", args->status, run_status_choices());
   list->add_option("--family", args->filter.family, "only this model family");
   list->add_option("--sort", args->filter.sort, "id, name, family, status, started, tokens, flops, cumulative_flops, parameters");
   list->add_flag("--desc", args->filter.descending, "sort descending");

@@ -10,7 +10,7 @@ nlohmann::json json_or_empty(const std::string& text) {
 
 nlohmann::json run_json(const RunRecord& r) {
   return {{"id", r.id}, {"experiment", r.experiment}, {"name", r.name}, {"family", r.family},
-          {"status", r.status}, {"heartbeat", r.heartbeat}, {"seed", r.seed}, {"git_commit", r.git_commit},
+          {"status", status_name(r.status)}, {"heartbeat", r.heartbeat}, {"seed", r.seed}, {"git_commit", r.git_commit},
           {"host", r.host}, {"started", r.started}, {"ended", r.ended},
           {"parent", r.parent == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.parent)},
           {"growth_method", r.growth_method}, {"growth_options", r.growth_options}, {"stage", r.stage},
@@ -20,7 +20,7 @@ nlohmann::json run_json(const RunRecord& r) {
 }
 
 nlohmann::json job_json(const JobRow& j) {
-  return {{"id", j.id}, {"kind", j.kind}, {"name", j.name}, {"status", j.status}, {"submitted", j.submitted},
+  return {{"id", j.id}, {"kind", j.kind}, {"name", j.name}, {"status", status_name(j.status)}, {"submitted", j.submitted},
           {"started", j.started}, {"ended", j.ended},
           {"exit_code", j.exit_code < 0 ? nlohmann::json(nullptr) : nlohmann::json(j.exit_code)}, {"error", j.error}};
 }

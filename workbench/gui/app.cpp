@@ -138,7 +138,7 @@ void status_bar(App& app) {
     return;
   }
   std::size_t running = 0;
-  for (const RunRecord& r : s.runs) running += r.status == "running";
+  for (const RunRecord& r : s.runs) running += r.status == RunStatus::running;
   ImGui::TextDisabled("TFW_HOME %s  ·  %zu runs, %zu running, %zu selected  ·  store read %.1f s ago  ·  %s",
                       app.home.c_str(), s.runs.size(), running, app.selected.size(),
                       std::max(0.0, store_now() - s.read_at),

@@ -131,16 +131,12 @@ DesignPrediction design_predict(const Registry& registry, const Design& design) 
     prediction.error = "add a stage";
     return prediction;
   }
-  // The engine reads files: plan a temporary copy (base_config absolute).
-  const fs::path temp = fs::temp_directory_path() / fmt::format("tfw-design-{}.toml", getpid());  // not the name: it is free text
+  // Planned in memory, as the file the designer saves would be (base_config absolute).
   try {
     Design absolute = design;
     absolute.base_config = fs::absolute(design.base_config).string();
-    {
-      std::ofstream out(temp);
-      out << design_to_toml(absolute, "", true);
-    }
-    Experiment experiment = experiment_load(registry, temp.string());
+    const toml::table table = toml::parse(design_to_toml(absolute, "", true), std::string("design"));
+    Experiment experiment = experiment_parse(registry, table, "design", fs::current_path().string());
     if (!experiment.runs.empty()) {
       prediction.family = experiment.runs.front().config.model.family;
       prediction.corpus = experiment.runs.front().config.data.corpus;
@@ -163,16 +159,13 @@ DesignPrediction design_predict(const Registry& registry, const Design& design) 
         prediction.stages.push_back(stage);
       }
     }
+  } catch (const toml::parse_error& e) {
+    prediction.error = fmt::format("design: {} at line {}", e.description(), e.source().begin.line);
+    prediction.stages.clear();
   } catch (const std::exception& e) {
-    std::string message = e.what();
-    // Name the stage, not the temporary file.
-    const std::string where = temp.string();
-    for (std::size_t at; (at = message.find(where)) != std::string::npos;) message.replace(at, where.size(), "design");
-    prediction.error = message;
+    prediction.error = e.what();
     prediction.stages.clear();
   }
-  std::error_code ignored;
-  fs::remove(temp, ignored);
   return prediction;
 }
 

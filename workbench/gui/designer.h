@@ -1,8 +1,8 @@
 // The scaling-schedule designer's model, free of ImGui so tests can check it: a schedule is
 // a base run config and a list of stages (the first trains from scratch, each later one grows
 // its predecessor with a growth method and trains on), which becomes an experiment file
-// (docs/experiments.md). Predictions come from loading that file with the engine's
-// experiment_load, the same plan `tfw run --dry-run` prints, plus a control that trains the
+// (docs/experiments.md). Predictions come from planning that text in memory with the engine's
+// experiment_parse, the same plan `tfw run --dry-run` prints, plus a control that trains the
 // final size from scratch on the schedule's total tokens.
 #pragma once
 
@@ -60,7 +60,7 @@ void design_predict_losses(DesignPrediction& prediction, const analysis::Scaling
 // (base_config is written relative to it).
 std::string design_to_toml(const Design& design, const std::string& config_dir, bool with_control);
 
-// Plans the design through experiment_load (every key validated, every growth planned).
+// Plans the design through experiment_parse (every key validated, every growth planned).
 DesignPrediction design_predict(const Registry& registry, const Design& design);
 
 // Writes the experiment file to `path` (refusing to overwrite unless `overwrite`); returns

@@ -17,14 +17,21 @@ namespace tfw::gui {
 
 namespace {
 
-ImVec4 status_colour(const std::string& status) {
-  if (status == "running") return ImVec4(0.35f, 0.75f, 1.0f, 1);
-  if (status == "finished") return ImVec4(0.45f, 0.85f, 0.45f, 1);
-  if (status == "failed") return ImVec4(1.0f, 0.4f, 0.35f, 1);
-  if (status == "killed") return ImVec4(1.0f, 0.7f, 0.3f, 1);
-  if (status == "crashed") return ImVec4(0.95f, 0.4f, 0.9f, 1);
+ImVec4 status_colour(RunStatus status) {
+  switch (status) {
+    case RunStatus::running: return ImVec4(0.35f, 0.75f, 1.0f, 1);
+    case RunStatus::finished: return ImVec4(0.45f, 0.85f, 0.45f, 1);
+    case RunStatus::failed: return ImVec4(1.0f, 0.4f, 0.35f, 1);
+    case RunStatus::killed: return ImVec4(1.0f, 0.7f, 0.3f, 1);
+    case RunStatus::crashed: return ImVec4(0.95f, 0.4f, 0.9f, 1);
+    case RunStatus::queued: break;
+  }
   return ImVec4(0.7f, 0.7f, 0.7f, 1);
 }
+
+// The status filter's entries: "any status", then every run status.
+constexpr RunStatus kStatusChoices[] = {RunStatus::running, RunStatus::finished, RunStatus::failed,
+                                        RunStatus::killed,  RunStatus::crashed,  RunStatus::queued};
 
 double final_val_loss(const RunRecord& run) {
   nlohmann::json metrics = nlohmann::json::parse(run.final_metrics, nullptr, false);
@@ -65,7 +72,8 @@ class RunsPanel : public Panel {
     ImGui::InputTextWithHint("##filter", "filter: name, experiment, family", filter_, sizeof(filter_));
     ImGui::SameLine();
     ImGui::SetNextItemWidth(120);
-    const char* statuses[] = {"any status", "running", "finished", "failed", "killed", "crashed", "queued"};
+    const char* statuses[1 + std::size(kStatusChoices)] = {"any status"};
+    for (std::size_t i = 0; i < std::size(kStatusChoices); ++i) statuses[i + 1] = status_name(kStatusChoices[i]);
     ImGui::Combo("##status", &status_, statuses, IM_ARRAYSIZE(statuses));
     ImGui::SameLine();
     ImGui::Checkbox("lineage tree", &tree_);
@@ -83,10 +91,7 @@ class RunsPanel : public Panel {
   }
 
   bool passes(const RunRecord& r) const {
-    if (status_ > 0) {
-      static const char* statuses[] = {"", "running", "finished", "failed", "killed", "crashed", "queued"};
-      if (r.status != statuses[status_]) return false;
-    }
+    if (status_ > 0 && r.status != kStatusChoices[status_ - 1]) return false;
     const std::string needle = filter_;
     if (needle.empty()) return true;
     for (const std::string* field : {&r.name, &r.experiment, &r.family}) {
@@ -144,7 +149,7 @@ class RunsPanel : public Panel {
           case 2: return {0, r->name};
           case 3: return {0, r->experiment};
           case 4: return {0, r->family};
-          case 5: return {0, r->status};
+          case 5: return {0, status_name(r->status)};
           case 6: return {static_cast<double>(r->parameters), ""};
           case 7: return {static_cast<double>(r->tokens), ""};
           case 8: return {r->cumulative_flops, ""};
@@ -183,7 +188,7 @@ class RunsPanel : public Panel {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(r->family.c_str());
       ImGui::TableNextColumn();
-      ImGui::TextColored(status_colour(r->status), "%s", r->status.c_str());
+      ImGui::TextColored(status_colour(r->status), "%s", status_name(r->status));
       if (ImGui::IsItemHovered() && !r->error.empty()) ImGui::SetTooltip("%s", r->error.c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(short_count(static_cast<double>(r->parameters)).c_str());
@@ -208,7 +213,7 @@ class RunsPanel : public Panel {
       return;
     }
     ImGui::Text("%s  (id %lld, %s, seed %lld, commit %s on %s)", r->name.c_str(), static_cast<long long>(r->id),
-                r->status.c_str(), static_cast<long long>(r->seed), r->git_commit.c_str(), r->host.c_str());
+                status_name(r->status), static_cast<long long>(r->seed), r->git_commit.c_str(), r->host.c_str());
     std::string chain;
     for (const RunRecord* at = r; at; at = at->parent ? app.run(at->parent) : nullptr) {
       chain = at->name + (chain.empty() ? "" : " -> " + chain);
@@ -219,7 +224,7 @@ class RunsPanel : public Panel {
     if (!r->growth_method.empty()) ImGui::Text("grown with %s %s", r->growth_method.c_str(), r->growth_options.c_str());
     ImGui::TextDisabled("%s", r->run_dir.c_str());
     if (!r->error.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", r->error.c_str());
-    if (r->status == "running" && app.service) {
+    if (r->status == RunStatus::running && app.service) {
       if (ImGui::Button("cancel its job")) {
         try {
           const std::int64_t job = app.service->running_job_of(r->experiment);

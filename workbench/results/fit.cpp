@@ -18,7 +18,7 @@ FamilyFit family_fit(Store& store, const std::string& family, const std::string&
                      const std::vector<std::string>& experiments) {
   RunFilter filter;
   filter.family = family;
-  filter.status = "finished";
+  filter.status = RunStatus::finished;
   struct Candidate {
     std::string name, corpus, tokenizer;
     analysis::ScalingPoint point;

@@ -28,7 +28,7 @@ struct RunResult {
   std::int64_t seed = -1;
   const ExperimentRun* planned = nullptr;  // null when the experiment came from the store alone
   std::optional<RunRecord> record;         // absent: not run
-  bool finished() const { return record && record->status == "finished"; }
+  bool finished() const { return record && record->status == RunStatus::finished; }
 };
 
 struct Variant {

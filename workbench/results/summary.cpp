@@ -190,7 +190,7 @@ RunTables run_tables(const ExperimentResults& set, const std::string& paper_path
     std::vector<Cell> row = {text_cell(r.name), text_cell(r.family), parent,
                              r.growth_method.empty() ? none : text_cell(r.growth_method), count(r.parameters),
                              count(r.tokens), number(val), number(std::exp(val), "{:.2f}"), token_token,
-                             text_cell(r.status)};
+                             text_cell(status_name(r.status))};
     row.insert(row.end(), paper_cells.begin(), paper_cells.end());
     results.rows.push_back(row);
     const double wall = r.ended > r.started ? r.ended - r.started : 0;

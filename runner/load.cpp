@@ -1,4 +1,4 @@
-#include "workbench/common/load.h"
+#include "runner/load.h"
 
 #include <unistd.h>
 

@@ -1,0 +1,270 @@
+// See batch.h.
+#include "runner/batch.h"
+
+#include <fnmatch.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "engine/checkpoint_meta.h"
+#include "engine/error.h"
+#include "runner/lineage.h"
+#include "storage/store.h"
+
+namespace tfw::runner {
+
+namespace fs = std::filesystem;
+
+std::vector<const ExperimentRun*> batch_select(const Experiment& experiment, const std::string& only) {
+  std::map<std::string, const ExperimentRun*> by_name;
+  for (const ExperimentRun& run : experiment.runs) by_name[run.name] = &run;
+  std::set<std::string> keep;
+  for (const ExperimentRun& run : experiment.runs) {
+    if (!only.empty() && fnmatch(only.c_str(), run.name.c_str(), 0) != 0) continue;
+    for (const ExperimentRun* r = &run; r != nullptr; r = r->parent.empty() ? nullptr : by_name[r->parent]) {
+      keep.insert(r->name);
+    }
+  }
+  std::vector<const ExperimentRun*> out;
+  for (const ExperimentRun& run : experiment.runs) {
+    if (keep.count(run.name)) out.push_back(&run);
+  }
+  if (out.empty()) throw UsageError(fmt::format("--only '{}' matches no run of {}", only, experiment.path));
+  return out;
+}
+
+namespace {
+
+enum class Phase { pending, running, finished, failed, blocked, stopped };
+
+std::string option_text(const toml::node& node) {
+  std::ostringstream out;
+  node.visit([&](auto&& value) { out << value; });
+  return out.str();
+}
+
+// A finished run whose config the file has since changed would be skipped silently, and its
+// old numbers read as the new config's: refused before anything runs.
+void refuse_changed(Store& store, const Experiment& experiment, const std::vector<const ExperimentRun*>& runs) {
+  std::vector<std::string> changed;
+  for (const ExperimentRun* run : runs) {
+    std::optional<RunRecord> record = store.run_in_experiment(experiment.name, run->name);
+    if (!record || record->status != RunStatus::finished) continue;
+    try {
+      if (toml::parse(record->config) != run->config.resolved) changed.push_back(run->name);
+    } catch (const std::exception&) {
+      changed.push_back(run->name);
+    }
+  }
+  if (changed.empty()) return;
+  throw UsageError(with_hint(
+      fmt::format("{} finished run{} of experiment {} ha{} a different config in the store than in {} now: {}",
+                  changed.size(), changed.size() == 1 ? "" : "s", experiment.name, changed.size() == 1 ? "s" : "ve",
+                  experiment.path, fmt::join(changed, ", ")),
+      "to re-run them with the file's config, delete the old ones first (tfw runs delete NAME... --files); to keep "
+      "both, give the changed entries new names"));
+}
+
+// Where each running run is (step, loss, tokens/s, ETA), read from the store.
+class ProgressReader {
+ public:
+  ProgressReader(Store& store, const Experiment& experiment) : store_(store), experiment_(experiment) {}
+
+  RunProgress read(const ExperimentRun& run, bool growing) {
+    RunProgress out;
+    out.name = run.name;
+    out.total_steps = run.plan.total_steps;
+    out.phase = "growing";
+    if (growing) return out;
+    out.phase = "starting";
+    std::optional<RunRecord> record = store_.run_in_experiment(experiment_.name, run.name);
+    if (!record) return out;
+    Seen& s = seen_[run.name];
+    for (const MetricPoint& p : store_.news(record->id, s.cursor).points) {
+      if (p.key != "train/loss" || p.step < s.step) continue;
+      if (s.first_step < 0) {
+        s.first_step = p.step;
+        s.first_wall = p.wall;
+      }
+      s.step = p.step;
+      s.loss = p.value;
+      s.wall = p.wall;
+    }
+    out.phase = "preparing";
+    if (s.step < 0) return out;
+    out.phase = "training";
+    const double rate = s.wall > s.first_wall ? static_cast<double>(s.step - s.first_step) / (s.wall - s.first_wall) : 0;
+    out.step = s.step + 1;
+    out.loss = s.loss;
+    out.tokens_per_second = rate * static_cast<double>(run.plan.tokens_per_step);
+    if (rate > 0) out.eta_seconds = static_cast<double>(out.total_steps - out.step) / rate;
+    return out;
+  }
+
+ private:
+  struct Seen {
+    RunCursor cursor;
+    std::int64_t step = -1, first_step = -1;
+    double loss = std::nan(""), first_wall = 0, wall = 0;
+  };
+  Store& store_;
+  const Experiment& experiment_;
+  std::map<std::string, Seen> seen_;
+};
+
+}  // namespace
+
+BatchResult batch_execute(const Experiment& experiment, const std::vector<const ExperimentRun*>& runs,
+                          Executor& executor, const BatchOptions& options) {
+  auto say = [&](const std::string& line) {
+    if (options.on_message) options.on_message(line);
+  };
+  BatchResult result;
+  result.runs = runs.size();
+  result.work_dir = options.home + "/experiments/" + experiment.name;
+  const std::string& work = result.work_dir;
+  fs::create_directories(work);
+  std::unique_ptr<Store> store = Store::open(options.home + "/runs.db");
+  store->experiment_ensure(experiment.name, fs::absolute(experiment.path).string());
+  refuse_changed(*store, experiment, runs);
+
+  std::map<std::string, Phase> phase;
+  std::map<std::string, const ExperimentRun*> by_name;
+  for (const ExperimentRun* run : runs) {
+    by_name[run->name] = run;
+    std::optional<RunRecord> record = store->run_in_experiment(experiment.name, run->name);
+    phase[run->name] = record && record->status == RunStatus::finished ? Phase::finished : Phase::pending;
+    if (phase[run->name] == Phase::finished) say(fmt::format("{}: finished before, skipped", run->name));
+  }
+
+  // The steps of one run: resume it, or grow it from its parent and train it, or train it.
+  auto task_for = [&](const ExperimentRun& run) {
+    const std::string config_path = work + "/" + run.name + ".toml";
+    std::ofstream(config_path) << "# generated by tfw run from " << experiment.path << "\n" << run.config_toml << "\n";
+    Task task;
+    task.name = run.name;
+    task.log_path = work + "/" + run.name + ".log";
+    std::optional<RunRecord> record = store->run_in_experiment(experiment.name, run.name);
+    const std::vector<std::string> train = {"train",        config_path,     "--name", run.name,
+                                            "--experiment", experiment.name, "--home", options.home};
+    if (record && !checkpoint_list(record->run_dir + "/checkpoints").empty()) {
+      // killed, crashed or failed before: continue it as the same run (one that never
+      // checkpointed starts again, and tfw train replaces its record)
+      say(fmt::format("{}: {} before, resuming", run.name, status_name(record->status)));
+      task.steps.push_back({"train", "--resume", std::to_string(record->id), "--home", options.home});
+      return task;
+    }
+    if (run.parent.empty()) {
+      task.steps.push_back(train);
+      return task;
+    }
+    const std::string grown = grown_dir(work, run.name);
+    if (!grown_checkpoint(grown)) {
+      std::optional<RunRecord> parent = store->run_in_experiment(experiment.name, run.parent);
+      const std::string from = parent ? last_checkpoint(*store, parent->id) : "";
+      if (from.empty()) throw Error(fmt::format("{}: its parent {} has no checkpoint to grow from", run.name, run.parent));
+      std::vector<std::string> grow = {"grow", "--method", run.growth_method, "--from", from, "--to", config_path,
+                                       "--out", grown, "--home", options.home};
+      for (const auto& [key, value] : run.growth_options) {
+        grow.insert(grow.end(), {"--option", fmt::format("{}={}", key.str(), option_text(value))});
+      }
+      task.steps.push_back(grow);
+    }
+    std::vector<std::string> train_grown = train;
+    train_grown.insert(train_grown.end(), {"--init-from", grown});  // the folder: lineage finds its checkpoint
+    task.steps.push_back(train_grown);
+    return task;
+  };
+
+  ProgressReader progress(*store, experiment);
+  std::vector<std::string> active;  // submitted, not final
+  std::set<std::string> grows;      // tasks whose first step is growth
+  bool stopping = false;
+  while (true) {
+    if (options.stop != nullptr && options.stop->load() && !stopping) {
+      stopping = true;
+      result.interrupted = true;
+      say("tfw run: stopping; the runs checkpoint and can be resumed by running the file again");
+      for (const std::string& name : active) executor.cancel(name);
+    }
+    if (!stopping) {
+      for (const ExperimentRun* run : runs) {
+        if (active.size() >= executor.capacity()) break;
+        if (phase[run->name] != Phase::pending) continue;
+        if (!run->parent.empty()) {
+          const Phase parent = phase.count(run->parent) ? phase[run->parent] : Phase::finished;
+          if (parent == Phase::failed || parent == Phase::blocked) {
+            phase[run->name] = Phase::blocked;
+            continue;
+          }
+          if (parent != Phase::finished) continue;
+        }
+        Task task;
+        try {
+          task = task_for(*run);
+          executor.submit(task);
+        } catch (const std::exception& e) {
+          phase[run->name] = Phase::failed;
+          say(fmt::format("{}: failed: {}", run->name, e.what()));
+          continue;
+        }
+        const bool growing = task.steps.front().front() == "grow";
+        if (growing) grows.insert(run->name);
+        say(fmt::format("{}: {} (log {})", run->name, growing ? "growing from " + run->parent : "training",
+                        task.log_path));
+        active.push_back(run->name);
+        phase[run->name] = Phase::running;
+      }
+    }
+    if (active.empty()) break;
+    for (const std::string& name : executor.poll(0.5)) {
+      active.erase(std::find(active.begin(), active.end(), name));
+      const TaskStatus status = executor.status(name);
+      if (status.state == TaskState::succeeded) {
+        phase[name] = Phase::finished;
+        say(fmt::format("{}: finished", name));
+      } else if (status.state == TaskState::cancelled || status.exit_code == 130 || stopping) {
+        phase[name] = Phase::stopped;
+        say(fmt::format("{}: stopped (exit {})", name, status.exit_code));
+      } else {
+        phase[name] = Phase::failed;
+        say(fmt::format("{}: failed (exit {}); see {}/{}.log", name, status.exit_code, work, name));
+      }
+    }
+    if (options.on_progress && !active.empty()) {
+      std::vector<RunProgress> lines;
+      for (const std::string& name : active) {
+        const bool growing = grows.count(name) && executor.status(name).step == 0;
+        lines.push_back(progress.read(*by_name[name], growing));
+      }
+      options.on_progress(lines);
+    }
+  }
+  for (const ExperimentRun* run : runs) {
+    result.finished += phase[run->name] == Phase::finished;
+    result.failed += phase[run->name] == Phase::failed;
+    result.blocked += phase[run->name] == Phase::blocked;
+    result.stopped += phase[run->name] == Phase::stopped || phase[run->name] == Phase::pending;
+    std::optional<RunRecord> record = store->run_in_experiment(experiment.name, run->name);
+    if (!record) continue;
+    const nlohmann::json metrics = nlohmann::json::parse(record->final_metrics, nullptr, false);
+    if (metrics.is_object() && metrics.value("contended", false)) {
+      result.contended.push_back(fmt::format("contention: other processes used {:.0f}% of the CPUs while {} trained; "
+                                             "its times are not comparable with a run on an idle machine",
+                                             100 * metrics.value("other_cpu_share", 0.0), run->name));
+    }
+  }
+  return result;
+}
+
+}  // namespace tfw::runner

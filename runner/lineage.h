@@ -1,0 +1,46 @@
+// Lineage has one owner: where a grown stage's checkpoint lives, which run a checkpoint
+// belongs to, and what a run started from a checkpoint inherits (parent, stage, growth
+// method and options, FLOPs). `tfw grow`, `tfw train --init-from` and the batch executor
+// call these; no other file knows checkpoint file names. docs/design/GROWTH.md, "Lineage".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tfw {
+class Store;
+}
+
+namespace tfw::runner {
+
+// What a run started from a checkpoint records about where it came from.
+struct Lineage {
+  std::int64_t parent = 0;       // store id of the run it continues (0: none known)
+  std::int64_t stage = 0;        // the parent's stage + 1 (0 without a parent)
+  double inherited_flops = 0;    // the lineage's training FLOPs up to the checkpoint
+  std::string growth_method;     // "" when the checkpoint was not grown
+  std::string growth_options;    // TOML
+};
+
+// The folder a batch writes run `name`'s grown checkpoint to, under the experiment's work
+// folder (TFW_HOME/experiments/NAME).
+std::string grown_dir(const std::string& work_dir, const std::string& name);
+
+// The grown checkpoint in `dir` (written by `tfw grow --out dir`), or nothing when growth has
+// not happened (or did not complete) there.
+std::optional<std::string> grown_checkpoint(const std::string& dir);
+
+// The store id of the run that wrote `checkpoint`, if the store knows it: the parent a model
+// grown from it records.
+std::optional<std::int64_t> checkpoint_owner(Store& store, const std::string& checkpoint);
+
+// The newest checkpoint the store holds for run `run`, or "" when it has none.
+std::string last_checkpoint(Store& store, std::int64_t run);
+
+// The lineage of a run started from `checkpoint` (a grown one, or a plain checkpoint of
+// another run): its metadata names the run it was grown from; otherwise the run that wrote
+// it is the parent. Reads and verifies the checkpoint's metadata (throws UsageError).
+Lineage lineage_of(Store& store, const std::string& checkpoint);
+
+}  // namespace tfw::runner

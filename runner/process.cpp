@@ -1,0 +1,115 @@
+// See process.h.
+#include "runner/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
+extern char** environ;
+
+namespace tfw::runner {
+
+namespace fs = std::filesystem;
+
+std::string self_executable() {
+  std::string exe = fs::read_symlink("/proc/self/exe").string();
+  const std::string deleted = " (deleted)";
+  if (exe.size() > deleted.size() && exe.compare(exe.size() - deleted.size(), deleted.size(), deleted) == 0) {
+    exe.erase(exe.size() - deleted.size());
+  }
+  return exe;
+}
+
+namespace {
+
+int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+}  // namespace
+
+Process Process::spawn(const ProcessSpec& spec) {
+  if (spec.argv.empty()) throw Error("process spawn: no program given");
+  // Everything the child needs is built before fork: between fork and exec a threaded
+  // process may only call async-signal-safe functions (no malloc, no setenv).
+  std::vector<std::string> args = spec.argv;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::set<std::string> overridden;
+  for (const std::string& e : spec.environment) overridden.insert(e.substr(0, e.find('=')));
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr || !overridden.count(std::string(static_cast<const char*>(*e), eq))) environment.emplace_back(*e);
+  }
+  environment.insert(environment.end(), spec.environment.begin(), spec.environment.end());
+  std::vector<char*> envp;
+  for (std::string& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (spec.own_group) setpgid(0, 0);
+    if (spec.die_with_parent) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(130);  // the parent died before prctl
+    }
+    // Signals blocked or ignored by the parent's threads are not the child's business.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) _exit(126);
+    if (!spec.log_path.empty()) {
+      const int out = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (out >= 0) {
+        dup2(out, STDOUT_FILENO);
+        dup2(out, STDERR_FILENO);
+      }
+    }
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  if (pid < 0) throw Error(fmt::format("cannot start {}: fork failed: {}", spec.argv[0], std::strerror(errno)));
+  if (spec.own_group) setpgid(pid, pid);  // also from here: no race with an early signal()
+  Process process;
+  process.pid_ = pid;
+  process.group_ = spec.own_group;
+  return process;
+}
+
+void Process::signal(int signal_number) const {
+  if (pid_ <= 0 || code_) return;
+  ::kill(group_ ? -pid_ : pid_, signal_number);
+}
+
+std::optional<int> Process::poll() {
+  if (code_ || pid_ <= 0) return code_;
+  int status = 0;
+  const pid_t done = waitpid(pid_, &status, WNOHANG);
+  if (done == pid_) code_ = exit_code_of(status);
+  return code_;
+}
+
+int Process::wait() {
+  if (code_ || pid_ <= 0) return code_.value_or(-1);
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  code_ = exit_code_of(status);
+  return *code_;
+}
+
+}  // namespace tfw::runner

@@ -1,0 +1,229 @@
+// See recorded_run.h.
+#include "runner/recorded_run.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/checkpoint_meta.h"
+#include "engine/error.h"
+#include "engine/home.h"
+#include "engine/registry.h"
+#include "engine/runtime.h"
+#include "engine/train/schedule.h"
+#include "runner/lineage.h"
+#include "runner/load.h"
+#include "storage/store.h"
+
+#ifndef TFW_GIT_COMMIT
+#define TFW_GIT_COMMIT "unknown"
+#endif
+
+namespace tfw::runner {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A run to resume: its id or name in the store, or its folder.
+std::pair<std::string, std::int64_t> resolve_run(const std::string& run, const std::string& home, Store& store) {
+  if (std::optional<RunRecord> record = store.run_find(run); record && fs::is_directory(record->run_dir)) {
+    return {record->run_dir, record->id};
+  }
+  for (const std::string& dir : {run, home + "/runs/" + run}) {
+    if (!fs::is_directory(dir)) continue;
+    for (const RunRecord& record : store.runs()) {
+      std::error_code ec;  // a record whose folder is gone (or was in a home moved elsewhere) is no match
+      if (fs::equivalent(record.run_dir, dir, ec)) return {dir, record.id};
+    }
+    return {dir, 0};  // a run folder the store does not know: recorded anew
+  }
+  throw UsageError(with_hint(fmt::format("run '{}' not found: not a run id or name in {}, nor a run folder", run,
+                                         store.path()),
+                             "list the runs with `tfw runs list`"));
+}
+
+std::string host_name() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+void check_same_model(const RunConfig& given, const RunConfig& stored) {
+  std::ostringstream a, b;
+  a << *given.resolved["model"].as_table();
+  b << *stored.resolved["model"].as_table();
+  if (given.model.family != stored.model.family || a.str() != b.str()) {
+    throw UsageError(with_hint(fmt::format("{} does not fit the checkpoint: its model is {} ({}), the run's is {} ({})",
+                                           given.model.path, given.model.spec->summary(), given.model.family,
+                                           stored.model.spec->summary(), stored.model.family),
+                               "resume without a config (the run's own is used), or start a new run"));
+  }
+}
+
+// A new run's folder, freed of what an earlier attempt that never checkpointed left.
+std::string prepare_new_run(const RunRequest& request, const RunConfig& config, Store& store,
+                            const RunHooks& hooks) {
+  const std::string name = request.name.empty() ? config.model.name : request.name;
+  name_check(name, "run name", request.name.empty() ? config.model.path + ": name" : "--name");
+  name_check(request.experiment, "experiment name", "--experiment");
+  const std::string run_dir = request.experiment == "default"
+                                  ? request.home + "/runs/" + name
+                                  : request.home + "/runs/" + request.experiment + "/" + name;
+  if (!checkpoint_list(run_dir + "/checkpoints").empty()) {
+    throw UsageError(with_hint(fmt::format("run '{}' already exists at {}", name, run_dir),
+                               fmt::format("continue it with `tfw train --resume {}`, or choose another --name", run_dir)));
+  }
+  // A run of that name that never wrote a checkpoint (killed early, failed on its data) has
+  // nothing to resume: starting it again replaces its record instead of refusing the name.
+  if (std::optional<RunRecord> old = store.run_in_experiment(request.experiment, name)) {
+    if (old->status == RunStatus::running) {
+      throw UsageError(with_hint(fmt::format("run '{}' (id {}) is running (its heartbeat is fresh)", name, old->id),
+                                 "wait for it, or stop it; a run that died shows as crashed after "
+                                 "TFW_HEARTBEAT_TIMEOUT seconds"));
+    }
+    store.run_delete(old->id);
+    if (hooks.on_message) {
+      hooks.on_message(fmt::format("run '{}' (id {}, {}) never wrote a checkpoint: starting it again replaces its record",
+                                   name, old->id, status_name(old->status)));
+    }
+  }
+  std::error_code ec;
+  for (const char* stale : {"/metrics.jsonl", "/config.toml"}) fs::remove(run_dir + stale, ec);
+  fs::create_directories(run_dir);
+  return run_dir;
+}
+
+}  // namespace
+
+RunOutcome run_recorded(const Registry& registry, const RunRequest& request, const std::atomic<bool>* stop,
+                        const RunHooks& hooks) {
+  std::unique_ptr<Store> store = Store::open(request.home + "/runs.db");
+  std::int64_t run_id = 0;
+  RunConfig config;
+  TrainOptions options;
+  options.home = request.home;
+  if (!request.resume.empty()) {
+    std::tie(options.run_dir, run_id) = resolve_run(request.resume, request.home, *store);
+    config = train_resume_config(registry, options.run_dir, request.overrides, request.extend);
+    if (!request.config.empty()) check_same_model(run_config_load(registry, request.config), config);
+    options.resume = true;
+  } else {
+    if (request.config.empty()) throw UsageError("tfw train needs a CONFIG.toml, or --resume RUN");
+    config = run_config_load(registry, request.config, request.overrides);
+    // A config that cannot train (no budget, a model that cannot fit in memory) is refused
+    // before anything is recorded or replaced.
+    train_memory_check(config, train_plan(config));
+    if (!request.init_from.empty()) {
+      options.init_from = request.init_from;
+      if (fs::is_directory(request.init_from)) {  // a folder `tfw grow --out` wrote
+        std::optional<std::string> grown = grown_checkpoint(request.init_from);
+        if (!grown) {
+          throw UsageError(with_hint(fmt::format("--init-from {}: the folder holds no complete checkpoint",
+                                                 request.init_from),
+                                     "grow into it first (tfw grow --out FOLDER), or name a checkpoint file"));
+        }
+        options.init_from = *grown;
+      }
+      // The model must be the checkpoint's; [data] and [train] are the new run's.
+      const CheckpointMeta origin = checkpoint_read_meta(options.init_from);
+      check_same_model(config, run_config_parse(registry, toml::parse(origin.config_toml, options.init_from),
+                                                options.init_from));
+    }
+    options.run_dir = prepare_new_run(request, config, *store, hooks);
+  }
+
+  // Record the run: a new one (with its lineage), or the resumed one as the same run.
+  if (run_id == 0) {
+    std::ostringstream config_text;
+    config_text << config.resolved;
+    RunRecord record;
+    record.name = fs::path(options.run_dir).filename().string();
+    record.experiment = request.experiment;
+    record.family = config.model.family;
+    record.config = config_text.str();
+    record.seed = static_cast<std::int64_t>(config.train.seed);
+    record.git_commit = TFW_GIT_COMMIT;
+    record.host = host_name();
+    record.parameters = config.model.spec->parameter_count();
+    record.run_dir = fs::absolute(options.run_dir).string();
+    record.inherited_flops = 0;
+    if (!options.init_from.empty()) {
+      const Lineage lineage = lineage_of(*store, options.init_from);
+      record.parent = lineage.parent;
+      record.stage = lineage.stage;
+      record.inherited_flops = lineage.inherited_flops;
+      record.growth_method = lineage.growth_method;
+      record.growth_options = lineage.growth_options;
+    }
+    run_id = store->run_create(record);
+  } else {
+    store->run_set_status(run_id, RunStatus::running);
+  }
+
+  MetricWriter writer(request.home + "/runs.db");
+  writer.heartbeat_add(run_id);
+  std::int64_t last_tokens = 0;
+  double last_flops = 0;
+  options.on_metric = [&](const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
+                          double value) {
+    writer.push({run_id, key, step, tokens, flops, wall, value});
+    last_tokens = tokens;
+    last_flops = flops;
+  };
+  options.before_checkpoint = [&] { writer.flush(); };  // metrics up to a checkpoint are committed before it
+  options.on_checkpoint = [&](const std::string& path, std::int64_t step, std::uint32_t crc32, std::uint64_t bytes) {
+    store->run_set_progress(run_id, last_tokens, last_flops);
+    store->checkpoint_add({run_id, step, static_cast<std::int64_t>(bytes), fs::absolute(path).string(),
+                           fmt::format("crc32:{:08x}", crc32)});
+  };
+  options.on_checkpoint_removed = [&](const std::string& path) {
+    store->checkpoint_remove(run_id, fs::absolute(path).string());
+  };
+  options.on_event = [&](const std::string& kind, std::int64_t step, const std::string& payload) {
+    store->event_add({run_id, step, kind, payload, 0});
+  };
+  options.stop = stop;
+  options.on_message = hooks.on_message;
+  options.on_progress = hooks.on_progress;
+  if (hooks.on_start) hooks.on_start(config, options.run_dir, options.resume);
+
+  RunOutcome outcome;
+  outcome.run_id = run_id;
+  outcome.run_dir = options.run_dir;
+  outcome.model_name = config.model.name;
+  outcome.family = config.model.family;
+  const LoadMeter load;  // other processes' share of the CPUs while this run trains
+  try {
+    outcome.summary = train_run(registry, config, options);
+  } catch (const std::exception& e) {
+    writer.flush();
+    writer.heartbeat_remove(run_id);
+    store->run_set_progress(run_id, last_tokens, last_flops);
+    store->run_finish(run_id, RunStatus::failed, "{}", e.what());
+    throw;
+  }
+  writer.flush();
+  writer.heartbeat_remove(run_id);
+  const TrainSummary& summary = outcome.summary;
+  store->run_set_progress(run_id, summary.tokens, summary.flops);
+  outcome.other_cpu_share = load.other_cpu_share();
+  outcome.contended = load_contended(outcome.other_cpu_share, runtime_threads());
+  nlohmann::json final_metrics = {{"train_loss", summary.train_loss}, {"val_loss", summary.val_loss},
+                                  {"best_val_loss", summary.best_val_loss}, {"steps", summary.steps},
+                                  {"tokens_per_second", summary.tokens_per_second}, {"mfu", summary.mfu}};
+  if (std::isfinite(outcome.other_cpu_share)) {
+    final_metrics["other_cpu_share"] = outcome.other_cpu_share;
+    final_metrics["contended"] = outcome.contended;
+  }
+  outcome.status = summary.interrupted ? RunStatus::killed : RunStatus::finished;
+  store->run_finish(run_id, outcome.status, final_metrics.dump());
+  return outcome;
+}
+
+}  // namespace tfw::runner
