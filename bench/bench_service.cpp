@@ -17,7 +17,7 @@
 
 #include "engine/registry.h"
 #include "storage/store.h"
-#include "tests/service/serve_process.h"
+#include "workbench/service/serve_process.h"
 #include "workbench/service/client.h"
 
 namespace fs = std::filesystem;
@@ -38,7 +38,7 @@ Figures measure(int clients, int points, double rate) {
   record.name = "live";
   record.family = "tokenformer";
   const std::int64_t run = store->run_create(record);
-  tfw::test::ServeProcess server(tfw::executable_dir() + "/../tfw",
+  tfw::service::ServeProcess server(tfw::executable_dir() + "/../tfw",
                                  {"--listen", "127.0.0.1:0", "--home", home});
   std::vector<std::unique_ptr<tfw::service::Client>> subscribers;
   for (int i = 0; i < clients; ++i) {

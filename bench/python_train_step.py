@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """An independent Python (torch) implementation of both model families for the training
-throughput benchmark: reads a tfw run config (TOML), builds the same model (TOKENFORMER.md
+throughput benchmark: reads a tfw run config (TOML), builds the same model (docs/design/TOKENFORMER.md
 sections 1-3) as torch.nn modules, and times AdamW training steps on random token windows
 with the same batch size, sequence length and thread count. Prints one JSON line.
 

@@ -1,5 +1,5 @@
 // Parameter-attention maps: which parameter tokens the input tokens attend to in one
-// Pattention layer (the scores Θ(S) of TOKENFORMER.md §1, input tokens × parameter
+// Pattention layer (the scores Θ(S) of docs/design/TOKENFORMER.md §1, input tokens × parameter
 // tokens), and the validation-text contexts that activate one parameter token most.
 // Used by `tfw attention` and the GUI's attention panel. Torch-free header: the loaded
 // model lives behind a pointer.

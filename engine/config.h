@@ -1,6 +1,6 @@
 // Typed configuration from TOML. A ConfigTable hands out typed values with defaults and
 // remembers which keys were read; finish() reports every key left over as unknown. Every
-// error names file:line:col, the dotted key and a fix (STYLE.md 6 and 9).
+// error names file:line:col, the dotted key and a fix (docs/design/STYLE.md 6 and 9).
 #pragma once
 
 #include <cstdint>

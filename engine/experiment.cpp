@@ -504,11 +504,16 @@ Experiment experiment_parse(const Registry& registry, const toml::table& table, 
     }
     toml::table base = experiment_merge(base_path);
     if (toml::table* header = base["experiment"].as_table()) header->erase("name");
+    // A copy has no source positions: the table's own runs come first, then the base's.
     merge_into(base, toml::table(table));
     file = std::move(base);
+    Source source{name, base_dir, [&file] { return file; }};
+    return experiment_build(registry, file, source);
   }
-  Source source{name, base_dir, [&file] { return file; }};
-  return experiment_build(registry, file, source);
+  // The table itself for the structure (its positions give the runs' order and errors'
+  // lines); a copy per run to merge from.
+  Source source{name, base_dir, [&table] { return table; }};
+  return experiment_build(registry, table, source);
 }
 
 std::string experiment_self_contained(const std::string& path) {

@@ -1,4 +1,4 @@
-// Pattention layer and score capture. See pattention.h and TOKENFORMER.md §1.
+// Pattention layer and score capture. See pattention.h and docs/design/TOKENFORMER.md §1.
 #include "engine/pattention.h"
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // Pattention: token-parameter attention, the layer Tokenformer uses in place of every
-// linear projection (TOKENFORMER.md §1). Input tokens attend to n learnable parameter
+// linear projection (docs/design/TOKENFORMER.md §1). Input tokens attend to n learnable parameter
 // tokens: S = X·Kᵀ, A = Θ(S) normalised along the parameter-token axis, O = A·V.
 //
 // Shapes: X (..., d_in), K (n, d_in), V (n, d_out), S and A (..., n), O (..., d_out).

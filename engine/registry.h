@@ -1,4 +1,4 @@
-// The one plugin registry (STYLE.md 3). Plugins are shared libraries found in the
+// The one plugin registry (docs/design/STYLE.md 3). Plugins are shared libraries found in the
 // `plugins/` folder next to the executable and in the folders of TFW_PLUGIN_PATH
 // (colon-separated). Each is checked for its API version before it may register.
 // Libraries are never unloaded: objects they registered live as long as the process.

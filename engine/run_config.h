@@ -31,7 +31,7 @@ struct DataConfig {
   std::vector<std::string> eval_corpora;
 };
 
-// A growth event inside a run (GROWTH.md): at `at_step`, grow the model with `method` to the
+// A growth event inside a run (docs/design/GROWTH.md): at `at_step`, grow the model with `method` to the
 // current [model] table changed by `to` (absolute keys) and by add_attn / add_ffn (token
 // increments, for the repeated schedule of the student report), with `options`.
 struct GrowthEvent {
@@ -69,7 +69,7 @@ struct TrainConfig {
   // past it the learning rate stays at min_lr_ratio × lr.
   std::int64_t schedule_steps = 0;
   double max_tokens = 0;
-  double max_flops = 0;           // training FLOPs (TOKENFORMER.md §5)
+  double max_flops = 0;           // training FLOPs (docs/design/TOKENFORMER.md §5)
   std::int64_t eval_every = 100;
   std::int64_t eval_batches = 10;
   std::int64_t checkpoint_every = 500;

@@ -1,7 +1,7 @@
 // The trainer: `tfw train` end to end. Builds the model from a RunConfig (or resumes it
 // from a run's last valid checkpoint), samples random windows of the token shards with a
 // seeded generator, trains with AdamW, warm-up + cosine, clipping and gradient
-// accumulation, evaluates, accounts compute per step (TOKENFORMER.md §5), checkpoints
+// accumulation, evaluates, accounts compute per step (docs/design/TOKENFORMER.md §5), checkpoints
 // atomically, and stops cleanly when asked (SIGINT/SIGTERM set the stop flag).
 // Torch-free header: the CLI includes it without compiling torch.
 #pragma once

@@ -2,7 +2,7 @@
 // one SQLite file (TFW_HOME/runs.db). Schema versioned with PRAGMA user_version and forward
 // migrations run under a file lock; WAL, busy_timeout, synchronous=NORMAL. Writers: one
 // MetricWriter per process batches points in transactions on its own thread and connection;
-// readers open read-only. Never includes torch (ARCHITECTURE.md).
+// readers open read-only. Never includes torch (docs/design/ARCHITECTURE.md).
 #pragma once
 
 #include <condition_variable>

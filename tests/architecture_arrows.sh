@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when a folder includes what ARCHITECTURE.md forbids it: storage/ never sees torch,
+# Fails when a folder includes what docs/design/ARCHITECTURE.md forbids it: storage/ never sees torch,
 # only workbench/gui includes ImGui/GLFW, plugins reach nothing past the engine API, and the
 # CLI plumbing stays torch-free (torch lives in engine/ and plugins/).
 set -u
@@ -30,6 +30,10 @@ check "workbench/service or workbench/common includes torch" "$torch" workbench/
 check "ImGui/GLFW in the service or workbench/common" '#include *[<"](imgui|GLFW/|backends/imgui)' workbench/service workbench/common
 check "ImGui/GLFW outside workbench/gui" '#include *[<"](imgui|GLFW/|backends/imgui)' engine storage plugins workbench/cli
 check "plugins reach past the engine API" '#include *[<"](sqlite3\.h|imgui|boost/asio|storage/|workbench/)' plugins
-check "engine includes storage or workbench" '#include *[<"](storage/|workbench/)' engine
+check "engine includes storage, runner or workbench" '#include *[<"](storage/|runner/|workbench/)' engine
+check "storage includes the engine, runner or workbench" '#include *[<"](engine/|runner/|workbench/)' storage
+check "runner includes workbench (the runner serves the clients, not the other way)" '#include *[<"]workbench/' runner
+check "runner includes torch (use the engine's torch-free headers)" "$torch" runner
+check "bench includes tests" '#include *[<"](tests/|\.\./tests/)' bench
 [ $status = 0 ] && echo "architecture arrows: ok"
 exit $status

@@ -1,4 +1,4 @@
-// The `hypercloning` growth plugin (GROWTH.md §2; Samragh et al. 2024) for the Transformer:
+// The `hypercloning` growth plugin (docs/design/GROWTH.md §2; Samragh et al. 2024) for the Transformer:
 // integer multipliers k for the width d and m for the FFN width. Every residual vector of
 // the grown model is tile_k(h) of the small model's and every FFN activation tile_m(a);
 // heads are replicated whole (H' = k·H, head_dim unchanged). Linear (out, in) with output

@@ -1,4 +1,4 @@
-// The `net2net` growth plugin (GROWTH.md §3; Chen, Goodfellow, Shlens 2015) for the
+// The `net2net` growth plugin (docs/design/GROWTH.md §3; Chen, Goodfellow, Shlens 2015) for the
 // Transformer, to arbitrary sizes. A random map g: {0..q-1} -> {0..n-1} (g(j) = j for j < n,
 // random above; or `map = "uniform"`, g(j) = j mod n) per grown dimension, cnt(u) the number
 // of j with g(j) = u. Producers copy rows, consumers copy columns divided by cnt:

@@ -1,4 +1,4 @@
-// The `pattention_grow` growth plugin (GROWTH.md §1): appends m_attn parameter tokens to every
+// The `pattention_grow` growth plugin (docs/design/GROWTH.md §1): appends m_attn parameter tokens to every
 // attention Pattention (Q, K, V, O) and m_ffn to every FFN Pattention of a Tokenformer,
 // in place, keeping L, d and H. Exact when new keys are zero and tau stays fixed (l2_gelu,
 // gelu_l2, gelu_l1): a zero key scores 0, gelu(0) = 0, so it adds nothing to the

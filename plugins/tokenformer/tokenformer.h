@@ -1,4 +1,4 @@
-// The Tokenformer language model (TOKENFORMER.md §2): every projection is a Pattention,
+// The Tokenformer language model (docs/design/TOKENFORMER.md §2): every projection is a Pattention,
 // per-layer LayerNorms have no parameters, the final LayerNorm is affine, logits are tied
 // to the embedding, partial rotary on 25% of each head's dims.
 // Shapes: B batch, T length, d width, H heads, dh = d / H, V vocabulary.

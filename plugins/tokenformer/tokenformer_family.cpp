@@ -1,5 +1,5 @@
 // The `tokenformer` model-family plugin: config parsing and validation, parameter count
-// and FLOPs (TOKENFORMER.md §4, §5), registration.
+// and FLOPs (docs/design/TOKENFORMER.md §4, §5), registration.
 #include <cmath>
 
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// The baseline Transformer LM (TOKENFORMER.md §3): the Tokenformer's skeleton with linear
+// The baseline Transformer LM (docs/design/TOKENFORMER.md §3): the Tokenformer's skeleton with linear
 // Q/K/V/O projections, a d -> d_ffn -> d GELU FFN and affine LayerNorms, so comparisons
 // isolate the token-parameter layer. Attention width H·dh may differ from d (head growth).
 // Shapes: B batch, T length, d width, H heads, dh head width, V vocabulary.

@@ -1,5 +1,5 @@
 // The `transformer` model-family plugin: config parsing and validation, parameter count and
-// FLOPs (TOKENFORMER.md §5: N = 12·L·d² when d_attn = d and d_ffn = 4d), registration.
+// FLOPs (docs/design/TOKENFORMER.md §5: N = 12·L·d² when d_attn = d and d_ffn = 4d), registration.
 #include <fmt/format.h>
 
 #include "engine/error.h"

@@ -1,5 +1,5 @@
 // Pattention against hand-computed cases, an independent float64 loop reference, finite
-// differences, the eps guard, and the append-zero-keys exactness of TOKENFORMER.md §1, §6.
+// differences, the eps guard, and the append-zero-keys exactness of docs/design/TOKENFORMER.md §1, §6.
 #include <cmath>
 
 #include <gtest/gtest.h>

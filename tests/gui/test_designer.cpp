@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/registry.h"
+#include "tests/plugin_registry.h"
 #include "engine/run_config.h"
 #include "tests/cli/run_command.h"
 #include "workbench/gui/designer.h"
@@ -22,14 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const Registry& test_plugins() {
-  static Registry* loaded = [] {
-    auto* r = new Registry();
-    r->load_folder(TFW_PLUGIN_DIR, "built-in");
-    return r;
-  }();
-  return *loaded;
-}
+using test::test_plugins;
 
 const std::string kBase = TFW_SOURCE_DIR "/experiments/mini/quickstart-tokenformer.toml";
 

@@ -1,4 +1,4 @@
-// Growth methods, table-driven (GROWTH.md §4; one case per row, its tolerance beside it):
+// Growth methods, table-driven (docs/design/GROWTH.md §4; one case per row, its tolerance beside it):
 // logits of the small and the grown model on random token ids in float64 and float32,
 // exact where the method declares it and demonstrably not exact where it does not. Then
 // the symmetry-breaking and optimiser-state rows.

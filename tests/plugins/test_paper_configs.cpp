@@ -1,4 +1,4 @@
-// The shipped paper configurations: parameter counts equal TOKENFORMER.md §4 exactly
+// The shipped paper configurations: parameter counts equal docs/design/TOKENFORMER.md §4 exactly
 // (V = 50304), the Transformer baselines match their Tokenformer sizes, the FLOPs formulas
 // of §5 against hand-computed values, and built modules count what the formulas say.
 #include <cmath>
@@ -15,10 +15,10 @@ namespace {
 struct TokenformerRow {
   const char* file;
   std::int64_t L, d, n_attn, n_ffn;
-  const char* table;  // TOKENFORMER.md §4, as printed there
+  const char* table;  // docs/design/TOKENFORMER.md §4, as printed there
 };
 
-// TOKENFORMER.md §4 (paper Table 9 and the scaling ladder).
+// docs/design/TOKENFORMER.md §4 (paper Table 9 and the scaling ladder).
 const std::vector<TokenformerRow> kTokenformerRows = {
     {"tokenformer-150m", 12, 768, 768, 3072, "151.9M"},
     {"tokenformer-450m", 24, 1024, 1024, 4096, "454.2M"},

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 reference of both model families, written from TOKENFORMER.md
+"""Independent float64 reference of both model families, written from docs/design/TOKENFORMER.md
 (sections 1-3) without looking at the C++ engine. Reads DIR/meta.json and DIR/weights.bin
 written by tests/plugins/test_reference.cpp, computes logits, the mean cross-entropy loss
 and the gradient of every parameter with Python torch, and writes DIR/reference.bin:

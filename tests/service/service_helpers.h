@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/service/serve_process.h"
+#include "workbench/service/serve_process.h"
 #include "workbench/service/client.h"
 #include "workbench/service/protocol.h"
 
@@ -23,6 +23,7 @@ namespace tfw::test::service_helpers {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using tfw::service::ServeProcess;
 
 inline std::string fresh_home(const std::string& name) {
   const std::string home = "/tmp/tfw-test-service-" + name;

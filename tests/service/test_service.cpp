@@ -21,7 +21,8 @@
 #include "engine/experiment.h"
 #include "storage/store.h"
 #include "tests/cli/run_command.h"
-#include "tests/service/serve_process.h"
+#include "tests/runner/tiny_lineage.h"
+#include "workbench/service/serve_process.h"
 #include "tests/service/service_helpers.h"
 #include "workbench/service/client.h"
 #include "workbench/service/protocol.h"
@@ -29,10 +30,7 @@
 namespace tfw {
 namespace {
 
-namespace fs = std::filesystem;
-using nlohmann::json;
-using test::ServeProcess;
-using namespace test::service_helpers;
+using namespace test::service_helpers;  // fs, json, ServeProcess, serve, wait_for, ...
 
 
 TEST(Service, SubmittedExperimentRunsAndItsMetricsStreamInOrder) {
@@ -77,11 +75,8 @@ TEST(Service, SubmittedExperimentRunsAndItsMetricsStreamInOrder) {
     EXPECT_EQ(seen.size(), store->metrics(small, key).size());                 // none missing
   }
   ASSERT_TRUE(wait_for([&] { return job_status(server.address(), job) == "finished"; }, 180));
-  for (const char* name : {"small", "grown", "baseline"}) {
-    std::optional<RunRecord> run = store->run_in_experiment("tiny", name);
-    ASSERT_TRUE(run) << name;
-    EXPECT_EQ(run->status, RunStatus::finished) << name;
-  }
+  // The same lineage and budgets as the runner's own test (the same batch code ran it).
+  test::expect_tiny_lineage(*store);
   json summary = client.request({{"type", "summary"}, {"run", "grown"}});
   EXPECT_EQ(summary["run"]["growth_method"], "pattention_grow");
   EXPECT_GT(summary["run"]["cumulative_flops"].get<double>(), summary["run"]["flops"].get<double>());

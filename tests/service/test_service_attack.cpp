@@ -23,10 +23,7 @@
 namespace tfw {
 namespace {
 
-namespace fs = std::filesystem;
-using nlohmann::json;
-using test::ServeProcess;
-using namespace test::service_helpers;
+using namespace test::service_helpers;  // fs, json, ServeProcess, serve, wait_for, ...
 
 const std::string kTiny = R"(
 [defaults]
@@ -148,7 +145,8 @@ TEST(ServiceAttack, TwentyRoundsOfSubmitCancelAndJobsKeepTheStoreWhole) {
   const std::string home = fresh_home("rounds");
   ServeProcess server = serve(home);
   ASSERT_NE(server.address(), "");
-  const std::string experiment = "[experiment]\nname = \"two-stage\"\n" + kTiny + tiny_run("small", "kjv", 400);
+  // Long enough that twenty short rounds, each resuming where the last stopped, never finish it.
+  const std::string experiment = "[experiment]\nname = \"two-stage\"\n" + kTiny + tiny_run("small", "kjv", 20000);
   for (int round = 0; round < 20; ++round) {
     SCOPED_TRACE(round);
     service::Client client(server.address());

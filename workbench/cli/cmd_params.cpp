@@ -1,5 +1,5 @@
 // `tfw params CONFIG`: parameter count and the FLOPs-per-token breakdown of
-// TOKENFORMER.md §5 (token-parameter, token-token, embedding) at the config's seq_len.
+// docs/design/TOKENFORMER.md §5 (token-parameter, token-token, embedding) at the config's seq_len.
 #include <iostream>
 
 #include <fmt/format.h>

@@ -91,13 +91,6 @@ void run_experiment(const RunArgs& args) {
   runner::LocalOptions local;
   local.slots = static_cast<std::size_t>(std::max(1, args.jobs));
   runner::LocalExecutor executor(local);
-  // Without SA_RESTART, so that the signal cuts the executor's wait short.
-  struct sigaction action {};
-  action.sa_handler = on_batch_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = 0;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
 
   // A live line per running run: on a terminal one line rewritten in place, otherwise a
   // line every 30 s.
@@ -138,15 +131,10 @@ void run_experiment(const RunArgs& args) {
     last_print = now;
   };
   runner::BatchResult result;
-  try {
+  {
+    const StopSignals signals(on_batch_signal);  // the runs checkpoint and the batch returns
     result = runner::batch_execute(experiment, runs, executor, options);
-  } catch (...) {
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
-    throw;
   }
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
   clear_progress();
   std::cerr << fmt::format("experiment {}: {} of {} runs finished, {} failed, {} blocked by a failed parent\n",
                            experiment.name, result.finished, result.runs, result.failed, result.blocked);

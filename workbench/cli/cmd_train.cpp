@@ -27,7 +27,10 @@ std::atomic<bool> stop_requested{false};
 
 extern "C" void on_stop_signal(int signal_number) {
   stop_requested.store(true);
-  std::signal(signal_number, SIG_DFL);  // a second Ctrl-C ends the process at once
+  // A second Ctrl-C ends the process at once. SIGTERM may come more than once (the kernel
+  // repeats PR_SET_PDEATHSIG as a dying multi-threaded parent's threads exit, e.g. a killed
+  // service): it only asks to stop.
+  if (signal_number == SIGINT) std::signal(SIGINT, SIG_DFL);
 }
 
 struct TrainArgs {
@@ -62,18 +65,11 @@ void run_train(TrainArgs& args) {
       std::cerr << line << "\n";
     }
   };
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
   runner::RunOutcome outcome;
-  try {
+  {
+    const StopSignals signals(on_stop_signal);
     outcome = runner::run_recorded(registry(), request, &stop_requested, hooks);
-  } catch (...) {
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
-    throw;
   }
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
   const TrainSummary& summary = outcome.summary;
   const std::string name = fs::path(outcome.run_dir).filename().string();
   if (tty) std::cerr << "\r\033[K";

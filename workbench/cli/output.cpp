@@ -1,9 +1,27 @@
 #include "workbench/cli/output.h"
 
+#include <signal.h>
+
+#include <csignal>
+
 #include <iostream>
 
 namespace tfw::cli {
 
 void print_json(const nlohmann::json& value) { std::cout << value.dump(2) << "\n"; }
+
+StopSignals::StopSignals(void (*handler)(int)) {
+  struct sigaction action {};
+  action.sa_handler = handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+StopSignals::~StopSignals() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
 
 }  // namespace tfw::cli

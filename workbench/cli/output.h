@@ -1,4 +1,4 @@
-// JSON printing for the subcommands; the number formatting lives in workbench/common/format.h
+// JSON printing and stop signals for the subcommands; the number formatting lives in workbench/common/format.h
 // (shared with the GUI) and is found from tfw::cli unqualified.
 #pragma once
 
@@ -9,5 +9,15 @@
 namespace tfw::cli {
 
 void print_json(const nlohmann::json& value);
+
+// While it lives, SIGINT and SIGTERM call `handler` (without SA_RESTART, so that a wait is cut
+// short); then they are back to their defaults, also when the command throws.
+class StopSignals {
+ public:
+  explicit StopSignals(void (*handler)(int));
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+};
 
 }  // namespace tfw::cli

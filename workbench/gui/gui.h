@@ -1,5 +1,5 @@
 // The workbench GUI's entry point, for `tfw gui`. Free of ImGui and torch: the CLI includes
-// it; everything behind it lives in workbench/gui (ARCHITECTURE.md, "The GUI").
+// it; everything behind it lives in workbench/gui (docs/design/ARCHITECTURE.md, "The GUI").
 #pragma once
 
 #include <string>
