@@ -264,6 +264,8 @@ BatchResult batch_execute(const Experiment& experiment, const std::vector<const 
                                              100 * metrics.value("other_cpu_share", 0.0), run->name));
     }
   }
+  result.summary = fmt::format("experiment {}: {} of {} runs finished, {} failed, {} blocked by a failed parent",
+                               experiment.name, result.finished, result.runs, result.failed, result.blocked);
   return result;
 }
 

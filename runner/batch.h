@@ -41,6 +41,7 @@ struct BatchResult {
   bool interrupted = false;                  // the stop flag was set
   std::string work_dir;                      // TFW_HOME/experiments/NAME: generated configs and logs
   std::vector<std::string> contended;        // notes on runs whose times other processes disturbed
+  std::string summary;                       // "experiment E: 2 of 3 runs finished, 1 failed, 0 blocked ..."
 };
 
 // Executes `runs` (from batch_select) through `executor`. Throws UsageError before anything

@@ -15,7 +15,6 @@ namespace tfw::runner {
 
 enum class TaskState { pending, running, succeeded, failed, cancelled };
 
-const char* task_state_name(TaskState state);
 inline bool task_final(TaskState state) { return state != TaskState::pending && state != TaskState::running; }
 
 struct Task {

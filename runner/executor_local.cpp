@@ -14,17 +14,6 @@
 
 namespace tfw::runner {
 
-const char* task_state_name(TaskState state) {
-  switch (state) {
-    case TaskState::pending: return "pending";
-    case TaskState::running: return "running";
-    case TaskState::succeeded: return "succeeded";
-    case TaskState::failed: return "failed";
-    case TaskState::cancelled: return "cancelled";
-  }
-  return "?";
-}
-
 LocalExecutor::LocalExecutor(LocalOptions options) : options_(std::move(options)) {
   if (options_.slots < 1) options_.slots = 1;
   if (options_.program.empty()) options_.program = self_executable();

@@ -136,8 +136,7 @@ void run_experiment(const RunArgs& args) {
     result = runner::batch_execute(experiment, runs, executor, options);
   }
   clear_progress();
-  std::cerr << fmt::format("experiment {}: {} of {} runs finished, {} failed, {} blocked by a failed parent\n",
-                           experiment.name, result.finished, result.runs, result.failed, result.blocked);
+  std::cerr << result.summary << "\n";
   for (const std::string& note : result.contended) std::cerr << note << "\n";
   if (result.interrupted) throw Interrupted();
   if (result.failed + result.blocked > 0) {

@@ -58,9 +58,7 @@ int Service::Impl::run_job(const JobRow& job, int threads, const std::atomic<boo
     batch.on_message = [&](const std::string& line) { log << line << std::endl; };
     const runner::BatchResult result =
         runner::batch_execute(experiment, runner::batch_select(experiment, ""), executor, batch);
-    log << fmt::format("experiment {}: {} of {} runs finished, {} failed, {} blocked by a failed parent",
-                       experiment.name, result.finished, result.runs, result.failed, result.blocked)
-        << std::endl;
+    log << result.summary << std::endl;
     if (result.interrupted) return 130;
     return result.failed + result.blocked > 0 ? 1 : 0;
   } catch (const UsageError& e) {
