@@ -20,6 +20,7 @@
 #include "engine/run_config.h"
 #include "workbench/gui/app.h"
 #include "workbench/gui/gui.h"
+#include "workbench/service/remote_source.h"
 
 namespace fs = std::filesystem;
 
@@ -96,7 +97,7 @@ std::set<std::int64_t> resolve_selection(const StoreSnapshot& snapshot, const st
       if (std::to_string(record.id) == wanted || record.name == wanted) found = std::max(found, record.id);
     }
     if (found == 0) {
-      throw UsageError(with_hint(fmt::format("--select: no run '{}' in {}", wanted, snapshot.path),
+      throw UsageError(with_hint(fmt::format("--select: no run '{}' in the {}", wanted, snapshot.source),
                                  "list the runs with `tfw runs list`"));
     }
     ids.insert(found);
@@ -139,9 +140,9 @@ void status_bar(App& app) {
   }
   std::size_t running = 0;
   for (const RunRecord& r : s.runs) running += r.status == RunStatus::running;
-  ImGui::TextDisabled("TFW_HOME %s  ·  %zu runs, %zu running, %zu selected  ·  store read %.1f s ago  ·  %s",
-                      app.home.c_str(), s.runs.size(), running, app.selected.size(),
-                      std::max(0.0, store_now() - s.read_at),
+  const std::string where = s.remote ? fmt::format("runs of {} (its TFW_HOME {})", s.source, s.home) : "TFW_HOME " + s.home;
+  ImGui::TextDisabled("%s  ·  %zu runs, %zu running, %zu selected  ·  read %.1f s ago  ·  %s", where.c_str(),
+                      s.runs.size(), running, app.selected.size(), std::max(0.0, store_now() - s.read_at),
                       app.service ? app.service->description().c_str() : "no service (screenshot)");
   if (app.service && !app.service->error().empty() && ImGui::IsItemHovered()) {
     ImGui::SetTooltip("%s", app.service->error().c_str());
@@ -186,9 +187,18 @@ int gui_run(const GuiOptions& options) {
                                "use --view runs, curves, flops, attention or designer"));
   }
 
-  app.watcher = std::make_unique<StoreWatcher>(app.home, app.headless ? 0.0 : 0.5);
+  // With --connect the runs come from that service (its home need not be readable here);
+  // otherwise from this TFW_HOME's store.
+  const double interval = app.headless ? 0.0 : 0.5;
+  if (options.connect.empty()) {
+    app.watcher = std::make_unique<StoreWatcher>(app.home, interval);
+  } else {
+    app.watcher = std::make_unique<StoreWatcher>(
+        std::make_unique<service::RemoteRunSource>(options.connect, options.token_file), true, interval);
+  }
   if (!app.headless) app.service = std::make_unique<ServiceLink>(app.home, options.connect, options.token_file);
   app.snapshot = app.watcher->poll();
+  if (app.headless && app.snapshot->remote && !app.snapshot->error.empty()) throw UsageError(app.snapshot->error);
   app.selected = resolve_selection(*app.snapshot, options.select);
   if (app.selected.empty() && app.headless) {
     // Screenshots without --select show the newest runs (at most 10).

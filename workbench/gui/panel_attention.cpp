@@ -109,13 +109,21 @@ class AttentionPanel : public Panel {
     }
     for (std::int64_t id : app.selected) {
       const RunRecord* run = app.run(id);
-      if (run && run->family == "tokenformer" && choose_run(*run)) return;
+      if (run && run->family == "tokenformer" && choose_run(app, *run)) return;
     }
   }
 
   // The run's newest checkpoint; false (with the reason in error_) when it has none.
-  bool choose_run(const RunRecord& run) {
+  bool choose_run(const App& app, const RunRecord& run) {
     run_ = run.id;
+    if (app.snapshot->remote) {  // the checkpoint files are on the service's machine
+      checkpoints_.clear();
+      checkpoint_.clear();
+      error_ = fmt::format("run {} ({}) is on {}: its checkpoints are files in {}/checkpoints on that machine. "
+                           "The attention view reads checkpoint files: open it there, or copy one here and pass "
+                           "--checkpoint FILE.", run.id, run.name, app.snapshot->source, run.run_dir);
+      return false;
+    }
     checkpoints_ = checkpoint_list(run.run_dir + "/checkpoints");
     if (checkpoints_.empty()) {
       checkpoint_.clear();
@@ -135,7 +143,7 @@ class AttentionPanel : public Panel {
       for (const RunRecord& run : app.snapshot->runs) {
         if (run.family != "tokenformer") continue;
         if (ImGui::Selectable(fmt::format("{} #{} ({})", run.name, run.id, run.experiment).c_str(), run.id == run_)) {
-          choose_run(run);
+          choose_run(app, run);
           probe_.reset();
         }
       }

@@ -48,6 +48,13 @@ class RunsPanel : public Panel {
 
   void draw(App& app) override {
     const StoreSnapshot& snapshot = *app.snapshot;
+    if (!snapshot.error.empty() && snapshot.remote) {
+      empty_state("The service's runs cannot be read",
+                  snapshot.error + fmt::format("\n\nRetrying every half second. Check the address and the token "
+                                               "(`tfw gui --connect HOST:PORT --token-file FILE`) and that "
+                                               "`tfw serve` runs there."));
+      return;
+    }
     if (!snapshot.error.empty()) {
       empty_state("The run store cannot be read",
                   snapshot.error + "\n\nNothing was changed. Open another TFW_HOME with `tfw gui --home DIR`.");
@@ -58,7 +65,7 @@ class RunsPanel : public Panel {
                   fmt::format("TFW_HOME is {}.\n\nStart one from a terminal:\n  tfw train experiments/mini/tiny-tokenformer.toml\n"
                               "  tfw run experiments/quickstart.toml\nor design a schedule in the Designer tab and "
                               "launch it. Runs appear here as they start, and update live.",
-                              app.home));
+                              snapshot.remote ? snapshot.home + " (on " + snapshot.source + ")" : snapshot.home));
       return;
     }
     toolbar(app, snapshot);

@@ -2,14 +2,16 @@
 #include "workbench/gui/store_watcher.h"
 
 #include <chrono>
-#include <filesystem>
 
 namespace tfw::gui {
 
-StoreWatcher::StoreWatcher(std::string home, double interval)
-    : home_(std::move(home)), interval_(interval), snapshot_(std::make_shared<StoreSnapshot>()) {
+StoreWatcher::StoreWatcher(std::unique_ptr<RunSource> source, bool remote, double interval)
+    : source_(std::move(source)), remote_(remote), interval_(interval), snapshot_(std::make_shared<StoreSnapshot>()) {
   if (interval_ > 0) thread_ = std::thread([this] { loop(); });
 }
+
+StoreWatcher::StoreWatcher(const std::string& home, double interval)
+    : StoreWatcher(std::make_unique<LocalRunSource>(home), false, interval) {}
 
 StoreWatcher::~StoreWatcher() {
   {
@@ -70,7 +72,8 @@ void append(Series& series, const MetricPoint& p) {
 
 void StoreWatcher::refresh() {
   auto next = std::make_shared<StoreSnapshot>();
-  next->path = home_ + "/runs.db";
+  next->source = source_->describe();
+  next->remote = remote_;
   next->read_at = store_now();
   std::set<std::int64_t> watched;
   {
@@ -79,10 +82,10 @@ void StoreWatcher::refresh() {
   }
   bool changed = false;
   try {
-    next->exists = std::filesystem::exists(next->path);
-    if (next->exists && !store_) store_ = Store::open_readonly(next->path);
-    if (store_) {
-      next->runs = store_->runs();
+    next->exists = source_->exists();
+    next->home = source_->home();
+    if (next->exists) {
+      next->runs = source_->runs();
       for (const RunRecord& record : next->runs) {
         if (!watched.count(record.id)) continue;
         auto& cached = cache_[record.id];
@@ -97,7 +100,7 @@ void StoreWatcher::refresh() {
           data->metrics = cached->metrics;  // shared series; one that grows is copied
           data->events = cached->events;
         }
-        RunNews news = store_->news(record.id, cursor);
+        RunNews news = source_->news(record.id, cursor);
         for (std::size_t i = 0; i < news.points.size();) {  // points come by key, then step
           const std::string& key = news.points[i].key;
           std::shared_ptr<const Series>& slot = data->metrics[key];
@@ -107,7 +110,7 @@ void StoreWatcher::refresh() {
         }
         data->events.insert(data->events.end(), news.events.begin(), news.events.end());
         data->record = record;
-        data->checkpoints = store_->checkpoints(record.id);  // pruning removes rows: read whole
+        data->checkpoints = source_->checkpoints(record.id);  // pruning removes rows: read whole
         const bool same = !restart && news.empty() && cached->record.heartbeat == record.heartbeat &&
                           cached->record.tokens == record.tokens &&
                           cached->checkpoints.size() == data->checkpoints.size();
@@ -128,7 +131,8 @@ void StoreWatcher::refresh() {
     }
   } catch (const std::exception& e) {
     next->error = e.what();
-    store_.reset();  // reopen at the next poll (the file may be replaced or migrated)
+    next->home = source_->home();
+    source_->reset();  // reopen at the next poll (the file may be replaced or migrated, the service restarted)
   }
   std::lock_guard<std::mutex> lock(mutex_);
   const StoreSnapshot& previous = *snapshot_;

@@ -1,7 +1,8 @@
-// Reads the run store off the UI thread: a background thread polls TFW_HOME/runs.db
-// (read-only) and publishes immutable snapshots: every run, and for the runs the UI asked
-// for, their metric series (fetched incrementally), events and checkpoints. The UI thread
-// only swaps a shared_ptr, so a training run writing to the store never stalls a frame.
+// Reads runs off the UI thread: a background thread polls a RunSource (the local store
+// TFW_HOME/runs.db read-only, or an engine service with `tfw gui --connect`) and publishes
+// immutable snapshots: every run, and for the runs the UI asked for, their metric series
+// (fetched incrementally), events and checkpoints. The UI thread only swaps a shared_ptr,
+// so a training run writing to the store, or a slow network, never stalls a frame.
 // ImGui-free.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "runner/run_source.h"
 #include "storage/store.h"
 
 namespace tfw::gui {
@@ -38,9 +40,11 @@ struct RunData {
 };
 
 struct StoreSnapshot {
-  std::string path;
-  bool exists = false;     // runs.db is there
-  std::string error;       // the store could not be read (newer schema, not SQLite, ...)
+  std::string source;      // where the runs come from: "store PATH" or "service HOST:PORT"
+  std::string home;        // their TFW_HOME (the service's, for a remote source)
+  bool remote = false;     // read from a service: checkpoint files are on its machine
+  bool exists = false;     // there is a store to read (runs.db is there, the service answered)
+  std::string error;       // the runs could not be read (newer schema, not SQLite, no service, ...)
   std::vector<RunRecord> runs;
   std::map<std::int64_t, std::shared_ptr<const RunData>> data;  // the watched runs
   std::uint64_t generation = 0;  // bumps whenever anything changed
@@ -49,8 +53,10 @@ struct StoreSnapshot {
 
 class StoreWatcher {
  public:
-  // Starts polling `home`/runs.db every `interval` seconds (0: never by itself; poll() only).
-  explicit StoreWatcher(std::string home, double interval = 0.5);
+  // Starts polling `source` every `interval` seconds (0: never by itself; poll() only).
+  StoreWatcher(std::unique_ptr<RunSource> source, bool remote, double interval = 0.5);
+  // The local store `home`/runs.db.
+  explicit StoreWatcher(const std::string& home, double interval = 0.5);
   ~StoreWatcher();
   StoreWatcher(const StoreWatcher&) = delete;
   StoreWatcher& operator=(const StoreWatcher&) = delete;
@@ -60,20 +66,19 @@ class StoreWatcher {
   bool watch(const std::set<std::int64_t>& runs);
   // Polls now on the calling thread (screenshots, tests) and returns the new snapshot.
   std::shared_ptr<const StoreSnapshot> poll();
-  const std::string& home() const { return home_; }
 
  private:
   void loop();
   void refresh();  // one poll; the caller holds poll_mutex_
 
-  std::string home_;
+  std::unique_ptr<RunSource> source_;  // poll thread (under poll_mutex_)
+  bool remote_;
   double interval_;
   mutable std::mutex mutex_;       // guards snapshot_ and watched_
   std::mutex poll_mutex_;          // one poll at a time
   std::condition_variable wake_;
   std::shared_ptr<const StoreSnapshot> snapshot_;
   std::set<std::int64_t> watched_;
-  std::unique_ptr<Store> store_;
   std::map<std::int64_t, std::shared_ptr<RunData>> cache_;  // poll thread only
   std::map<std::int64_t, RunCursor> cursors_;               // what each cached run has read
   std::uint64_t generation_ = 0;

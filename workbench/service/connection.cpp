@@ -180,7 +180,20 @@ void Service::Impl::handle(const std::shared_ptr<Connection>& c, const json& mes
       reply({{"type", "watching"}, {"run", run_json(*run)}});
       return subscribe(c, run->id);
     }
-    return c->fail(fmt::format("unknown message type '{}': use hello, submit, jobs, cancel, watch or summary", type));
+    if (type == "runs" || type == "history" || type == "checkpoints") {
+      json body;
+      try {
+        body = type == "runs" ? read_runs(message) : type == "history" ? read_history(message) : read_checkpoints(message);
+      } catch (const BadRequest& e) {
+        return c->fail(e.what());
+      } catch (const std::exception& e) {
+        run_reader.reset();  // reopen at the next request (the store may have been replaced)
+        return error(e.what());
+      }
+      return reply(body);
+    }
+    return c->fail(fmt::format("unknown message type '{}': use hello, submit, jobs, cancel, watch, summary, runs, "
+                               "history or checkpoints", type));
   } catch (const std::exception& e) {
     error(e.what());
   }

@@ -46,10 +46,10 @@ void Service::Impl::publish(std::int64_t run, std::vector<Line> lines, std::stri
   }
 }
 
-// Reads new points, events and status of the watched runs; a run seen for the first time is
-// read whole (the catch-up), later only what is new.
+// Reads new points, events and status of the watched runs through a LocalRunSource; a run
+// seen for the first time is read whole (the catch-up), later only what is new.
 void Service::Impl::poll_loop() {
-  std::unique_ptr<Store> reader;
+  LocalRunSource source(home);  // the poller's own reader (the io thread has another)
   struct Cursor {
     RunCursor read;  // points and events seen
     std::string status;
@@ -63,11 +63,10 @@ void Service::Impl::poll_loop() {
     }
     for (auto it = cursors.begin(); it != cursors.end();) it = runs.count(it->first) ? std::next(it) : cursors.erase(it);
     try {
-      if (!reader && !runs.empty()) reader = Store::open_readonly(home + "/runs.db");
       for (std::int64_t run : runs) {
         const bool initial = !cursors.count(run);
         Cursor& cursor = cursors[run];
-        RunNews news = reader->news(run, cursor.read);
+        RunNews news = source.news(run, cursor.read);
         std::stable_sort(news.points.begin(), news.points.end(),
                          [](const MetricPoint& a, const MetricPoint& b) { return a.step < b.step; });
         std::vector<Line> lines;
@@ -81,7 +80,7 @@ void Service::Impl::poll_loop() {
           lines.push_back(make_line({{"type", "event"}, {"run", run}, {"kind", event.kind}, {"step", event.step},
                                      {"payload", payload.is_discarded() ? json(event.payload) : payload}}));
         }
-        std::optional<RunRecord> record = reader->run_get(run);
+        std::optional<RunRecord> record = source.run(run);
         const std::string status = record ? status_name(record->status) : "";
         const bool status_changed = status != cursor.status;
         cursor.status = status;
@@ -92,12 +91,10 @@ void Service::Impl::poll_loop() {
       }
     } catch (const std::exception& e) {
       fmt::print(stderr, "tfw serve: reading the store: {}\n", e.what());
-      reader.reset();
+      source.reset();
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(options.poll_interval));
   }
 }
-
-// Runs `tfw --threads K run FILE --home HOME` in its own process group; it dies with the
 
 }  // namespace tfw::service

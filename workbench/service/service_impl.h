@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runner/run_source.h"
 #include "storage/store.h"
 #include "workbench/service/protocol.h"
 #include "workbench/service/server.h"
@@ -36,6 +38,11 @@ inline Line make_line(const json& message) { return std::make_shared<const std::
 
 struct Connection;
 
+// A malformed request (a field missing or of the wrong type): a fatal error reply.
+struct BadRequest : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 struct Service::Impl {
   ServiceOptions options;
   std::string home;
@@ -43,6 +50,7 @@ struct Service::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::unique_ptr<Store> store;  // io thread: requests
+  std::unique_ptr<LocalRunSource> run_reader;  // io thread: runs, history, checkpoints (reads.cpp)
   int lock_fd = -1;              // TFW_HOME/service.lock, held while serving
   std::atomic<bool> stopping{false};
 
@@ -73,6 +81,10 @@ struct Service::Impl {
   void handle(const std::shared_ptr<Connection>& connection, const json& message);
   json submit(const json& message, const std::string& client);
   json cancel(std::int64_t job);
+  LocalRunSource& reader();
+  json read_runs(const json& message);
+  json read_history(const json& message);
+  json read_checkpoints(const json& message);
   void subscribe(const std::shared_ptr<Connection>& connection, std::int64_t run);
   void publish(std::int64_t run, std::vector<Line> lines, std::string status, bool initial);
   void drop(const std::shared_ptr<Connection>& connection);
