@@ -4,6 +4,7 @@
 // newer-schema stores render their states without touching the file; no display is a clear
 // error. `tfw attention` writes a CSV and a PNG whose shapes and values agree.
 #include <sqlite3.h>
+#include <unistd.h>
 #include <stb_image.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 
 #include "tests/cli/run_command.h"
 #include "workbench/colormap.h"
+#include "workbench/service/serve_process.h"
 
 namespace {
 
@@ -164,6 +166,60 @@ TEST_F(GuiScreens, EmptyAndNewerStoresRenderTheirStates) {
   // The error is written in the error colour.
   EXPECT_GT(image.count_near(230, 230, 102, 30) + image.count_near(255, 115, 102, 30), 50u);
   EXPECT_EQ(bytes(), before);
+}
+
+// `tfw gui --connect`: the runs and curves of a service whose home this GUI cannot read.
+// The GUI runs in its own mount namespace in which the service's home is an empty tmpfs, so
+// everything it shows came over the socket. Its curves view is pixel for pixel the local
+// one's (above the status bar, which names the source).
+TEST_F(GuiScreens, ConnectShowsARemoteServicesRunsFromAHomeItCannotRead) {
+  const std::string remote_home = "/tmp/tfw-test-gui-remote-home", local_home = "/tmp/tfw-test-gui-remote-local";
+  fs::remove_all(remote_home);
+  fs::remove_all(local_home);
+  fs::create_directories(local_home);
+  fs::copy(kHome, remote_home, fs::copy_options::recursive);
+  tfw::service::ServeProcess service(TFW_BINARY, {"--listen", "127.0.0.1:0", "--home", remote_home});
+  ASSERT_FALSE(service.address().empty()) << service.first_line();
+
+  const std::string selection = " --view curves --select small,grown,baseline --x cumulative_flops --metric train/loss";
+  auto hidden_shot = [&](const std::string& name, const std::string& arguments) {
+    const std::string path = kShots + "/" + name + ".png";
+    fs::remove(path);
+    // Hide the service's home, check it is hidden, then run the GUI there.
+    const std::string unshare = getuid() == 0 ? "unshare -m" : "unshare -rm";
+    Result result = capture(unshare + " sh -c 'mount -t tmpfs tmpfs " + remote_home + " && [ -z \"$(ls -A " +
+                            remote_home + ")\" ] || exit 97; exec xvfb-run -a -s \"-screen 0 1600x1000x24\" " +
+                            TFW_BINARY + " gui --connect " + service.address() + " --home " + local_home +
+                            " --screenshot " + path + " --size 1200 " + arguments + "'");
+    EXPECT_EQ(result.code, 0) << result.output;
+    Image image;
+    EXPECT_TRUE(image.load(path)) << path;
+    return image;
+  };
+  Image remote = hidden_shot("connect-curves", selection);
+  ASSERT_EQ(remote.width, 1200);
+  const int x0 = 80, y0 = 80, x1 = 1180, y1 = 690;
+  EXPECT_GT(remote.count_near(31, 119, 180, 40, x0, y0, x1, y1), 100u);  // small, blue
+  EXPECT_GT(remote.count_near(255, 127, 14, 40, x0, y0, x1, y1), 100u);  // grown, orange
+  EXPECT_GT(remote.count_near(44, 160, 44, 40, x0, y0, x1, y1), 100u);   // baseline, green
+  Image local = shot("curves", "--select small,grown,baseline --x cumulative_flops --metric train/loss", remote_home);
+  ASSERT_EQ(local.width, remote.width);
+  ASSERT_EQ(local.height, remote.height);
+  const std::size_t above_status = static_cast<std::size_t>(remote.height - 40) * remote.width * 3;
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < above_status; ++i) differing += remote.rgb[i] != local.rgb[i];
+  EXPECT_EQ(differing, 0u) << "the remote curves differ from the local ones in " << differing << " bytes";
+
+  Image runs = hidden_shot("connect-runs", "--view runs");
+  EXPECT_GT(runs.count_near(115, 217, 115, 30), 90u);  // three finished rows, in the status green
+  EXPECT_FALSE(fs::exists(local_home + "/runs.db"));   // nothing was written locally
+
+  // A service that is not there: a clear error, exit 2.
+  service.stop();
+  Result gone = gui("--connect " + service.address() + " --home " + local_home + " --screenshot " + kShots +
+                    "/gone.png --view runs");
+  EXPECT_EQ(gone.code, 2) << gone.output;
+  EXPECT_NE(gone.output.find("cannot reach the service at " + service.address()), std::string::npos) << gone.output;
 }
 
 TEST_F(GuiScreens, BadOptionsAndNoDisplayAreClearErrors) {

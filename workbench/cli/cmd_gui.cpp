@@ -14,8 +14,9 @@ void add_gui_command(CLI::App& app) {
                                                 "parameter-attention maps, schedule designer");
   command->add_option("--home", options->home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
   command->add_option("--connect", options->connect,
-                      "HOST:PORT of the engine service to launch and cancel through (default: the one serving "
-                      "TFW_HOME, else an embedded one on loopback)");
+                      "HOST:PORT of an engine service: show its runs (read over the socket; its TFW_HOME need "
+                      "not be readable here) and launch and cancel through it (default: the runs of TFW_HOME, "
+                      "launched through the service serving it, else an embedded one on loopback)");
   command->add_option("--token-file", options->token_file, "the service's token file");
   command->add_option("--screenshot", options->screenshot, "render --view once to this PNG and exit");
   command->add_option("--view", options->view, "the view to open: runs, curves, flops, attention, designer")

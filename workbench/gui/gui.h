@@ -9,7 +9,8 @@ namespace tfw::gui {
 
 struct GuiOptions {
   std::string home;                 // TFW_HOME
-  std::string connect;              // the engine service to drive (default: this home's, else embedded)
+  std::string connect;              // an engine service: show its runs and launch through it
+                                    // (default: this home's runs, launched through its service, else embedded)
   std::string token_file;
   std::string screenshot;           // render `view` once to this PNG and exit
   std::string view = "runs";        // runs curves flops attention designer
