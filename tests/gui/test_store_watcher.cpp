@@ -2,7 +2,8 @@
 // run's series incrementally as a MetricWriter commits them (exact values, in step order);
 // an older snapshot keeps the series it had; unwatched runs carry no series; a missing store
 // is "no store yet", a store of a newer schema is an error message, never a crash, and the
-// file is left as it was; the polling thread publishes new points by itself.
+// file is left as it was; the polling thread publishes new points by itself, also from a
+// remote service's socket.
 #include <sqlite3.h>
 
 #include <chrono>
@@ -15,6 +16,8 @@
 
 #include "storage/store.h"
 #include "workbench/gui/store_watcher.h"
+#include "workbench/service/remote_source.h"
+#include "workbench/service/serve_process.h"
 
 namespace tfw::gui {
 namespace {
@@ -107,6 +110,54 @@ TEST(StoreWatcher, TheThreadPublishesNewPointsByItself) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(seen, 20u);
+}
+
+// The same watcher on a remote source (`tfw gui --connect`): a live run's points, events and
+// status arrive through a real `tfw serve`, with the values the store holds; a service that
+// goes away is an error state, not a crash.
+TEST(StoreWatcher, ARemoteServicesLiveRunArrivesThroughItsSocket) {
+  const std::string home = fresh_home("remote");
+  auto store = Store::open(home + "/runs.db");
+  const std::int64_t a = add_run(*store, "live");
+  service::ServeProcess service(TFW_BINARY, {"--listen", "127.0.0.1:0", "--home", home});
+  ASSERT_FALSE(service.address().empty()) << service.first_line();
+  StoreWatcher watcher(std::make_unique<service::RemoteRunSource>(service.address(), ""), true, 0.05);
+  watcher.watch({a});
+  MetricWriter writer(home + "/runs.db");
+  auto wait_until = [&](auto done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline && !done(*watcher.snapshot())) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return done(*watcher.snapshot());
+  };
+  auto points = [&](const StoreSnapshot& snapshot) -> std::size_t {
+    auto found = snapshot.data.find(a);
+    if (found == snapshot.data.end() || !found->second->series("train/loss")) return 0;
+    return found->second->series("train/loss")->value.size();
+  };
+  push(writer, a, "train/loss", 0, 20);
+  ASSERT_TRUE(wait_until([&](const StoreSnapshot& s) { return points(s) == 20; }));
+  push(writer, a, "train/loss", 20, 50);
+  store->event_add({a, 30, "growth", "{\"to\": 64}", 1.5});
+  store->run_finish(a, RunStatus::finished, "{}");
+  ASSERT_TRUE(wait_until([&](const StoreSnapshot& s) {
+    return points(s) == 50 && s.runs.size() == 1 && s.runs[0].status == RunStatus::finished;
+  }));
+  auto snapshot = watcher.snapshot();
+  EXPECT_TRUE(snapshot->remote);
+  EXPECT_EQ(snapshot->source, "service " + service.address());
+  const RunData& data = *snapshot->data.at(a);
+  for (int step = 0; step < 50; ++step) {
+    ASSERT_EQ(data.series("train/loss")->step[step], step);
+    ASSERT_EQ(data.series("train/loss")->value[step], 1.0 / static_cast<double>(step + 1));  // exact
+  }
+  ASSERT_EQ(data.events.size(), 1u);
+  EXPECT_EQ(data.events[0].payload, "{\"to\": 64}");
+
+  service.stop();
+  EXPECT_TRUE(wait_until([&](const StoreSnapshot& s) { return !s.error.empty(); }));
+  EXPECT_NE(watcher.snapshot()->error.find("cannot reach the service"), std::string::npos) << watcher.snapshot()->error;
 }
 
 TEST(StoreWatcher, MissingAndNewerStoresAreStatesNotCrashes) {
