@@ -19,6 +19,14 @@ ModelConfig config_from_text(const std::string& text, const std::string& name) {
   return model_config_parse(plugins(), table, name);
 }
 
+std::string TinyModel::toml(const std::string& more) const {
+  std::string text = "family = \"" + family + "\"\n[model]\nlayers = 2\nd = " + std::to_string(d) +
+                     "\nheads = " + std::to_string(heads) + "\nvocab = " + std::to_string(vocab) + "\n";
+  if (n_attn > 0) text += "n_attn = " + std::to_string(n_attn) + "\nn_ffn = " + std::to_string(n_ffn) + "\n";
+  if (seq_len > 0) text += "seq_len = " + std::to_string(seq_len) + "\n";
+  return text + more;
+}
+
 ModelConfig config_from_repo(const std::string& relative_path) {
   return model_config_load(plugins(), std::string(TFW_SOURCE_DIR) + "/" + relative_path);
 }

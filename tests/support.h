@@ -20,6 +20,15 @@ ModelConfig config_from_text(const std::string& text, const std::string& name = 
 // A model config file of the repository, e.g. "experiments/paper/tokenformer-150m.toml".
 ModelConfig config_from_repo(const std::string& relative_path);
 
+// A tiny model's config file as TOML text: `family` with two layers of width `d`, `heads`
+// heads and `vocab` symbols; for tokenformer, `n_attn` and `n_ffn` parameter tokens; the
+// context `seq_len` when it is not 0. `more` follows: more [model] keys, then sections.
+struct TinyModel {
+  std::string family;
+  int d = 16, heads = 2, vocab = 30, n_attn = 0, n_ffn = 0, seq_len = 0;
+  std::string toml(const std::string& more = "") const;
+};
+
 // Largest absolute elementwise difference.
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);
 

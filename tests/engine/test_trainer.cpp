@@ -22,16 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kTokenformer = R"(family = "tokenformer"
-[model]
-layers = 2
-d = 32
-heads = 4
-n_attn = 32
-n_ffn = 64
-vocab = 256
-seq_len = 32
-[data]
+// The data and training settings of both families' tiny configs.
+const char* kTraining = R"([data]
 corpus = "kjv"
 [train]
 batch_size = 8
@@ -43,24 +35,9 @@ checkpoint_every = 25
 peak_flops = 1e11
 )";
 
-const char* kTransformer = R"(family = "transformer"
-[model]
-layers = 2
-d = 32
-heads = 4
-vocab = 256
-seq_len = 32
-[data]
-corpus = "kjv"
-[train]
-batch_size = 8
-lr = 3e-3
-warmup_steps = 10
-eval_every = 25
-eval_batches = 4
-checkpoint_every = 25
-peak_flops = 1e11
-)";
+const std::string kTokenformer = test::TinyModel{"tokenformer", 32, 4, 256, 32, 64, 32}.toml(kTraining);
+
+const std::string kTransformer = test::TinyModel{"transformer", 32, 4, 256, 0, 0, 32}.toml(kTraining);
 
 // A shared TFW_HOME so kjv is prepared once; each test gets its own run folder.
 std::string home() {
@@ -154,7 +131,7 @@ TEST(Optim, ClippingBoundsTheGlobalNormAndReportsItBefore) {
 }
 
 TEST(Optim, WeightDecayOnMatricesOnly) {
-  for (const char* text : {kTokenformer, kTransformer}) {
+  for (const std::string& text : {kTokenformer, kTransformer}) {
     RunConfig config = config_of(text, {"train.max_steps=1", "train.weight_decay=0.1"});
     auto model = test::plugins().family(config.model.family).build(*config.model.spec, 0);
     auto groups = optimizer_groups(*model, config.train);
@@ -172,7 +149,7 @@ TEST(Optim, WeightDecayOnMatricesOnly) {
 }
 
 TEST(Trainer, LossFallsBelowTheUnigramEntropyAndFlopsAddUp) {
-  for (const char* text : {kTokenformer, kTransformer}) {
+  for (const std::string& text : {kTokenformer, kTransformer}) {
     RunConfig config = config_of(text, {"train.max_steps=400"});
     SCOPED_TRACE(config.model.family);
     TrainOptions options = options_for("entropy-" + config.model.family);

@@ -3,7 +3,6 @@
 // area holds the curve colours, the attention view holds heat-map cells); empty and
 // newer-schema stores render their states without touching the file; no display is a clear
 // error. `tfw attention` writes a CSV and a PNG whose shapes and values agree.
-#include <sqlite3.h>
 #include <unistd.h>
 #include <stb_image.h>
 
@@ -17,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/run_command.h"
+#include "tests/gui/store_files.h"
 #include "workbench/colormap.h"
 #include "workbench/service/serve_process.h"
 
@@ -150,22 +150,12 @@ TEST_F(GuiScreens, EmptyAndNewerStoresRenderTheirStates) {
   fs::remove_all(newer);
   fs::create_directories(newer);
   fs::copy_file(kHome + "/runs.db", newer + "/runs.db");
-  sqlite3* db = nullptr;
-  sqlite3_open((newer + "/runs.db").c_str(), &db);
-  sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE; PRAGMA user_version = 99", nullptr,
-               nullptr, nullptr);
-  sqlite3_close(db);
-  auto bytes = [&] {
-    std::ifstream in(newer + "/runs.db", std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
-  const std::string before = bytes();
+  tfw::test::mark_newer_schema(newer + "/runs.db");
+  const std::string before = tfw::test::file_bytes(newer + "/runs.db");
   Image image = shot("runs", "", newer);
   // The error is written in the error colour.
   EXPECT_GT(image.count_near(230, 230, 102, 30) + image.count_near(255, 115, 102, 30), 50u);
-  EXPECT_EQ(bytes(), before);
+  EXPECT_EQ(tfw::test::file_bytes(newer + "/runs.db"), before);
 }
 
 // `tfw gui --connect`: the runs and curves of a service whose home this GUI cannot read.

@@ -4,7 +4,6 @@
 // is "no store yet", a store of a newer schema is an error message, never a crash, and the
 // file is left as it was; the polling thread publishes new points by itself, also from a
 // remote service's socket.
-#include <sqlite3.h>
 
 #include <chrono>
 #include <filesystem>
@@ -15,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "storage/store.h"
+#include "tests/gui/store_files.h"
 #include "workbench/gui/store_watcher.h"
 #include "workbench/service/remote_source.h"
 #include "workbench/service/serve_process.h"
@@ -171,16 +171,8 @@ TEST(StoreWatcher, MissingAndNewerStoresAreStatesNotCrashes) {
 
   const std::string home = fresh_home("newer");
   Store::open(home + "/runs.db").reset();
-  sqlite3* db = nullptr;
-  sqlite3_open((home + "/runs.db").c_str(), &db);
-  sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr);
-  sqlite3_close(db);
-  auto read = [&] {
-    std::ifstream in(home + "/runs.db", std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    return bytes.str();
-  };
+  test::mark_newer_schema(home + "/runs.db");
+  auto read = [&] { return test::file_bytes(home + "/runs.db"); };
   const std::string before = read();
   StoreWatcher watcher(home, 0);
   snapshot = watcher.poll();

@@ -11,25 +11,8 @@
 namespace tfw {
 namespace {
 
-const char* kTokenformer = R"(family = "tokenformer"
-[model]
-layers = 2
-d = 32
-heads = 4
-n_attn = 24
-n_ffn = 40
-vocab = 50
-seq_len = 16
-)";
-
-const char* kTransformer = R"(family = "transformer"
-[model]
-layers = 2
-d = 32
-heads = 4
-vocab = 50
-seq_len = 16
-)";
+const std::string kTokenformer = test::TinyModel{"tokenformer", 32, 4, 50, 24, 40, 16}.toml();
+const std::string kTransformer = test::TinyModel{"transformer", 32, 4, 50, 0, 0, 16}.toml();
 
 struct FamilyCase {
   const char* name;

@@ -88,28 +88,9 @@ void check_against_python(const std::string& label, const std::string& config_te
   EXPECT_EQ(offset, reference.size());
 }
 
-const char* kTokenformer = R"(family = "tokenformer"
-[model]
-layers = 2
-d = 16
-heads = 2
-n_attn = 12
-n_ffn = 20
-vocab = 30
-[model.init]
-key_std = 0.3
-value_std = 0.3
-)";
-
-const char* kTransformer = R"(family = "transformer"
-[model]
-layers = 2
-d = 16
-heads = 2
-vocab = 30
-[model.init]
-std = 0.2
-)";
+const std::string kTokenformer =
+    test::TinyModel{"tokenformer", 16, 2, 30, 12, 20}.toml("[model.init]\nkey_std = 0.3\nvalue_std = 0.3\n");
+const std::string kTransformer = test::TinyModel{"transformer", 16, 2, 30}.toml("[model.init]\nstd = 0.2\n");
 
 TEST(Reference, TokenformerMatchesIndependentPythonImplementation) {
   check_against_python("tokenformer", kTokenformer);

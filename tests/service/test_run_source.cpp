@@ -31,32 +31,23 @@ bool same(double a, double b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
+template <typename T>
+bool same(const T& a, const T& b) {
+  return a == b;
+}
+
+// Every field, by name (a field added to RunRecord must be added here).
+#define EXPECT_SAME_FIELD(field) EXPECT_TRUE(same(a.field, b.field)) << #field << " differs"
+
 void expect_same(const RunRecord& a, const RunRecord& b) {
   SCOPED_TRACE("run " + std::to_string(a.id));
-  EXPECT_EQ(a.id, b.id);
-  EXPECT_EQ(a.experiment, b.experiment);
-  EXPECT_EQ(a.name, b.name);
-  EXPECT_EQ(a.family, b.family);
-  EXPECT_EQ(a.config, b.config);
-  EXPECT_EQ(a.status, b.status);
-  EXPECT_TRUE(same(a.heartbeat, b.heartbeat));
-  EXPECT_EQ(a.seed, b.seed);
-  EXPECT_EQ(a.git_commit, b.git_commit);
-  EXPECT_EQ(a.host, b.host);
-  EXPECT_TRUE(same(a.started, b.started));
-  EXPECT_TRUE(same(a.ended, b.ended));
-  EXPECT_EQ(a.parent, b.parent);
-  EXPECT_EQ(a.growth_method, b.growth_method);
-  EXPECT_EQ(a.growth_options, b.growth_options);
-  EXPECT_EQ(a.stage, b.stage);
-  EXPECT_EQ(a.parameters, b.parameters);
-  EXPECT_EQ(a.tokens, b.tokens);
-  EXPECT_TRUE(same(a.flops, b.flops));
-  EXPECT_TRUE(same(a.inherited_flops, b.inherited_flops));
-  EXPECT_TRUE(same(a.cumulative_flops, b.cumulative_flops));
-  EXPECT_EQ(a.final_metrics, b.final_metrics);
-  EXPECT_EQ(a.error, b.error);
-  EXPECT_EQ(a.run_dir, b.run_dir);
+  EXPECT_SAME_FIELD(id); EXPECT_SAME_FIELD(experiment); EXPECT_SAME_FIELD(name); EXPECT_SAME_FIELD(family);
+  EXPECT_SAME_FIELD(config); EXPECT_SAME_FIELD(status); EXPECT_SAME_FIELD(heartbeat); EXPECT_SAME_FIELD(seed);
+  EXPECT_SAME_FIELD(git_commit); EXPECT_SAME_FIELD(host); EXPECT_SAME_FIELD(started); EXPECT_SAME_FIELD(ended);
+  EXPECT_SAME_FIELD(parent); EXPECT_SAME_FIELD(growth_method); EXPECT_SAME_FIELD(growth_options);
+  EXPECT_SAME_FIELD(stage); EXPECT_SAME_FIELD(parameters); EXPECT_SAME_FIELD(tokens); EXPECT_SAME_FIELD(flops);
+  EXPECT_SAME_FIELD(inherited_flops); EXPECT_SAME_FIELD(cumulative_flops); EXPECT_SAME_FIELD(final_metrics);
+  EXPECT_SAME_FIELD(error); EXPECT_SAME_FIELD(run_dir);
 }
 
 // Returns the number of points compared.

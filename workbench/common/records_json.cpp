@@ -74,91 +74,99 @@ double number_from_json(const json& value, const char* name) {
   throw std::runtime_error(fmt::format("\"{}\" should be a number, \"nan\", \"inf\" or \"-inf\"", name));
 }
 
-json run_stored_json(const RunRecord& r) {
-  return {{"id", r.id}, {"experiment", r.experiment}, {"name", r.name}, {"family", r.family}, {"config", r.config},
-          {"status", status_name(r.status)}, {"heartbeat", number_json(r.heartbeat)}, {"seed", r.seed},
-          {"git_commit", r.git_commit}, {"host", r.host}, {"started", number_json(r.started)},
-          {"ended", number_json(r.ended)}, {"parent", r.parent}, {"growth_method", r.growth_method},
-          {"growth_options", r.growth_options}, {"stage", r.stage}, {"parameters", r.parameters}, {"tokens", r.tokens},
-          {"flops", number_json(r.flops)}, {"inherited_flops", number_json(r.inherited_flops)},
-          {"cumulative_flops", number_json(r.cumulative_flops)}, {"final_metrics", r.final_metrics},
-          {"error", r.error}, {"run_dir", r.run_dir}};
+namespace {
+
+// Each record's fields, listed once for both directions: `visit(name, member)` on a const
+// record encodes, on a mutable one decodes.
+struct RunFields {
+  template <typename Run, typename Visit>
+  void operator()(Run& r, Visit&& visit) const {
+    visit("id", r.id), visit("experiment", r.experiment), visit("name", r.name), visit("family", r.family);
+    visit("config", r.config), visit("status", r.status), visit("heartbeat", r.heartbeat), visit("seed", r.seed);
+    visit("git_commit", r.git_commit), visit("host", r.host), visit("started", r.started), visit("ended", r.ended);
+    visit("parent", r.parent), visit("growth_method", r.growth_method), visit("growth_options", r.growth_options);
+    visit("stage", r.stage), visit("parameters", r.parameters), visit("tokens", r.tokens), visit("flops", r.flops);
+    visit("inherited_flops", r.inherited_flops), visit("cumulative_flops", r.cumulative_flops);
+    visit("final_metrics", r.final_metrics), visit("error", r.error), visit("run_dir", r.run_dir);
+  }
+};
+
+struct PointFields {
+  template <typename Point, typename Visit>
+  void operator()(Point& p, Visit&& visit) const {
+    visit("key", p.key), visit("step", p.step), visit("tokens", p.tokens), visit("flops", p.flops);
+    visit("wall", p.wall), visit("value", p.value);
+  }
+};
+
+struct EventFields {
+  template <typename Event, typename Visit>
+  void operator()(Event& e, Visit&& visit) const {
+    visit("id", e.id), visit("kind", e.kind), visit("step", e.step), visit("wall", e.wall), visit("payload", e.payload);
+  }
+};
+
+struct CheckpointFields {
+  template <typename Checkpoint, typename Visit>
+  void operator()(Checkpoint& c, Visit&& visit) const {
+    visit("step", c.step), visit("bytes", c.bytes), visit("path", c.path), visit("checksum", c.checksum);
+  }
+};
+
+json encode(std::int64_t value) { return value; }
+json encode(double value) { return number_json(value); }
+json encode(const std::string& value) { return value; }
+json encode(RunStatus value) { return status_name(value); }
+
+void decode(const json& object, const char* name, std::int64_t& value) { value = integer(object, name); }
+void decode(const json& object, const char* name, double& value) { value = number(object, name); }
+void decode(const json& object, const char* name, std::string& value) { value = text(object, name); }
+void decode(const json& object, const char* name, RunStatus& value) {
+  const std::string given = text(object, name);
+  std::optional<RunStatus> status = run_status_parse(given);
+  if (!status) throw std::runtime_error(fmt::format("unknown run status \"{}\"", given));
+  value = *status;
 }
 
-RunRecord run_from_stored_json(const json& v) {
-  RunRecord r;
-  r.id = integer(v, "id");
-  r.experiment = text(v, "experiment");
-  r.name = text(v, "name");
-  r.family = text(v, "family");
-  r.config = text(v, "config");
-  std::optional<RunStatus> status = run_status_parse(text(v, "status"));
-  if (!status) throw std::runtime_error(fmt::format("unknown run status \"{}\"", text(v, "status")));
-  r.status = *status;
-  r.heartbeat = number(v, "heartbeat");
-  r.seed = integer(v, "seed");
-  r.git_commit = text(v, "git_commit");
-  r.host = text(v, "host");
-  r.started = number(v, "started");
-  r.ended = number(v, "ended");
-  r.parent = integer(v, "parent");
-  r.growth_method = text(v, "growth_method");
-  r.growth_options = text(v, "growth_options");
-  r.stage = integer(v, "stage");
-  r.parameters = integer(v, "parameters");
-  r.tokens = integer(v, "tokens");
-  r.flops = number(v, "flops");
-  r.inherited_flops = number(v, "inherited_flops");
-  r.cumulative_flops = number(v, "cumulative_flops");
-  r.final_metrics = text(v, "final_metrics");
-  r.error = text(v, "error");
-  r.run_dir = text(v, "run_dir");
-  return r;
+template <typename Record, typename Fields>
+json encode_record(const Record& record, Fields fields) {
+  json out = json::object();
+  fields(record, [&](const char* name, const auto& value) { out[name] = encode(value); });
+  return out;
 }
 
-json point_json(const MetricPoint& p) {
-  return {{"key", p.key}, {"step", p.step}, {"tokens", p.tokens}, {"flops", number_json(p.flops)},
-          {"wall", number_json(p.wall)}, {"value", number_json(p.value)}};
+template <typename Record, typename Fields>
+Record decode_record(const json& object, Fields fields) {
+  if (!object.is_object()) throw std::runtime_error("a stored record should be a JSON object");
+  Record record;
+  fields(record, [&](const char* name, auto& value) { decode(object, name, value); });
+  return record;
 }
 
+}  // namespace
+
+json run_stored_json(const RunRecord& r) { return encode_record(r, RunFields()); }
+RunRecord run_from_stored_json(const json& v) { return decode_record<RunRecord>(v, RunFields()); }
+json point_json(const MetricPoint& p) { return encode_record(p, PointFields()); }
+json event_stored_json(const EventRow& e) { return encode_record(e, EventFields()); }
+json checkpoint_json(const CheckpointRow& c) { return encode_record(c, CheckpointFields()); }
+
+// The stored form leaves out the run, which the request named.
 MetricPoint point_from_json(const json& v, std::int64_t run) {
-  MetricPoint p;
+  MetricPoint p = decode_record<MetricPoint>(v, PointFields());
   p.run = run;
-  p.key = text(v, "key");
-  p.step = integer(v, "step");
-  p.tokens = integer(v, "tokens");
-  p.flops = number(v, "flops");
-  p.wall = number(v, "wall");
-  p.value = number(v, "value");
   return p;
 }
 
-json event_stored_json(const EventRow& e) {
-  return {{"id", e.id}, {"kind", e.kind}, {"step", e.step}, {"wall", number_json(e.wall)}, {"payload", e.payload}};
-}
-
 EventRow event_from_stored_json(const json& v, std::int64_t run) {
-  EventRow e;
+  EventRow e = decode_record<EventRow>(v, EventFields());
   e.run = run;
-  e.id = integer(v, "id");
-  e.kind = text(v, "kind");
-  e.step = integer(v, "step");
-  e.wall = number(v, "wall");
-  e.payload = text(v, "payload");
   return e;
 }
 
-json checkpoint_json(const CheckpointRow& c) {
-  return {{"step", c.step}, {"bytes", c.bytes}, {"path", c.path}, {"checksum", c.checksum}};
-}
-
 CheckpointRow checkpoint_from_json(const json& v, std::int64_t run) {
-  CheckpointRow c;
+  CheckpointRow c = decode_record<CheckpointRow>(v, CheckpointFields());
   c.run = run;
-  c.step = integer(v, "step");
-  c.bytes = integer(v, "bytes");
-  c.path = text(v, "path");
-  c.checksum = text(v, "checksum");
   return c;
 }
 

@@ -128,12 +128,20 @@ std::string caption_of(const ExperimentResults& results, const std::string& what
   return text;
 }
 
-Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirrors) {
+// A figure's file stem, its title (after the experiment's name) and its axes.
+Figure figure_of(const ExperimentResults& results, std::string id, const std::string& title, std::string x_label,
+                 std::string y_label) {
   Figure f;
-  f.id = "loss_vs_flops";
-  f.title = fmt::format("{}: validation loss against cumulative training compute", results.experiment().name);
-  f.x_label = "cumulative training FLOPs (log scale)";
-  f.y_label = "validation loss (nats/token)";
+  f.id = std::move(id);
+  f.title = results.experiment().name + ": " + title;
+  f.x_label = std::move(x_label);
+  f.y_label = std::move(y_label);
+  return f;
+}
+
+Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirrors) {
+  Figure f = figure_of(results, "loss_vs_flops", "validation loss against cumulative training compute",
+                       "cumulative training FLOPs (log scale)", "validation loss (nats/token)");
   std::size_t colour = 0;
   bool grown = false;
   for (const Variant& v : results.variants()) {
@@ -172,12 +180,8 @@ Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirror
 }
 
 Figure new_data(const ExperimentResults& results, const std::string& mirrors) {
-  Figure f;
-  f.id = "new_data";
-  f.title = fmt::format("{}: continued training on the new corpus, and what is kept of the old one",
-                        results.experiment().name);
-  f.x_label = "tokens trained after growth (log scale)";
-  f.y_label = "validation loss (nats/token)";
+  Figure f = figure_of(results, "new_data", "continued training on the new corpus, and what is kept of the old one",
+                       "tokens trained after growth (log scale)", "validation loss (nats/token)");
   std::size_t colour = 0;
   for (const Variant& v : results.variants()) {
     std::vector<const RunResult*> grown;
@@ -221,11 +225,8 @@ Figure new_data(const ExperimentResults& results, const std::string& mirrors) {
 }
 
 Figure flops_vs_length(const ExperimentResults& results, const std::string& mirrors) {
-  Figure f;
-  f.id = "flops_vs_length";
-  f.title = fmt::format("{}: forward FLOPs per token against sequence length", results.experiment().name);
-  f.x_label = "sequence length T (tokens, log scale)";
-  f.y_label = "forward FLOPs per token (log scale)";
+  Figure f = figure_of(results, "flops_vs_length", "forward FLOPs per token against sequence length",
+                       "sequence length T (tokens, log scale)", "forward FLOPs per token (log scale)");
   f.log_y = true;
   std::size_t colour = 0;
   std::map<std::string, std::size_t> drawn;  // model table -> its series
