@@ -25,6 +25,9 @@ struct ProcessSpec {
 // "... (deleted)": the path then names the new build, which is the one to run.
 std::string self_executable();
 
+// The path of `program` found on $PATH (as a shell would), or "" when there is none.
+std::string program_path(const std::string& program);
+
 class Process {
  public:
   // Starts the child; throws tfw::Error when fork fails. Exec failures show as exit 127.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when a folder includes what docs/design/ARCHITECTURE.md forbids it: storage/ never sees torch,
 # only workbench/gui includes ImGui/GLFW, plugins reach nothing past the engine API, and the
-# CLI plumbing stays torch-free (torch lives in engine/ and plugins/).
+# CLI plumbing stays torch-free (torch lives in engine/ and plugins/), and only
+# runner/process.cpp starts processes.
 set -u
 root=${1:-.}
 cd "$root" || exit 2
@@ -35,5 +36,12 @@ check "storage includes the engine, runner or workbench" '#include *[<"](engine/
 check "runner includes workbench (the runner serves the clients, not the other way)" '#include *[<"]workbench/' runner
 check "runner includes torch (use the engine's torch-free headers)" "$torch" runner
 check "bench includes tests" '#include *[<"](tests/|\.\./tests/)' bench
+# Process supervision has one home (runner/process.cpp): nothing else forks, spawns or reaps.
+spawners=$(grep -rlE '\b(fork|vfork|posix_spawnp?|waitpid|wait4|execve|execvp?)[[:space:]]*\(' engine storage runner workbench plugins bench \
+             --include='*.cpp' --include='*.h' 2>/dev/null | grep -v '^runner/process\.cpp$')
+if [ -n "$spawners" ]; then
+  echo "architecture violation: a process is spawned or reaped outside runner/process.cpp (use runner::Process):"
+  echo "$spawners" | sed 's/^/  /'; status=1
+fi
 [ $status = 0 ] && echo "architecture arrows: ok"
 exit $status

@@ -1,10 +1,6 @@
 // See figures.h.
 #include "workbench/results/figures.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -23,11 +19,11 @@
 #include "engine/files.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
+#include "runner/process.h"
 #include "workbench/colormap.h"
 #include "workbench/common/format.h"
 #include "workbench/gui/plot_math.h"
 
-extern char** environ;
 
 namespace tfw::results {
 
@@ -434,18 +430,16 @@ std::vector<std::string> figures_write(const ExperimentResults& results, const s
     file_write_durably(svg, text.data(), text.size());
     written.push_back(svg);
     // PNG: Debian's rsvg-convert rasterises the same SVG (twice the size, for screens).
-    std::vector<std::string> argv_text = {"rsvg-convert", "--zoom", "2", "--background-color", "white", "-o", png, svg};
-    std::vector<char*> argv;
-    for (std::string& a : argv_text) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    int status = 0;
-    if (posix_spawnp(&pid, "rsvg-convert", nullptr, nullptr, argv.data(), environ) != 0) {
+    const std::string rsvg = runner::program_path("rsvg-convert");
+    if (rsvg.empty()) {
       if (!warned) std::cerr << "warning: rsvg-convert not found, so no PNGs (install librsvg2-bin); the SVGs are written\n";
       warned = true;
       continue;
     }
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    runner::ProcessSpec spec;
+    spec.argv = {rsvg, "--zoom", "2", "--background-color", "white", "-o", png, svg};
+    spec.own_group = false;
+    if (runner::Process::spawn(spec).wait() != 0) {
       throw Error(fmt::format("rsvg-convert failed to rasterise {} into {}", svg, png));
     }
     written.push_back(png);
