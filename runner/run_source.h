@@ -27,6 +27,8 @@ class RunSource {
   virtual std::string describe() const = 0;
   // The TFW_HOME the runs live in (on the service's machine for a remote source).
   virtual std::string home() const = 0;
+  // Whether the runs are read from another machine (their checkpoint files are not here).
+  virtual bool remote() const { return false; }
   // Whether there is a store to read yet (false: a local home without runs.db).
   virtual bool exists() = 0;
   // Every run, by id.

@@ -121,7 +121,7 @@ TEST(StoreWatcher, ARemoteServicesLiveRunArrivesThroughItsSocket) {
   const std::int64_t a = add_run(*store, "live");
   service::ServeProcess service(TFW_BINARY, {"--listen", "127.0.0.1:0", "--home", home});
   ASSERT_FALSE(service.address().empty()) << service.first_line();
-  StoreWatcher watcher(std::make_unique<service::RemoteRunSource>(service.address(), ""), true, 0.05);
+  StoreWatcher watcher(std::make_unique<service::RemoteRunSource>(service.address(), ""), 0.05);
   watcher.watch({a});
   MetricWriter writer(home + "/runs.db");
   auto wait_until = [&](auto done) {

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-
 namespace tfw {
 
 nlohmann::json json_or_empty(const std::string& text) {
@@ -31,10 +30,6 @@ nlohmann::json job_json(const JobRow& j) {
           {"started", j.started}, {"ended", j.ended},
           {"exit_code", j.exit_code < 0 ? nlohmann::json(nullptr) : nlohmann::json(j.exit_code)}, {"error", j.error}};
 }
-
-}  // namespace tfw
-
-namespace tfw {
 
 namespace {
 

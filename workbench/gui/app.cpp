@@ -140,8 +140,7 @@ void status_bar(App& app) {
   }
   std::size_t running = 0;
   for (const RunRecord& r : s.runs) running += r.status == RunStatus::running;
-  const std::string where = s.remote ? fmt::format("runs of {} (its TFW_HOME {})", s.source, s.home) : "TFW_HOME " + s.home;
-  ImGui::TextDisabled("%s  ·  %zu runs, %zu running, %zu selected  ·  read %.1f s ago  ·  %s", where.c_str(),
+  ImGui::TextDisabled("%s  ·  %zu runs, %zu running, %zu selected  ·  read %.1f s ago  ·  %s", s.where().c_str(),
                       s.runs.size(), running, app.selected.size(), std::max(0.0, store_now() - s.read_at),
                       app.service ? app.service->description().c_str() : "no service (screenshot)");
   if (app.service && !app.service->error().empty() && ImGui::IsItemHovered()) {
@@ -194,7 +193,7 @@ int gui_run(const GuiOptions& options) {
     app.watcher = std::make_unique<StoreWatcher>(app.home, interval);
   } else {
     app.watcher = std::make_unique<StoreWatcher>(
-        std::make_unique<service::RemoteRunSource>(options.connect, options.token_file), true, interval);
+        std::make_unique<service::RemoteRunSource>(options.connect, options.token_file), interval);
   }
   if (!app.headless) app.service = std::make_unique<ServiceLink>(app.home, options.connect, options.token_file);
   app.snapshot = app.watcher->poll();

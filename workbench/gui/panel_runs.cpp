@@ -62,10 +62,10 @@ class RunsPanel : public Panel {
     }
     if (!snapshot.exists || snapshot.runs.empty()) {
       empty_state("No runs yet",
-                  fmt::format("TFW_HOME is {}.\n\nStart one from a terminal:\n  tfw train experiments/mini/tiny-tokenformer.toml\n"
+                  fmt::format("Reading {}.\n\nStart one from a terminal:\n  tfw train experiments/mini/tiny-tokenformer.toml\n"
                               "  tfw run experiments/quickstart.toml\nor design a schedule in the Designer tab and "
                               "launch it. Runs appear here as they start, and update live.",
-                              snapshot.remote ? snapshot.home + " (on " + snapshot.source + ")" : snapshot.home));
+                              snapshot.where()));
       return;
     }
     toolbar(app, snapshot);

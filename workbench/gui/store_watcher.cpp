@@ -5,13 +5,17 @@
 
 namespace tfw::gui {
 
-StoreWatcher::StoreWatcher(std::unique_ptr<RunSource> source, bool remote, double interval)
-    : source_(std::move(source)), remote_(remote), interval_(interval), snapshot_(std::make_shared<StoreSnapshot>()) {
+std::string StoreSnapshot::where() const {
+  return remote ? "TFW_HOME " + home + " on " + source : "TFW_HOME " + home;
+}
+
+StoreWatcher::StoreWatcher(std::unique_ptr<RunSource> source, double interval)
+    : source_(std::move(source)), interval_(interval), snapshot_(std::make_shared<StoreSnapshot>()) {
   if (interval_ > 0) thread_ = std::thread([this] { loop(); });
 }
 
 StoreWatcher::StoreWatcher(const std::string& home, double interval)
-    : StoreWatcher(std::make_unique<LocalRunSource>(home), false, interval) {}
+    : StoreWatcher(std::make_unique<LocalRunSource>(home), interval) {}
 
 StoreWatcher::~StoreWatcher() {
   {
@@ -73,7 +77,7 @@ void append(Series& series, const MetricPoint& p) {
 void StoreWatcher::refresh() {
   auto next = std::make_shared<StoreSnapshot>();
   next->source = source_->describe();
-  next->remote = remote_;
+  next->remote = source_->remote();
   next->read_at = store_now();
   std::set<std::int64_t> watched;
   {
@@ -83,7 +87,6 @@ void StoreWatcher::refresh() {
   bool changed = false;
   try {
     next->exists = source_->exists();
-    next->home = source_->home();
     if (next->exists) {
       next->runs = source_->runs();
       for (const RunRecord& record : next->runs) {
@@ -131,9 +134,9 @@ void StoreWatcher::refresh() {
     }
   } catch (const std::exception& e) {
     next->error = e.what();
-    next->home = source_->home();
     source_->reset();  // reopen at the next poll (the file may be replaced or migrated, the service restarted)
   }
+  next->home = source_->home();  // a remote source learns it when it connects
   std::lock_guard<std::mutex> lock(mutex_);
   const StoreSnapshot& previous = *snapshot_;
   changed = changed || previous.error != next->error || previous.exists != next->exists ||

@@ -43,6 +43,8 @@ struct StoreSnapshot {
   std::string source;      // where the runs come from: "store PATH" or "service HOST:PORT"
   std::string home;        // their TFW_HOME (the service's, for a remote source)
   bool remote = false;     // read from a service: checkpoint files are on its machine
+  // "TFW_HOME H", or "H on service HOST:PORT" for a remote source.
+  std::string where() const;
   bool exists = false;     // there is a store to read (runs.db is there, the service answered)
   std::string error;       // the runs could not be read (newer schema, not SQLite, no service, ...)
   std::vector<RunRecord> runs;
@@ -54,7 +56,7 @@ struct StoreSnapshot {
 class StoreWatcher {
  public:
   // Starts polling `source` every `interval` seconds (0: never by itself; poll() only).
-  StoreWatcher(std::unique_ptr<RunSource> source, bool remote, double interval = 0.5);
+  StoreWatcher(std::unique_ptr<RunSource> source, double interval = 0.5);
   // The local store `home`/runs.db.
   explicit StoreWatcher(const std::string& home, double interval = 0.5);
   ~StoreWatcher();
@@ -72,7 +74,6 @@ class StoreWatcher {
   void refresh();  // one poll; the caller holds poll_mutex_
 
   std::unique_ptr<RunSource> source_;  // poll thread (under poll_mutex_)
-  bool remote_;
   double interval_;
   mutable std::mutex mutex_;       // guards snapshot_ and watched_
   std::mutex poll_mutex_;          // one poll at a time

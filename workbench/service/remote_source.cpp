@@ -16,13 +16,18 @@ RemoteRunSource::~RemoteRunSource() = default;
 
 void RemoteRunSource::reset() { client_.reset(); }
 
-nlohmann::json RemoteRunSource::request(const nlohmann::json& message) {
+Client& RemoteRunSource::client() {
   if (!client_) {
     client_ = std::make_unique<Client>(address_, token_file_, timeout_);
     home_ = client_->hello().value("home", "");
   }
+  return *client_;
+}
+
+nlohmann::json RemoteRunSource::request(const nlohmann::json& message) {
+  Client& connection = client();
   try {
-    nlohmann::json reply = client_->request(message);
+    nlohmann::json reply = connection.request(message);
     if (reply.value("type", "") != message["type"]) {
       throw Error(fmt::format("the service at {} answered a {} request with '{}'", address_,
                               message["type"].get<std::string>(), reply.value("type", "")));
@@ -37,7 +42,7 @@ nlohmann::json RemoteRunSource::request(const nlohmann::json& message) {
 }
 
 bool RemoteRunSource::exists() {
-  if (!client_) request({{"type", "runs"}, {"run", 0}});
+  client();
   return true;
 }
 

@@ -23,6 +23,7 @@ class RemoteRunSource : public RunSource {
 
   std::string describe() const override { return "service " + address_; }
   std::string home() const override { return home_; }  // "" until connected
+  bool remote() const override { return true; }
   bool exists() override;  // connects; throws with the fix when the service cannot be reached
   std::vector<RunRecord> runs() override;
   std::optional<RunRecord> run(std::int64_t id) override;
@@ -31,6 +32,7 @@ class RemoteRunSource : public RunSource {
   void reset() override;
 
  private:
+  Client& client();  // connects when not connected
   nlohmann::json request(const nlohmann::json& message);
   std::string address_, token_file_, home_;
   double timeout_;
