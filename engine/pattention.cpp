@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/pattention_fused.h"
 
 namespace tfw {
 
@@ -103,7 +104,11 @@ torch::Tensor PattentionImpl::multiplier() const {
 
 torch::Tensor PattentionImpl::forward(const torch::Tensor& x) {
   torch::Tensor s = torch::matmul(x, keys.t());                                   // (..., n)
-  torch::Tensor a = pattention_scores_normalise(s, options_.norm(), multiplier(), options_.eps());
+  torch::Tensor a =
+      pattention_implementation() == PattentionImplementation::fused && (s.scalar_type() == torch::kFloat32 ||
+                                                                         s.scalar_type() == torch::kFloat64)
+          ? pattention_scores_normalise_fused(s, options_.norm(), multiplier().item<double>(), options_.eps())
+          : pattention_scores_normalise(s, options_.norm(), multiplier(), options_.eps());
   if (ScoreCapture* capture = active_capture) capture->record(options_.label(), a);
   return torch::matmul(a, values);                                                // (..., d_out)
 }

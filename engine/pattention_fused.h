@@ -1,0 +1,24 @@
+// The fused Pattention normalisation (issue 16): Θ(S) for every score norm as one custom
+// autograd function whose forward and backward each make one pass per row of scores,
+// parallel over rows. The composition in pattention.cpp (pattention_scores_normalise) stays
+// the reference; pattention_implementation() chooses which one layers use.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "engine/pattention.h"
+
+namespace tfw {
+
+enum class PattentionImplementation { fused, reference };
+
+// Which one Pattention layers use (all threads): fused unless TFW_PATTENTION=reference.
+PattentionImplementation pattention_implementation();
+void pattention_set_implementation(PattentionImplementation implementation);
+
+// Θ(s) like pattention_scores_normalise, fused. s (..., n) float32 or float64; `multiplier`
+// is tau (L2 variants) or the token count (L1 variants) and takes no gradient.
+torch::Tensor pattention_scores_normalise_fused(const torch::Tensor& s, PattentionNorm norm, double multiplier,
+                                                double eps);
+
+}  // namespace tfw
