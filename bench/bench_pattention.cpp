@@ -8,6 +8,7 @@
 
 #include "bench/bench_common.h"
 #include "engine/pattention.h"
+#include "engine/pattention_fused.h"
 #include "engine/runtime.h"
 
 int main(int argc, char** argv) {
@@ -25,8 +26,8 @@ int main(int argc, char** argv) {
   const int repeats = quick ? 3 : 5;
   std::cout << fmt::format("Pattention (l2_gelu) vs MLP d->n->d, forward+backward, T·B = {}, float32, {} threads, "
                            "LibTorch {}\n", rows, torch::get_num_threads(), tfw::torch_version());
-  std::cout << fmt::format("{:>5} {:>5} {:>12} {:>12} {:>8} {:>10}\n", "d", "n", "pattn ms", "mlp ms", "ratio",
-                           "pattn GF/s");
+  std::cout << fmt::format("{:>5} {:>5} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10}\n", "d", "n", "fused ms", "mlp ms",
+                           "ref ms", "fused/mlp", "ref/mlp", "fused GF/s");
   for (std::int64_t d : widths) {
     for (std::int64_t n : tokens) {
       torch::manual_seed(0);
@@ -38,13 +39,18 @@ int main(int argc, char** argv) {
       auto pattention_step = [&] {
         layer->forward(x).backward(grad);
       };
+      auto reference_step = [&] {
+        tfw::pattention_set_implementation(tfw::PattentionImplementation::reference);
+        layer->forward(x).backward(grad);
+        tfw::pattention_set_implementation(tfw::PattentionImplementation::fused);
+      };
       auto mlp_step = [&] {
         down->forward(torch::gelu(up->forward(x))).backward(grad);
       };
-      std::vector<double> t = tfw::bench::interleaved({pattention_step, mlp_step}, repeats);
+      std::vector<double> t = tfw::bench::interleaved({pattention_step, mlp_step, reference_step}, repeats);
       const double flops = 3.0 * 4.0 * rows * n * d;  // forward 4·T·n·d, backward 2x
-      std::cout << fmt::format("{:>5} {:>5} {:>12.2f} {:>12.2f} {:>8.3f} {:>10.1f}\n", d, n, 1e3 * t[0], 1e3 * t[1],
-                               t[0] / t[1], flops / t[0] / 1e9);
+      std::cout << fmt::format("{:>5} {:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>8.3f} {:>10.3f} {:>10.1f}\n", d, n,
+                               1e3 * t[0], 1e3 * t[1], 1e3 * t[2], t[0] / t[1], t[2] / t[1], flops / t[0] / 1e9);
     }
   }
   return 0;
