@@ -19,10 +19,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include <ATen/Parallel.h>
 
 #include "engine/error.h"
+#include "engine/pattention_kernels.h"
 
 namespace tfw {
 
@@ -44,12 +46,37 @@ inline T gelu_grad(T x) {  // Φ(x) + x φ(x)
   return cdf + x * static_cast<T>(kInvSqrt2Pi) * std::exp(static_cast<T>(-0.5) * x * x);
 }
 
+// float32 rows go through the AVX2 kernels when the CPU has them, unless TFW_PATTENTION_SCALAR=1
+// (tests compare the two).
+std::atomic<int> vectorised_choice{-1};
+}  // namespace
+
+bool pattention_fused_vectorised() {
+  int choice = vectorised_choice.load();
+  if (choice < 0) {
+    const char* env = std::getenv("TFW_PATTENTION_SCALAR");
+    choice = pattention_kernels::avx2_available() && !(env && std::strcmp(env, "1") == 0) ? 1 : 0;
+    vectorised_choice.store(choice);
+  }
+  return choice == 1;
+}
+
+namespace {
+
 // Rows per task: enough work per task to amortise the thread hand-off.
 std::int64_t grain(std::int64_t n) { return std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, n)); }
 
 template <typename T>
 void forward_rows(const T* s, T* a, double* stat, std::int64_t rows, std::int64_t n, PattentionNorm norm, double m,
                   double eps) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (pattention_fused_vectorised()) {
+      at::parallel_for(0, rows, grain(n), [&](std::int64_t begin, std::int64_t end) {
+        pattention_kernels::forward_avx2(s, a, stat, begin, end, n, static_cast<int>(norm), m, eps);
+      });
+      return;
+    }
+  }
   at::parallel_for(0, rows, grain(n), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t row = begin; row < end; ++row) {
       const T* x = s + row * n;
@@ -109,6 +136,14 @@ void forward_rows(const T* s, T* a, double* stat, std::int64_t rows, std::int64_
 template <typename T>
 void backward_rows(const T* saved, const double* stat, const T* da, T* ds, std::int64_t rows, std::int64_t n,
                    PattentionNorm norm, double m) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (pattention_fused_vectorised()) {
+      at::parallel_for(0, rows, grain(n), [&](std::int64_t begin, std::int64_t end) {
+        pattention_kernels::backward_avx2(saved, stat, da, ds, begin, end, n, static_cast<int>(norm), m);
+      });
+      return;
+    }
+  }
   at::parallel_for(0, rows, grain(n), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t row = begin; row < end; ++row) {
       const T* x = saved + row * n;
@@ -192,6 +227,14 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
 };
 
 }  // namespace
+
+namespace pattention_kernels {
+// Here rather than in the AVX2 file, which this CPU may not be able to run.
+bool avx2_available() {
+  static const bool available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return available;
+}
+}  // namespace pattention_kernels
 
 PattentionImplementation pattention_implementation() {
   int choice = implementation_choice.load();

@@ -16,6 +16,10 @@ enum class PattentionImplementation { fused, reference };
 PattentionImplementation pattention_implementation();
 void pattention_set_implementation(PattentionImplementation implementation);
 
+// Whether float32 rows go through the AVX2 kernels (engine/pattention_kernels_avx2.cpp): when
+// the CPU has AVX2 and FMA, unless TFW_PATTENTION_SCALAR=1.
+bool pattention_fused_vectorised();
+
 // Θ(s) like pattention_scores_normalise, fused. s (..., n) float32 or float64; `multiplier`
 // is tau (L2 variants) or the token count (L1 variants) and takes no gradient.
 torch::Tensor pattention_scores_normalise_fused(const torch::Tensor& s, PattentionNorm norm, double multiplier,

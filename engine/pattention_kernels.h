@@ -1,0 +1,22 @@
+// The row kernels of the fused Pattention normalisation for float32 (issue 16), without torch
+// headers: pattention_fused.cpp chooses them at run time and calls them on blocks of rows.
+// `norm` is the value of PattentionNorm (0 l2_gelu, 1 gelu_l2, 2 gelu_l1, 3 softmax).
+#pragma once
+
+#include <cstdint>
+
+namespace tfw::pattention_kernels {
+
+// True when this CPU runs the AVX2+FMA kernels (pattention_kernels_avx2.cpp).
+bool avx2_available();
+
+// Forward over rows [begin, end): a = Θ(s) per row of n scores; stat[row] gets the row
+// statistic the backward needs (r for the L2 variants, z for gelu_l1, unused for softmax).
+void forward_avx2(const float* s, float* a, double* stat, std::int64_t begin, std::int64_t end, std::int64_t n,
+                  int norm, double multiplier, double eps);
+
+// Backward over rows [begin, end): ds from da, with `saved` = s (GELU variants) or a (softmax).
+void backward_avx2(const float* saved, const double* stat, const float* da, float* ds, std::int64_t begin,
+                   std::int64_t end, std::int64_t n, int norm, double multiplier);
+
+}  // namespace tfw::pattention_kernels
