@@ -9,6 +9,7 @@ namespace tfw {
 
 namespace {
 int current_threads = 0;
+int active_threads = 0;
 }  // namespace
 
 void runtime_init(int threads) {
@@ -16,9 +17,19 @@ void runtime_init(int threads) {
   if (threads <= 0) threads = 1;
   torch::set_num_threads(threads);
   current_threads = threads;
+  active_threads = threads;
 }
 
 int runtime_threads() { return current_threads; }
+
+void runtime_use_threads(int threads) {
+  if (threads < 1) threads = 1;
+  if (threads == active_threads) return;
+  torch::set_num_threads(threads);
+  active_threads = threads;
+}
+
+int runtime_active_threads() { return active_threads; }
 
 const char* torch_version() { return TORCH_VERSION; }
 

@@ -18,9 +18,11 @@
 #include "engine/error.h"
 #include "engine/growth.h"
 #include "engine/home.h"
+#include "engine/load.h"
 #include "engine/model.h"
 #include "engine/peak.h"
 #include "engine/registry.h"
+#include "engine/runtime.h"
 #include "engine/train/eval.h"
 #include "engine/train/optim.h"
 #include "engine/train/schedule.h"
@@ -328,6 +330,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   std::vector<torch::Tensor> parameters = model->parameters();
 
   auto save = [&] {
+    const auto started = Clock::now();
     // The store commits the metrics up to here before the checkpoint exists: a crash after
     // it becomes valid cannot lose them (resume rewrites only the steps after it).
     if (options.before_checkpoint) options.before_checkpoint();
@@ -339,10 +342,12 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     for (const std::string& removed : checkpoint_prune(checkpoint_dir, train.keep_checkpoints)) {
       if (options.on_checkpoint_removed) options.on_checkpoint_removed(removed);
     }
+    summary.checkpoint_seconds += seconds_since(started);
   };
 
   // A growth event: evaluate, grow, carry the optimiser on as the options say, evaluate.
   auto grow = [&](const Stage& stage) {
+    const auto started = Clock::now();
     const double before = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
     model = stage.method->apply(*model, family, *stage.from, *stage.to, stage.event.options,
                                 train.seed + static_cast<std::uint64_t>(stage.event.at_step));
@@ -379,11 +384,13 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     say(fmt::format("step {}: {} grew {} -> {} ({} parameters); val loss {:.4f} -> {:.4f}", state.step,
                     stage.method->name(), stage.from->summary(), stage.to->summary(), stage.to->parameter_count(),
                     before, after));
+    summary.growth_seconds += seconds_since(started);
   };
 
   // One evaluation: the run's own validation windows (returned), then each of
   // data.eval_corpora's, recorded as val/loss@NAME.
   auto validate = [&](std::int64_t step, std::int64_t tokens, double flops, double wall) {
+    const auto started = Clock::now();
     const double loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
     metrics.write(step, tokens, flops, wall, "val/loss", loss);
     metrics.write(step, tokens, flops, wall, "val/perplexity", std::exp(loss));
@@ -392,6 +399,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     for (const auto& [name, shard] : extra_val) {
       metrics.write(step, tokens, flops, wall, "val/loss@" + name, evaluate(*model, *shard, B, T, V, train.eval_batches));
     }
+    summary.eval_seconds += seconds_since(started);
     return loss;
   };
 
@@ -406,8 +414,9 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     }
   }
 
-  double step_seconds_total = 0;
+  double step_seconds_total = 0, data_seconds_total = 0;
   std::int64_t steps_this_process = 0;
+  ThreadGovernor governor;
   const double wall_before = state.wall_seconds;
   const auto process_start = Clock::now();
   while (state.step < plan.total_steps) {
@@ -421,8 +430,11 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     for (auto& group : optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     optimizer->zero_grad();
     double loss = 0;
+    double data_seconds = 0;
     for (std::int64_t micro = 0; micro < train.grad_accum; ++micro) {
+      const auto draw_start = Clock::now();
       torch::Tensor batch = sampler.next(B, T);
+      data_seconds += seconds_since(draw_start);
       torch::Tensor micro_loss = loss_of(*model, batch, T, V) / static_cast<double>(train.grad_accum);
       micro_loss.backward();
       loss += micro_loss.item<double>();
@@ -451,8 +463,9 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     state.tokens += plan.tokens_per_step;
     state.flops += plan.flops_per_step;
     state.train_loss = loss;
-    const double step_seconds = seconds_since(step_start);
+    const double step_seconds = seconds_since(step_start) - data_seconds;
     step_seconds_total += step_seconds;
+    data_seconds_total += data_seconds;
     steps_this_process += 1;
 
     TrainProgress progress;
@@ -468,6 +481,9 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     progress.mfu = plan.flops_per_step / mean_step / summary.peak_flops;
     progress.eta_seconds = mean_step * static_cast<double>(plan.total_steps - state.step);
     progress.elapsed_seconds = wall_before + seconds_since(process_start);
+    progress.step_seconds = mean_step;
+    progress.data_seconds = data_seconds_total / static_cast<double>(steps_this_process);
+    progress.threads = runtime_active_threads();
 
     metrics.write(state.step, state.tokens, state.flops, wall, "train/loss", loss);
     metrics.write(state.step, state.tokens, state.flops, wall, "train/lr", lr);
@@ -485,7 +501,17 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     metrics.flush();
     state.wall_seconds = wall_before + seconds_since(process_start);
     if (state.step % train.checkpoint_every == 0 || state.step == plan.total_steps) save();
+    progress.eval_seconds = summary.eval_seconds;
+    progress.checkpoint_seconds = summary.checkpoint_seconds;
     if (options.on_progress) options.on_progress(progress);
+    if (std::optional<std::string> change = governor.update()) {
+      summary.thread_changes += 1;
+      say(fmt::format("step {}: {}", state.step, *change));
+      if (options.on_event) {
+        options.on_event("threads", state.step,
+                         nlohmann::json{{"threads", runtime_active_threads()}, {"reason", *change}}.dump());
+      }
+    }
   }
   state.wall_seconds = wall_before + seconds_since(process_start);
   if (summary.interrupted) {
@@ -500,6 +526,10 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   summary.val_loss = state.val_loss;
   summary.best_val_loss = state.best_val_loss;
   summary.seconds = state.wall_seconds;
+  summary.process_seconds = seconds_since(process_start);
+  summary.step_seconds = step_seconds_total;
+  summary.data_seconds = data_seconds_total;
+  summary.threads = runtime_active_threads();
   if (steps_this_process > 0) {
     const double mean_step = step_seconds_total / static_cast<double>(steps_this_process);
     summary.tokens_per_second = static_cast<double>(plan.tokens_per_step) / mean_step;

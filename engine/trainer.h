@@ -21,6 +21,11 @@ struct TrainProgress {
   double tokens_per_second = 0, mfu = 0, eta_seconds = 0, elapsed_seconds = 0;
   double val_loss = 0;  // NaN until the first evaluation
   bool evaluated = false;  // this step ran an evaluation
+  // Measured time (docs/cli.md, "Where the time goes"), in this process: the mean step
+  // (forward, backward, clipping, update) and the mean batch draw per step; evaluation,
+  // checkpoint and growth time in total. tokens_per_second is training tokens over step time.
+  double step_seconds = 0, data_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
+  int threads = 0;  // torch threads in use (the ThreadGovernor may lower them)
 };
 
 struct TrainOptions {
@@ -47,6 +52,11 @@ struct TrainSummary {
   std::int64_t steps = 0, tokens = 0, parameters = 0;
   double flops = 0, train_loss = 0, val_loss = 0, best_val_loss = 0, seconds = 0;
   double tokens_per_second = 0, mfu = 0, peak_flops = 0;
+  // This process's time by kind, in total (TrainProgress); seconds is the run's wall time
+  // across every process that trained it.
+  double step_seconds = 0, data_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0, growth_seconds = 0;
+  double process_seconds = 0;  // this process's training loop, wall time
+  int threads = 0, thread_changes = 0;  // threads at the end; times the ThreadGovernor changed them
   double inherited_flops = 0;  // the lineage's FLOPs before this run
   std::int64_t growth_events = 0;  // applied by this process
   std::string last_checkpoint;

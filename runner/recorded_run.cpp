@@ -17,7 +17,7 @@
 #include "engine/runtime.h"
 #include "engine/train/schedule.h"
 #include "runner/lineage.h"
-#include "runner/load.h"
+#include "engine/load.h"
 #include "storage/store.h"
 
 #ifndef TFW_GIT_COMMIT
@@ -216,7 +216,10 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
   outcome.contended = load_contended(outcome.other_cpu_share, runtime_threads());
   nlohmann::json final_metrics = {{"train_loss", summary.train_loss}, {"val_loss", summary.val_loss},
                                   {"best_val_loss", summary.best_val_loss}, {"steps", summary.steps},
-                                  {"tokens_per_second", summary.tokens_per_second}, {"mfu", summary.mfu}};
+                                  {"tokens_per_second", summary.tokens_per_second}, {"mfu", summary.mfu},
+                                  {"step_seconds", summary.step_seconds}, {"data_seconds", summary.data_seconds},
+                                  {"eval_seconds", summary.eval_seconds},
+                                  {"checkpoint_seconds", summary.checkpoint_seconds}, {"threads", summary.threads}};
   if (std::isfinite(outcome.other_cpu_share)) {
     final_metrics["other_cpu_share"] = outcome.other_cpu_share;
     final_metrics["contended"] = outcome.contended;

@@ -54,9 +54,10 @@ void run_train(TrainArgs& args) {
     }
   };
   hooks.on_progress = [&](const TrainProgress& p) {
-    std::string line = fmt::format("step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | MFU {:.1f}% | ETA {}",
+    std::string line = fmt::format("step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | MFU {:.1f}% | "
+                                   "step {:.1f} ms, data {:.2f} ms | ETA {}",
                                    p.step, p.total_steps, p.loss, p.lr, p.tokens_per_second, 100 * p.mfu,
-                                   duration_text(p.eta_seconds));
+                                   1e3 * p.step_seconds, 1e3 * p.data_seconds, duration_text(p.eta_seconds));
     if (p.evaluated) {
       std::cerr << (tty ? "\r\033[K" : "") << line << fmt::format(" | val {:.4f}", p.val_loss) << "\n";
     } else if (tty) {
@@ -82,13 +83,23 @@ void run_train(TrainArgs& args) {
                 {"seconds", summary.seconds}, {"tokens_per_second", summary.tokens_per_second},
                 {"mfu", summary.mfu}, {"peak_flops", summary.peak_flops},
                 {"last_checkpoint", summary.last_checkpoint}, {"interrupted", summary.interrupted},
-                {"other_cpu_share", std::isfinite(share) ? nlohmann::json(share) : nlohmann::json(nullptr)}});
+                {"other_cpu_share", std::isfinite(share) ? nlohmann::json(share) : nlohmann::json(nullptr)},
+                {"threads", summary.threads}, {"thread_changes", summary.thread_changes},
+                {"time", {{"step", summary.step_seconds}, {"data", summary.data_seconds},
+                          {"eval", summary.eval_seconds}, {"checkpoint", summary.checkpoint_seconds},
+                          {"growth", summary.growth_seconds}, {"process", summary.process_seconds}}}});
   } else {
     std::cout << fmt::format("run {} {}: {} steps, {} tokens, {:.3e} training FLOPs, {}\n", outcome.run_id, name,
                              summary.steps, grouped(summary.tokens), summary.flops, duration_text(summary.seconds));
     std::cout << fmt::format("  val loss {:.4f} (best {:.4f}), train loss {:.4f}, {:.0f} tokens/s, MFU {:.1f}%\n",
                              summary.val_loss, summary.best_val_loss, summary.train_loss, summary.tokens_per_second,
                              100 * summary.mfu);
+    std::cout << fmt::format("  time: steps {:.2f} s, data {:.2f} s, evaluation {:.2f} s, checkpoints {:.2f} s{} "
+                             "(of {:.2f} s in this process)\n",
+                             summary.step_seconds, summary.data_seconds, summary.eval_seconds,
+                             summary.checkpoint_seconds,
+                             summary.growth_seconds > 0 ? fmt::format(", growth {:.2f} s", summary.growth_seconds) : "",
+                             summary.process_seconds);
     std::cout << "  checkpoint " << summary.last_checkpoint << "\n";
   }
   if (outcome.contended) {

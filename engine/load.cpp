@@ -1,14 +1,20 @@
-#include "runner/load.h"
+#include "engine/load.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+
+#include <fmt/format.h>
+
+#include "engine/runtime.h"
 
 namespace tfw {
 
@@ -57,6 +63,28 @@ double LoadMeter::other_cpu_share() const {
   const double other = (machine_busy() - start_busy_) - (own_busy() - start_own_);
   if (!(wall > 0) || !std::isfinite(other)) return NAN;
   return std::clamp(other / (wall * cores), 0.0, 1.0);
+}
+
+double LoadMeter::seconds() const { return wall_now() - start_wall_; }
+
+ThreadGovernor::ThreadGovernor(double window_seconds) : window_seconds_(window_seconds) {
+  const char* fixed = std::getenv("TFW_FIXED_THREADS");
+  enabled_ = !(fixed && std::strcmp(fixed, "1") == 0) && runtime_threads() > 1;
+}
+
+std::optional<std::string> ThreadGovernor::update() {
+  if (!enabled_ || window_.seconds() < window_seconds_) return std::nullopt;
+  const double share = window_.other_cpu_share(), seconds = window_.seconds();
+  window_ = LoadMeter();
+  if (!std::isfinite(share)) return std::nullopt;
+  const double cores = static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
+  const int most = std::max(1, runtime_threads());
+  const int threads = std::clamp(static_cast<int>(std::lround(cores - share * cores)), 1, most);
+  const int before = runtime_active_threads();
+  if (threads == before) return std::nullopt;
+  runtime_use_threads(threads);
+  return fmt::format("threads {} -> {}: other processes used {:.1f} of {:.0f} cores over the last {:.1f} s", before,
+                     threads, share * cores, cores, seconds);
 }
 
 bool load_contended(double other_cpu_share, int threads) {

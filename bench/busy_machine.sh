@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# How much a training slows down beside a competing busy process: tfw's default, whose
+# ThreadGovernor lowers torch's threads to the cores other processes leave free (engine/load.h),
+# against a fixed thread count (TFW_FIXED_THREADS=1, the behaviour before issue 16).
+# Each round trains the same config idle and then beside one busy loop (a shell `while :`,
+# one core's worth of load), for each mode, interleaved. Figures are medians over rounds of
+# the training's own tokens/s (training tokens over step time, docs/cli.md) and of the
+# command's wall time (start-up, data preparation, evaluation and checkpoints included).
+#   bash bench/busy_machine.sh [CONFIG]   (default: the README's tiny training, 100 steps)
+#   ROUNDS=3 STEPS=100 THREADS=2 environment knobs
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tfw=${TFW:-$root/build/tfw}
+rounds=${ROUNDS:-3}
+steps=${STEPS:-100}
+threads=${THREADS:-$(nproc)}
+config=${1:-$root/experiments/mini/tiny-train-tokenformer.toml}
+home=$(mktemp -d)
+busy_pid=
+cleanup() { [ -n "$busy_pid" ] && kill "$busy_pid" 2>/dev/null; rm -rf "$home"; }
+trap cleanup EXIT
+
+train() {  # mode -> "tokens/s wall"
+  local mode=$1 name="r$RANDOM$RANDOM" start end out fixed=0
+  [ "$mode" = fixed ] && fixed=1
+  start=$(date +%s.%N)
+  out=$(TFW_FIXED_THREADS=$fixed "$tfw" --threads "$threads" train "$config" --home "$home" --name "$name" --json \
+        --set train.max_steps="$steps" --set train.checkpoint_every=1000000 2>/dev/null)
+  end=$(date +%s.%N)
+  echo "$(echo "$out" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_second"])') \
+$(echo "$end - $start" | bc -l)"
+}
+
+declare -A rate wall
+for round in $(seq "$rounds"); do
+  for policy in adaptive fixed; do
+    read -r r w < <(train "$policy"); rate[$policy,idle]+="$r "; wall[$policy,idle]+="$w "
+    (while :; do :; done) &
+    busy_pid=$!
+    read -r r w < <(train "$policy"); rate[$policy,busy]+="$r "; wall[$policy,busy]+="$w "
+    kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=
+  done
+done
+
+median() { printf "%s\n" $1 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "$(basename "$config" .toml): $steps steps, $threads threads, $(nproc) cores, one busy process beside, median of $rounds rounds"
+printf "%-8s %12s %12s %9s %10s %10s %9s\n" mode "idle tok/s" "busy tok/s" slowdown "idle wall" "busy wall" slowdown
+for policy in adaptive fixed; do
+  ri=$(median "${rate[$policy,idle]}"); rb=$(median "${rate[$policy,busy]}")
+  wi=$(median "${wall[$policy,idle]}"); wb=$(median "${wall[$policy,busy]}")
+  awk -v p="$policy" -v ri="$ri" -v rb="$rb" -v wi="$wi" -v wb="$wb" \
+    'BEGIN { printf "%-8s %12.0f %12.0f %8.2fx %9.2fs %9.2fs %8.2fx\n", p, ri, rb, ri / rb, wi, wb, wb / wi }'
+done
