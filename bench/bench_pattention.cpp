@@ -1,57 +1,162 @@
 // Pattention forward+backward against an MLP of the same shape (Linear d->n, GELU,
 // Linear n->d, no bias): the same 4·T·n·d FLOPs, so the ratio is the cost of the
-// normalisation. T·B = 4096 rows. Usage: bench_pattention [--quick] [--threads N]
+// normalisation. T·B = 4096 rows, l2_gelu. Three parts, each measured side by side:
+//  1. the grid d 256/512/1024 × n 256..4096: the fused operator, the reference composition
+//     (TFW_PATTENTION=reference) and the MLP, in fp32 and in bf16 (autocast, as
+//     train.precision = "bf16"); median of interleaved repetitions of one step each;
+//  2. the row norm of l2_gelu from S (one pass over the scores) against the Gram-matrix
+//     route rowsum((X·KᵀK) ⊙ X), forward only, median of interleaved repetitions;
+//  3. the peak resident memory of one forward+backward at d 256, n 4096, T 1024 (B 1),
+//     fused against reference: VmHWM after resetting it (/proc/self/clear_refs) minus the
+//     resident memory before the step.
+// Usage: bench_pattention [--quick] [--threads N] [--precision fp32|bf16|both]
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "bench/bench_common.h"
+#include "engine/device.h"
 #include "engine/pattention.h"
 #include "engine/pattention_fused.h"
 #include "engine/runtime.h"
 
+namespace {
+
+// kB from /proc/self/status ("VmRSS", "VmHWM").
+long status_kb(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+// Peak resident memory above the current level while `body` runs, in MiB.
+double peak_mib(const std::function<void()>& body) {
+  std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current RSS
+  const long before = status_kb("VmRSS");
+  body();
+  return static_cast<double>(status_kb("VmHWM") - before) / 1024.0;
+}
+
+void use(tfw::PattentionImplementation implementation) { tfw::pattention_set_implementation(implementation); }
+
+}  // namespace
+
 int main(int argc, char** argv) {
   bool quick = false;
   int threads = 0;
+  std::string precisions = "both";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc) precisions = argv[++i];
   }
   tfw::runtime_init(threads);
+  using tfw::PattentionImplementation;
   const std::int64_t rows = 4096;
   std::vector<std::int64_t> widths = quick ? std::vector<std::int64_t>{256} : std::vector<std::int64_t>{256, 512, 1024};
   std::vector<std::int64_t> tokens = quick ? std::vector<std::int64_t>{256, 1024}
                                            : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096};
   const int repeats = quick ? 3 : 5;
-  std::cout << fmt::format("Pattention (l2_gelu) vs MLP d->n->d, forward+backward, T·B = {}, float32, {} threads, "
-                           "LibTorch {}\n", rows, torch::get_num_threads(), tfw::torch_version());
-  std::cout << fmt::format("{:>5} {:>5} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10}\n", "d", "n", "fused ms", "mlp ms",
-                           "ref ms", "fused/mlp", "ref/mlp", "fused GF/s");
+  std::vector<tfw::Precision> runs;
+  if (precisions != "bf16") runs.push_back(tfw::Precision::fp32);
+  if (precisions != "fp32") runs.push_back(tfw::Precision::bf16);
+
+  std::cout << fmt::format("1. Pattention (l2_gelu) vs MLP d->n->d, forward+backward, T·B = {}, {} threads, LibTorch {}, "
+                           "fused float32 kernels: {}; median of {} interleaved steps\n",
+                           rows, torch::get_num_threads(), tfw::torch_version(),
+                           tfw::pattention_fused_vectorised() ? "AVX2" : "scalar", repeats);
+  std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>10}\n", "prec", "d", "n", "fused ms",
+                           "mlp ms", "ref ms", "fused/mlp", "ref/mlp", "fused GF/s");
+  for (tfw::Precision precision : runs) {
+    for (std::int64_t d : widths) {
+      for (std::int64_t n : tokens) {
+        torch::manual_seed(0);
+        tfw::Pattention layer(tfw::PattentionOptions(d, d, n));
+        torch::nn::Linear up(torch::nn::LinearOptions(d, n).bias(false));
+        torch::nn::Linear down(torch::nn::LinearOptions(n, d).bias(false));
+        torch::Tensor x = torch::randn({rows, d}, torch::requires_grad());
+        torch::Tensor grad = torch::randn({rows, d});
+        auto step = [&](const std::function<torch::Tensor()>& forward) {
+          torch::Tensor out;
+          {
+            const tfw::AutocastGuard autocast(precision, torch::kCPU);
+            out = forward();
+          }
+          out.backward(grad.to(out.scalar_type()));
+        };
+        auto fused_step = [&] {
+          use(PattentionImplementation::fused);
+          step([&] { return layer->forward(x); });
+        };
+        auto reference_step = [&] {
+          use(PattentionImplementation::reference);
+          step([&] { return layer->forward(x); });
+          use(PattentionImplementation::fused);
+        };
+        auto mlp_step = [&] { step([&] { return down->forward(torch::gelu(up->forward(x))); }); };
+        std::vector<double> t = tfw::bench::interleaved({fused_step, mlp_step, reference_step}, repeats);
+        const double flops = 3.0 * 4.0 * rows * n * d;  // forward 4·T·n·d, backward 2x
+        std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.3f} {:>8.3f} {:>10.1f}\n",
+                                 tfw::precision_name(precision), d, n, 1e3 * t[0], 1e3 * t[1], 1e3 * t[2],
+                                 t[0] / t[1], t[2] / t[1], flops / t[0] / 1e9);
+      }
+    }
+  }
+
+  std::cout << fmt::format("\n2. l2_gelu row norm, float32, forward only, T·B = {}: one pass over S = X·Kᵀ against "
+                           "rowsum((X·G) ⊙ X) with G = KᵀK (both after S is computed; the Gram route adds its own "
+                           "products)\n", rows);
+  std::cout << fmt::format("{:>5} {:>5} {:>12} {:>12} {:>8}\n", "d", "n", "from S ms", "Gram ms", "Gram/S");
   for (std::int64_t d : widths) {
     for (std::int64_t n : tokens) {
+      torch::NoGradGuard no_grad;
       torch::manual_seed(0);
-      tfw::Pattention layer(tfw::PattentionOptions(d, d, n));
-      torch::nn::Linear up(torch::nn::LinearOptions(d, n).bias(false));
-      torch::nn::Linear down(torch::nn::LinearOptions(n, d).bias(false));
-      torch::Tensor x = torch::randn({rows, d}, torch::requires_grad());
-      torch::Tensor grad = torch::randn({rows, d});
-      auto pattention_step = [&] {
-        layer->forward(x).backward(grad);
+      torch::Tensor x = torch::randn({rows, d}), keys = torch::randn({n, d});
+      torch::Tensor s = torch::matmul(x, keys.t());
+      torch::Tensor from_s, from_gram;
+      auto by_scores = [&] { from_s = s.square().sum(-1); };
+      auto by_gram = [&] {
+        torch::Tensor gram = torch::matmul(keys.t(), keys);  // (d, d)
+        from_gram = (torch::matmul(x, gram) * x).sum(-1);
       };
-      auto reference_step = [&] {
-        tfw::pattention_set_implementation(tfw::PattentionImplementation::reference);
-        layer->forward(x).backward(grad);
-        tfw::pattention_set_implementation(tfw::PattentionImplementation::fused);
-      };
-      auto mlp_step = [&] {
-        down->forward(torch::gelu(up->forward(x))).backward(grad);
-      };
-      std::vector<double> t = tfw::bench::interleaved({pattention_step, mlp_step, reference_step}, repeats);
-      const double flops = 3.0 * 4.0 * rows * n * d;  // forward 4·T·n·d, backward 2x
-      std::cout << fmt::format("{:>5} {:>5} {:>12.2f} {:>12.2f} {:>12.2f} {:>8.3f} {:>10.3f} {:>10.1f}\n", d, n,
-                               1e3 * t[0], 1e3 * t[1], 1e3 * t[2], t[0] / t[1], t[2] / t[1], flops / t[0] / 1e9);
+      std::vector<double> t = tfw::bench::interleaved({by_scores, by_gram}, repeats);
+      const double agree = ((from_s - from_gram).abs() / from_s).max().item<double>();
+      std::cout << fmt::format("{:>5} {:>5} {:>12.2f} {:>12.2f} {:>8.2f}   (relative difference {:.1e})\n", d, n,
+                               1e3 * t[0], 1e3 * t[1], t[1] / t[0], agree);
     }
+  }
+
+  {
+    const std::int64_t d = 256, n = 4096, T = 1024;
+    torch::manual_seed(0);
+    tfw::Pattention layer(tfw::PattentionOptions(d, d, n));
+    torch::Tensor x = torch::randn({1, T, d}, torch::requires_grad());
+    torch::Tensor grad = torch::randn({1, T, d});
+    auto one_step = [&](PattentionImplementation implementation) {
+      use(implementation);
+      layer->zero_grad();
+      x.mutable_grad() = torch::Tensor();
+      layer->forward(x).backward(grad);
+      use(PattentionImplementation::fused);
+    };
+    one_step(PattentionImplementation::fused);  // warm up both, so that neither pays first-touch costs
+    one_step(PattentionImplementation::reference);
+    std::vector<double> fused, reference;
+    for (int r = 0; r < 3; ++r) {
+      fused.push_back(peak_mib([&] { one_step(PattentionImplementation::fused); }));
+      reference.push_back(peak_mib([&] { one_step(PattentionImplementation::reference); }));
+    }
+    const double f = tfw::bench::median(fused), ref = tfw::bench::median(reference);
+    std::cout << fmt::format("\n3. Peak resident memory of one forward+backward, d {} n {} T {} float32 (one (T, n) "
+                             "matrix is {:.0f} MiB), median of 3: fused {:.1f} MiB, reference {:.1f} MiB, "
+                             "fused/reference {:.2f}\n",
+                             d, n, T, static_cast<double>(T * n * 4) / (1 << 20), f, ref, f / ref);
   }
   return 0;
 }

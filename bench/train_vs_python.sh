@@ -16,7 +16,7 @@ printf "%-28s %12s %12s %8s %8s\n" config "tfw tok/s" "python tok/s" ratio "tfw 
 for config in "${configs[@]}"; do
   tfw_rates=(); py_rates=(); mfus=()
   for round in $(seq "$rounds"); do
-    out=$("$tfw" train "$config" --home "$home" --name "bench-$round-$(basename "$config" .toml)" --json \
+    out=$(TFW_FIXED_THREADS=1 "$tfw" train "$config" --home "$home" --name "bench-$round-$(basename "$config" .toml)" --json \
           --set train.max_steps="$steps" --set train.eval_every=1000000 --set train.checkpoint_every=1000000 \
           --set train.max_tokens=0 --set train.max_flops=0 2>/dev/null)
     tfw_rates+=("$(echo "$out" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_second"])')")

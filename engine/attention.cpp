@@ -5,6 +5,7 @@
 
 #include <torch/version.h>
 
+#include "engine/device.h"
 #include "engine/error.h"
 
 namespace tfw {
@@ -23,7 +24,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
 #endif
   const std::int64_t T = q.size(-2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;               // (B, H, T, T)
+  // Under bf16 autocast the product is bf16; the softmax runs in float32.
+  torch::Tensor scores = at_least_float32(torch::matmul(q, k.transpose(-2, -1))) * scale;  // (B, H, T, T)
   torch::Tensor future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
                              .triu(1);                                                 // (T, T)
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());

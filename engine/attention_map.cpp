@@ -11,6 +11,7 @@
 #include "engine/checkpoint_meta.h"
 #include "engine/data/shards.h"
 #include "engine/data/tokenizer.h"
+#include "engine/device.h"
 #include "engine/error.h"
 #include "engine/home.h"
 #include "engine/model.h"
@@ -135,9 +136,9 @@ AttentionMap AttentionProbe::map(const std::string& text, std::int64_t layer, co
   for (std::size_t i = 0; i < ids.size(); ++i) input[0][static_cast<std::int64_t>(i)] = static_cast<std::int64_t>(ids[i]);
   torch::NoGradGuard no_grad;
   ScoreCapture capture({result.label});
-  state_->model->forward(input);
+  state_->model->forward(input.to(module_device(*state_->model)));
   torch::Tensor scores = capture.scores().at(result.label).reshape({-1, result.parameter_tokens})
-                             .to(torch::kFloat32).contiguous();  // (T, n)
+                             .to(torch::kFloat32).cpu().contiguous();  // (T, n)
   result.scores.assign(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
   for (std::uint32_t id : ids) result.tokens.push_back(state_->tokenizer->decode({id}));
   return result;
@@ -161,8 +162,9 @@ std::vector<ActivatingContext> AttentionProbe::top_contexts(std::int64_t layer, 
   torch::Tensor batch = validation_batch(val, windows, T, 1, 0);  // (windows, T + 1)
   torch::NoGradGuard no_grad;
   ScoreCapture capture({label});
-  state_->model->forward(batch.narrow(1, 0, T));
-  torch::Tensor column = capture.scores().at(label).select(-1, parameter_token).reshape({-1}).to(torch::kFloat32);
+  state_->model->forward(batch.narrow(1, 0, T).to(module_device(*state_->model)));
+  torch::Tensor column =
+      capture.scores().at(label).select(-1, parameter_token).reshape({-1}).to(torch::kFloat32).cpu();
   const std::int64_t count = std::min<std::int64_t>(k, column.numel());
   auto top = column.topk(count);
   auto values = std::get<0>(top), where = std::get<1>(top);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "engine/device.h"
 #include "engine/error.h"
 #include "engine/files.h"
 
@@ -263,9 +264,11 @@ namespace {
 
 // Opens a verified archive. A file whose checksum matches but that is not a LibTorch archive
 // of ours (random bytes with a forged manifest) is a clear error, not a torch stack trace.
-void archive_open(torch::serialize::InputArchive& root, const std::string& path, CheckpointMeta* meta) {
+// Tensors land on `device` (the model's), whatever device wrote them.
+void archive_open(torch::serialize::InputArchive& root, const std::string& path, CheckpointMeta* meta,
+                  torch::Device device = torch::kCPU) {
   try {
-    root.load_from(path);
+    root.load_from(path, device);
     if (meta != nullptr) *meta = meta_from(root);
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
@@ -289,7 +292,7 @@ CheckpointMeta checkpoint_load(const std::string& path, LanguageModel& model, to
   checkpoint_verify(path);
   torch::serialize::InputArchive root;
   CheckpointMeta meta;
-  archive_open(root, path, &meta);
+  archive_open(root, path, &meta, module_device(model));
   try {
     torch::serialize::InputArchive model_archive;
     root.read("model", model_archive);

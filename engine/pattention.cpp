@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/device.h"
 #include "engine/pattention_fused.h"
 
 namespace tfw {
@@ -102,13 +103,21 @@ torch::Tensor PattentionImpl::multiplier() const {
   return is_l1(options_.norm()) ? n0.to(torch::kFloat64) : tau;
 }
 
+double PattentionImpl::multiplier_value() const {  // multiplier() as a number, from the same buffers
+  if (options_.tau_mode() == TauMode::sqrt_n) {
+    const double n = static_cast<double>(keys.size(0));
+    return is_l1(options_.norm()) ? n : std::sqrt(n);
+  }
+  return is_l1(options_.norm()) ? static_cast<double>(n0.item<std::int64_t>()) : tau.item<double>();
+}
+
 torch::Tensor PattentionImpl::forward(const torch::Tensor& x) {
-  torch::Tensor s = torch::matmul(x, keys.t());                                   // (..., n)
-  torch::Tensor a =
-      pattention_implementation() == PattentionImplementation::fused && (s.scalar_type() == torch::kFloat32 ||
-                                                                         s.scalar_type() == torch::kFloat64)
-          ? pattention_scores_normalise_fused(s, options_.norm(), multiplier().item<double>(), options_.eps())
-          : pattention_scores_normalise(s, options_.norm(), multiplier(), options_.eps());
+  // Under bf16 autocast the product is bf16 (accumulated in fp32 inside the matmul); the
+  // normalisation runs in float32 and the next product casts its output back.
+  const torch::Tensor s = at_least_float32(torch::matmul(x, keys.t()));          // (..., n)
+  torch::Tensor a = pattention_implementation() == PattentionImplementation::fused
+                        ? pattention_scores_normalise_fused(s, options_.norm(), multiplier_value(), options_.eps())
+                        : pattention_scores_normalise(s, options_.norm(), multiplier(), options_.eps());
   if (ScoreCapture* capture = active_capture) capture->record(options_.label(), a);
   return torch::matmul(a, values);                                                // (..., d_out)
 }

@@ -60,6 +60,7 @@ class PattentionImpl : public torch::nn::Module {
   std::int64_t tokens_at_creation() const { return n0.item<std::int64_t>(); }
   // The multiplier Θ uses now: tau for the L2 variants, n for the L1 variants.
   torch::Tensor multiplier() const;
+  double multiplier_value() const;  // the same, as a number
   const PattentionOptions& options() const { return options_; }
   void set_label(std::string label) { options_.label(std::move(label)); }
 

@@ -7,8 +7,10 @@
 
 #include <fmt/format.h>
 
+#include "engine/device.h"
 #include "engine/error.h"
 #include "engine/registry.h"
+#include "engine/runtime.h"
 
 namespace tfw {
 
@@ -89,6 +91,19 @@ TrainConfig train_parse(ConfigTable& t) {
   c.nan_policy = t.get_choice("nan_policy", c.nan_policy, {"stop", "skip"});
   c.log_every = at_least<std::int64_t>(t, "log_every", t.get_int("log_every", c.log_every), 1);
   c.peak_flops = at_least(t, "peak_flops", t.get_double("peak_flops", 0), 0.0);
+  c.precision = t.get_choice("precision", c.precision, {"fp32", "bf16"});
+  c.device = t.get_string("device", c.device);
+  if (!(c.device == "cpu" || c.device == "cuda" ||
+        (c.device.rfind("cuda:", 0) == 0 && c.device.size() > 5 &&
+         c.device.find_first_not_of("0123456789", 5) == std::string::npos))) {
+    t.fail("device", fmt::format("\"{}\" is not a device", c.device), "use \"cpu\", \"cuda\" or \"cuda:N\"");
+  }
+  if (c.device != "cpu" && !cuda_available()) {
+    t.fail("device",
+           fmt::format("\"{}\" asks for CUDA, but this LibTorch ({}) has no CUDA: it was built for the CPU only, or "
+                       "finds no GPU", c.device, torch_version()),
+           "set train.device = \"cpu\", or build tfw against a LibTorch with CUDA on a machine with a GPU");
+  }
   for (ConfigTable& event_table : t.sub_array("growth")) {
     GrowthEvent event;
     event.at_step = at_least<std::int64_t>(event_table, "at_step", event_table.require_int("at_step"), 1);
@@ -133,6 +148,8 @@ toml::table train_to_toml(const TrainConfig& c) {
   if (c.max_tokens > 0) t.insert("max_tokens", c.max_tokens);
   if (c.max_flops > 0) t.insert("max_flops", c.max_flops);
   if (c.peak_flops > 0) t.insert("peak_flops", c.peak_flops);
+  if (c.precision != "fp32") t.insert("precision", c.precision);
+  if (c.device != "cpu") t.insert("device", c.device);
   if (c.schedule_steps > 0) t.insert("schedule_steps", c.schedule_steps);
   if (!c.growth.empty()) {
     toml::array events;

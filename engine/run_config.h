@@ -77,6 +77,10 @@ struct TrainConfig {
   std::string nan_policy = "stop";    // "stop" or "skip"
   std::int64_t log_every = 10;
   double peak_flops = 0;              // for MFU; 0: measured once per machine and cached
+  // "fp32", or "bf16": bf16 autocast for the matmuls, fp32 master weights, optimiser state,
+  // normalisations and loss (engine/device.h). Evaluation follows it; checkpoints stay fp32.
+  std::string precision = "fp32";
+  std::string device = "cpu";         // "cpu", "cuda" or "cuda:N" (checked when training starts)
   std::vector<GrowthEvent> growth;    // [[train.growth]], by step
   GrowthRepeat growth_repeat;         // [train.growth_repeat] (every_steps = 0: none)
 };

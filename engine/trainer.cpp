@@ -15,6 +15,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/data/shards.h"
+#include "engine/device.h"
 #include "engine/error.h"
 #include "engine/growth.h"
 #include "engine/home.h"
@@ -239,6 +240,8 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   train_memory_check(config, plan);
   const ModelShape shape = config.model.spec->shape();
   const std::int64_t T = plan.seq_len, V = shape.vocab, B = train.batch_size;
+  const torch::Device device = device_resolve(train.device);  // a UsageError before any work
+  const Precision precision = precision_parse(train.precision);
   auto say = [&](const std::string& message) {
     if (options.on_message) options.on_message(message);
   };
@@ -277,6 +280,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   // Model, optimiser, sampler; then the checkpoint when resuming or starting from one.
   const ModelFamily& family = registry.family(config.model.family);
   std::shared_ptr<LanguageModel> model = family.build(*config.model.spec, train.seed);
+  model->to(device);
   auto make_optimizer = [&] {
     return std::make_unique<torch::optim::AdamW>(optimizer_groups(*model, train), torch::optim::AdamWOptions(train.lr));
   };
@@ -348,9 +352,10 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   // A growth event: evaluate, grow, carry the optimiser on as the options say, evaluate.
   auto grow = [&](const Stage& stage) {
     const auto started = Clock::now();
-    const double before = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
+    const double before = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision);
     model = stage.method->apply(*model, family, *stage.from, *stage.to, stage.event.options,
                                 train.seed + static_cast<std::uint64_t>(stage.event.at_step));
+    model->to(device);  // a no-op for growth that keeps the model's tensors
     const bool extend = stage.method->in_place() &&
                         stage.event.options["optimizer"].value_or(std::string("extend")) == "extend";
     if (extend) {
@@ -364,7 +369,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     plan.flops_per_step = static_cast<double>(stage.to->flops_per_token(T).training()) *
                           static_cast<double>(plan.tokens_per_step);
     if (restarts_schedule(stage.event.options)) restart_step = stage.event.at_step;
-    const double after = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
+    const double after = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision);
     std::ostringstream options_text;
     options_text << stage.event.options;
     if (options.on_event) {
@@ -391,13 +396,13 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   // data.eval_corpora's, recorded as val/loss@NAME.
   auto validate = [&](std::int64_t step, std::int64_t tokens, double flops, double wall) {
     const auto started = Clock::now();
-    const double loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches);
+    const double loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision);
     metrics.write(step, tokens, flops, wall, "val/loss", loss);
     metrics.write(step, tokens, flops, wall, "val/perplexity", std::exp(loss));
     metrics.write(step, tokens, flops, wall, "val/bits_per_token", loss / std::log(2.0));
     if (shards.tokenizer == "byte") metrics.write(step, tokens, flops, wall, "val/bits_per_byte", loss / std::log(2.0));
     for (const auto& [name, shard] : extra_val) {
-      metrics.write(step, tokens, flops, wall, "val/loss@" + name, evaluate(*model, *shard, B, T, V, train.eval_batches));
+      metrics.write(step, tokens, flops, wall, "val/loss@" + name, evaluate(*model, *shard, B, T, V, train.eval_batches, precision));
     }
     summary.eval_seconds += seconds_since(started);
     return loss;
@@ -435,7 +440,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
       const auto draw_start = Clock::now();
       torch::Tensor batch = sampler.next(B, T);
       data_seconds += seconds_since(draw_start);
-      torch::Tensor micro_loss = loss_of(*model, batch, T, V) / static_cast<double>(train.grad_accum);
+      torch::Tensor micro_loss = loss_of(*model, batch, T, V, precision) / static_cast<double>(train.grad_accum);
       micro_loss.backward();
       loss += micro_loss.item<double>();
     }

@@ -2,9 +2,17 @@
 
 namespace tfw {
 
-torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V) {
-  torch::Tensor logits = model.forward(batch.narrow(1, 0, T));                              // (B, T, V)
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, V}), batch.narrow(1, 1, T).reshape({-1}));
+torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
+                      Precision precision) {
+  const torch::Device device = module_device(model);
+  const torch::Tensor tokens = batch.to(device);
+  torch::Tensor logits;  // (B, T, V)
+  {
+    const AutocastGuard autocast(precision, device);
+    logits = model.forward(tokens.narrow(1, 0, T));
+  }
+  return torch::nn::functional::cross_entropy(at_least_float32(logits).reshape({-1, V}),
+                                              tokens.narrow(1, 1, T).reshape({-1}));
 }
 
 torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t batches,
@@ -22,10 +30,10 @@ torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64
 }
 
 double evaluate(LanguageModel& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
-                std::int64_t batches) {
+                std::int64_t batches, Precision precision) {
   torch::NoGradGuard no_grad;
   double total = 0;
-  for (std::int64_t k = 0; k < batches; ++k) total += loss_of(model, validation_batch(val, B, T, batches, k), T, V).item<double>();
+  for (std::int64_t k = 0; k < batches; ++k) total += loss_of(model, validation_batch(val, B, T, batches, k), T, V, precision).item<double>();
   return total / static_cast<double>(batches);
 }
 

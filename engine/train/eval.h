@@ -7,12 +7,16 @@
 #include <torch/torch.h>
 
 #include "engine/data/shards.h"
+#include "engine/device.h"
 #include "engine/model.h"
 
 namespace tfw {
 
-// batch (B, T + 1): mean cross-entropy of predicting batch[:, 1:] from batch[:, :T].
-torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V);
+// batch (B, T + 1): mean cross-entropy of predicting batch[:, 1:] from batch[:, :T]. The batch
+// moves to the model's device; the forward pass runs in `precision` (engine/device.h), the
+// loss in at least float32.
+torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
+                      Precision precision = Precision::fp32);
 
 // The k-th of `batches` fixed validation batches (B, T + 1).
 torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t batches,
@@ -20,6 +24,6 @@ torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64
 
 // Mean loss over `batches` fixed validation batches.
 double evaluate(LanguageModel& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
-                std::int64_t batches);
+                std::int64_t batches, Precision precision = Precision::fp32);
 
 }  // namespace tfw

@@ -77,7 +77,7 @@ torch::Tensor clone_matrix(const torch::Tensor& w, std::int64_t r, std::int64_t 
       torch::Tensor a = grown.narrow(0, i * out, out).narrow(1, j * in, in);        // block (i, 2j')
       torch::Tensor b = grown.narrow(0, i * out, out).narrow(1, (j + 1) * in, in);  // block (i, 2j'+1)
       const double power = a.to(torch::kFloat64).square().mean().item<double>() / std::pow(10.0, o.snr_db / 10.0);
-      torch::Tensor noise = (torch::randn(a.sizes(), generator, torch::kFloat64) * std::sqrt(power)).to(a.dtype());
+      torch::Tensor noise = (torch::randn(a.sizes(), generator, torch::kFloat64) * std::sqrt(power)).to(a.options());
       a.add_(noise);
       b.sub_(noise);
     }

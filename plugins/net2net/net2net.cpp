@@ -72,7 +72,7 @@ Dimension dimension(const std::vector<std::int64_t>& g, const std::vector<double
   for (std::int64_t source : g) {
     for (std::int64_t t = 0; t < unit; ++t) divisor.push_back(cnt[source]);
   }
-  dim.index = unit == 1 ? torch::tensor(g, torch::kInt64) : head_index(g, unit);
+  dim.index = (unit == 1 ? torch::tensor(g, torch::kInt64) : head_index(g, unit)).to(options.device());
   dim.divisor = torch::tensor(divisor, torch::kFloat64).to(options);
   dim.grows = g.size() != cnt.size();
   return dim;
@@ -94,7 +94,7 @@ void consumer_noise(torch::Tensor& w, const std::vector<std::int64_t>& g, std::i
     const auto c = static_cast<std::int64_t>(copies.size());
     torch::Tensor noise = torch::randn({c, w.size(0), unit}, generator, torch::kFloat64) * std;
     if (o.noise == "zero_sum") noise = noise - noise.mean(0, true);
-    for (std::int64_t i = 0; i < c; ++i) w.narrow(1, copies[i] * unit, unit).add_(noise[i].to(w.dtype()));
+    for (std::int64_t i = 0; i < c; ++i) w.narrow(1, copies[i] * unit, unit).add_(noise[i].to(w.options()));
   }
 }
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Training in bf16 (train.precision = "bf16": autocast matmuls, fp32 master weights) against
+# fp32, on the quickstart configs: the same run (seed, data, steps) in both precisions,
+# interleaved rounds in one run. Throughput is the median over rounds of the training's own
+# tokens/s (training tokens over step time, docs/cli.md); the validation loss is the run's
+# final one (20 fixed batches), the same in every round for a precision, so it is printed once.
+#   bash bench/bf16_vs_fp32.sh [CONFIG...]   (default: the two quickstart configs)
+#   ROUNDS=3 STEPS=300 environment knobs
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tfw=${TFW:-$root/build/tfw}
+rounds=${ROUNDS:-3}
+steps=${STEPS:-300}
+home=$(mktemp -d)
+trap 'rm -rf "$home"' EXIT
+configs=("$@")
+[ ${#configs[@]} -gt 0 ] || configs=("$root/experiments/mini/quickstart-tokenformer.toml" "$root/experiments/mini/quickstart-transformer.toml")
+
+field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+median() { printf "%s\n" "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "$steps steps, $(nproc) threads, median of $rounds rounds; val loss after the last step"
+printf "%-26s %11s %11s %7s %10s %10s %9s\n" config "fp32 tok/s" "bf16 tok/s" speedup "fp32 val" "bf16 val" "val diff"
+for config in "${configs[@]}"; do
+  declare -A rates=() val=()
+  for round in $(seq "$rounds"); do
+    for precision in fp32 bf16; do
+      out=$(TFW_FIXED_THREADS=1 "$tfw" train "$config" --home "$home" --name "$precision-$round-$(basename "$config" .toml)" \
+            --json --set train.max_steps="$steps" --set train.max_tokens=0 --set train.max_flops=0 \
+            --set train.eval_every=1000000 --set train.checkpoint_every=1000000 \
+            --set train.precision="\"$precision\"" 2>/dev/null)
+      rates[$precision]+="$(echo "$out" | field tokens_per_second) "
+      val[$precision]=$(echo "$out" | field val_loss)
+    done
+  done
+  f=$(median ${rates[fp32]}); b=$(median ${rates[bf16]})
+  awk -v name="$(basename "$config" .toml)" -v f="$f" -v b="$b" -v vf="${val[fp32]}" -v vb="${val[bf16]}" \
+    'BEGIN { d = (vb - vf) / vf; printf "%-26s %11.0f %11.0f %6.2fx %10.4f %10.4f %+8.2f%%\n", name, f, b, b / f, vf, vb, 100 * d }'
+  unset rates val
+done

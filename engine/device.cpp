@@ -1,0 +1,85 @@
+#include "engine/device.h"
+
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/runtime.h"
+
+namespace tfw {
+
+Precision precision_parse(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  throw UsageError(with_hint(fmt::format("unknown precision \"{}\"", name), "use \"fp32\" or \"bf16\""));
+}
+
+std::string precision_name(Precision precision) { return precision == Precision::bf16 ? "bf16" : "fp32"; }
+
+bool cuda_available() { return torch::cuda::is_available(); }
+
+torch::Device device_resolve(const std::string& name) {
+  if (name == "cpu") return torch::Device(torch::kCPU);
+  const bool cuda = name == "cuda" || (name.rfind("cuda:", 0) == 0 && name.size() > 5 &&
+                                       name.find_first_not_of("0123456789", 5) == std::string::npos);
+  if (!cuda) {
+    throw UsageError(with_hint(fmt::format("train.device = \"{}\" is not a device", name),
+                               "use \"cpu\", \"cuda\" or \"cuda:N\""));
+  }
+  if (!cuda_available()) {
+    throw UsageError(with_hint(
+        fmt::format("train.device = \"{}\", but this LibTorch ({}) has no CUDA: it was built for the CPU only, or "
+                    "finds no GPU", name, torch_version()),
+        "set train.device = \"cpu\", or build tfw against a LibTorch with CUDA on a machine with a GPU"));
+  }
+  const torch::Device device(name);
+  const auto count = static_cast<int>(torch::cuda::device_count());
+  if (device.has_index() && device.index() >= count) {
+    throw UsageError(with_hint(fmt::format("train.device = \"{}\", but this machine has {} CUDA device{}", name, count,
+                                           count == 1 ? "" : "s"),
+                               fmt::format("use cuda:0 to cuda:{}", count - 1)));
+  }
+  return device;
+}
+
+torch::Device module_device(const torch::nn::Module& module) {
+  for (const torch::Tensor& p : module.parameters()) return p.device();
+  return torch::Device(torch::kCPU);
+}
+
+AutocastGuard::AutocastGuard(Precision precision, torch::Device device) {
+  if (precision != Precision::bf16) return;
+  active_ = true;
+  cuda_ = device.is_cuda();
+  if (cuda_) {
+    was_enabled_ = at::autocast::is_enabled();
+    was_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(true);
+  } else {
+    was_enabled_ = at::autocast::is_cpu_enabled();
+    was_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(true);
+  }
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  if (cuda_) {
+    at::autocast::set_enabled(was_enabled_);
+    at::autocast::set_autocast_gpu_dtype(was_dtype_);
+  } else {
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+  }
+}
+
+torch::Tensor at_least_float32(const torch::Tensor& x) {
+  const auto type = x.scalar_type();
+  return type == torch::kBFloat16 || type == torch::kHalf ? x.to(torch::kFloat32) : x;
+}
+
+}  // namespace tfw

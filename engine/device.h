@@ -1,0 +1,49 @@
+// Where and in what precision the engine computes (issue 16): train.device and
+// train.precision. The code is the same for every device: models are built on the CPU and
+// moved, each batch follows the model, and every tensor the engine creates takes its device
+// from a tensor it already has. Only device_resolve() knows about CUDA. Nothing on CUDA has
+// run on the machines this project has (no GPU); docs/cli.md says what was run.
+#pragma once
+
+#include <string>
+
+#include <torch/torch.h>
+
+namespace tfw {
+
+enum class Precision { fp32, bf16 };
+
+Precision precision_parse(const std::string& name);  // "fp32" | "bf16"; throws UsageError
+std::string precision_name(Precision precision);
+
+// Whether this LibTorch has CUDA and finds a GPU.
+bool cuda_available();
+
+// "cpu", "cuda" or "cuda:N" as a device of this LibTorch. Throws UsageError naming the
+// LibTorch when it has no CUDA, or when device N does not exist.
+torch::Device device_resolve(const std::string& name);
+
+// The device of a module's first parameter (the CPU for a module without parameters).
+torch::Device module_device(const torch::nn::Module& module);
+
+// bf16 autocast over a forward pass: matmuls (linear, matmul, mm, bmm, addmm) run in bf16
+// from the fp32 master weights; everything else keeps its dtype. The casts of the weights
+// are cached for the pass and dropped when the outermost guard ends. A no-op for fp32.
+class AutocastGuard {
+ public:
+  AutocastGuard(Precision precision, torch::Device device);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool active_ = false;
+  bool cuda_ = false;
+  bool was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kFloat;
+};
+
+// A tensor in at least float32: bf16 and fp16 become float32, float32 and float64 stay.
+torch::Tensor at_least_float32(const torch::Tensor& x);
+
+}  // namespace tfw

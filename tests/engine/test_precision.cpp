@@ -1,0 +1,87 @@
+// Precision and device (issue 16): bf16 autocast runs a model's products in bf16 while its
+// weights, gradients, Pattention normalisation and loss stay float32; the guard restores
+// autocast when it ends; train.device names only devices this LibTorch has.
+#include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
+#include <torch/version.h>
+
+#include "engine/device.h"
+#include "engine/error.h"
+#include "engine/pattention.h"
+#include "engine/registry.h"
+#include "engine/run_config.h"
+#include "engine/train/eval.h"
+#include "tests/support.h"
+
+namespace tfw {
+namespace {
+
+std::shared_ptr<LanguageModel> tiny_tokenformer() {
+  const ModelConfig config =
+      test::config_from_text(test::TinyModel{"tokenformer", 32, 4, 64, 16, 32, 16}.toml());
+  return test::plugins().family(config.family).build(*config.spec, 3);
+}
+
+TEST(Precision, Bf16AutocastRunsTheProductsInBf16AndKeepsWeightsAndGradientsFloat32) {
+  auto model = tiny_tokenformer();
+  const torch::Tensor tokens = torch::randint(0, 64, {2, 9}, torch::kInt64);
+  torch::Tensor logits;
+  std::map<std::string, torch::Tensor> scores;
+  {
+    const AutocastGuard autocast(Precision::bf16, torch::kCPU);
+    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    ScoreCapture capture;  // every Pattention
+    logits = model->forward(tokens.narrow(1, 0, 8));
+    scores = capture.scores();
+  }
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());  // the guard restores the state it found
+  EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
+  ASSERT_FALSE(scores.empty());
+  for (const auto& [label, a] : scores) EXPECT_EQ(a.scalar_type(), torch::kFloat32) << label;  // Θ in float32
+
+  // The loss is float32 and its gradients reach float32 master weights.
+  const torch::Tensor loss = loss_of(*model, tokens, 8, 64, Precision::bf16);
+  EXPECT_EQ(loss.scalar_type(), torch::kFloat32);
+  loss.backward();
+  for (const auto& p : model->named_parameters()) {
+    EXPECT_EQ(p.value().scalar_type(), torch::kFloat32) << p.key();
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_EQ(p.value().grad().scalar_type(), torch::kFloat32) << p.key();
+  }
+
+  // Close to the float32 loss (bf16 keeps 8 bits of mantissa), but not equal to it.
+  const double fp32 = loss_of(*model, tokens, 8, 64, Precision::fp32).item<double>();
+  EXPECT_NEAR(loss.item<double>(), fp32, 0.02 * fp32);
+  EXPECT_NE(loss.item<double>(), fp32);
+}
+
+TEST(Precision, Fp32GuardChangesNothing) {
+  auto model = tiny_tokenformer();
+  const torch::Tensor tokens = torch::randint(0, 64, {2, 9}, torch::kInt64);
+  const double plain = loss_of(*model, tokens, 8, 64).item<double>();
+  {
+    const AutocastGuard autocast(Precision::fp32, torch::kCPU);
+    EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  }
+  EXPECT_EQ(loss_of(*model, tokens, 8, 64, Precision::fp32).item<double>(), plain);
+}
+
+TEST(Device, NamesOnlyDevicesThisLibTorchHas) {
+  EXPECT_EQ(device_resolve("cpu"), torch::Device(torch::kCPU));
+  EXPECT_THROW(device_resolve("gpu"), UsageError);
+  EXPECT_THROW(device_resolve("cuda:x"), UsageError);
+  if (!cuda_available()) {
+    try {
+      device_resolve("cuda");
+      FAIL() << "cuda resolved on a LibTorch without CUDA";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("has no CUDA"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(TORCH_VERSION), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(precision_parse("bf16"), Precision::bf16);
+  EXPECT_THROW(precision_parse("fp16"), UsageError);
+}
+
+}  // namespace
+}  // namespace tfw
