@@ -8,8 +8,10 @@
 //     route rowsum((X·KᵀK) ⊙ X), forward only, median of interleaved repetitions;
 //  3. the peak resident memory of one forward+backward at d 256, n 4096, T 1024 (B 1),
 //     fused against reference: VmHWM after resetting it (/proc/self/clear_refs) minus the
-//     resident memory before the step.
+//     resident memory before the step (large blocks mapped and unmapped one by one).
 // Usage: bench_pattention [--quick] [--threads N] [--precision fp32|bf16|both]
+#include <malloc.h>
+
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -35,8 +37,11 @@ long status_kb(const std::string& field) {
   return -1;
 }
 
-// Peak resident memory above the current level while `body` runs, in MiB.
+// Peak resident memory above the current level while `body` runs, in MiB. Freed memory
+// goes back to the system first (malloc_trim; part 3 makes every block of 64 KiB or more its
+// own mapping), so that one body cannot run in pages another left resident.
 double peak_mib(const std::function<void()>& body) {
+  malloc_trim(0);
   std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current RSS
   const long before = status_kb("VmRSS");
   body();
@@ -133,6 +138,9 @@ int main(int argc, char** argv) {
   }
 
   {
+    // A fixed threshold: large tensors are mapped and unmapped one by one (after parts 1 and 2,
+    // whose timings it would change: every large tensor would then pay its page faults).
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024);
     const std::int64_t d = 256, n = 4096, T = 1024;
     torch::manual_seed(0);
     tfw::Pattention layer(tfw::PattentionOptions(d, d, n));

@@ -112,12 +112,14 @@ double PattentionImpl::multiplier_value() const {  // multiplier() as a number, 
 }
 
 torch::Tensor PattentionImpl::forward(const torch::Tensor& x) {
-  // Under bf16 autocast the product is bf16 (accumulated in fp32 inside the matmul); the
-  // normalisation runs in float32 and the next product casts its output back.
-  const torch::Tensor s = at_least_float32(torch::matmul(x, keys.t()));          // (..., n)
-  torch::Tensor a = pattention_implementation() == PattentionImplementation::fused
-                        ? pattention_scores_normalise_fused(s, options_.norm(), multiplier_value(), options_.eps())
-                        : pattention_scores_normalise(s, options_.norm(), multiplier(), options_.eps());
+  // Under bf16 autocast the product is bf16 (accumulated in fp32 inside the matmul). Θ runs
+  // in float32 either way: the fused operator widens each bf16 row itself and writes bf16
+  // (the next product's input type); the reference works on a float32 copy.
+  const torch::Tensor s = torch::matmul(x, keys.t());                            // (..., n)
+  torch::Tensor a =
+      pattention_implementation() == PattentionImplementation::fused
+          ? pattention_scores_normalise_fused(s, options_.norm(), multiplier_value(), options_.eps())
+          : pattention_scores_normalise(at_least_float32(s), options_.norm(), multiplier(), options_.eps());
   if (ScoreCapture* capture = active_capture) capture->record(options_.label(), a);
   return torch::matmul(a, values);                                                // (..., d_out)
 }

@@ -23,6 +23,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "engine/device.h"
 #include "engine/error.h"
 #include "engine/pattention_kernels.h"
 
@@ -198,10 +199,19 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
     torch::Tensor a = torch::empty_like(s);
     torch::Tensor stat = torch::empty({rows}, s.options().dtype(torch::kFloat64));
     const auto which = static_cast<PattentionNorm>(norm);
-    AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "pattention_fused_forward", [&] {
-      forward_rows<scalar_t>(s.data_ptr<scalar_t>(), a.data_ptr<scalar_t>(), stat.data_ptr<double>(), rows, n, which,
-                             multiplier, eps);
-    });
+    if (s.scalar_type() == torch::kBFloat16) {  // only when pattention_fused_vectorised()
+      const auto* in = reinterpret_cast<const std::uint16_t*>(s.data_ptr<at::BFloat16>());
+      auto* out = reinterpret_cast<std::uint16_t*>(a.data_ptr<at::BFloat16>());
+      double* stats = stat.data_ptr<double>();
+      at::parallel_for(0, rows, grain(n), [&](std::int64_t begin, std::int64_t end) {
+        pattention_kernels::forward_bf16_avx2(in, out, stats, begin, end, n, static_cast<int>(which), multiplier, eps);
+      });
+    } else {
+      AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "pattention_fused_forward", [&] {
+        forward_rows<scalar_t>(s.data_ptr<scalar_t>(), a.data_ptr<scalar_t>(), stat.data_ptr<double>(), rows, n,
+                               which, multiplier, eps);
+      });
+    }
     ctx->saved_data["norm"] = norm;
     ctx->saved_data["multiplier"] = multiplier;
     ctx->save_for_backward({which == PattentionNorm::softmax ? a : s, stat});
@@ -218,10 +228,22 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
     torch::Tensor ds = torch::empty_like(kept);
     const auto which = static_cast<PattentionNorm>(ctx->saved_data["norm"].toInt());
     const double multiplier = ctx->saved_data["multiplier"].toDouble();
-    AT_DISPATCH_FLOATING_TYPES(kept.scalar_type(), "pattention_fused_backward", [&] {
-      backward_rows<scalar_t>(kept.data_ptr<scalar_t>(), stat.data_ptr<double>(), da.data_ptr<scalar_t>(),
-                              ds.data_ptr<scalar_t>(), rows, n, which, multiplier);
-    });
+    if (kept.scalar_type() == torch::kBFloat16) {
+      const torch::Tensor da16 = da.to(torch::kBFloat16);  // a no-op: the gradient of a bf16 output
+      const auto* in = reinterpret_cast<const std::uint16_t*>(kept.data_ptr<at::BFloat16>());
+      const auto* grad = reinterpret_cast<const std::uint16_t*>(da16.data_ptr<at::BFloat16>());
+      auto* out = reinterpret_cast<std::uint16_t*>(ds.data_ptr<at::BFloat16>());
+      const double* stats = stat.data_ptr<double>();
+      at::parallel_for(0, rows, grain(n), [&](std::int64_t begin, std::int64_t end) {
+        pattention_kernels::backward_bf16_avx2(in, stats, grad, out, begin, end, n, static_cast<int>(which),
+                                               multiplier);
+      });
+    } else {
+      AT_DISPATCH_FLOATING_TYPES(kept.scalar_type(), "pattention_fused_backward", [&] {
+        backward_rows<scalar_t>(kept.data_ptr<scalar_t>(), stat.data_ptr<double>(), da.data_ptr<scalar_t>(),
+                                ds.data_ptr<scalar_t>(), rows, n, which, multiplier);
+      });
+    }
     return {ds, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -252,8 +274,21 @@ void pattention_set_implementation(PattentionImplementation implementation) {
 
 torch::Tensor pattention_scores_normalise_fused(const torch::Tensor& s, PattentionNorm norm, double multiplier,
                                                 double eps) {
-  if (s.scalar_type() != torch::kFloat32 && s.scalar_type() != torch::kFloat64) {
-    throw Error("the fused Pattention takes float32 or float64 scores");
+  if (!s.device().is_cpu()) {  // the kernels are CPU code; elsewhere Θ is the composition of torch ops
+    return pattention_scores_normalise(at_least_float32(s), norm,
+                                       torch::scalar_tensor(multiplier, s.options().dtype(torch::kFloat64)), eps);
+  }
+  const auto type = s.scalar_type();
+  if (type == torch::kBFloat16 || type == torch::kHalf) {
+    // bf16 rows are computed in float32 row by row and stay bf16 in memory (the AVX2 kernels);
+    // elsewhere, and for fp16, Θ runs on a float32 copy and returns float32.
+    if (type == torch::kBFloat16 && pattention_fused_vectorised()) {
+      return FusedNormalise::apply(s, static_cast<std::int64_t>(norm), multiplier, eps);
+    }
+    return FusedNormalise::apply(s.to(torch::kFloat32), static_cast<std::int64_t>(norm), multiplier, eps);
+  }
+  if (type != torch::kFloat32 && type != torch::kFloat64) {
+    throw Error("the fused Pattention takes float32, float64 or bf16 scores");
   }
   return FusedNormalise::apply(s, static_cast<std::int64_t>(norm), multiplier, eps);
 }

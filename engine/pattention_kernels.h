@@ -19,4 +19,12 @@ void forward_avx2(const float* s, float* a, double* stat, std::int64_t begin, st
 void backward_avx2(const float* saved, const double* stat, const float* da, float* ds, std::int64_t begin,
                    std::int64_t end, std::int64_t n, int norm, double multiplier);
 
+// The same on bf16 rows (raw bf16 bits), computed in float32: each row is widened into a
+// per-thread float buffer, run through the float kernel and rounded back to bf16 (to nearest,
+// ties to even), so that no full-size float copy of the scores is ever made.
+void forward_bf16_avx2(const std::uint16_t* s, std::uint16_t* a, double* stat, std::int64_t begin, std::int64_t end,
+                       std::int64_t n, int norm, double multiplier, double eps);
+void backward_bf16_avx2(const std::uint16_t* saved, const double* stat, const std::uint16_t* da, std::uint16_t* ds,
+                        std::int64_t begin, std::int64_t end, std::int64_t n, int norm, double multiplier);
+
 }  // namespace tfw::pattention_kernels

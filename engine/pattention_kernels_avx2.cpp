@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #if !defined(CPU_CAPABILITY_AVX2)
 #error "pattention_kernels_avx2.cpp must be compiled with CPU_CAPABILITY_AVX2 (see engine/CMakeLists.txt)"
@@ -206,7 +208,56 @@ void backward_row(const float* x, double stat, const float* dy, float* dx, std::
   }
 }
 
+// bf16 is the top half of a float32; rounding back is to nearest, ties to even (NaN stays NaN).
+// Plain loops: the compiler vectorises them with this file's AVX2 flags.
+void widen(const std::uint16_t* in, float* out, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(in[j]) << 16;
+    std::memcpy(out + j, &bits, sizeof bits);
+  }
+}
+
+void narrow(const float* in, std::uint16_t* out, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) {
+    std::uint32_t bits;
+    std::memcpy(&bits, in + j, sizeof bits);
+    const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+    const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    out[j] = static_cast<std::uint16_t>(nan ? 0x7fc0u : rounded);
+  }
+}
+
+float* scratch(std::int64_t floats) {
+  thread_local std::vector<float> buffer;
+  if (static_cast<std::int64_t>(buffer.size()) < floats) buffer.resize(static_cast<std::size_t>(floats));
+  return buffer.data();
+}
+
 }  // namespace
+
+void forward_bf16_avx2(const std::uint16_t* s, std::uint16_t* a, double* stat, std::int64_t begin, std::int64_t end,
+                       std::int64_t n, int norm, double multiplier, double eps) {
+  float* x = scratch(2 * n);
+  float* y = x + n;
+  for (std::int64_t row = begin; row < end; ++row) {
+    widen(s + row * n, x, n);
+    forward_row(x, y, stat + row, n, norm, multiplier, eps);
+    narrow(y, a + row * n, n);
+  }
+}
+
+void backward_bf16_avx2(const std::uint16_t* saved, const double* stat, const std::uint16_t* da, std::uint16_t* ds,
+                        std::int64_t begin, std::int64_t end, std::int64_t n, int norm, double multiplier) {
+  float* x = scratch(3 * n);
+  float* dy = x + n;
+  float* dx = dy + n;
+  for (std::int64_t row = begin; row < end; ++row) {
+    widen(saved + row * n, x, n);
+    widen(da + row * n, dy, n);
+    backward_row(x, stat[row], dy, dx, n, norm, multiplier);
+    narrow(dx, ds + row * n, n);
+  }
+}
 
 void forward_avx2(const float* s, float* a, double* stat, std::int64_t begin, std::int64_t end, std::int64_t n,
                   int norm, double multiplier, double eps) {

@@ -8,6 +8,7 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/pattention.h"
+#include "engine/pattention_fused.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
 #include "engine/train/eval.h"
@@ -37,7 +38,9 @@ TEST(Precision, Bf16AutocastRunsTheProductsInBf16AndKeepsWeightsAndGradientsFloa
   EXPECT_FALSE(at::autocast::is_cpu_enabled());  // the guard restores the state it found
   EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
   ASSERT_FALSE(scores.empty());
-  for (const auto& [label, a] : scores) EXPECT_EQ(a.scalar_type(), torch::kFloat32) << label;  // Θ in float32
+  for (const auto& [label, a] : scores) {  // Θ written as bf16 by the fused kernels, float32 elsewhere
+    EXPECT_EQ(a.scalar_type(), pattention_fused_vectorised() ? torch::kBFloat16 : torch::kFloat32) << label;
+  }
 
   // The loss is float32 and its gradients reach float32 master weights.
   const torch::Tensor loss = loss_of(*model, tokens, 8, 64, Precision::bf16);
@@ -53,6 +56,37 @@ TEST(Precision, Bf16AutocastRunsTheProductsInBf16AndKeepsWeightsAndGradientsFloa
   const double fp32 = loss_of(*model, tokens, 8, 64, Precision::fp32).item<double>();
   EXPECT_NEAR(loss.item<double>(), fp32, 0.02 * fp32);
   EXPECT_NE(loss.item<double>(), fp32);
+}
+
+TEST(Precision, Bf16ScoresAreNormalisedInFloat32AndRoundedOnce) {
+  // On bf16 scores the fused operator computes in float32 and rounds its output and the
+  // gradient once: bit for bit what the float32 kernel gives on the widened scores, rounded.
+  torch::manual_seed(5);
+  for (PattentionNorm norm : {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1,
+                              PattentionNorm::softmax}) {
+    SCOPED_TRACE(pattention_norm_name(norm));
+    const torch::Tensor s16 = (torch::randn({3, 7, 203}) * 2).to(torch::kBFloat16).requires_grad_(true);
+    const torch::Tensor da16 = torch::randn({3, 7, 203}).to(torch::kBFloat16);
+    const torch::Tensor s32 = s16.detach().to(torch::kFloat32).requires_grad_(true);
+    const torch::Tensor a16 = pattention_scores_normalise_fused(s16, norm, 14.0, 1e-6);
+    const torch::Tensor a32 = pattention_scores_normalise_fused(s32, norm, 14.0, 1e-6);
+    a16.backward(da16);
+    a32.backward(da16.to(torch::kFloat32));
+    if (pattention_fused_vectorised()) {
+      EXPECT_EQ(a16.scalar_type(), torch::kBFloat16);
+      EXPECT_TRUE(torch::equal(a16, a32.to(torch::kBFloat16)));
+      if (norm != PattentionNorm::softmax) {
+        EXPECT_TRUE(torch::equal(s16.grad(), s32.grad().to(torch::kBFloat16)));
+      } else {  // softmax's backward reads the saved output, which in bf16 is the rounded one
+        const torch::Tensor a = a16.detach().to(torch::kFloat32), da = da16.to(torch::kFloat32);
+        const torch::Tensor expected = a * (da - (da * a).sum(-1, true) / 14.0);
+        EXPECT_LT((s16.grad().to(torch::kFloat32) - expected).abs().max().item<double>(),
+                  1e-2 * expected.abs().max().item<double>());
+      }
+    } else {
+      EXPECT_TRUE(torch::equal(a16, a32));
+    }
+  }
 }
 
 TEST(Precision, Fp32GuardChangesNothing) {
