@@ -8,6 +8,7 @@
 #   ROUNDS=3 STEPS=300 environment knobs
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$root/bench/common.sh"
 tfw=${TFW:-$root/build/tfw}
 rounds=${ROUNDS:-3}
 steps=${STEPS:-300}
@@ -16,8 +17,6 @@ trap 'rm -rf "$home"' EXIT
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=("$root/experiments/mini/quickstart-tokenformer.toml" "$root/experiments/mini/quickstart-transformer.toml")
 
-field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
-median() { printf "%s\n" "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "$steps steps, $(nproc) threads, median of $rounds rounds; val loss after the last step"
 printf "%-26s %11s %11s %7s %10s %10s %9s\n" config "fp32 tok/s" "bf16 tok/s" speedup "fp32 val" "bf16 val" "val diff"
@@ -29,8 +28,8 @@ for config in "${configs[@]}"; do
             --json --set train.max_steps="$steps" --set train.max_tokens=0 --set train.max_flops=0 \
             --set train.eval_every=1000000 --set train.checkpoint_every=1000000 \
             --set train.precision="\"$precision\"" 2>/dev/null)
-      rates[$precision]+="$(echo "$out" | field tokens_per_second) "
-      val[$precision]=$(echo "$out" | field val_loss)
+      rates[$precision]+="$(echo "$out" | json_field tokens_per_second) "
+      val[$precision]=$(echo "$out" | json_field val_loss)
     done
   done
   f=$(median ${rates[fp32]}); b=$(median ${rates[bf16]})

@@ -10,6 +10,7 @@
 #   ROUNDS=3 STEPS=100 THREADS=2 environment knobs
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$root/bench/common.sh"
 tfw=${TFW:-$root/build/tfw}
 rounds=${ROUNDS:-3}
 steps=${STEPS:-100}
@@ -27,7 +28,7 @@ train() {  # mode -> "tokens/s wall"
   out=$(TFW_FIXED_THREADS=$fixed "$tfw" --threads "$threads" train "$config" --home "$home" --name "$name" --json \
         --set train.max_steps="$steps" --set train.checkpoint_every=1000000 2>/dev/null)
   end=$(date +%s.%N)
-  echo "$(echo "$out" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_second"])') \
+  echo "$(echo "$out" | json_field tokens_per_second) \
 $(echo "$end - $start" | bc -l)"
 }
 
@@ -42,12 +43,11 @@ for round in $(seq "$rounds"); do
   done
 done
 
-median() { printf "%s\n" $1 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "$(basename "$config" .toml): $steps steps, $threads threads, $(nproc) cores, one busy process beside, median of $rounds rounds"
 printf "%-8s %12s %12s %9s %10s %10s %9s\n" mode "idle tok/s" "busy tok/s" slowdown "idle wall" "busy wall" slowdown
 for policy in adaptive fixed; do
-  ri=$(median "${rate[$policy,idle]}"); rb=$(median "${rate[$policy,busy]}")
-  wi=$(median "${wall[$policy,idle]}"); wb=$(median "${wall[$policy,busy]}")
+  ri=$(median ${rate[$policy,idle]}); rb=$(median ${rate[$policy,busy]})
+  wi=$(median ${wall[$policy,idle]}); wb=$(median ${wall[$policy,busy]})
   awk -v p="$policy" -v ri="$ri" -v rb="$rb" -v wi="$wi" -v wb="$wb" \
     'BEGIN { printf "%-8s %12.0f %12.0f %8.2fx %9.2fs %9.2fs %8.2fx\n", p, ri, rb, ri / rb, wi, wb, wb / wi }'
 done

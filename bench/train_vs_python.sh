@@ -5,6 +5,7 @@
 #   bash bench/train_vs_python.sh [CONFIG...]   (default: the two quickstart configs)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$root/bench/common.sh"
 tfw=${TFW:-$root/build/tfw}
 rounds=${ROUNDS:-3}
 steps=${STEPS:-30}
@@ -19,12 +20,11 @@ for config in "${configs[@]}"; do
     out=$(TFW_FIXED_THREADS=1 "$tfw" train "$config" --home "$home" --name "bench-$round-$(basename "$config" .toml)" --json \
           --set train.max_steps="$steps" --set train.eval_every=1000000 --set train.checkpoint_every=1000000 \
           --set train.max_tokens=0 --set train.max_flops=0 2>/dev/null)
-    tfw_rates+=("$(echo "$out" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_second"])')")
-    mfus+=("$(echo "$out" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["mfu"])')")
+    tfw_rates+=("$(echo "$out" | json_field tokens_per_second)")
+    mfus+=("$(echo "$out" | json_field mfu)")
     py_rates+=("$(/usr/bin/python3 "$root/bench/python_train_step.py" "$config" --steps "$steps" --threads "$(nproc)" \
-                 | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_second"])')")
+                 | json_field tokens_per_second)")
   done
-  median() { printf "%s\n" "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
   t=$(median "${tfw_rates[@]}"); p=$(median "${py_rates[@]}"); m=$(median "${mfus[@]}")
   awk -v name="$(basename "$config" .toml)" -v t="$t" -v p="$p" -v m="$m" \
     'BEGIN { printf "%-28s %12.0f %12.0f %8.3f %7.1f%%\n", name, t, p, t / p, 100 * m }'

@@ -18,28 +18,32 @@ std::string precision_name(Precision precision) { return precision == Precision:
 
 bool cuda_available() { return torch::cuda::is_available(); }
 
-torch::Device device_resolve(const std::string& name) {
-  if (name == "cpu") return torch::Device(torch::kCPU);
+std::optional<DeviceProblem> device_problem(const std::string& name) {
+  if (name == "cpu") return std::nullopt;
   const bool cuda = name == "cuda" || (name.rfind("cuda:", 0) == 0 && name.size() > 5 &&
                                        name.find_first_not_of("0123456789", 5) == std::string::npos);
-  if (!cuda) {
-    throw UsageError(with_hint(fmt::format("train.device = \"{}\" is not a device", name),
-                               "use \"cpu\", \"cuda\" or \"cuda:N\""));
-  }
+  if (!cuda) return DeviceProblem{fmt::format("\"{}\" is not a device", name), "use \"cpu\", \"cuda\" or \"cuda:N\""};
   if (!cuda_available()) {
-    throw UsageError(with_hint(
-        fmt::format("train.device = \"{}\", but this LibTorch ({}) has no CUDA: it was built for the CPU only, or "
+    return DeviceProblem{
+        fmt::format("\"{}\" asks for CUDA, but this LibTorch ({}) has no CUDA: it was built for the CPU only, or "
                     "finds no GPU", name, torch_version()),
-        "set train.device = \"cpu\", or build tfw against a LibTorch with CUDA on a machine with a GPU"));
+        "set train.device = \"cpu\", or build tfw against a LibTorch with CUDA on a machine with a GPU"};
   }
   const torch::Device device(name);
   const auto count = static_cast<int>(torch::cuda::device_count());
   if (device.has_index() && device.index() >= count) {
-    throw UsageError(with_hint(fmt::format("train.device = \"{}\", but this machine has {} CUDA device{}", name, count,
-                                           count == 1 ? "" : "s"),
-                               fmt::format("use cuda:0 to cuda:{}", count - 1)));
+    return DeviceProblem{fmt::format("\"{}\", but this machine has {} CUDA device{}", name, count,
+                                     count == 1 ? "" : "s"),
+                         fmt::format("use cuda:0 to cuda:{}", count - 1)};
   }
-  return device;
+  return std::nullopt;
+}
+
+torch::Device device_resolve(const std::string& name) {
+  if (std::optional<DeviceProblem> problem = device_problem(name)) {
+    throw UsageError(with_hint("train.device: " + problem->message, problem->hint));
+  }
+  return torch::Device(name);
 }
 
 torch::Device module_device(const torch::nn::Module& module) {

@@ -5,6 +5,7 @@
 // run on the machines this project has (no GPU); docs/cli.md says what was run.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <torch/torch.h>
@@ -19,8 +20,15 @@ std::string precision_name(Precision precision);
 // Whether this LibTorch has CUDA and finds a GPU.
 bool cuda_available();
 
-// "cpu", "cuda" or "cuda:N" as a device of this LibTorch. Throws UsageError naming the
-// LibTorch when it has no CUDA, or when device N does not exist.
+// What is wrong with train.device = `name` on this LibTorch and machine: not "cpu", "cuda"
+// or "cuda:N"; CUDA on a LibTorch without it (the message names the LibTorch); a device N
+// that does not exist. The config parser reports it at the key; device_resolve() throws it.
+struct DeviceProblem {
+  std::string message, hint;
+};
+std::optional<DeviceProblem> device_problem(const std::string& name);
+
+// `name` as a device of this LibTorch; throws UsageError with device_problem()'s words.
 torch::Device device_resolve(const std::string& name);
 
 // The device of a module's first parameter (the CPU for a module without parameters).

@@ -24,6 +24,8 @@ double wall_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+double machine_cores() { return static_cast<double>(std::max(1u, std::thread::hardware_concurrency())); }
+
 double ticks() { return static_cast<double>(sysconf(_SC_CLK_TCK)); }
 
 // All CPUs' busy time (user, nice, system, irq, softirq, steal), in seconds.
@@ -59,7 +61,7 @@ LoadMeter::LoadMeter() : start_wall_(wall_now()), start_busy_(machine_busy()), s
 
 double LoadMeter::other_cpu_share() const {
   const double wall = wall_now() - start_wall_;
-  const double cores = static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
+  const double cores = machine_cores();
   const double other = (machine_busy() - start_busy_) - (own_busy() - start_own_);
   if (!(wall > 0) || !std::isfinite(other)) return NAN;
   return std::clamp(other / (wall * cores), 0.0, 1.0);
@@ -77,7 +79,7 @@ std::optional<std::string> ThreadGovernor::update() {
   const double share = window_.other_cpu_share(), seconds = window_.seconds();
   window_ = LoadMeter();
   if (!std::isfinite(share)) return std::nullopt;
-  const double cores = static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
+  const double cores = machine_cores();
   const int most = std::max(1, runtime_threads());
   const int threads = std::clamp(static_cast<int>(std::lround(cores - share * cores)), 1, most);
   const int before = runtime_active_threads();
@@ -89,7 +91,7 @@ std::optional<std::string> ThreadGovernor::update() {
 
 bool load_contended(double other_cpu_share, int threads) {
   if (!std::isfinite(other_cpu_share)) return false;
-  const double cores = static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
+  const double cores = machine_cores();
   const double free_cores = std::max(0.0, cores - static_cast<double>(threads));
   return other_cpu_share * cores > free_cores + 0.25 * cores;
 }

@@ -20,8 +20,10 @@ void pattention_set_implementation(PattentionImplementation implementation);
 // the CPU has AVX2 and FMA, unless TFW_PATTENTION_SCALAR=1.
 bool pattention_fused_vectorised();
 
-// Θ(s) like pattention_scores_normalise, fused. s (..., n) float32 or float64; `multiplier`
-// is tau (L2 variants) or the token count (L1 variants) and takes no gradient.
+// Θ(s) like pattention_scores_normalise, fused. s (..., n) float32, float64 or bf16 (computed
+// in float32, returned bf16 on the AVX2 kernels, float32 elsewhere); on a device other than
+// the CPU, the composition. `multiplier` is tau (L2 variants) or the token count (L1
+// variants) and takes no gradient.
 torch::Tensor pattention_scores_normalise_fused(const torch::Tensor& s, PattentionNorm norm, double multiplier,
                                                 double eps);
 

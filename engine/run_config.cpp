@@ -10,7 +10,6 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/registry.h"
-#include "engine/runtime.h"
 
 namespace tfw {
 
@@ -93,16 +92,8 @@ TrainConfig train_parse(ConfigTable& t) {
   c.peak_flops = at_least(t, "peak_flops", t.get_double("peak_flops", 0), 0.0);
   c.precision = t.get_choice("precision", c.precision, {"fp32", "bf16"});
   c.device = t.get_string("device", c.device);
-  if (!(c.device == "cpu" || c.device == "cuda" ||
-        (c.device.rfind("cuda:", 0) == 0 && c.device.size() > 5 &&
-         c.device.find_first_not_of("0123456789", 5) == std::string::npos))) {
-    t.fail("device", fmt::format("\"{}\" is not a device", c.device), "use \"cpu\", \"cuda\" or \"cuda:N\"");
-  }
-  if (c.device != "cpu" && !cuda_available()) {
-    t.fail("device",
-           fmt::format("\"{}\" asks for CUDA, but this LibTorch ({}) has no CUDA: it was built for the CPU only, or "
-                       "finds no GPU", c.device, torch_version()),
-           "set train.device = \"cpu\", or build tfw against a LibTorch with CUDA on a machine with a GPU");
+  if (std::optional<DeviceProblem> problem = device_problem(c.device)) {
+    t.fail("device", problem->message, problem->hint);
   }
   for (ConfigTable& event_table : t.sub_array("growth")) {
     GrowthEvent event;
