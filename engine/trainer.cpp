@@ -16,6 +16,7 @@
 #include "engine/checkpoint.h"
 #include "engine/data/shards.h"
 #include "engine/device.h"
+#include "engine/dist_group.h"
 #include "engine/error.h"
 #include "engine/growth.h"
 #include "engine/home.h"
@@ -41,18 +42,23 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Random windows of the train shard; the generator's state is the data cursor.
+// Random windows of the train shard; the generator's state is the data cursor. A
+// data-parallel rank draws all B starts of the global batch, as one process would, and
+// keeps rows [first, first + count): every rank's generator stays in the same state, so the
+// state in a checkpoint is valid for any world size.
 class BatchSampler {
  public:
   BatchSampler(const TokenShard& shard, std::uint64_t seed) : shard_(shard), rng_(seed) {}
-  // (B, T + 1) int64: inputs are [:, :T], targets [:, 1:].
-  torch::Tensor next(std::int64_t B, std::int64_t T) {
-    torch::Tensor batch = torch::empty({B, T + 1}, torch::kInt64);
+  // (count, T + 1) int64: inputs are [:, :T], targets [:, 1:].
+  torch::Tensor next(std::int64_t B, std::int64_t T, std::int64_t first = 0, std::int64_t count = -1) {
+    if (count < 0) count = B;
+    torch::Tensor batch = torch::empty({count, T + 1}, torch::kInt64);
     auto rows = batch.accessor<std::int64_t, 2>();
     const std::uint64_t span = shard_.size() - static_cast<std::uint64_t>(T) - 1;
     for (std::int64_t b = 0; b < B; ++b) {
       const std::uint64_t start = rng_() % (span + 1);
-      for (std::int64_t t = 0; t <= T; ++t) rows[b][t] = shard_[start + t];
+      if (b < first || b >= first + count) continue;
+      for (std::int64_t t = 0; t <= T; ++t) rows[b - first][t] = shard_[start + t];
     }
     return batch;
   }
@@ -80,19 +86,25 @@ std::string config_text(const toml::table& resolved) {
 
 // Appends one JSON line per metric to metrics.jsonl, flushed, so a crash loses nothing
 // already written. (The SQLite run store of issue 5 takes these over.)
+// A data-parallel rank other than 0 gets a disabled log (an empty path): it writes nothing.
 class MetricLog {
  public:
-  MetricLog(const std::string& path, const TrainOptions& options) : out_(path, std::ios::app), options_(options) {
+  MetricLog(const std::string& path, const TrainOptions& options) : options_(options) {
+    if (path.empty()) return;
+    out_.open(path, std::ios::app);
     if (!out_) throw Error(fmt::format("cannot write metrics to '{}'", path));
   }
   void write(std::int64_t step, std::int64_t tokens, double flops, double wall, const std::string& key,
              double value) {
+    if (!out_.is_open()) return;
     if (options_.on_metric) options_.on_metric(key.c_str(), step, tokens, flops, wall, value);
     out_ << fmt::format(R"({{"step":{},"tokens":{},"flops":{:.6e},"wall":{:.3f},"key":{},"value":{}}})", step, tokens,
                         flops, wall, nlohmann::json(key).dump(), std::isfinite(value) ? fmt::format("{:.9g}", value) : "null")
          << '\n';
   }
-  void flush() { out_.flush(); }
+  void flush() {
+    if (out_.is_open()) out_.flush();
+  }
 
  private:
   std::ofstream out_;
@@ -245,8 +257,21 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   auto say = [&](const std::string& message) {
     if (options.on_message) options.on_message(message);
   };
+  // Data parallelism: this rank trains on rows [first_row, first_row + local_B) of each
+  // global batch; rank 0 alone writes.
+  DistGroup* const dist = options.dist.get();
+  const int rank = dist != nullptr ? dist->rank() : 0, world = dist != nullptr ? dist->world() : 1;
+  const bool writer = rank == 0;
+  if (B % world != 0) {
+    throw UsageError(with_hint(fmt::format("train.batch_size = {} does not split evenly over {} ranks", B, world),
+                               fmt::format("choose a batch size that is a multiple of {}, or another number of ranks",
+                                           world)));
+  }
+  const std::int64_t local_B = B / world, first_row = rank * local_B;
 
-  // Data.
+  // Data. Rank 0 prepares it first; the others then find it prepared (in a shared TFW_HOME)
+  // or prepare their own copy.
+  if (dist != nullptr && !writer) dist->barrier("waiting for rank 0 to prepare the data");
   PrepareOptions prepare;
   const std::string shard_dir =
       data_ensure_prepared(config.data.corpus, config.data.tokenizer, home_data_dir(options.home), prepare);
@@ -276,6 +301,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     }
     extra_val.emplace_back(fs::path(corpus).filename().string(), std::move(val));
   }
+  if (dist != nullptr && writer) dist->barrier("waiting for rank 0 to prepare the data");
 
   // Model, optimiser, sampler; then the checkpoint when resuming or starting from one.
   const ModelFamily& family = registry.family(config.model.family);
@@ -287,11 +313,14 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   std::unique_ptr<torch::optim::AdamW> optimizer = make_optimizer();
   BatchSampler sampler(train_tokens, train.seed);
   const std::string checkpoint_dir = options.run_dir + "/checkpoints";
-  fs::create_directories(checkpoint_dir);
+  if (writer) fs::create_directories(checkpoint_dir);
   CheckpointMeta state;
   state.val_loss = kNaN;
   state.best_val_loss = std::numeric_limits<double>::infinity();
-  if (options.resume) {
+  bool optimizer_loaded = false;
+  if (!writer) {
+    // Everything comes from rank 0 below.
+  } else if (options.resume) {
     // The newest checkpoint that verifies. Newer damaged ones are said out loud, recorded as an
     // event and moved aside (*.damaged, kept for inspection), so the run rewrites those steps.
     std::vector<std::string> skipped;
@@ -310,6 +339,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
       }
     }
     state = checkpoint_load(latest.path, *model, optimizer.get());
+    optimizer_loaded = true;
     sampler.restore(state.sampler_state);
     say(fmt::format("resumed {} at step {} ({} tokens)", latest.path, state.step, state.tokens));
   } else if (!options.init_from.empty()) {
@@ -321,19 +351,64 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     state.growth_options = origin.growth_options;
     say(fmt::format("initialised from {} (inherits {:.3e} FLOPs)", options.init_from, state.inherited_flops));
   }
+  bool started_from_checkpoint = !options.init_from.empty();
+  if (dist != nullptr) {
+    // Rank 0's weights, optimiser state, counters and data cursor, on every rank: the ranks
+    // need not see the checkpoint's file system, and they start identical.
+    std::vector<torch::Tensor> tensors = model->parameters();
+    for (const torch::Tensor& buffer : model->buffers()) tensors.push_back(buffer);
+    dist->broadcast(tensors, "sending rank 0's weights");
+    nlohmann::json counters = {{"step", state.step}, {"tokens", state.tokens}, {"flops", state.flops},
+                               {"wall_seconds", state.wall_seconds}, {"sampler", sampler.state()},
+                               {"optimizer", optimizer_loaded}, {"init_from", started_from_checkpoint}};
+    counters = nlohmann::json::parse(dist->broadcast_string(counters.dump(), "sending rank 0's counters"));
+    if (!writer) {
+      state.step = counters["step"];
+      state.tokens = counters["tokens"];
+      state.flops = counters["flops"];
+      state.wall_seconds = counters["wall_seconds"];
+      sampler.restore(counters["sampler"]);
+      started_from_checkpoint = counters["init_from"];
+    }
+    if (counters["optimizer"].get<bool>()) {
+      std::string bytes;
+      if (writer) {
+        torch::serialize::OutputArchive archive;
+        optimizer->save(archive);
+        std::ostringstream out;
+        archive.save_to(out);
+        bytes = out.str();
+      }
+      bytes = dist->broadcast_string(bytes, "sending rank 0's optimiser state");
+      if (!writer) {
+        std::istringstream in(bytes);
+        torch::serialize::InputArchive archive;
+        archive.load_from(in, device);
+        optimizer->load(archive);
+      }
+    }
+  }
   std::vector<Stage> stages = growth_schedule(registry, config, state.step, plan.total_steps);
   std::size_t next_stage = 0;
   std::int64_t restart_step = restart_step_at(config, state.step - 1, plan.total_steps);
   state.config_toml = config_text(config.resolved);
-  std::ofstream(options.run_dir + "/config.toml") << "# resolved run config\n" << config.resolved << "\n";
-  MetricLog metrics(options.run_dir + "/metrics.jsonl", options);
+  if (writer) std::ofstream(options.run_dir + "/config.toml") << "# resolved run config\n" << config.resolved << "\n";
+  MetricLog metrics(writer ? options.run_dir + "/metrics.jsonl" : "", options);
 
   TrainSummary summary;
   summary.inherited_flops = state.inherited_flops;
-  summary.peak_flops = peak_flops_resolve(options.home, train.peak_flops);
+  // MFU is over the world's peak: each rank's threads have the peak rank 0 measured (or took
+  // from TFW_HOME/machine.toml) for its own thread count.
+  summary.peak_flops = writer ? peak_flops_resolve(options.home, train.peak_flops) : 0;
+  if (dist != nullptr) {
+    std::vector<torch::Tensor> peak{torch::tensor({summary.peak_flops}, torch::kFloat64)};
+    dist->broadcast(peak, "sending rank 0's peak FLOP/s");
+    summary.peak_flops = peak[0].item<double>() * static_cast<double>(world);
+  }
   std::vector<torch::Tensor> parameters = model->parameters();
 
   auto save = [&] {
+    if (!writer) return;
     const auto started = Clock::now();
     // The store commits the metrics up to here before the checkpoint exists: a crash after
     // it becomes valid cannot lose them (resume rewrites only the steps after it).
@@ -352,7 +427,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   // A growth event: evaluate, grow, carry the optimiser on as the options say, evaluate.
   auto grow = [&](const Stage& stage) {
     const auto started = Clock::now();
-    const double before = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision);
+    const double before = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision, dist);
     model = stage.method->apply(*model, family, *stage.from, *stage.to, stage.event.options,
                                 train.seed + static_cast<std::uint64_t>(stage.event.at_step));
     model->to(device);  // a no-op for growth that keeps the model's tensors
@@ -369,7 +444,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     plan.flops_per_step = static_cast<double>(stage.to->flops_per_token(T).training()) *
                           static_cast<double>(plan.tokens_per_step);
     if (restarts_schedule(stage.event.options)) restart_step = stage.event.at_step;
-    const double after = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision);
+    const double after = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision, dist);
     std::ostringstream options_text;
     options_text << stage.event.options;
     if (options.on_event) {
@@ -396,13 +471,13 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   // data.eval_corpora's, recorded as val/loss@NAME.
   auto validate = [&](std::int64_t step, std::int64_t tokens, double flops, double wall) {
     const auto started = Clock::now();
-    const double loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision);
+    const double loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision, dist);
     metrics.write(step, tokens, flops, wall, "val/loss", loss);
     metrics.write(step, tokens, flops, wall, "val/perplexity", std::exp(loss));
     metrics.write(step, tokens, flops, wall, "val/bits_per_token", loss / std::log(2.0));
     if (shards.tokenizer == "byte") metrics.write(step, tokens, flops, wall, "val/bits_per_byte", loss / std::log(2.0));
     for (const auto& [name, shard] : extra_val) {
-      metrics.write(step, tokens, flops, wall, "val/loss@" + name, evaluate(*model, *shard, B, T, V, train.eval_batches, precision));
+      metrics.write(step, tokens, flops, wall, "val/loss@" + name, evaluate(*model, *shard, B, T, V, train.eval_batches, precision, dist));
     }
     summary.eval_seconds += seconds_since(started);
     return loss;
@@ -411,7 +486,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   // A run started from a grown checkpoint is evaluated before its first step, so that its
   // validation curve starts where the growth happened (no gap on cumulative FLOPs). The
   // evaluation reads fixed windows and draws no random numbers: training is unchanged.
-  if (!options.init_from.empty() && state.step == 0) {
+  if (started_from_checkpoint && state.step == 0) {
     state.val_loss = validate(0, 0, 0, 0);
     metrics.flush();
     if (options.on_event) {
@@ -419,13 +494,25 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     }
   }
 
-  double step_seconds_total = 0, data_seconds_total = 0;
+  if (dist != nullptr && options.on_event) {
+    options.on_event("distributed", state.step,
+                     nlohmann::json{{"world_size", world}, {"backend", "gloo"}, {"per_rank_batch", local_B},
+                                    {"global_batch", B}, {"source", dist->env().source},
+                                    {"master", fmt::format("{}:{}", dist->env().master_addr, dist->env().master_port)}}
+                         .dump());
+  }
+  // Gradients are averaged in buckets of at most this many bytes (as DDP's default).
+  constexpr std::int64_t kBucketBytes = 25 << 20;
+  double step_seconds_total = 0, data_seconds_total = 0, comm_seconds_total = 0;
+  bool peers_stop = false;  // a rank was asked to stop (agreed at the last step's all-reduce)
   std::int64_t steps_this_process = 0;
   ThreadGovernor governor;
   const double wall_before = state.wall_seconds;
   const auto process_start = Clock::now();
   while (state.step < plan.total_steps) {
-    if (options.stop != nullptr && options.stop->load()) {
+    const bool stop_here = options.stop != nullptr && options.stop->load();
+    // Ranks stop together, at the step after one of them was asked to.
+    if (dist == nullptr ? stop_here : peers_stop) {
       summary.interrupted = true;
       break;
     }
@@ -438,11 +525,22 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     double data_seconds = 0;
     for (std::int64_t micro = 0; micro < train.grad_accum; ++micro) {
       const auto draw_start = Clock::now();
-      torch::Tensor batch = sampler.next(B, T);
+      torch::Tensor batch = sampler.next(B, T, first_row, local_B);
       data_seconds += seconds_since(draw_start);
       torch::Tensor micro_loss = loss_of(*model, batch, T, V, precision) / static_cast<double>(train.grad_accum);
       micro_loss.backward();
       loss += micro_loss.item<double>();
+    }
+    if (dist != nullptr) {
+      // The mean gradient over the ranks is the gradient of the global batch's mean loss
+      // (each rank's share has the same size); the loss and the stop requests go with it.
+      const auto comm_start = Clock::now();
+      dist->average_gradients(parameters, kBucketBytes);
+      std::vector<torch::Tensor> shared{torch::tensor({loss, stop_here ? 1.0 : 0.0}, torch::kFloat64)};
+      dist->allreduce_sum(shared, "the all-reduce of the loss");
+      loss = shared[0][0].item<double>() / static_cast<double>(world);
+      peers_stop = shared[0][1].item<double>() > 0;
+      comm_seconds_total += seconds_since(comm_start);
     }
     const double wall = wall_before + seconds_since(process_start);
     if (!std::isfinite(loss)) {
@@ -489,6 +587,8 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     progress.step_seconds = mean_step;
     progress.data_seconds = data_seconds_total / static_cast<double>(steps_this_process);
     progress.threads = runtime_active_threads();
+    progress.comm_seconds = comm_seconds_total / static_cast<double>(steps_this_process);
+    progress.world_size = world;
 
     metrics.write(state.step, state.tokens, state.flops, wall, "train/loss", loss);
     metrics.write(state.step, state.tokens, state.flops, wall, "train/lr", lr);
@@ -534,6 +634,8 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   summary.process_seconds = seconds_since(process_start);
   summary.step_seconds = step_seconds_total;
   summary.data_seconds = data_seconds_total;
+  summary.comm_seconds = comm_seconds_total;
+  summary.world_size = world;
   summary.threads = runtime_active_threads();
   if (steps_this_process > 0) {
     const double mean_step = step_seconds_total / static_cast<double>(steps_this_process);

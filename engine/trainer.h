@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "engine/distributed.h"
 #include "engine/run_config.h"
 
 namespace tfw {
@@ -26,6 +27,10 @@ struct TrainProgress {
   // checkpoint and growth time in total. tokens_per_second is training tokens over step time.
   double step_seconds = 0, data_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
   int threads = 0;  // torch threads in use (the ThreadGovernor may lower them)
+  // Data-parallel runs: the mean time per step spent averaging gradients (inside
+  // step_seconds), and the world size.
+  double comm_seconds = 0;
+  int world_size = 1;
 };
 
 struct TrainOptions {
@@ -46,6 +51,12 @@ struct TrainOptions {
   std::function<void()> before_checkpoint;
   std::function<void(const std::string& path)> on_checkpoint_removed;
   std::function<void(const std::string& kind, std::int64_t step, const std::string& payload_json)> on_event;
+  // Data-parallel training (engine/distributed.h): this rank's process group, or null for a
+  // single process. train.batch_size is the global batch: each rank trains on its share of
+  // the windows one process would draw. Only rank 0 writes (run_dir, metrics, checkpoints,
+  // the sinks above); the others need no run_dir. On resume or --init-from, rank 0 reads the
+  // checkpoint and sends weights, optimiser state and counters to the others.
+  std::shared_ptr<DistGroup> dist;
 };
 
 struct TrainSummary {
@@ -56,6 +67,8 @@ struct TrainSummary {
   // across every process that trained it.
   double step_seconds = 0, data_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0, growth_seconds = 0;
   double process_seconds = 0;  // this process's training loop, wall time
+  double comm_seconds = 0;     // of step_seconds, averaging gradients over the ranks
+  int world_size = 1;
   int threads = 0, thread_changes = 0;  // threads at the end; times the ThreadGovernor changed them
   double inherited_flops = 0;  // the lineage's FLOPs before this run
   std::int64_t growth_events = 0;  // applied by this process

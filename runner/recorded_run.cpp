@@ -102,7 +102,7 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
 }  // namespace
 
 RunOutcome run_recorded(const Registry& registry, const RunRequest& request, const std::atomic<bool>* stop,
-                        const RunHooks& hooks) {
+                        const RunHooks& hooks, std::shared_ptr<DistGroup> dist) {
   std::unique_ptr<Store> store = Store::open(request.home + "/runs.db");
   std::int64_t run_id = 0;
   RunConfig config;
@@ -112,10 +112,12 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
     std::tie(options.run_dir, run_id) = resolve_run(request.resume, request.home, *store);
     config = train_resume_config(registry, options.run_dir, request.overrides, request.extend);
     if (!request.config.empty()) check_same_model(run_config_load(registry, request.config), config);
+    if (dist) config = dist_agree_config(*dist, registry, &config);
     options.resume = true;
   } else {
     if (request.config.empty()) throw UsageError("tfw train needs a CONFIG.toml, or --resume RUN");
     config = run_config_load(registry, request.config, request.overrides);
+    if (dist) config = dist_agree_config(*dist, registry, &config);
     // A config that cannot train (no budget, a model that cannot fit in memory) is refused
     // before anything is recorded or replaced.
     train_memory_check(config, train_plan(config));
@@ -189,6 +191,7 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
     store->event_add({run_id, step, kind, payload, 0});
   };
   options.stop = stop;
+  options.dist = dist;
   options.on_message = hooks.on_message;
   options.on_progress = hooks.on_progress;
   if (hooks.on_start) hooks.on_start(config, options.run_dir, options.resume);
@@ -198,6 +201,7 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
   outcome.run_dir = options.run_dir;
   outcome.model_name = config.model.name;
   outcome.family = config.model.family;
+  outcome.world_size = dist ? dist_world(*dist) : 1;
   const LoadMeter load;  // other processes' share of the CPUs while this run trains
   try {
     outcome.summary = train_run(registry, config, options);
@@ -219,7 +223,9 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
                                   {"tokens_per_second", summary.tokens_per_second}, {"mfu", summary.mfu},
                                   {"step_seconds", summary.step_seconds}, {"data_seconds", summary.data_seconds},
                                   {"eval_seconds", summary.eval_seconds},
-                                  {"checkpoint_seconds", summary.checkpoint_seconds}, {"threads", summary.threads}};
+                                  {"checkpoint_seconds", summary.checkpoint_seconds}, {"threads", summary.threads},
+                                  {"world_size", summary.world_size}};
+  if (summary.world_size > 1) final_metrics["comm_seconds"] = summary.comm_seconds;
   if (std::isfinite(outcome.other_cpu_share)) {
     final_metrics["other_cpu_share"] = outcome.other_cpu_share;
     final_metrics["contended"] = outcome.contended;

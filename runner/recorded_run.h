@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,12 +45,15 @@ struct RunOutcome {
   TrainSummary summary;
   double other_cpu_share = 0;  // other processes' share of the CPUs while it trained (NaN: unknown)
   bool contended = false;      // enough to make its times incomparable with an idle machine's
+  int rank = 0, world_size = 1;  // data-parallel runs: only rank 0's outcome is recorded
 };
 
 // Trains and records one run. `stop` (may be null) stops it after the current step, with a
 // checkpoint: the run ends as killed and resumes later. Errors are recorded as failed and
-// rethrown (UsageError for bad input, Error otherwise).
+// rethrown (UsageError for bad input, Error otherwise). With a process group (`dist`, this
+// process being its rank 0), the ranks agree on the config before anything is recorded,
+// and the run records its world size (runner/parallel.h starts the other ranks).
 RunOutcome run_recorded(const Registry& registry, const RunRequest& request, const std::atomic<bool>* stop,
-                        const RunHooks& hooks);
+                        const RunHooks& hooks, std::shared_ptr<DistGroup> dist = nullptr);
 
 }  // namespace tfw::runner

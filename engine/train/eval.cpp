@@ -1,5 +1,7 @@
 #include "engine/train/eval.h"
 
+#include "engine/dist_group.h"
+
 namespace tfw {
 
 torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
@@ -30,10 +32,18 @@ torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64
 }
 
 double evaluate(LanguageModel& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
-                std::int64_t batches, Precision precision) {
+                std::int64_t batches, Precision precision, DistGroup* dist) {
   torch::NoGradGuard no_grad;
+  const std::int64_t rank = dist != nullptr ? dist->rank() : 0, world = dist != nullptr ? dist->world() : 1;
   double total = 0;
-  for (std::int64_t k = 0; k < batches; ++k) total += loss_of(model, validation_batch(val, B, T, batches, k), T, V, precision).item<double>();
+  for (std::int64_t k = rank; k < batches; k += world) {
+    total += loss_of(model, validation_batch(val, B, T, batches, k), T, V, precision).item<double>();
+  }
+  if (dist != nullptr) {
+    std::vector<torch::Tensor> sum{torch::tensor({total}, torch::kFloat64)};
+    dist->allreduce_sum(sum, "the evaluation's all-reduce");
+    total = sum[0].item<double>();
+  }
   return total / static_cast<double>(batches);
 }
 

@@ -8,6 +8,7 @@
 
 #include "engine/data/shards.h"
 #include "engine/device.h"
+#include "engine/distributed.h"
 #include "engine/model.h"
 
 namespace tfw {
@@ -22,8 +23,10 @@ torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int
 torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t batches,
                                std::int64_t k);
 
-// Mean loss over `batches` fixed validation batches.
+// Mean loss over `batches` fixed validation batches. With a process group, rank r computes
+// batches r, r + W, ... and the sum is all-reduced: every rank returns the same mean, over the
+// same windows as one process.
 double evaluate(LanguageModel& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
-                std::int64_t batches, Precision precision = Precision::fp32);
+                std::int64_t batches, Precision precision = Precision::fp32, DistGroup* dist = nullptr);
 
 }  // namespace tfw

@@ -13,7 +13,7 @@
 #include "engine/error.h"
 #include "engine/home.h"
 #include "engine/registry.h"
-#include "runner/recorded_run.h"
+#include "runner/parallel.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
@@ -37,6 +37,7 @@ struct TrainArgs {
   runner::RunRequest request;
   std::string home;
   bool json = false;
+  int nproc = 1;
 };
 
 void run_train(TrainArgs& args) {
@@ -69,7 +70,12 @@ void run_train(TrainArgs& args) {
   runner::RunOutcome outcome;
   {
     const StopSignals signals(on_stop_signal);
-    outcome = runner::run_recorded(registry(), request, &stop_requested, hooks);
+    outcome = runner::run_train(registry(), request, args.nproc, &stop_requested, hooks);
+  }
+  // Ranks other than 0 train quietly: rank 0 reports and records the run.
+  if (outcome.rank != 0) {
+    if (outcome.summary.interrupted) throw Interrupted();
+    return;
   }
   const TrainSummary& summary = outcome.summary;
   const std::string name = fs::path(outcome.run_dir).filename().string();
@@ -85,6 +91,7 @@ void run_train(TrainArgs& args) {
                 {"last_checkpoint", summary.last_checkpoint}, {"interrupted", summary.interrupted},
                 {"other_cpu_share", std::isfinite(share) ? nlohmann::json(share) : nlohmann::json(nullptr)},
                 {"threads", summary.threads}, {"thread_changes", summary.thread_changes},
+                {"world_size", summary.world_size}, {"comm_seconds", summary.comm_seconds},
                 {"time", {{"step", summary.step_seconds}, {"data", summary.data_seconds},
                           {"eval", summary.eval_seconds}, {"checkpoint", summary.checkpoint_seconds},
                           {"growth", summary.growth_seconds}, {"process", summary.process_seconds}}}});
@@ -100,6 +107,11 @@ void run_train(TrainArgs& args) {
                              summary.checkpoint_seconds,
                              summary.growth_seconds > 0 ? fmt::format(", growth {:.2f} s", summary.growth_seconds) : "",
                              summary.process_seconds);
+    if (summary.world_size > 1) {
+      std::cout << fmt::format("  data parallel: {} ranks (Gloo); averaging gradients took {:.2f} s of the steps' "
+                               "{:.2f} s\n",
+                               summary.world_size, summary.comm_seconds, summary.step_seconds);
+    }
     std::cout << "  checkpoint " << summary.last_checkpoint << "\n";
   }
   if (outcome.contended) {
@@ -133,6 +145,9 @@ void add_train_command(CLI::App& app) {
   command->add_option("--experiment", request.experiment, "record the run under this experiment (default: default)");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   command->add_flag("--json", args->json, "print the summary as JSON (keys in docs/cli.md)");
+  command->add_option("--nproc", args->nproc,
+                      "train over N processes on this machine (data parallel, Gloo; the threads are split between "
+                      "them). On a cluster, launch one process per rank with srun or torchrun instead (docs/cluster.md)");
   command->callback([args] { run_train(*args); });
 }
 
