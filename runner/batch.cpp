@@ -170,11 +170,17 @@ BatchResult batch_execute(const Experiment& experiment, const std::vector<const 
     }
     const std::string grown = grown_dir(work, run.name);
     if (!grown_checkpoint(grown)) {
-      std::optional<RunRecord> parent = store->run_in_experiment(experiment.name, run.parent);
-      const std::string from = parent ? last_checkpoint(*store, parent->id) : "";
-      if (from.empty()) throw Error(fmt::format("{}: its parent {} has no checkpoint to grow from", run.name, run.parent));
-      std::vector<std::string> grow = {"grow", "--method", run.growth_method, "--from", from, "--to", config_path,
-                                       "--out", grown, "--home", options.home};
+      std::vector<std::string> grow = {"grow", "--method", run.growth_method, "--to", config_path, "--out", grown,
+                                       "--home", options.home};
+      if (executor.schedules_dependencies()) {
+        // The parent may not have trained yet: the step finds its last checkpoint when it runs.
+        grow.insert(grow.end(), {"--from-run", experiment.name + "/" + run.parent});
+      } else {
+        std::optional<RunRecord> parent = store->run_in_experiment(experiment.name, run.parent);
+        const std::string from = parent ? last_checkpoint(*store, parent->id) : "";
+        if (from.empty()) throw Error(fmt::format("{}: its parent {} has no checkpoint to grow from", run.name, run.parent));
+        grow.insert(grow.end(), {"--from", from});
+      }
       for (const auto& [key, value] : run.growth_options) {
         grow.insert(grow.end(), {"--option", fmt::format("{}={}", key.str(), option_text(value))});
       }
@@ -190,6 +196,14 @@ BatchResult batch_execute(const Experiment& experiment, const std::vector<const 
   std::vector<std::string> active;  // submitted, not final
   std::set<std::string> grows;      // tasks whose first step is growth
   bool stopping = false;
+  // A cluster may still hold an earlier submission of a run: the executor follows it.
+  for (const ExperimentRun* run : runs) {
+    if (phase[run->name] != Phase::pending || !executor.adopt(run->name)) continue;
+    phase[run->name] = Phase::running;
+    active.push_back(run->name);
+    result.submitted.push_back(run->name);
+    say(fmt::format("{}: still queued or running as {}, not submitted again", run->name, executor.where(run->name)));
+  }
   while (true) {
     if (options.stop != nullptr && options.stop->load() && !stopping) {
       stopping = true;
@@ -198,20 +212,28 @@ BatchResult batch_execute(const Experiment& experiment, const std::vector<const 
       for (const std::string& name : active) executor.cancel(name);
     }
     if (!stopping) {
+      std::vector<std::pair<std::string, Task>> round;  // submitted in this round
       for (const ExperimentRun* run : runs) {
         if (active.size() >= executor.capacity()) break;
         if (phase[run->name] != Phase::pending) continue;
+        std::string after;
         if (!run->parent.empty()) {
           const Phase parent = phase.count(run->parent) ? phase[run->parent] : Phase::finished;
           if (parent == Phase::failed || parent == Phase::blocked) {
             phase[run->name] = Phase::blocked;
             continue;
           }
-          if (parent != Phase::finished) continue;
+          // A cluster back-end holds the child until its parent has succeeded.
+          if (parent == Phase::running && executor.schedules_dependencies()) {
+            after = run->parent;
+          } else if (parent != Phase::finished) {
+            continue;
+          }
         }
         Task task;
         try {
           task = task_for(*run);
+          task.after = after;
           executor.submit(task);
         } catch (const std::exception& e) {
           phase[run->name] = Phase::failed;
@@ -220,13 +242,27 @@ BatchResult batch_execute(const Experiment& experiment, const std::vector<const 
         }
         const bool growing = task.steps.front().front() == "grow";
         if (growing) grows.insert(run->name);
-        say(fmt::format("{}: {} (log {})", run->name, growing ? "growing from " + run->parent : "training",
-                        task.log_path));
+        round.emplace_back(run->name, task);
         active.push_back(run->name);
+        result.submitted.push_back(run->name);
         phase[run->name] = Phase::running;
+      }
+      executor.flush();  // a cluster back-end sends the round here (an sbatch refusal is a UsageError)
+      for (const auto& [name, task] : round) {
+        const bool growing = task.steps.front().front() == "grow";
+        const std::string where = executor.where(name);
+        say(fmt::format("{}: {}{}{} (log {})", name,
+                        growing ? "growing from " + by_name[name]->parent + ", then training" : "training",
+                        where.empty() ? "" : ", as " + where,
+                        task.after.empty() ? "" : " after " + task.after + " succeeds", task.log_path));
       }
     }
     if (active.empty()) break;
+    if (options.detach && !stopping) {
+      // Submitted: the cluster runs them; `tfw jobs --slurm` follows them.
+      result.detached = true;
+      break;
+    }
     for (const std::string& name : executor.poll(0.5)) {
       active.erase(std::find(active.begin(), active.end(), name));
       const TaskStatus status = executor.status(name);
@@ -266,6 +302,12 @@ BatchResult batch_execute(const Experiment& experiment, const std::vector<const 
   }
   result.summary = fmt::format("experiment {}: {} of {} runs finished, {} failed, {} blocked by a failed parent",
                                experiment.name, result.finished, result.runs, result.failed, result.blocked);
+  if (result.detached) {
+    result.summary = fmt::format("experiment {}: {} of {} runs submitted to {}, {} finished before",
+                                 experiment.name, result.submitted.size(), result.runs, executor.describe(),
+                                 result.finished);
+    result.stopped = 0;
+  }
   return result;
 }
 

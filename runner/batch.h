@@ -34,6 +34,9 @@ struct BatchOptions {
   const std::atomic<bool>* stop = nullptr;   // set: the running runs checkpoint and stop; the batch returns
   std::function<void(const std::string&)> on_message;               // a line per event (started, finished, ...)
   std::function<void(const std::vector<RunProgress>&)> on_progress;  // the running runs, every poll
+  // Return once every run that can be is submitted, without waiting for them (a cluster
+  // back-end that schedules dependencies runs them on its own).
+  bool detach = false;
 };
 
 struct BatchResult {
@@ -42,6 +45,8 @@ struct BatchResult {
   std::string work_dir;                      // TFW_HOME/experiments/NAME: generated configs and logs
   std::vector<std::string> contended;        // notes on runs whose times other processes disturbed
   std::string summary;                       // "experiment E: 2 of 3 runs finished, 1 failed, 0 blocked ..."
+  std::vector<std::string> submitted;        // runs submitted (or taken over) by this batch
+  bool detached = false;                     // returned after submitting (BatchOptions::detach)
 };
 
 // Executes `runs` (from batch_select) through `executor`. Throws UsageError before anything

@@ -21,6 +21,9 @@ struct Task {
   std::string name;                             // unique among the executor's tasks: the run's name
   std::vector<std::vector<std::string>> steps;  // `tfw` argument lists, run in order; the first failure ends the task
   std::string log_path;                         // where every step's output goes (appended)
+  // The task that must succeed before this one starts. Only for an executor that
+  // schedules_dependencies(); the batch leaves it empty otherwise.
+  std::string after;
 };
 
 struct TaskStatus {
@@ -47,6 +50,24 @@ class Executor {
   // Advances the tasks (starts, reaps, moves to the next step) and returns the names of the
   // tasks that became final since the last call, waiting up to `seconds` for one.
   virtual std::vector<std::string> poll(double seconds) = 0;
+
+  // A cluster back-end holds a task until its `after` task has succeeded, so the batch may
+  // submit a child as soon as its parent is submitted.
+  virtual bool schedules_dependencies() const { return false; }
+  // Sends what submit() queued (a cluster back-end submits independent tasks as one array).
+  // The batch calls it after each round of submissions.
+  virtual void flush() {}
+  // An earlier submission of this task that is still queued or running (a batch run again
+  // while a cluster still holds its jobs): the executor takes it over and returns true.
+  virtual bool adopt(const std::string& name) {
+    (void)name;
+    return false;
+  }
+  // Where a task runs, for messages ("job 123_4"); "" when there is nothing to say.
+  virtual std::string where(const std::string& name) const {
+    (void)name;
+    return "";
+  }
 };
 
 }  // namespace tfw::runner

@@ -79,6 +79,9 @@ void LocalExecutor::start_step(Entry& entry) {
   spec.argv = {options_.program, "--threads", std::to_string(options_.threads)};
   const std::vector<std::string>& step = entry.task.steps[entry.status.step];
   spec.argv.insert(spec.argv.end(), step.begin(), step.end());
+  if (options_.nproc > 1 && !step.empty() && step.front() == "train") {
+    spec.argv.insert(spec.argv.end(), {"--nproc", std::to_string(options_.nproc)});  // the slot's threads are split
+  }
   spec.log_path = entry.task.log_path;
   spec.cwd = options_.cwd;
   spec.environment = options_.environment;

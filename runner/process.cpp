@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -94,6 +95,10 @@ Process Process::spawn(const ProcessSpec& spec) {
         dup2(out, STDERR_FILENO);
       }
     }
+    if (!spec.error_path.empty()) {
+      const int err = ::open(spec.error_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (err >= 0) dup2(err, STDERR_FILENO);
+    }
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
@@ -103,6 +108,46 @@ Process Process::spawn(const ProcessSpec& spec) {
   process.pid_ = pid;
   process.group_ = spec.own_group;
   return process;
+}
+
+CommandOutput command_run(const std::vector<std::string>& argv, const std::vector<std::string>& environment) {
+  CommandOutput result;
+  if (argv.empty()) return result;
+  std::string program = program_path(argv.front());
+  if (program.empty()) {
+    result.code = 127;
+    result.err = fmt::format("{}: command not found", argv.front());
+    return result;
+  }
+  char out_template[] = "/tmp/tfw-command-out-XXXXXX";
+  char err_template[] = "/tmp/tfw-command-err-XXXXXX";
+  const int out_fd = mkstemp(out_template), err_fd = mkstemp(err_template);
+  if (out_fd < 0 || err_fd < 0) throw Error(fmt::format("cannot create a temporary file to run {}", argv.front()));
+  ::close(out_fd);
+  ::close(err_fd);
+  ProcessSpec spec;
+  spec.argv = argv;
+  spec.argv.front() = program;
+  spec.log_path = out_template;
+  spec.error_path = err_template;
+  spec.environment = environment;
+  spec.own_group = false;
+  Process process = Process::spawn(spec);
+  result.code = process.wait();
+  auto slurp = [](const char* path) {
+    std::string text;
+    if (FILE* file = std::fopen(path, "r")) {
+      char buffer[4096];
+      std::size_t n = 0;
+      while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, n);
+      std::fclose(file);
+    }
+    ::unlink(path);
+    return text;
+  };
+  result.out = slurp(out_template);
+  result.err = slurp(err_template);
+  return result;
 }
 
 void Process::signal(int signal_number) const {

@@ -15,6 +15,7 @@ namespace tfw::runner {
 struct ProcessSpec {
   std::vector<std::string> argv;        // argv[0] is the program's path
   std::string log_path;                 // stdout and stderr, appended ("" keeps ours)
+  std::string error_path;               // stderr alone, when set (appended)
   std::string cwd;                      // "" keeps ours
   std::vector<std::string> environment; // NAME=VALUE set in the child (over ours)
   bool own_group = true;                // its own process group: signal() reaches its children too
@@ -27,6 +28,13 @@ std::string self_executable();
 
 // The path of `program` found on $PATH (as a shell would), or "" when there is none.
 std::string program_path(const std::string& program);
+
+// A short command run to its end (sbatch, squeue, scancel, ...): exit code and output.
+struct CommandOutput {
+  int code = -1;  // 127: it could not be run (not found)
+  std::string out, err;
+};
+CommandOutput command_run(const std::vector<std::string>& argv, const std::vector<std::string>& environment = {});
 
 class Process {
  public:

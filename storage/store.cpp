@@ -112,6 +112,26 @@ CREATE TABLE jobs (
 );
 CREATE INDEX jobs_status ON jobs(status);
 )sql",
+    // v3: runs submitted to a cluster scheduler (issue 17: `tfw run --executor slurm`). One row
+    // per submission of a run; state is the scheduler's own word (PENDING, RUNNING, COMPLETED,
+    // FAILED, CANCELLED, TIMEOUT, ...), refreshed from squeue/sacct by whoever reads it.
+    R"sql(
+CREATE TABLE cluster_jobs (
+  id INTEGER PRIMARY KEY,
+  experiment TEXT NOT NULL,
+  run TEXT NOT NULL,
+  scheduler TEXT NOT NULL,
+  job_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  script TEXT NOT NULL DEFAULT '',
+  log TEXT NOT NULL DEFAULT '',
+  submitted REAL NOT NULL,
+  updated REAL NOT NULL,
+  exit_code INTEGER,
+  reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX cluster_jobs_run ON cluster_jobs(experiment, run);
+)sql",
 };
 
 // Whether a freshly opened connection's file is an SQLite database. Asked through SQLite

@@ -24,7 +24,7 @@ struct sqlite3;
 
 namespace tfw {
 
-inline constexpr int kStoreSchemaVersion = 2;
+inline constexpr int kStoreSchemaVersion = 3;
 
 // A store that cannot be opened or used: not SQLite, corrupt, a newer schema, locked out.
 class StoreError : public std::runtime_error {
@@ -104,6 +104,19 @@ struct JobRow {
   std::string client;               // the peer address that submitted it
 };
 
+// A run submitted to a cluster scheduler (`tfw run --executor slurm`): one row per submission.
+struct ClusterJobRow {
+  std::int64_t id = 0;
+  std::string experiment, run;     // the run it executes
+  std::string scheduler = "slurm";
+  std::string job_id;              // the scheduler's id: "123", or "123_4" for an array task
+  std::string state;               // the scheduler's word: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
+  std::string script, log;         // the generated script (kept for the user) and the run's output
+  double submitted = 0, updated = 0;
+  std::int64_t exit_code = -1;     // -1: none yet
+  std::string reason;              // why it waits, or how it ended (the scheduler's reason)
+};
+
 struct RunFilter {
   std::string experiment, family;
   std::optional<RunStatus> status;  // any when empty
@@ -162,6 +175,12 @@ class Store {
                       const std::string& error = "");
   std::optional<JobRow> job_get(std::int64_t job);
   std::vector<JobRow> jobs(std::optional<JobStatus> status = std::nullopt);  // by id
+
+  // Runs submitted to a cluster scheduler (v3).
+  std::int64_t cluster_job_add(const ClusterJobRow& job);  // submitted and updated now
+  void cluster_job_update(std::int64_t id, const std::string& state, std::int64_t exit_code, const std::string& reason);
+  // By id; of one experiment when `experiment` is not empty.
+  std::vector<ClusterJobRow> cluster_jobs(const std::string& experiment = "");
 
   bool integrity_ok();
   const std::string& path() const { return path_; }

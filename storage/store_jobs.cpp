@@ -1,4 +1,5 @@
-// The engine service's job queue in the store. See store.h.
+// The engine service's job queue, and runs submitted to a cluster scheduler, in the store.
+// See store.h.
 #include <sqlite3.h>
 
 #include "storage/sqlite_statement.h"
@@ -65,6 +66,55 @@ std::vector<JobRow> Store::jobs(std::optional<JobStatus> status) {
   s.bind(1, status ? std::string(status_name(*status)) : std::string());
   std::vector<JobRow> out;
   while (s.step()) out.push_back(job_from(s));
+  return out;
+}
+
+namespace {
+
+const char* kClusterColumns = "SELECT id, experiment, run, scheduler, job_id, state, script, log, submitted, updated, "
+                              "exit_code, reason FROM cluster_jobs";
+
+ClusterJobRow cluster_job_from(Statement& s) {
+  ClusterJobRow job;
+  job.id = s.integer(0);
+  job.experiment = s.text(1);
+  job.run = s.text(2);
+  job.scheduler = s.text(3);
+  job.job_id = s.text(4);
+  job.state = s.text(5);
+  job.script = s.text(6);
+  job.log = s.text(7);
+  job.submitted = s.real(8);
+  job.updated = s.real(9);
+  job.exit_code = s.is_null(10) ? -1 : s.integer(10);
+  job.reason = s.text(11);
+  return job;
+}
+
+}  // namespace
+
+std::int64_t Store::cluster_job_add(const ClusterJobRow& job) {
+  Statement s(db_, "INSERT INTO cluster_jobs (experiment, run, scheduler, job_id, state, script, log, submitted, updated, "
+                   "reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)");
+  s.bind(1, job.experiment).bind(2, job.run).bind(3, job.scheduler).bind(4, job.job_id).bind(5, job.state);
+  s.bind(6, job.script).bind(7, job.log).bind(8, store_now()).bind(9, job.reason);
+  s.step();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Store::cluster_job_update(std::int64_t id, const std::string& state, std::int64_t exit_code,
+                               const std::string& reason) {
+  Statement s(db_, "UPDATE cluster_jobs SET state = ?2, updated = ?3, "
+                   "exit_code = CASE WHEN ?4 < 0 THEN exit_code ELSE ?4 END, reason = ?5 WHERE id = ?1");
+  s.bind(1, id).bind(2, state).bind(3, store_now()).bind(4, exit_code).bind(5, reason);
+  s.step();
+}
+
+std::vector<ClusterJobRow> Store::cluster_jobs(const std::string& experiment) {
+  Statement s(db_, (std::string(kClusterColumns) + " WHERE ?1 = '' OR experiment = ?1 ORDER BY id").c_str());
+  s.bind(1, experiment);
+  std::vector<ClusterJobRow> out;
+  while (s.step()) out.push_back(cluster_job_from(s));
   return out;
 }
 

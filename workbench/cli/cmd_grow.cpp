@@ -24,6 +24,7 @@ namespace fs = std::filesystem;
 
 struct GrowArgs {
   GrowRequest request;
+  std::string from_run;  // EXPERIMENT/RUN: its last checkpoint, found when the command runs
   std::vector<std::string> options;
   bool json = false;
 };
@@ -33,6 +34,29 @@ void run_grow(GrowArgs& args) {
   // Options are --option key=value (TOML values), checked by the method's plan().
   config_apply_overrides(request.options, args.options);
   const std::string store_path = home_resolve(request.home) + "/runs.db";
+  if (args.from_run.empty() == request.from_checkpoint.empty()) {
+    throw UsageError(with_hint("tfw grow needs one of --from CHECKPOINT and --from-run EXPERIMENT/RUN",
+                               "--from names a checkpoint file; --from-run takes a run's last checkpoint"));
+  }
+  if (!args.from_run.empty()) {
+    // A batch on a cluster submits a stage before its parent has trained: the parent's last
+    // checkpoint is looked up now, when the stage runs.
+    const std::size_t slash = args.from_run.find('/');
+    if (slash == std::string::npos || !fs::exists(store_path)) {
+      throw UsageError(with_hint(fmt::format("--from-run {}: expected EXPERIMENT/RUN of the store in {}", args.from_run,
+                                             store_path),
+                                 "e.g. --from-run e4-growth-methods/tokenformer-small"));
+    }
+    auto store = Store::open_readonly(store_path);
+    const std::optional<RunRecord> parent =
+        store->run_in_experiment(args.from_run.substr(0, slash), args.from_run.substr(slash + 1));
+    request.from_checkpoint = parent ? runner::last_checkpoint(*store, parent->id) : "";
+    if (request.from_checkpoint.empty()) {
+      throw UsageError(with_hint(fmt::format("--from-run {}: {}", args.from_run,
+                                             parent ? "the run has no checkpoint yet" : "no such run in the store"),
+                                 "train it first; `tfw runs list --experiment EXPERIMENT` shows what there is"));
+    }
+  }
   if (fs::exists(store_path)) {  // the grown checkpoint names the run it came from (runner/lineage.h)
     auto store = Store::open_readonly(store_path);
     request.parent_run = runner::checkpoint_owner(*store, request.from_checkpoint).value_or(0);
@@ -75,7 +99,9 @@ void add_grow_command(CLI::App& app) {
   auto args = std::make_shared<GrowArgs>();
   CLI::App* command = app.add_subcommand("grow", "Grow a checkpoint's model with a growth method");
   command->add_option("--method", args->request.method, "pattention_grow, net2net, hypercloning")->required();
-  command->add_option("--from", args->request.from_checkpoint, "the checkpoint (.pt) to grow")->required();
+  command->add_option("--from", args->request.from_checkpoint, "the checkpoint (.pt) to grow");
+  command->add_option("--from-run", args->from_run,
+                      "EXPERIMENT/RUN: grow that run's last checkpoint (looked up when the command runs)");
   command->add_option("--to", args->request.to_config, "run config with the target [model] (and [data] for --check)")
       ->required();
   command->add_option("--out", args->request.out_dir, "folder for the grown checkpoint")->required();

@@ -204,17 +204,37 @@ void add_remote_commands(CLI::App& app) {
   }
   {
     auto connect = std::make_shared<Connect>();
-    CLI::App* command = app.add_subcommand("jobs", "The engine service's jobs and their states");
+    auto slurm = std::make_shared<bool>(false);
+    auto experiment = std::make_shared<std::string>();
+    CLI::App* command = app.add_subcommand("jobs", "The engine service's jobs, or with --slurm the runs submitted to Slurm");
     connection_options(command, *connect);
-    command->callback([connect] { jobs(*connect); });
+    command->add_flag("--slurm", *slurm,
+                      "the runs `tfw run --executor slurm` submitted (from the store of --home), states from Slurm");
+    command->add_option("--experiment", *experiment, "with --slurm: only this experiment's runs");
+    command->callback([connect, slurm, experiment] {
+      if (*slurm) return cluster_jobs_print(connect->home, *experiment, connect->json);
+      if (!experiment->empty()) throw UsageError("--experiment goes with --slurm");
+      jobs(*connect);
+    });
   }
   {
     auto connect = std::make_shared<Connect>();
-    auto job = std::make_shared<std::int64_t>(0);
+    auto job = std::make_shared<std::string>();
+    auto slurm = std::make_shared<bool>(false);
     CLI::App* command = app.add_subcommand("cancel", "Cancel a job: a running one checkpoints and its runs end as killed");
-    command->add_option("job", *job, "the job id (`tfw jobs`)")->required();
+    command->add_option("job", *job, "the job id (`tfw jobs`); with --slurm a run name or a Slurm job id")->required();
+    command->add_flag("--slurm", *slurm, "scancel a run submitted with `tfw run --executor slurm`");
     connection_options(command, *connect);
-    command->callback([connect, job] { cancel(*connect, *job); });
+    command->callback([connect, job, slurm] {
+      if (*slurm) return cluster_cancel(connect->home, *job, connect->json);
+      char* end = nullptr;
+      const long long id = std::strtoll(job->c_str(), &end, 10);
+      if (job->empty() || *end != '\0' || id <= 0) {
+        throw UsageError(with_hint(fmt::format("tfw cancel {}: expected a job id of the service", *job),
+                                   "`tfw jobs` lists them; a Slurm run is cancelled with --slurm"));
+      }
+      cancel(*connect, id);
+    });
   }
   {
     auto connect = std::make_shared<Connect>();

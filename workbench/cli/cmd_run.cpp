@@ -23,6 +23,7 @@
 #include "engine/registry.h"
 #include "runner/batch.h"
 #include "runner/executor_local.h"
+#include "runner/executor_slurm.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
@@ -37,6 +38,10 @@ struct RunArgs {
   std::string file, only, home;
   int jobs = 1;
   bool dry_run = false, json = false;
+  std::string executor = "local";
+  runner::SlurmOptions slurm;  // --executor slurm
+  int nproc = 1;               // ranks per run
+  bool wait = false;           // --executor slurm: follow the jobs to their end
 };
 
 void print_plan(const Experiment& experiment, const std::vector<const ExperimentRun*>& runs, const std::string& home,
@@ -88,9 +93,29 @@ void run_experiment(const RunArgs& args) {
     print_plan(experiment, runs, home, args.json);
     return;
   }
-  runner::LocalOptions local;
-  local.slots = static_cast<std::size_t>(std::max(1, args.jobs));
-  runner::LocalExecutor executor(local);
+  if (args.executor != "local" && args.executor != "slurm") {
+    throw UsageError(with_hint(fmt::format("--executor {}: unknown executor", args.executor),
+                               "expected local (child processes on this machine) or slurm (sbatch, docs/cluster.md)"));
+  }
+  if (args.nproc < 1) {
+    throw UsageError(with_hint(fmt::format("--nproc {}: expected 1 or more ranks per run", args.nproc),
+                               "--nproc 2 trains each run over 2 processes"));
+  }
+  std::unique_ptr<runner::Executor> executor;
+  if (args.executor == "slurm") {
+    runner::SlurmOptions slurm = args.slurm;
+    slurm.home = home;
+    slurm.experiment = experiment.name;
+    slurm.work_dir = home + "/experiments/" + experiment.name;
+    slurm.nproc = args.nproc;
+    slurm.array_cap = args.jobs > 1 ? static_cast<std::size_t>(args.jobs) : 0;
+    executor = std::make_unique<runner::SlurmExecutor>(slurm);
+  } else {
+    runner::LocalOptions local;
+    local.slots = static_cast<std::size_t>(std::max(1, args.jobs));
+    local.nproc = args.nproc;
+    executor = std::make_unique<runner::LocalExecutor>(local);
+  }
 
   // A live line per running run: on a terminal one line rewritten in place, otherwise a
   // line every 30 s.
@@ -103,6 +128,7 @@ void run_experiment(const RunArgs& args) {
   };
   runner::BatchOptions options;
   options.home = home;
+  options.detach = args.executor == "slurm" && !args.wait;
   options.stop = &stop_requested;
   options.on_message = [&](const std::string& line) {
     clear_progress();
@@ -133,10 +159,16 @@ void run_experiment(const RunArgs& args) {
   runner::BatchResult result;
   {
     const StopSignals signals(on_batch_signal);  // the runs checkpoint and the batch returns
-    result = runner::batch_execute(experiment, runs, executor, options);
+    result = runner::batch_execute(experiment, runs, *executor, options);
   }
   clear_progress();
   std::cerr << result.summary << "\n";
+  if (result.detached) {
+    std::cerr << fmt::format("follow them with `tfw jobs --slurm --experiment {}` (and `tfw runs list --experiment {}`); "
+                             "run this command again to resubmit failed or cancelled runs\n",
+                             experiment.name, experiment.name);
+    return;
+  }
   for (const std::string& note : result.contended) std::cerr << note << "\n";
   if (result.interrupted) throw Interrupted();
   if (result.failed + result.blocked > 0) {
@@ -151,8 +183,19 @@ void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* command = app.add_subcommand("run", "Plan and run an experiment file (docs/experiments.md)");
   command->add_option("experiment", args->file, "experiment TOML")->required();
-  command->add_option("--jobs", args->jobs, "runs in parallel (the cores are shared between them)")
+  command->add_option("--jobs", args->jobs,
+                      "runs in parallel (local: the cores are shared between them; slurm: the job array's cap)")
       ->check(CLI::PositiveNumber);
+  command->add_option("--executor", args->executor, "local (default) or slurm (sbatch; docs/cluster.md)");
+  command->add_option("--nproc", args->nproc, "ranks per run (data parallel; under slurm, started with srun)");
+  command->add_option("--partition", args->slurm.partition, "slurm: sbatch --partition");
+  command->add_option("--account", args->slurm.account, "slurm: sbatch --account");
+  command->add_option("--time", args->slurm.time, "slurm: sbatch --time, per run (e.g. 2:00:00)");
+  command->add_option("--cpus-per-task", args->slurm.cpus_per_task,
+                      "slurm: sbatch --cpus-per-task; also each rank's threads (default 1)");
+  command->add_option("--gres", args->slurm.gres, "slurm: sbatch --gres (e.g. gpu:1)");
+  command->add_option("--nodes-per-run", args->slurm.nodes_per_run, "slurm: nodes per run (sbatch --nodes)");
+  command->add_flag("--wait", args->wait, "slurm: follow the jobs until they end, instead of returning once submitted");
   command->add_option("--only", args->only, "only runs matching this glob (and their ancestors)");
   command->add_flag("--dry-run", args->dry_run, "print the plan (runs, parents, parameters, tokens, FLOPs, time)");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");

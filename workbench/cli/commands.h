@@ -2,6 +2,8 @@
 // its callback throws tfw::UsageError (exit 2) or tfw::Error (exit 1) on failure.
 #pragma once
 
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace tfw::cli {
@@ -22,6 +24,10 @@ void add_attention_command(CLI::App& app);
 void add_gui_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_remote_commands(CLI::App& app);  // submit, jobs, cancel, watch
+
+// `tfw jobs --slurm` and `tfw cancel --slurm` (cmd_cluster.cpp).
+void cluster_jobs_print(const std::string& home, const std::string& experiment, bool json);
+void cluster_cancel(const std::string& home, const std::string& target, bool json);
 
 // Thrown by a command that stopped early on request (Ctrl-C): exit code 130.
 struct Interrupted {};
