@@ -84,11 +84,13 @@ std::map<std::string, SlurmJobState> slurm_query(const std::vector<std::string>&
   // 1. squeue: every job the controller still queues or runs, array tasks one per line.
   const CommandOutput queue = command_run({"squeue", "-h", "-r", "-o", "%i|%T|%r"});
   if (queue.code == 127) throw UsageError(with_hint("squeue not found", "--executor slurm needs Slurm's commands on PATH"));
-  if (queue.code == 0) {
-    for (const std::string& line : split(queue.out, '\n')) {
-      const std::vector<std::string> f = split(line, '|');
-      if (f.size() >= 3 && wanted.count(f[0])) found[f[0]] = {f[1], -1, f[2] == "None" ? "" : f[2]};
-    }
+  if (queue.code != 0) {
+    // The controller cannot be asked now: nothing is known, nothing is concluded.
+    throw Error(fmt::format("squeue failed (exit {}): {}", queue.code, trimmed(queue.err + queue.out)));
+  }
+  for (const std::string& line : split(queue.out, '\n')) {
+    const std::vector<std::string> f = split(line, '|');
+    if (f.size() >= 3 && wanted.count(f[0])) found[f[0]] = {f[1], -1, f[2] == "None" ? "" : f[2]};
   }
   std::vector<std::string> rest;
   for (const std::string& id : job_ids) {
@@ -112,6 +114,7 @@ std::map<std::string, SlurmJobState> slurm_query(const std::vector<std::string>&
     if (found.count(id)) continue;
     const CommandOutput job = command_run({"scontrol", "show", "job", "-o", id});
     SlurmJobState state{"UNKNOWN", -1, "Slurm no longer knows this job"};
+    if (job.code != 0 && job.err.find("Invalid job id") == std::string::npos) continue;  // not known now: ask later
     if (job.code == 0) {
       for (const std::string& field : split(trimmed(job.out), ' ')) {
         const std::size_t eq = field.find('=');
@@ -392,7 +395,14 @@ std::vector<std::string> SlurmExecutor::poll(double seconds) {
   std::vector<std::string> finished;
   if (!ids.empty() && now_seconds() - last_query_ >= interval) {
     last_query_ = now_seconds();
-    const std::map<std::string, SlurmJobState> states = slurm_query(ids);
+    std::map<std::string, SlurmJobState> states;
+    try {
+      states = slurm_query(ids);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error&) {
+      // The controller did not answer (restarting, overloaded): the jobs are as they were.
+    }
     for (auto& [name, entry] : tasks_) {
       auto it = states.find(entry.job_id);
       if (it == states.end() || task_final(entry.status.state)) continue;

@@ -43,7 +43,8 @@ struct SlurmJobState {
 
 // Queries the states of `job_ids` ("123", "123_4"): squeue for jobs it still holds, then
 // sacct (a cluster with accounting), then scontrol (jobs the controller still remembers).
-// A job none of them knows is UNKNOWN.
+// A job none of them knows is UNKNOWN; one they cannot be asked about now is left out.
+// Throws Error when squeue fails (the controller does not answer).
 std::map<std::string, SlurmJobState> slurm_query(const std::vector<std::string>& job_ids);
 
 // A Slurm state that will not change any more.

@@ -1,6 +1,11 @@
 // See run_source.h.
 #include "runner/run_source.h"
 
+#include <chrono>
+
+#include "runner/executor_slurm.h"
+#include "runner/process.h"
+
 #include <filesystem>
 
 #include "engine/error.h"
@@ -36,5 +41,22 @@ std::optional<RunRecord> LocalRunSource::run(std::int64_t id) {
 RunNews LocalRunSource::news(std::int64_t run, RunCursor& cursor) { return store().news(run, cursor); }
 
 std::vector<CheckpointRow> LocalRunSource::checkpoints(std::int64_t run) { return store().checkpoints(run); }
+
+std::vector<ClusterJobRow> LocalRunSource::cluster_jobs() {
+  std::vector<ClusterJobRow> rows = store().cluster_jobs();
+  bool live = false;
+  for (const ClusterJobRow& row : rows) live = live || !runner::slurm_state_final(row.state);
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (live && now - slurm_asked_ >= 5 && !runner::program_path("squeue").empty()) {
+    slurm_asked_ = now;
+    try {
+      std::unique_ptr<Store> writable = Store::open(path_);  // the refresh writes the states it learns
+      rows = runner::slurm_refresh(*writable, "");
+    } catch (const std::exception&) {
+      // Slurm did not answer: the stored states stand until the next try.
+    }
+  }
+  return rows;
+}
 
 }  // namespace tfw

@@ -38,6 +38,9 @@ class RunSource {
   // advances the cursor past them.
   virtual RunNews news(std::int64_t run, RunCursor& cursor) = 0;
   virtual std::vector<CheckpointRow> checkpoints(std::int64_t run) = 0;
+  // Runs submitted to a cluster scheduler (`tfw run --executor slurm`), by id; empty when the
+  // source cannot tell (a service does not serve them yet).
+  virtual std::vector<ClusterJobRow> cluster_jobs() { return {}; }
   // Forgets the connection or the open store; the next call opens it again.
   virtual void reset() = 0;
 };
@@ -54,9 +57,13 @@ class LocalRunSource : public RunSource {
   std::optional<RunRecord> run(std::int64_t id) override;
   RunNews news(std::int64_t run, RunCursor& cursor) override;
   std::vector<CheckpointRow> checkpoints(std::int64_t run) override;
+  // The store's rows; while some are queued or running and Slurm's commands are here, their
+  // states are refreshed from Slurm (executor_slurm.h) at most every 5 s.
+  std::vector<ClusterJobRow> cluster_jobs() override;
   void reset() override { store_.reset(); }
 
  private:
+  double slurm_asked_ = 0;  // steady seconds of the last refresh from Slurm
   Store& store();  // throws when runs.db is not there
   std::string home_, path_;
   std::unique_ptr<Store> store_;

@@ -96,6 +96,29 @@ TEST_F(GuiScreens, RunsViewListsTheStore) {
   EXPECT_GT(image.count_near(115, 217, 115, 30), 90u);
 }
 
+// Runs submitted to Slurm: the runs view lists their jobs with Slurm's states in the colours
+// of the statuses they lead to (the rows are written here as `tfw run --executor slurm` and
+// `tfw jobs --slurm` write them; tests/slurm/test_slurm.sh runs the real thing).
+TEST_F(GuiScreens, RunsViewShowsTheSlurmJobsAndTheirStates) {
+  const std::string home = "/tmp/tfw-test-gui-slurm";
+  fs::remove_all(home);
+  fs::create_directories(home);
+  fs::copy_file(kHome + "/runs.db", home + "/runs.db");
+  Image before = shot("runs", "", home);
+  const std::size_t red_before = before.count_near(255, 102, 89, 30), orange_before = before.count_near(255, 179, 77, 30);
+  Result added = capture("sqlite3 " + home + "/runs.db \"PRAGMA user_version\" && sqlite3 " + home +
+                         "/runs.db \"INSERT INTO cluster_jobs (experiment, run, scheduler, job_id, state, submitted, "
+                         "updated, exit_code, reason) VALUES ('tiny', 'small', 'slurm', '41_0', 'COMPLETED', 0, 0, 0, ''), "
+                         "('tiny', 'baseline', 'slurm', '41_1', 'FAILED', 0, 0, 3, 'NonZeroExitCode'), "
+                         "('tiny', 'grown', 'slurm', '42', 'CANCELLED', 0, 0, 0, 'DependencyNeverSatisfied')\"");
+  ASSERT_EQ(added.code, 0) << added.output;
+  Image image = shot("runs", "", home);
+  fs::copy_file(kShots + "/runs.png", kShots + "/runs-slurm.png", fs::copy_options::overwrite_existing);
+  // FAILED in the failed red and CANCELLED in the killed orange: neither is on the plain view.
+  EXPECT_GT(image.count_near(255, 102, 89, 30), red_before + 15) << kShots << "/runs-slurm.png";
+  EXPECT_GT(image.count_near(255, 179, 77, 30), orange_before + 15) << kShots << "/runs-slurm.png";
+}
+
 TEST_F(GuiScreens, CurvesViewDrawsEachSelectedRunInItsColour) {
   Image image = shot("curves", "--select small,grown,baseline --x cumulative_flops --metric train/loss");
   ASSERT_EQ(image.width, 1200);

@@ -29,6 +29,15 @@ ImVec4 status_colour(RunStatus status) {
   return ImVec4(0.7f, 0.7f, 0.7f, 1);
 }
 
+// Slurm's states in the colours of the run statuses they lead to.
+ImVec4 slurm_colour(const std::string& state) {
+  if (state == "PENDING") return status_colour(RunStatus::queued);
+  if (state == "RUNNING" || state == "COMPLETING" || state == "CONFIGURING") return status_colour(RunStatus::running);
+  if (state == "COMPLETED") return status_colour(RunStatus::finished);
+  if (state == "CANCELLED") return status_colour(RunStatus::killed);
+  return status_colour(RunStatus::failed);  // FAILED, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, UNKNOWN, ...
+}
+
 // The status filter's entries: "any status", then every run status.
 constexpr RunStatus kStatusChoices[] = {RunStatus::running, RunStatus::finished, RunStatus::failed,
                                         RunStatus::killed,  RunStatus::crashed,  RunStatus::queued};
@@ -70,6 +79,7 @@ class RunsPanel : public Panel {
     }
     toolbar(app, snapshot);
     table(app, snapshot);
+    cluster_jobs(snapshot);
     details(app);
   }
 
@@ -135,7 +145,8 @@ class RunsPanel : public Panel {
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY |
                                   ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingFixedFit |
                                   (tree_ ? 0 : ImGuiTableFlags_Sortable);
-    const float height = std::max(160.0f, ImGui::GetContentRegionAvail().y - 150);
+    const float reserve = snapshot.cluster_jobs.empty() ? 150.0f : 300.0f;  // details, and the Slurm jobs below
+    const float height = std::max(160.0f, ImGui::GetContentRegionAvail().y - reserve);
     if (!ImGui::BeginTable("runs", 10, flags, ImVec2(0, height))) return;
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("plot", ImGuiTableColumnFlags_NoSort);
@@ -208,6 +219,40 @@ class RunsPanel : public Panel {
       if (std::isnan(loss)) ImGui::TextDisabled("-");
       else ImGui::Text("%.4f", loss);
       ImGui::PopID();
+    }
+    ImGui::EndTable();
+  }
+
+  // Runs submitted with `tfw run --executor slurm`, newest first, with Slurm's state (the
+  // source refreshes it from squeue/sacct while some are queued or running).
+  void cluster_jobs(const StoreSnapshot& snapshot) {
+    if (snapshot.cluster_jobs.empty()) return;
+    ImGui::TextUnformatted("Slurm jobs");
+    help_marker("Runs submitted with `tfw run --executor slurm`: the job, Slurm's state (from squeue, sacct or "
+                "scontrol), its exit code and why it waits. `tfw jobs --slurm` lists them; `tfw cancel --slurm RUN` "
+                "cancels one.");
+    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY |
+                                  ImGuiTableFlags_SizingFixedFit;
+    if (!ImGui::BeginTable("slurm", 6, flags, ImVec2(0, 120))) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    for (const char* column : {"job", "run", "experiment", "state", "exit"}) ImGui::TableSetupColumn(column);
+    ImGui::TableSetupColumn("reason", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableHeadersRow();
+    for (auto it = snapshot.cluster_jobs.rbegin(); it != snapshot.cluster_jobs.rend(); ++it) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(it->job_id.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(it->run.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(it->experiment.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextColored(slurm_colour(it->state), "%s", it->state.c_str());
+      ImGui::TableNextColumn();
+      if (it->exit_code < 0) ImGui::TextDisabled("-");
+      else ImGui::Text("%lld", static_cast<long long>(it->exit_code));
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(it->reason.c_str());
     }
     ImGui::EndTable();
   }

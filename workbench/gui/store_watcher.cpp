@@ -89,6 +89,7 @@ void StoreWatcher::refresh() {
     next->exists = source_->exists();
     if (next->exists) {
       next->runs = source_->runs();
+      next->cluster_jobs = source_->cluster_jobs();
       for (const RunRecord& record : next->runs) {
         if (!watched.count(record.id)) continue;
         auto& cached = cache_[record.id];
@@ -140,7 +141,11 @@ void StoreWatcher::refresh() {
   std::lock_guard<std::mutex> lock(mutex_);
   const StoreSnapshot& previous = *snapshot_;
   changed = changed || previous.error != next->error || previous.exists != next->exists ||
-            previous.runs.size() != next->runs.size() || previous.data.size() != next->data.size();
+            previous.runs.size() != next->runs.size() || previous.data.size() != next->data.size() ||
+            previous.cluster_jobs.size() != next->cluster_jobs.size();
+  for (std::size_t i = 0; !changed && i < next->cluster_jobs.size(); ++i) {
+    changed = previous.cluster_jobs[i].state != next->cluster_jobs[i].state;
+  }
   if (!changed) {
     for (std::size_t i = 0; i < next->runs.size(); ++i) {
       const RunRecord &a = previous.runs[i], &b = next->runs[i];
