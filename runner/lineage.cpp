@@ -28,16 +28,26 @@ std::string last_checkpoint(Store& store, std::int64_t run) {
   return rows.empty() ? "" : rows.back().path;
 }
 
-Lineage lineage_of(Store& store, const std::string& checkpoint) {
+LineageSource lineage_source(const std::string& checkpoint) {
   const CheckpointMeta origin = checkpoint_read_meta(checkpoint);
+  LineageSource source;
+  source.checkpoint = fs::absolute(checkpoint).string();
+  source.parent_run = origin.parent_run;
+  source.inherited_flops = origin.inherited_flops + origin.flops;
+  source.growth_method = origin.growth_method;
+  source.growth_options = origin.growth_options;
+  return source;
+}
+
+Lineage lineage_from(Store& store, const LineageSource& source) {
   Lineage lineage;
-  lineage.inherited_flops = origin.inherited_flops + origin.flops;
-  lineage.growth_method = origin.growth_method;
-  lineage.growth_options = origin.growth_options;
+  lineage.inherited_flops = source.inherited_flops;
+  lineage.growth_method = source.growth_method;
+  lineage.growth_options = source.growth_options;
   std::optional<RunRecord> parent;
-  if (origin.parent_run != 0) parent = store.run_get(origin.parent_run);  // grown: the run it was grown from
+  if (source.parent_run != 0) parent = store.run_get(source.parent_run);  // grown: the run it was grown from
   if (!parent) {
-    if (std::optional<std::int64_t> owner = checkpoint_owner(store, checkpoint)) parent = store.run_get(*owner);
+    if (std::optional<std::int64_t> owner = checkpoint_owner(store, source.checkpoint)) parent = store.run_get(*owner);
   }
   if (parent) {
     lineage.parent = parent->id;
@@ -45,5 +55,7 @@ Lineage lineage_of(Store& store, const std::string& checkpoint) {
   }
   return lineage;
 }
+
+Lineage lineage_of(Store& store, const std::string& checkpoint) { return lineage_from(store, lineage_source(checkpoint)); }
 
 }  // namespace tfw::runner

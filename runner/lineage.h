@@ -38,6 +38,17 @@ std::optional<std::int64_t> checkpoint_owner(Store& store, const std::string& ch
 // The newest checkpoint the store holds for run `run`, or "" when it has none.
 std::string last_checkpoint(Store& store, std::int64_t run);
 
+// What a checkpoint's metadata says about where it came from (its file is read on the
+// machine that has it; the store that resolves it may be elsewhere: a service).
+struct LineageSource {
+  std::string checkpoint;        // absolute path, as the store records checkpoints
+  std::int64_t parent_run = 0;   // the run it was grown from, when its metadata names one
+  double inherited_flops = 0;    // the lineage's FLOPs up to the checkpoint (its own included)
+  std::string growth_method, growth_options;
+};
+LineageSource lineage_source(const std::string& checkpoint);  // reads and verifies the metadata
+Lineage lineage_from(Store& store, const LineageSource& source);
+
 // The lineage of a run started from `checkpoint` (a grown one, or a plain checkpoint of
 // another run): its metadata names the run it was grown from; otherwise the run that wrote
 // it is the parent. Reads and verifies the checkpoint's metadata (throws UsageError).

@@ -18,6 +18,7 @@
 #include "engine/train/schedule.h"
 #include "runner/lineage.h"
 #include "engine/load.h"
+#include "runner/run_book.h"
 #include "storage/store.h"
 
 #ifndef TFW_GIT_COMMIT
@@ -29,24 +30,6 @@ namespace tfw::runner {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A run to resume: its id or name in the store, or its folder.
-std::pair<std::string, std::int64_t> resolve_run(const std::string& run, const std::string& home, Store& store) {
-  if (std::optional<RunRecord> record = store.run_find(run); record && fs::is_directory(record->run_dir)) {
-    return {record->run_dir, record->id};
-  }
-  for (const std::string& dir : {run, home + "/runs/" + run}) {
-    if (!fs::is_directory(dir)) continue;
-    for (const RunRecord& record : store.runs()) {
-      std::error_code ec;  // a record whose folder is gone (or was in a home moved elsewhere) is no match
-      if (fs::equivalent(record.run_dir, dir, ec)) return {dir, record.id};
-    }
-    return {dir, 0};  // a run folder the store does not know: recorded anew
-  }
-  throw UsageError(with_hint(fmt::format("run '{}' not found: not a run id or name in {}, nor a run folder", run,
-                                         store.path()),
-                             "list the runs with `tfw runs list`"));
-}
 
 std::string host_name() {
   char host[256] = {0};
@@ -67,7 +50,7 @@ void check_same_model(const RunConfig& given, const RunConfig& stored) {
 }
 
 // A new run's folder, freed of what an earlier attempt that never checkpointed left.
-std::string prepare_new_run(const RunRequest& request, const RunConfig& config, Store& store,
+std::string prepare_new_run(const RunRequest& request, const RunConfig& config, RunBook& book,
                             const RunHooks& hooks) {
   const std::string name = request.name.empty() ? config.model.name : request.name;
   name_check(name, "run name", request.name.empty() ? config.model.path + ": name" : "--name");
@@ -79,20 +62,7 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
     throw UsageError(with_hint(fmt::format("run '{}' already exists at {}", name, run_dir),
                                fmt::format("continue it with `tfw train --resume {}`, or choose another --name", run_dir)));
   }
-  // A run of that name that never wrote a checkpoint (killed early, failed on its data) has
-  // nothing to resume: starting it again replaces its record instead of refusing the name.
-  if (std::optional<RunRecord> old = store.run_in_experiment(request.experiment, name)) {
-    if (old->status == RunStatus::running) {
-      throw UsageError(with_hint(fmt::format("run '{}' (id {}) is running (its heartbeat is fresh)", name, old->id),
-                                 "wait for it, or stop it; a run that died shows as crashed after "
-                                 "TFW_HEARTBEAT_TIMEOUT seconds"));
-    }
-    store.run_delete(old->id);
-    if (hooks.on_message) {
-      hooks.on_message(fmt::format("run '{}' (id {}, {}) never wrote a checkpoint: starting it again replaces its record",
-                                   name, old->id, status_name(old->status)));
-    }
-  }
+  book.clear_name(request.experiment, name, hooks.on_message);
   std::error_code ec;
   for (const char* stale : {"/metrics.jsonl", "/config.toml"}) fs::remove(run_dir + stale, ec);
   fs::create_directories(run_dir);
@@ -103,13 +73,13 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
 
 RunOutcome run_recorded(const Registry& registry, const RunRequest& request, const std::atomic<bool>* stop,
                         const RunHooks& hooks, std::shared_ptr<DistGroup> dist) {
-  std::unique_ptr<Store> store = Store::open(request.home + "/runs.db");
+  std::shared_ptr<RunBook> book = request.book ? request.book : local_run_book(request.home);
   std::int64_t run_id = 0;
   RunConfig config;
   TrainOptions options;
   options.home = request.home;
   if (!request.resume.empty()) {
-    std::tie(options.run_dir, run_id) = resolve_run(request.resume, request.home, *store);
+    std::tie(options.run_dir, run_id) = book->resolve(request.resume, request.home);
     config = train_resume_config(registry, options.run_dir, request.overrides, request.extend);
     if (!request.config.empty()) check_same_model(run_config_load(registry, request.config), config);
     if (dist) config = dist_agree_config(*dist, registry, &config);
@@ -137,7 +107,7 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
       check_same_model(config, run_config_parse(registry, toml::parse(origin.config_toml, options.init_from),
                                                 options.init_from));
     }
-    options.run_dir = prepare_new_run(request, config, *store, hooks);
+    options.run_dir = prepare_new_run(request, config, *book, hooks);
   }
 
   // Record the run: a new one (with its lineage), or the resumed one as the same run.
@@ -156,39 +126,35 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
     record.run_dir = fs::absolute(options.run_dir).string();
     record.inherited_flops = 0;
     if (!options.init_from.empty()) {
-      const Lineage lineage = lineage_of(*store, options.init_from);
-      record.parent = lineage.parent;
-      record.stage = lineage.stage;
-      record.inherited_flops = lineage.inherited_flops;
-      record.growth_method = lineage.growth_method;
-      record.growth_options = lineage.growth_options;
+      const LineageSource source = lineage_source(options.init_from);
+      run_id = book->create(record, &source);
+    } else {
+      run_id = book->create(record, nullptr);
     }
-    run_id = store->run_create(record);
   } else {
-    store->run_set_status(run_id, RunStatus::running);
+    book->resume(run_id);
   }
 
-  MetricWriter writer(request.home + "/runs.db");
-  writer.heartbeat_add(run_id);
+  book->beat(run_id, true);
   std::int64_t last_tokens = 0;
   double last_flops = 0;
   options.on_metric = [&](const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
                           double value) {
-    writer.push({run_id, key, step, tokens, flops, wall, value});
+    book->metric({run_id, key, step, tokens, flops, wall, value});
     last_tokens = tokens;
     last_flops = flops;
   };
-  options.before_checkpoint = [&] { writer.flush(); };  // metrics up to a checkpoint are committed before it
+  options.before_checkpoint = [&] { book->flush(); };  // metrics up to a checkpoint are stored before it
   options.on_checkpoint = [&](const std::string& path, std::int64_t step, std::uint32_t crc32, std::uint64_t bytes) {
-    store->run_set_progress(run_id, last_tokens, last_flops);
-    store->checkpoint_add({run_id, step, static_cast<std::int64_t>(bytes), fs::absolute(path).string(),
-                           fmt::format("crc32:{:08x}", crc32)});
+    book->checkpoint_added({run_id, step, static_cast<std::int64_t>(bytes), fs::absolute(path).string(),
+                            fmt::format("crc32:{:08x}", crc32)},
+                           last_tokens, last_flops);
   };
   options.on_checkpoint_removed = [&](const std::string& path) {
-    store->checkpoint_remove(run_id, fs::absolute(path).string());
+    book->checkpoint_removed(run_id, fs::absolute(path).string());
   };
   options.on_event = [&](const std::string& kind, std::int64_t step, const std::string& payload) {
-    store->event_add({run_id, step, kind, payload, 0});
+    book->event({run_id, step, kind, payload, 0});
   };
   options.stop = stop;
   options.dist = dist;
@@ -206,16 +172,15 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
   try {
     outcome.summary = train_run(registry, config, options);
   } catch (const std::exception& e) {
-    writer.flush();
-    writer.heartbeat_remove(run_id);
-    store->run_set_progress(run_id, last_tokens, last_flops);
-    store->run_finish(run_id, RunStatus::failed, "{}", e.what());
+    try {
+      book->finish(run_id, RunStatus::failed, last_tokens, last_flops, "{}", e.what());
+    } catch (const std::exception& also) {
+      if (std::string(also.what()) == e.what()) throw;  // the record's own failure stopped the run
+      throw Error(fmt::format("{}\n  and the run could not be recorded as failed: {}", e.what(), also.what()));
+    }
     throw;
   }
-  writer.flush();
-  writer.heartbeat_remove(run_id);
   const TrainSummary& summary = outcome.summary;
-  store->run_set_progress(run_id, summary.tokens, summary.flops);
   outcome.other_cpu_share = load.other_cpu_share();
   outcome.contended = load_contended(outcome.other_cpu_share, runtime_threads());
   nlohmann::json final_metrics = {{"train_loss", summary.train_loss}, {"val_loss", summary.val_loss},
@@ -231,7 +196,7 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
     final_metrics["contended"] = outcome.contended;
   }
   outcome.status = summary.interrupted ? RunStatus::killed : RunStatus::finished;
-  store->run_finish(run_id, outcome.status, final_metrics.dump());
+  book->finish(run_id, outcome.status, summary.tokens, summary.flops, final_metrics.dump(), "");
   return outcome;
 }
 

@@ -19,6 +19,8 @@
 
 namespace tfw::runner {
 
+class RunBook;
+
 struct RunRequest {
   std::string home;                    // TFW_HOME (resolved)
   std::string config;                  // run config file; with `resume`, optional and checked against the run's
@@ -28,6 +30,9 @@ struct RunRequest {
   std::string resume;                  // a run to continue: its id, name or folder
   std::string init_from;               // a checkpoint, or a folder `tfw grow` wrote, to start from: the run records its lineage
   std::string extend;                  // with resume and a new budget: "keep" or "stretch"
+  // Where the record goes: null for the store in `home` (runner/run_book.h); a service's
+  // book for `tfw train --record-to`.
+  std::shared_ptr<RunBook> book;
 };
 
 struct RunHooks {

@@ -14,6 +14,7 @@
 #include "engine/home.h"
 #include "engine/registry.h"
 #include "runner/parallel.h"
+#include "workbench/service/remote_book.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
@@ -38,11 +39,34 @@ struct TrainArgs {
   std::string home;
   bool json = false;
   int nproc = 1;
+  std::string record_to, token_file;  // record to a service instead of the local store
 };
 
 void run_train(TrainArgs& args) {
   runner::RunRequest& request = args.request;
   request.home = home_resolve(args.home);
+  // Recording to a service: --record-to, else TFW_RECORD_TO; the token file likewise.
+  std::string record_to = args.record_to, token_file = args.token_file;
+  if (record_to.empty() && std::getenv("TFW_RECORD_TO") != nullptr) record_to = std::getenv("TFW_RECORD_TO");
+  if (token_file.empty() && std::getenv("TFW_TOKEN_FILE") != nullptr) token_file = std::getenv("TFW_TOKEN_FILE");
+  const char* rank = std::getenv("RANK");
+  const char* slurm_rank = std::getenv("SLURM_PROCID");
+  const bool other_rank = (rank != nullptr && std::string(rank) != "0") ||
+                          (std::getenv("SLURM_STEP_NUM_TASKS") != nullptr && slurm_rank != nullptr &&
+                           std::string(slurm_rank) != "0");
+  if (!record_to.empty() && !other_rank) {  // only rank 0 records
+    const double timeout = service::record_timeout_from_environment();
+    try {
+      request.book = service::remote_run_book(record_to, token_file, timeout);
+    } catch (const UsageError&) {
+      throw;  // refused: a token is missing or wrong
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      throw Error(with_hint(fmt::format("--record-to {}: {}", record_to, what.substr(0, what.find('\n'))),
+                            "start `tfw serve --listen HOST:PORT --token-file FILE` on the machine that holds the "
+                            "store, or train without --record-to (TFW_RECORD_TO) to record in this TFW_HOME"));
+    }
+  }
   const bool tty = isatty(STDERR_FILENO);
   std::int64_t log_every = 1;
   runner::RunHooks hooks;
@@ -145,6 +169,10 @@ void add_train_command(CLI::App& app) {
   command->add_option("--experiment", request.experiment, "record the run under this experiment (default: default)");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   command->add_flag("--json", args->json, "print the summary as JSON (keys in docs/cli.md)");
+  command->add_option("--record-to", args->record_to,
+                      "HOST:PORT of a `tfw serve` that records the run in its store (default: $TFW_RECORD_TO); "
+                      "checkpoints stay in this machine's TFW_HOME (docs/cluster.md)");
+  command->add_option("--token-file", args->token_file, "with --record-to: the service's token file ($TFW_TOKEN_FILE)");
   command->add_option("--nproc", args->nproc,
                       "train over N processes on this machine (data parallel, Gloo; the threads are split between "
                       "them). On a cluster, launch one process per rank with srun or torchrun instead (docs/cluster.md)");

@@ -192,8 +192,17 @@ void Service::Impl::handle(const std::shared_ptr<Connection>& c, const json& mes
       }
       return reply(body);
     }
+    if (type.rfind("record", 0) == 0) {
+      json body;
+      try {
+        body = record(message);
+      } catch (const BadRequest& e) {
+        return c->fail(e.what());
+      }
+      return reply(body);
+    }
     return c->fail(fmt::format("unknown message type '{}': use hello, submit, jobs, cancel, watch, summary, runs, "
-                               "history or checkpoints", type));
+                               "history, checkpoints or record*", type));
   } catch (const std::exception& e) {
     error(e.what());
   }

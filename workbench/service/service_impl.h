@@ -86,6 +86,11 @@ struct Service::Impl {
   json read_history(const json& message);
   json read_checkpoints(const json& message);
   void subscribe(const std::shared_ptr<Connection>& connection, std::int64_t run);
+  // Runs recording to this service from elsewhere (`tfw train --record-to`, record.cpp): the
+  // last sequence number applied per recording book, and the run each book created.
+  json record(const json& message);
+  std::map<std::string, std::uint64_t> record_seq;
+  std::map<std::string, std::int64_t> record_created;
   void publish(std::int64_t run, std::vector<Line> lines, std::string status, bool initial);
   void drop(const std::shared_ptr<Connection>& connection);
   void poll_loop();

@@ -1,0 +1,149 @@
+// The service's side of runs that record to it from another machine (`tfw train --record-to`,
+// remote_book.h): it writes their records, points, events and checkpoint rows to its store,
+// through the same store-side logic a local run uses (runner/run_book.h). Messages are in
+// docs/service.md, "Recording runs". A resent batch (its reply was lost) carries the sequence
+// number already applied and is acknowledged without being applied twice.
+#include <cmath>
+
+#include "engine/error.h"
+#include "engine/home.h"
+#include "runner/run_book.h"
+#include "workbench/service/service_impl.h"
+
+namespace tfw::service {
+
+namespace {
+
+const json& field(const json& message, const char* key, json::value_t type) {
+  auto it = message.find(key);
+  const bool number = type == json::value_t::number_integer || type == json::value_t::number_float;
+  if (it == message.end() || (number ? !it->is_number() : it->type() != type)) {
+    throw BadRequest(fmt::format("{} needs \"{}\" ({})", message.value("type", "record"), key,
+                                 number ? "a number" : type == json::value_t::string ? "a string" : "an array"));
+  }
+  return *it;
+}
+
+std::string text(const json& message, const char* key) { return field(message, key, json::value_t::string); }
+std::int64_t integer(const json& message, const char* key) {
+  return field(message, key, json::value_t::number_integer).get<std::int64_t>();
+}
+double real(const json& message, const char* key) { return field(message, key, json::value_t::number_float).get<double>(); }
+
+}  // namespace
+
+json Service::Impl::record(const json& message) {
+  const std::string type = message["type"];
+  if (type == "record_resolve") {
+    if (message.contains("run_dir")) {
+      const std::string dir = text(message, "run_dir");
+      for (const RunRecord& r : store->runs()) {
+        if (r.run_dir == dir) return {{"type", "record_resolved"}, {"id", r.id}, {"run_dir", r.run_dir}};
+      }
+      return {{"type", "record_resolved"}, {"id", 0}, {"run_dir", dir}};
+    }
+    const std::optional<RunRecord> r = store->run_find(text(message, "run"));
+    return {{"type", "record_resolved"}, {"id", r ? r->id : 0}, {"run_dir", r ? r->run_dir : ""}};
+  }
+  if (type == "record_clear") {
+    std::string said;
+    runner::book_clear_name(*store, text(message, "experiment"), text(message, "name"),
+                            [&](const std::string& line) { said = line; });
+    return {{"type", "record_cleared"}, {"message", said}};
+  }
+  const std::string book = message.value("open_id", "");
+  if (type == "record_create") {
+    // A create resent after a lost reply gets the run the first one made.
+    if (auto it = record_created.find(book); !book.empty() && it != record_created.end()) {
+      return {{"type", "record_created"}, {"run", it->second}};
+    }
+    const json& r = field(message, "record", json::value_t::object);
+    RunRecord record;
+    record.experiment = text(r, "experiment");
+    record.name = text(r, "name");
+    name_check(record.name, "run name", "record_create");
+    name_check(record.experiment, "experiment name", "record_create");
+    record.family = text(r, "family");
+    record.config = text(r, "config");
+    record.seed = integer(r, "seed");
+    record.git_commit = text(r, "git_commit");
+    record.host = text(r, "host");
+    record.parameters = integer(r, "parameters");
+    record.run_dir = text(r, "run_dir");
+    record.inherited_flops = 0;
+    store->experiment_ensure(record.experiment);
+    std::int64_t id = 0;
+    if (message.contains("lineage") && message["lineage"].is_object()) {
+      const json& l = message["lineage"];
+      runner::LineageSource source;
+      source.checkpoint = text(l, "checkpoint");
+      source.parent_run = integer(l, "parent_run");
+      source.inherited_flops = real(l, "inherited_flops");
+      source.growth_method = text(l, "growth_method");
+      source.growth_options = text(l, "growth_options");
+      id = runner::book_create(*store, record, &source);
+    } else {
+      id = runner::book_create(*store, record, nullptr);
+    }
+    if (!book.empty()) record_created[book] = id;
+    return {{"type", "record_created"}, {"run", id}};
+  }
+  if (type == "record_flush") return {{"type", "record_flushed"}};  // everything before it is applied
+
+  const std::int64_t run = integer(message, "run");
+  if (!store->run_get(run)) throw std::runtime_error(fmt::format("no run {} in this service's store", run));
+  if (type == "record_resume") {
+    store->run_set_status(run, RunStatus::running);
+    return {{"type", "record_resumed"}};
+  }
+  if (type == "record_finish") {
+    const std::optional<RunStatus> status = run_status_parse(text(message, "status"));
+    if (!status) throw BadRequest("record_finish needs \"status\": finished, killed or failed");
+    store->run_set_progress(run, integer(message, "tokens"), real(message, "flops"));
+    store->run_finish(run, *status, text(message, "final_metrics"), text(message, "error"));
+    return {{"type", "record_finished"}};
+  }
+  // Batches and checkpoint rows: applied once per (book, seq).
+  const std::uint64_t seq = message.contains("seq") && message["seq"].is_number_unsigned() ? message["seq"].get<std::uint64_t>() : 0;
+  if (!book.empty() && seq != 0) {
+    std::uint64_t& last = record_seq[book];
+    if (seq <= last) return {{"type", "recorded"}, {"seq", seq}, {"duplicate", true}};
+    last = seq;
+  }
+  if (type == "record_checkpoint") {
+    if (message.contains("removed")) {
+      store->checkpoint_remove(run, text(message, "removed"));
+    } else {
+      store->run_set_progress(run, integer(message, "tokens"), real(message, "flops"));
+      store->checkpoint_add({run, integer(message, "step"), integer(message, "bytes"), text(message, "path"),
+                             text(message, "checksum")});
+    }
+    store->run_heartbeat(run);
+    return {{"type", "recorded"}, {"seq", seq}};
+  }
+  if (type == "record") {
+    std::vector<MetricPoint> points;
+    for (const json& p : field(message, "points", json::value_t::array)) {
+      if (!p.is_array() || p.size() != 6 || !p[0].is_string() || !p[1].is_number() || !p[2].is_number() ||
+          !p[3].is_number() || !p[4].is_number() || !(p[5].is_number() || p[5].is_null())) {
+        throw BadRequest("record: each point is [key, step, tokens, flops, wall, value or null]");
+      }
+      points.push_back({run, p[0].get<std::string>(), p[1].get<std::int64_t>(), p[2].get<std::int64_t>(),
+                        p[3].get<double>(), p[4].get<double>(), p[5].is_null() ? std::nan("") : p[5].get<double>()});
+    }
+    if (!points.empty()) store->metrics_insert(points);
+    for (const json& e : field(message, "events", json::value_t::array)) {
+      if (!e.is_array() || e.size() != 3 || !e[0].is_number() || !e[1].is_string() || !e[2].is_string()) {
+        throw BadRequest("record: each event is [step, kind, payload]");
+      }
+      store->event_add({run, e[0].get<std::int64_t>(), e[1].get<std::string>(), e[2].get<std::string>(), 0});
+    }
+    store->run_heartbeat(run);
+    return {{"type", "recorded"}, {"seq", seq}};
+  }
+  throw BadRequest(fmt::format("unknown message type '{}': the record messages are record, record_resolve, "
+                               "record_clear, record_create, record_resume, record_checkpoint, record_flush and "
+                               "record_finish", type));
+}
+
+}  // namespace tfw::service
