@@ -37,6 +37,9 @@ struct BatchOptions {
   // Return once every run that can be is submitted, without waiting for them (a cluster
   // back-end that schedules dependencies runs them on its own).
   bool detach = false;
+  // Arguments added to every `tfw train` and `tfw grow` step: --record-to HOST:PORT
+  // [--token-file F], for runs that record to the service that serves this TFW_HOME.
+  std::vector<std::string> record_arguments;
 };
 
 struct BatchResult {

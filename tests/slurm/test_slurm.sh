@@ -132,6 +132,22 @@ check "the 2-rank run finishes (exit $rc): $out" test "$rc" = 0
 check "its script starts the ranks with srun" grep -q "^srun " "$home/runs/tiny/baseline/slurm-job.sh"
 check "it trained over 2 ranks" test "$(sql "$home" "SELECT json_extract(final_metrics, '$.world_size') FROM runs WHERE name = 'baseline'")" = 2
 
+# 5. The jobs record to a service that owns the store (--record-to), as on nodes without a
+#    safely shared file system: the same experiment, lineage included.
+home="$work/home5"
+mkdir -p "$home"
+"$tfw" serve --listen 127.0.0.1:0 --home "$home" > "$work/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 100); do grep -q "listening on" "$work/serve.log" 2> /dev/null && break; sleep 0.1; done
+address=$(sed -n 's/.*listening on \([^ ]*\).*/\1/p' "$work/serve.log" | head -1)
+out=$(TFW_SLURM_POLL=0.5 "$tfw" run "$root/tests/data/tiny-experiment.toml" --executor slurm --cpus-per-task 1 --home "$home" --record-to "$address" --wait 2>&1)
+rc=$?
+check "the batch recording to the service at '$address' finishes (exit $rc): $out" test "$rc" = 0
+check "its train steps record to the service" grep -q -- "'--record-to' '$address'" "$home/runs/tiny/grown/slurm-job.sh"
+check "the service's store has the three runs, finished" test "$(sql "$home" "SELECT COUNT(*) FROM runs WHERE status = 'finished'")" = 3
+check "and the lineage" test "$(sql "$home" "SELECT p.name FROM runs c JOIN runs p ON p.id = c.parent_run_id WHERE c.name = 'grown'")" = small
+kill -TERM "$serve_pid"; wait "$serve_pid"
+
 # 4. Bad input.
 home="$work/home4"
 out=$("$tfw" run "$root/tests/data/tiny-experiment.toml" --executor nosuch --home "$home" 2>&1)

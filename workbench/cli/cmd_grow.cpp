@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/error.h"
 #include "engine/grow.h"
@@ -13,6 +14,7 @@
 #include "engine/registry.h"
 #include "runner/lineage.h"
 #include "storage/store.h"
+#include "workbench/service/client.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
@@ -25,6 +27,7 @@ namespace fs = std::filesystem;
 struct GrowArgs {
   GrowRequest request;
   std::string from_run;  // EXPERIMENT/RUN: its last checkpoint, found when the command runs
+  std::string record_to, token_file;  // the store to find it in is a service's
   std::vector<std::string> options;
   bool json = false;
 };
@@ -38,26 +41,40 @@ void run_grow(GrowArgs& args) {
     throw UsageError(with_hint("tfw grow needs one of --from CHECKPOINT and --from-run EXPERIMENT/RUN",
                                "--from names a checkpoint file; --from-run takes a run's last checkpoint"));
   }
+  std::string record_to = args.record_to, token_file = args.token_file;
+  if (record_to.empty() && std::getenv("TFW_RECORD_TO") != nullptr) record_to = std::getenv("TFW_RECORD_TO");
+  if (token_file.empty() && std::getenv("TFW_TOKEN_FILE") != nullptr) token_file = std::getenv("TFW_TOKEN_FILE");
   if (!args.from_run.empty()) {
     // A batch on a cluster submits a stage before its parent has trained: the parent's last
-    // checkpoint is looked up now, when the stage runs.
+    // checkpoint is looked up now, when the stage runs, in the store the runs record to.
     const std::size_t slash = args.from_run.find('/');
-    if (slash == std::string::npos || !fs::exists(store_path)) {
+    if (slash == std::string::npos || (record_to.empty() && !fs::exists(store_path))) {
       throw UsageError(with_hint(fmt::format("--from-run {}: expected EXPERIMENT/RUN of the store in {}", args.from_run,
-                                             store_path),
+                                             record_to.empty() ? store_path : "the service at " + record_to),
                                  "e.g. --from-run e4-growth-methods/tokenformer-small"));
     }
-    auto store = Store::open_readonly(store_path);
-    const std::optional<RunRecord> parent =
-        store->run_in_experiment(args.from_run.substr(0, slash), args.from_run.substr(slash + 1));
-    request.from_checkpoint = parent ? runner::last_checkpoint(*store, parent->id) : "";
+    const std::string experiment = args.from_run.substr(0, slash), name = args.from_run.substr(slash + 1);
+    std::int64_t parent = 0;
+    if (!record_to.empty()) {
+      service::Client client(record_to, token_file);
+      const nlohmann::json reply =
+          client.request({{"type", "record_last_checkpoint"}, {"experiment", experiment}, {"name", name}});
+      request.from_checkpoint = reply.value("checkpoint", "");
+      parent = reply.value("run", std::int64_t{0});
+    } else {
+      auto store = Store::open_readonly(store_path);
+      const std::optional<RunRecord> record = store->run_in_experiment(experiment, name);
+      request.from_checkpoint = record ? runner::last_checkpoint(*store, record->id) : "";
+      parent = record ? record->id : 0;
+    }
     if (request.from_checkpoint.empty()) {
-      throw UsageError(with_hint(fmt::format("--from-run {}: {}", args.from_run,
-                                             parent ? "the run has no checkpoint yet" : "no such run in the store"),
+      throw UsageError(with_hint(fmt::format("--from-run {}: {} (in {})", args.from_run,
+                                             parent != 0 ? "the run has no checkpoint yet" : "no such run",
+                                             record_to.empty() ? store_path : "the service at " + record_to),
                                  "train it first; `tfw runs list --experiment EXPERIMENT` shows what there is"));
     }
-  }
-  if (fs::exists(store_path)) {  // the grown checkpoint names the run it came from (runner/lineage.h)
+    request.parent_run = parent;
+  } else if (fs::exists(store_path)) {  // the grown checkpoint names the run it came from (runner/lineage.h)
     auto store = Store::open_readonly(store_path);
     request.parent_run = runner::checkpoint_owner(*store, request.from_checkpoint).value_or(0);
   }
@@ -100,6 +117,9 @@ void add_grow_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("grow", "Grow a checkpoint's model with a growth method");
   command->add_option("--method", args->request.method, "pattention_grow, net2net, hypercloning")->required();
   command->add_option("--from", args->request.from_checkpoint, "the checkpoint (.pt) to grow");
+  command->add_option("--record-to", args->record_to,
+                      "with --from-run: find the run in the store of this `tfw serve` (default: $TFW_RECORD_TO)");
+  command->add_option("--token-file", args->token_file, "with --record-to: the service's token file");
   command->add_option("--from-run", args->from_run,
                       "EXPERIMENT/RUN: grow that run's last checkpoint (looked up when the command runs)");
   command->add_option("--to", args->request.to_config, "run config with the target [model] (and [data] for --check)")

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -24,12 +25,15 @@
 #include "runner/batch.h"
 #include "runner/executor_local.h"
 #include "runner/executor_slurm.h"
+#include "workbench/service/client.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
 namespace tfw::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 std::atomic<bool> stop_requested{false};
 extern "C" void on_batch_signal(int) { stop_requested.store(true); }
@@ -42,6 +46,7 @@ struct RunArgs {
   runner::SlurmOptions slurm;  // --executor slurm
   int nproc = 1;               // ranks per run
   bool wait = false;           // --executor slurm: follow the jobs to their end
+  std::string record_to, token_file;  // the runs record to this service
 };
 
 void print_plan(const Experiment& experiment, const std::vector<const ExperimentRun*>& runs, const std::string& home,
@@ -129,6 +134,23 @@ void run_experiment(const RunArgs& args) {
   runner::BatchOptions options;
   options.home = home;
   options.detach = args.executor == "slurm" && !args.wait;
+  if (!args.record_to.empty()) {
+    // The batch decides what to submit from this TFW_HOME's store: the service must write it.
+    service::Client client(args.record_to, args.token_file);
+    const std::string served = client.hello().value("home", "");
+    std::error_code ec;
+    if (!fs::equivalent(served, home, ec)) {
+      throw UsageError(with_hint(fmt::format("--record-to {}: that service serves TFW_HOME {}, not this batch's {}",
+                                             args.record_to, served, home),
+                                 fmt::format("run the batch with --home {} (the batch reads the store the runs record "
+                                             "to)", served)));
+    }
+    options.record_arguments = {"--record-to", args.record_to};
+    if (!args.token_file.empty()) {
+      options.record_arguments.insert(options.record_arguments.end(),
+                                      {"--token-file", fs::absolute(args.token_file).string()});
+    }
+  }
   options.stop = &stop_requested;
   options.on_message = [&](const std::string& line) {
     clear_progress();
@@ -195,6 +217,9 @@ void add_run_command(CLI::App& app) {
                       "slurm: sbatch --cpus-per-task; also each rank's threads (default 1)");
   command->add_option("--gres", args->slurm.gres, "slurm: sbatch --gres (e.g. gpu:1)");
   command->add_option("--nodes-per-run", args->slurm.nodes_per_run, "slurm: nodes per run (sbatch --nodes)");
+  command->add_option("--record-to", args->record_to,
+                      "HOST:PORT of a `tfw serve` the runs record to, instead of this TFW_HOME's store (docs/cluster.md)");
+  command->add_option("--token-file", args->token_file, "with --record-to: the service's token file");
   command->add_flag("--wait", args->wait, "slurm: follow the jobs until they end, instead of returning once submitted");
   command->add_option("--only", args->only, "only runs matching this glob (and their ancestors)");
   command->add_flag("--dry-run", args->dry_run, "print the plan (runs, parents, parameters, tokens, FLOPs, time)");

@@ -45,6 +45,11 @@ json Service::Impl::record(const json& message) {
     const std::optional<RunRecord> r = store->run_find(text(message, "run"));
     return {{"type", "record_resolved"}, {"id", r ? r->id : 0}, {"run_dir", r ? r->run_dir : ""}};
   }
+  if (type == "record_last_checkpoint") {  // `tfw grow --from-run EXPERIMENT/RUN --record-to`
+    const std::optional<RunRecord> r = store->run_in_experiment(text(message, "experiment"), text(message, "name"));
+    const std::vector<CheckpointRow> rows = r ? store->checkpoints(r->id) : std::vector<CheckpointRow>{};
+    return {{"type", "record_last_checkpoint"}, {"run", r ? r->id : 0}, {"checkpoint", rows.empty() ? "" : rows.back().path}};
+  }
   if (type == "record_clear") {
     std::string said;
     runner::book_clear_name(*store, text(message, "experiment"), text(message, "name"),
