@@ -2,8 +2,12 @@
 #include "runner/lineage.h"
 
 #include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
 
 #include "engine/checkpoint_meta.h"
+#include "engine/error.h"
 #include "storage/store.h"
 
 namespace tfw::runner {
@@ -26,6 +30,37 @@ std::optional<std::int64_t> checkpoint_owner(Store& store, const std::string& ch
 std::string last_checkpoint(Store& store, std::int64_t run) {
   const std::vector<CheckpointRow> rows = store.checkpoints(run);
   return rows.empty() ? "" : rows.back().path;
+}
+
+std::string checkpoint_of(const std::string& target, const std::string& home) {
+  if (fs::is_regular_file(target)) return target;
+  std::string run_dir, run_label;
+  if (fs::is_directory(target)) {
+    if (std::optional<std::string> grown = grown_checkpoint(target)) return *grown;
+    run_dir = target;
+    run_label = target;
+  } else if (fs::exists(home + "/runs.db")) {
+    std::unique_ptr<Store> store = Store::open_readonly(home + "/runs.db");
+    std::optional<RunRecord> record = store->run_find(target);
+    if (!record) {
+      throw UsageError(with_hint(fmt::format("'{}' is not a checkpoint file, a run folder, nor a run in {}", target,
+                                             store->path()),
+                                 "list the runs with `tfw runs list`, or pass a checkpoint's .pt path"));
+    }
+    run_dir = record->run_dir;
+    run_label = fmt::format("run {} ({})", record->id, record->name);
+  } else {
+    throw UsageError(with_hint(fmt::format("'{}' is not a checkpoint file or a run folder, and there is no store at {}",
+                                           target, home + "/runs.db"),
+                               "pass a checkpoint's .pt path, or set --home / TFW_HOME"));
+  }
+  std::vector<CheckpointInfo> checkpoints = checkpoint_list(run_dir + "/checkpoints");
+  if (checkpoints.empty()) {
+    throw UsageError(with_hint(fmt::format("{} has no complete checkpoint in {}/checkpoints", run_label, run_dir),
+                               "train it further (a checkpoint is written every train.checkpoint_every steps and "
+                               "at the end), or pass a checkpoint path"));
+  }
+  return checkpoints.back().path;
 }
 
 LineageSource lineage_source(const std::string& checkpoint) {

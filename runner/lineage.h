@@ -38,6 +38,11 @@ std::optional<std::int64_t> checkpoint_owner(Store& store, const std::string& ch
 // The newest checkpoint the store holds for run `run`, or "" when it has none.
 std::string last_checkpoint(Store& store, std::int64_t run);
 
+// The checkpoint a command names: a checkpoint file; a folder `tfw grow --out` wrote (its
+// checkpoint); a run folder (its newest complete checkpoint); or a run id or name in the
+// store of `home` (its folder's newest). UsageError naming what was tried.
+std::string checkpoint_of(const std::string& target, const std::string& home);
+
 // What a checkpoint's metadata says about where it came from (its file is read on the
 // machine that has it; the store that resolves it may be elsewhere: a service).
 struct LineageSource {

@@ -132,6 +132,23 @@ CREATE TABLE cluster_jobs (
 );
 CREATE INDEX cluster_jobs_run ON cluster_jobs(experiment, run);
 )sql",
+    // v4: `tfw eval` of a checkpoint on a corpus (issue 18): one row per metric.
+    R"sql(
+CREATE TABLE evaluations (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER REFERENCES runs(id),
+  checkpoint TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  corpus TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  value REAL,
+  windows INTEGER NOT NULL,
+  tokens INTEGER NOT NULL,
+  mode TEXT NOT NULL,
+  created REAL NOT NULL
+);
+CREATE INDEX evaluations_run ON evaluations(run_id);
+)sql",
 };
 
 // Whether a freshly opened connection's file is an SQLite database. Asked through SQLite
@@ -434,7 +451,8 @@ void Store::run_delete(std::int64_t run) {
   exec(db_, "BEGIN IMMEDIATE");
   try {
     for (const char* sql : {"DELETE FROM metrics WHERE run_id = ?", "DELETE FROM checkpoints WHERE run_id = ?",
-                            "DELETE FROM events WHERE run_id = ?", "DELETE FROM runs WHERE id = ?"}) {
+                            "DELETE FROM events WHERE run_id = ?", "DELETE FROM evaluations WHERE run_id = ?",
+                            "DELETE FROM runs WHERE id = ?"}) {
       Statement s(db_, sql);
       s.bind(1, run).step();
     }

@@ -24,7 +24,7 @@ struct sqlite3;
 
 namespace tfw {
 
-inline constexpr int kStoreSchemaVersion = 3;
+inline constexpr int kStoreSchemaVersion = 4;
 
 // A store that cannot be opened or used: not SQLite, corrupt, a newer schema, locked out.
 class StoreError : public std::runtime_error {
@@ -117,6 +117,20 @@ struct ClusterJobRow {
   std::string reason;              // why it waits, or how it ended (the scheduler's reason)
 };
 
+// One metric of `tfw eval` (v4): a checkpoint evaluated on a corpus.
+struct EvaluationRow {
+  std::int64_t id = 0;
+  std::int64_t run = 0;        // the run that wrote the checkpoint (0: one the store does not know)
+  std::string checkpoint;      // absolute path
+  std::int64_t step = 0;       // the checkpoint's step
+  std::string corpus;          // its name (a built-in corpus, or a path's file name)
+  std::string metric;          // loss, perplexity, bits_per_token, bits_per_byte, cloze_accuracy, ...
+  double value = 0;            // NaN stored as NULL
+  std::int64_t windows = 0, tokens = 0;  // what was evaluated: windows, and target tokens scored
+  std::string mode;            // "even" (evenly spaced windows) or "stride:S"
+  double created = 0;
+};
+
 struct RunFilter {
   std::string experiment, family;
   std::optional<RunStatus> status;  // any when empty
@@ -175,6 +189,10 @@ class Store {
                       const std::string& error = "");
   std::optional<JobRow> job_get(std::int64_t job);
   std::vector<JobRow> jobs(std::optional<JobStatus> status = std::nullopt);  // by id
+
+  // `tfw eval` results (v4), in one transaction; of a run, by id.
+  void evaluations_add(const std::vector<EvaluationRow>& rows);
+  std::vector<EvaluationRow> evaluations(std::int64_t run);
 
   // Runs submitted to a cluster scheduler (v3).
   std::int64_t cluster_job_add(const ClusterJobRow& job);  // submitted and updated now

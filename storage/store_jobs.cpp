@@ -2,12 +2,15 @@
 // See store.h.
 #include <sqlite3.h>
 
+#include <cmath>
+
 #include "storage/sqlite_statement.h"
 #include "storage/store.h"
 
 namespace tfw {
 
 using detail::Statement;
+using detail::exec;
 
 namespace {
 
@@ -92,6 +95,48 @@ ClusterJobRow cluster_job_from(Statement& s) {
 }
 
 }  // namespace
+
+void Store::evaluations_add(const std::vector<EvaluationRow>& rows) {
+  exec(db_, "BEGIN IMMEDIATE");
+  try {
+    for (const EvaluationRow& row : rows) {
+      Statement s(db_, "INSERT INTO evaluations (run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, "
+                       "created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+      if (row.run > 0) s.bind(1, row.run);
+      s.bind(2, row.checkpoint).bind(3, row.step).bind(4, row.corpus).bind(5, row.metric);
+      if (std::isfinite(row.value)) s.bind(6, row.value);
+      s.bind(7, row.windows).bind(8, row.tokens).bind(9, row.mode).bind(10, store_now());
+      s.step();
+    }
+    exec(db_, "COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+std::vector<EvaluationRow> Store::evaluations(std::int64_t run) {
+  Statement s(db_, "SELECT id, run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, created "
+                   "FROM evaluations WHERE run_id = ?1 ORDER BY id");
+  s.bind(1, run);
+  std::vector<EvaluationRow> out;
+  while (s.step()) {
+    EvaluationRow row;
+    row.id = s.integer(0);
+    row.run = s.is_null(1) ? 0 : s.integer(1);
+    row.checkpoint = s.text(2);
+    row.step = s.integer(3);
+    row.corpus = s.text(4);
+    row.metric = s.text(5);
+    row.value = s.is_null(6) ? std::nan("") : s.real(6);
+    row.windows = s.integer(7);
+    row.tokens = s.integer(8);
+    row.mode = s.text(9);
+    row.created = s.real(10);
+    out.push_back(row);
+  }
+  return out;
+}
 
 std::int64_t Store::cluster_job_add(const ClusterJobRow& job) {
   Statement s(db_, "INSERT INTO cluster_jobs (experiment, run, scheduler, job_id, state, script, log, submitted, updated, "

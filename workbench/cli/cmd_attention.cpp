@@ -12,6 +12,7 @@
 #include "engine/error.h"
 #include "engine/home.h"
 #include "engine/registry.h"
+#include "runner/lineage.h"
 #include "storage/store.h"
 #include "workbench/cli/attention_png.h"
 #include "workbench/cli/commands.h"
@@ -30,37 +31,6 @@ struct AttentionArgs {
   int top = 10;
   bool json = false;
 };
-
-// A checkpoint file, a run folder (its newest checkpoint), or a run id or name in the store.
-std::string resolve_checkpoint(const std::string& target, const std::string& home) {
-  if (fs::is_regular_file(target)) return target;
-  std::string run_dir, run_label;
-  if (fs::is_directory(target)) {
-    run_dir = target;
-    run_label = target;
-  } else if (fs::exists(home + "/runs.db")) {
-    std::unique_ptr<Store> store = Store::open_readonly(home + "/runs.db");
-    std::optional<RunRecord> record = store->run_find(target);
-    if (!record) {
-      throw UsageError(with_hint(fmt::format("'{}' is not a checkpoint file, a run folder, nor a run in {}", target,
-                                             store->path()),
-                                 "list the runs with `tfw runs list`, or pass a checkpoint's .pt path"));
-    }
-    run_dir = record->run_dir;
-    run_label = fmt::format("run {} ({})", record->id, record->name);
-  } else {
-    throw UsageError(with_hint(fmt::format("'{}' is not a checkpoint file or a run folder, and there is no store at {}",
-                                           target, home + "/runs.db"),
-                               "pass a checkpoint's .pt path, or set --home / TFW_HOME"));
-  }
-  std::vector<CheckpointInfo> checkpoints = checkpoint_list(run_dir + "/checkpoints");
-  if (checkpoints.empty()) {
-    throw UsageError(with_hint(fmt::format("{} has no complete checkpoint in {}/checkpoints", run_label, run_dir),
-                               "train it further (a checkpoint is written every train.checkpoint_every steps and "
-                               "at the end), or pass a checkpoint path"));
-  }
-  return checkpoints.back().path;
-}
 
 std::string csv_quote(const std::string& text) {
   std::string out = "\"";
@@ -94,7 +64,7 @@ void run_attention(const AttentionArgs& args) {
     throw UsageError(with_hint("nothing to show", "give --text (or --text-file) for a map, or --token N for the "
                                                   "contexts that activate parameter token N"));
   }
-  const std::string checkpoint = resolve_checkpoint(args.target, home);
+  const std::string checkpoint = runner::checkpoint_of(args.target, home);
   AttentionProbe probe(registry(), checkpoint, home);
   nlohmann::json json = {{"checkpoint", fs::absolute(checkpoint).string()}, {"family", probe.family()}};
   if (!text.empty()) {

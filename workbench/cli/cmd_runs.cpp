@@ -1,4 +1,5 @@
 // `tfw runs list|show|compare`: the run store, read-only; `tfw runs delete`: remove records.
+#include <cmath>
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
@@ -91,6 +92,7 @@ void run_show(const RunsArgs& args) {
   std::vector<RunRecord> lineage = store->lineage(r.id);
   std::vector<CheckpointRow> checkpoints = store->checkpoints(r.id);
   std::vector<EventRow> events = store->events(r.id);
+  const std::vector<EvaluationRow> evaluations = store->evaluations(r.id);
   if (args.json) {
     nlohmann::json json = run_json(r);
     json["config"] = r.config;
@@ -107,6 +109,14 @@ void run_show(const RunsArgs& args) {
     json["checkpoints"] = saved;
     json["metric_points"] = store->metrics_count(r.id);
     json["events"] = events.size();
+    nlohmann::json evaluated = nlohmann::json::array();
+    for (const EvaluationRow& e : evaluations) {
+      evaluated.push_back({{"step", e.step}, {"corpus", e.corpus}, {"metric", e.metric},
+                           {"value", std::isfinite(e.value) ? nlohmann::json(e.value) : nlohmann::json(nullptr)},
+                           {"windows", e.windows}, {"tokens", e.tokens}, {"mode", e.mode},
+                           {"checkpoint", e.checkpoint}, {"created", e.created}});
+    }
+    json["evaluations"] = evaluated;
     print_json(json);
     return;
   }
@@ -126,6 +136,14 @@ void run_show(const RunsArgs& args) {
   std::cout << "\n  checkpoints:\n";
   for (const CheckpointRow& c : checkpoints) {
     std::cout << fmt::format("    step {:>8}  {}  {}  {}\n", c.step, grouped(c.bytes), c.checksum, c.path);
+  }
+  if (!evaluations.empty()) {
+    std::cout << "  evaluations (tfw eval):\n";
+    for (const EvaluationRow& e : evaluations) {
+      if (e.metric != "loss" && e.metric != "bits_per_byte" && e.metric.rfind("cloze", 0) != 0) continue;
+      std::cout << fmt::format("    step {:>8}  {:<16} {:<10} {:<14} {:.4f}  ({} windows, {} tokens)\n", e.step, e.corpus,
+                               e.mode, e.metric, e.value, e.windows, grouped(e.tokens));
+    }
   }
   std::cout << fmt::format("  {} metric points, {} events; run folder {}\n", store->metrics_count(r.id), events.size(),
                            r.run_dir);

@@ -1,0 +1,206 @@
+// See evaluate.h. Shapes: B windows per batch, T tokens per window, V vocabulary.
+#include "engine/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "engine/checkpoint.h"
+#include "engine/data/shards.h"
+#include "engine/data/tokenizer.h"
+#include "engine/device.h"
+#include "engine/error.h"
+#include "engine/home.h"
+#include "engine/registry.h"
+#include "engine/run_config.h"
+#include "engine/train/eval.h"
+#include "engine/train/schedule.h"
+
+namespace tfw {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// The batch of windows starting at `starts` (B, T + 1).
+torch::Tensor windows_batch(const TokenShard& shard, const std::vector<std::uint64_t>& starts, std::int64_t T) {
+  torch::Tensor batch = torch::empty({static_cast<std::int64_t>(starts.size()), T + 1}, torch::kInt64);
+  auto rows = batch.accessor<std::int64_t, 2>();
+  for (std::size_t b = 0; b < starts.size(); ++b) {
+    for (std::int64_t t = 0; t <= T; ++t) rows[static_cast<std::int64_t>(b)][t] = shard[starts[b] + static_cast<std::uint64_t>(t)];
+  }
+  return batch;
+}
+
+// Per-target losses (B, T) of a batch, in at least float32.
+torch::Tensor token_losses(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
+                           Precision precision) {
+  const torch::Device device = module_device(model);
+  const torch::Tensor tokens = batch.to(device);
+  torch::Tensor logits;
+  {
+    const AutocastGuard autocast(precision, device);
+    logits = model.forward(tokens.narrow(1, 0, T));
+  }
+  namespace F = torch::nn::functional;
+  return F::cross_entropy(at_least_float32(logits).reshape({-1, V}), tokens.narrow(1, 1, T).reshape({-1}),
+                          F::CrossEntropyFuncOptions().reduction(torch::kNone))
+      .reshape({-1, T});
+}
+
+}  // namespace
+
+EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& request,
+                               const std::function<void(const std::string&)>& on_message) {
+  if (request.windows < 0 || request.seq_len < 0 || request.stride < 0) {
+    throw UsageError("--windows, --seq-len and --stride take numbers >= 1");
+  }
+  const CheckpointMeta meta = checkpoint_read_meta(request.checkpoint);  // verifies: a corrupt file is a UsageError
+  RunConfig config;
+  try {
+    config = run_config_parse(registry, toml::parse(std::string_view(meta.config_toml), request.checkpoint), request.checkpoint);
+  } catch (const UsageError& e) {
+    throw UsageError(with_hint(fmt::format("cannot rebuild the model of {}: {}", request.checkpoint, first_line(e.what())),
+                               "the checkpoint needs the plugin of its model family: `tfw plugins` lists the loaded "
+                               "ones (TFW_PLUGIN_PATH adds folders)"));
+  }
+  const ModelShape shape = config.model.spec->shape();
+  const std::int64_t T = request.seq_len > 0 ? request.seq_len : train_plan(config).seq_len, V = shape.vocab;
+  if (T > shape.seq_len) {
+    throw UsageError(with_hint(fmt::format("--seq-len {} exceeds the model's context ({} tokens)", T, shape.seq_len),
+                               fmt::format("use --seq-len {} or less", shape.seq_len)));
+  }
+  if (request.stride > T) {
+    throw UsageError(with_hint(fmt::format("--stride {} exceeds the window ({} tokens): text would be skipped",
+                                           request.stride, T),
+                               fmt::format("use --stride {} or less", T)));
+  }
+  const std::int64_t B = config.train.batch_size;
+  const std::int64_t N = request.windows > 0 ? request.windows : B * config.train.eval_batches;
+  const Precision precision = precision_parse(config.train.precision);
+  const ModelFamily& family = registry.family(config.model.family);
+  std::shared_ptr<LanguageModel> model = family.build(*config.model.spec, config.train.seed);
+  model->to(device_resolve(config.train.device));
+  checkpoint_load(request.checkpoint, *model, nullptr);
+  model->eval();
+  torch::NoGradGuard no_grad;
+
+  EvalReport report;
+  report.checkpoint = fs::absolute(request.checkpoint).string();
+  report.family = config.model.family;
+  report.model = config.model.spec->summary();
+  report.tokenizer = config.data.tokenizer;
+  report.step = meta.step;
+  report.seq_len = T;
+  const std::unique_ptr<Tokenizer> tokenizer = tokenizer_create(config.data.tokenizer);
+  // Bytes each token decodes to (bits per byte): 1 for the byte tokenizer.
+  std::vector<double> token_bytes(tokenizer->vocab_size(), 1.0);
+  if (config.data.tokenizer != "byte") {
+    for (std::uint32_t id = 0; id < tokenizer->vocab_size(); ++id) {
+      token_bytes[id] = static_cast<double>(tokenizer->decode({id}).size());
+    }
+  }
+  const std::vector<std::string> corpora = request.corpora.empty() ? std::vector<std::string>{config.data.corpus}
+                                                                   : request.corpora;
+  for (const std::string& corpus : corpora) {
+    if (corpus.find('/') != std::string::npos && !fs::exists(corpus)) {
+      throw UsageError(with_hint(fmt::format("--corpus {}: no such file or folder", corpus),
+                                 "name a built-in corpus (`tfw data list`), a text file, a folder of text, or a "
+                                 "folder of prepared shards"));
+    }
+    PrepareOptions prepare;
+    prepare.tokenizer = config.data.tokenizer;
+    const std::string dir = data_ensure_prepared(corpus, config.data.tokenizer, home_data_dir(request.home), prepare);
+    const ShardMeta shards = shard_meta_read(dir);
+    if (shards.tokenizer != "unknown" && shards.tokenizer != config.data.tokenizer) {
+      throw UsageError(with_hint(fmt::format("--corpus {}: its shards ({}) were made with the {} tokenizer, the model "
+                                             "reads {} tokens",
+                                             corpus, dir, shards.tokenizer, config.data.tokenizer),
+                                 "name the corpus's text, which is prepared with the model's tokenizer, or shards made "
+                                 "with it (tfw data prepare CORPUS --tokenizer " + config.data.tokenizer + ")"));
+    }
+    if (shards.vocab_size > static_cast<std::uint32_t>(V)) {
+      throw UsageError(fmt::format("--corpus {}: its vocabulary ({}) exceeds the model's ({})", corpus,
+                                   shards.vocab_size, V));
+    }
+    TokenShard val(dir + "/val.bin", shards.dtype);
+    if (val.size() <= static_cast<std::uint64_t>(T) + 1) {
+      throw UsageError(with_hint(fmt::format("--corpus {}: its validation text has {} tokens, shorter than one window "
+                                             "of {}",
+                                             corpus, val.size(), T + 1),
+                                 "use a longer text, or a shorter --seq-len"));
+    }
+    EvalResult result;
+    result.corpus = fs::path(corpus).filename().string();
+    result.shard_dir = dir;
+    if (on_message) on_message(fmt::format("evaluating on {} ({} validation tokens)", corpus, val.size()));
+    double loss_sum = 0, bytes = 0;
+    std::int64_t tokens = 0;
+    const std::uint64_t span = val.size() - static_cast<std::uint64_t>(T) - 1;
+    if (request.stride == 0) {
+      // Even windows, batched as the trainer batches its validation windows: on the run's own
+      // corpus the batch means, and so the loss, are the trainer's.
+      result.mode = "even";
+      result.windows = N;
+      for (std::int64_t first = 0; first < N; first += B) {
+        std::vector<std::uint64_t> starts;
+        for (std::int64_t w = first; w < std::min(N, first + B); ++w) {
+          starts.push_back(N > 1 ? span * static_cast<std::uint64_t>(w) / static_cast<std::uint64_t>(N - 1) : 0);
+        }
+        const torch::Tensor batch = windows_batch(val, starts, T);
+        const double mean = token_losses(*model, batch, T, V, precision).mean().item<double>();
+        const std::int64_t n = static_cast<std::int64_t>(starts.size()) * T;
+        loss_sum += mean * static_cast<double>(n);
+        tokens += n;
+        auto rows = batch.accessor<std::int64_t, 2>();
+        for (std::int64_t b = 0; b < batch.size(0); ++b) {
+          for (std::int64_t t = 1; t <= T; ++t) bytes += token_bytes[static_cast<std::size_t>(rows[b][t])];
+        }
+      }
+    } else {
+      // Strided windows over the whole text: each target scored once.
+      const std::int64_t S = request.stride;
+      result.mode = fmt::format("stride:{}", S);
+      std::vector<std::pair<std::uint64_t, std::int64_t>> windows;  // start, targets scored (the last ones)
+      std::uint64_t scored_to = 0;  // targets (positions) scored so far: 1..scored_to
+      for (std::uint64_t start = 0; start <= span; start += static_cast<std::uint64_t>(S)) {
+        const std::uint64_t end = start + static_cast<std::uint64_t>(T);  // last target position
+        windows.emplace_back(start, static_cast<std::int64_t>(end - scored_to));
+        scored_to = end;
+      }
+      if (scored_to < span + static_cast<std::uint64_t>(T)) {
+        windows.emplace_back(span, static_cast<std::int64_t>(span + static_cast<std::uint64_t>(T) - scored_to));
+      }
+      result.windows = static_cast<std::int64_t>(windows.size());
+      for (std::size_t first = 0; first < windows.size(); first += static_cast<std::size_t>(B)) {
+        std::vector<std::uint64_t> starts;
+        const std::size_t last = std::min(windows.size(), first + static_cast<std::size_t>(B));
+        for (std::size_t w = first; w < last; ++w) starts.push_back(windows[w].first);
+        const torch::Tensor batch = windows_batch(val, starts, T);
+        const torch::Tensor losses = token_losses(*model, batch, T, V, precision).to(torch::kFloat64);
+        auto rows = batch.accessor<std::int64_t, 2>();
+        for (std::size_t w = first; w < last; ++w) {
+          const std::int64_t b = static_cast<std::int64_t>(w - first), count = windows[w].second;
+          loss_sum += losses[b].narrow(0, T - count, count).sum().item<double>();
+          tokens += count;
+          for (std::int64_t t = T - count + 1; t <= T; ++t) bytes += token_bytes[static_cast<std::size_t>(rows[b][t])];
+        }
+      }
+    }
+    result.tokens = tokens;
+    result.loss = loss_sum / static_cast<double>(tokens);
+    result.perplexity = std::exp(result.loss);
+    result.bits_per_token = result.loss / std::log(2.0);
+    result.bytes = bytes;
+    result.bits_per_byte = bytes > 0 ? loss_sum / std::log(2.0) / bytes : std::nan("");
+    report.results.push_back(result);
+  }
+  return report;
+}
+
+}  // namespace tfw

@@ -1,0 +1,59 @@
+// `tfw eval`: a checkpoint's loss on the validation text of any corpus (docs/cli.md, `tfw
+// eval`). The model is rebuilt from the config the checkpoint holds. Torch-free header.
+//
+// Windows (T + 1 tokens; the loss of predicting tokens 1..T from 0..T-1):
+// - "even" (default): N windows spread evenly over the corpus's validation shard, window w
+//   starting at floor(span · w / (N - 1)) with span = tokens - T - 1, the same windows the
+//   trainer's own evaluation reads (train.batch_size × train.eval_batches of them). They are
+//   evaluated in batches of train.batch_size, so on the run's corpus the loss is the
+//   trainer's val/loss.
+// - "stride:S" (`--stride S`): the whole validation text, windows starting at 0, S, 2S, ...;
+//   the first window scores all T targets, each later one only its last S (the targets the
+//   previous windows did not score), and a last window ending at the text's end scores what
+//   is left. Every target token of the text is scored once, with at least T - S tokens of
+//   context (except at the start).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tfw {
+
+class Registry;
+
+struct EvalRequest {
+  std::string home;                  // TFW_HOME: prepared data
+  std::string checkpoint;            // the .pt archive
+  std::vector<std::string> corpora;  // built-in names or paths; empty: the checkpoint's own corpus
+  std::int64_t windows = 0;          // even windows (0: train.batch_size × train.eval_batches)
+  std::int64_t seq_len = 0;          // T (0: the run's)
+  std::int64_t stride = 0;           // > 0: strided windows over the whole text
+};
+
+struct EvalResult {
+  std::string corpus;        // as named (a path's file name)
+  std::string shard_dir;     // the prepared shards read
+  std::string mode;          // "even" or "stride:S"
+  std::int64_t windows = 0;
+  std::int64_t tokens = 0;   // target tokens scored
+  double loss = 0;           // mean cross-entropy per target token, nats
+  double perplexity = 0, bits_per_token = 0;
+  double bytes = 0;          // bytes of text the scored tokens decode to
+  double bits_per_byte = 0;  // loss · tokens / (ln 2 · bytes)
+};
+
+struct EvalReport {
+  std::string checkpoint, family, model, tokenizer;
+  std::int64_t step = 0, seq_len = 0;
+  std::vector<EvalResult> results;
+};
+
+// Throws UsageError for a checkpoint of a family no plugin provides, a corpus that cannot
+// be found or prepared, a text shorter than one window, a tokenizer other than the model's,
+// or a window longer than the model's context.
+EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& request,
+                               const std::function<void(const std::string&)>& on_message = {});
+
+}  // namespace tfw

@@ -1,0 +1,103 @@
+// `tfw eval RUN|CHECKPOINT [--corpus NAME|PATH]... [--windows N] [--seq-len T] [--stride S]`:
+// a checkpoint's loss, perplexity, bits per token and bits per byte on the validation text of
+// any corpus (engine/evaluate.h), printed and kept in the store's evaluations table.
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "engine/evaluate.h"
+#include "engine/home.h"
+#include "engine/registry.h"
+#include "runner/lineage.h"
+#include "storage/store.h"
+#include "workbench/cli/commands.h"
+#include "workbench/cli/output.h"
+
+namespace tfw::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct EvalArgs {
+  std::string target, home;
+  EvalRequest request;
+  bool json = false, no_record = false;
+};
+
+nlohmann::json number(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
+
+void run_eval(EvalArgs& args) {
+  EvalRequest& request = args.request;
+  request.home = home_resolve(args.home);
+  request.checkpoint = runner::checkpoint_of(args.target, request.home);
+  const EvalReport report = evaluate_checkpoint(registry(), request, [&](const std::string& line) {
+    if (!args.json) std::cerr << line << "\n";
+  });
+  // Kept in the store, under the run that wrote the checkpoint when the store knows it.
+  std::int64_t run = 0;
+  if (!args.no_record) {
+    std::unique_ptr<Store> store = Store::open(request.home + "/runs.db");
+    run = store->checkpoint_run(report.checkpoint).value_or(0);
+    std::vector<EvaluationRow> rows;
+    for (const EvalResult& r : report.results) {
+      for (const auto& [metric, value] : {std::pair<const char*, double>{"loss", r.loss}, {"perplexity", r.perplexity},
+                                          {"bits_per_token", r.bits_per_token}, {"bits_per_byte", r.bits_per_byte}}) {
+        rows.push_back({0, run, report.checkpoint, report.step, r.corpus, metric, value, r.windows, r.tokens, r.mode, 0});
+      }
+    }
+    store->evaluations_add(rows);
+  }
+  if (args.json) {
+    nlohmann::json results = nlohmann::json::array();
+    for (const EvalResult& r : report.results) {
+      results.push_back({{"corpus", r.corpus}, {"shards", r.shard_dir}, {"mode", r.mode}, {"windows", r.windows},
+                         {"tokens", r.tokens}, {"loss", number(r.loss)}, {"perplexity", number(r.perplexity)},
+                         {"bits_per_token", number(r.bits_per_token)}, {"bytes", r.bytes},
+                         {"bits_per_byte", number(r.bits_per_byte)}});
+    }
+    print_json({{"checkpoint", report.checkpoint}, {"step", report.step}, {"family", report.family},
+                {"model", report.model}, {"tokenizer", report.tokenizer}, {"seq_len", report.seq_len},
+                {"run_id", run == 0 ? nlohmann::json(nullptr) : nlohmann::json(run)}, {"results", results}});
+    return;
+  }
+  std::cout << fmt::format("{} (step {}): {} {}, {} tokens, windows of {}\n", report.checkpoint, report.step,
+                           report.family, report.model, report.tokenizer, report.seq_len);
+  std::cout << fmt::format("{:<20} {:<10} {:>8} {:>9} {:>8} {:>10} {:>10} {:>10}\n", "corpus", "windows", "count",
+                           "tokens", "loss", "perplexity", "bits/tok", "bits/byte");
+  for (const EvalResult& r : report.results) {
+    std::cout << fmt::format("{:<20} {:<10} {:>8} {:>9} {:>8.4f} {:>10.3f} {:>10.4f} {:>10.4f}\n", r.corpus, r.mode,
+                             r.windows, r.tokens, r.loss, r.perplexity, r.bits_per_token, r.bits_per_byte);
+  }
+  if (!args.no_record) {
+    std::cout << fmt::format("recorded in {}/runs.db{}\n", request.home,
+                             run == 0 ? " (a checkpoint the store does not know: under no run)"
+                                      : fmt::format(" under run {}", run));
+  }
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  CLI::App* command = app.add_subcommand("eval", "Evaluate a checkpoint on the validation text of any corpus");
+  command->add_option("target", args->target, "a run (id, name or folder), a checkpoint .pt, or a `tfw grow` folder")
+      ->required();
+  command->add_option("--corpus", args->request.corpora,
+                      "a built-in corpus, a text file or folder, or prepared shards (repeatable; default: the run's)");
+  command->add_option("--windows", args->request.windows,
+                      "evenly spaced windows (default: train.batch_size x train.eval_batches, the trainer's)");
+  command->add_option("--seq-len", args->request.seq_len, "tokens per window (default: the run's)");
+  command->add_option("--stride", args->request.stride,
+                      "score the whole validation text in windows S tokens apart, each target once");
+  command->add_flag("--no-record", args->no_record, "print only; do not keep the results in the store");
+  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
+  command->callback([args] { run_eval(*args); });
+}
+
+}  // namespace tfw::cli
