@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "engine/checkpoint.h"
+#include "engine/data/cloze.h"
 #include "engine/data/shards.h"
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
@@ -191,6 +193,53 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
           for (std::int64_t t = T - count + 1; t <= T; ++t) bytes += token_bytes[static_cast<std::size_t>(rows[b][t])];
         }
       }
+    }
+    if (request.cloze > 0) {
+      // The validation text, decoded, and its passages; one forward pass a passage.
+      std::vector<std::uint32_t> ids;
+      val.read(0, val.size(), ids);
+      const std::vector<ClozePassage> passages =
+          cloze_passages(tokenizer->decode(ids), *tokenizer, request.cloze, static_cast<std::size_t>(T));
+      if (passages.empty()) {
+        throw UsageError(with_hint(fmt::format("--corpus {}: its validation text has no cloze passage (a sentence-final "
+                                               "word of 4+ letters named earlier in its context)",
+                                               corpus),
+                                   "use a longer English text"));
+      }
+      if (!request.cloze_list.empty()) {
+        std::ofstream list(request.cloze_list);
+        list << "# cloze passages of " << corpus << " (" << config.data.tokenizer << " tokens, window " << T
+             << "): index, byte offset, target word, context\n";
+        for (std::size_t i = 0; i < passages.size(); ++i) {
+          std::string context = tokenizer->decode(passages[i].context);
+          for (char& c : context) c = c == '\t' || c == '\n' || c == '\r' ? ' ' : c;
+          list << i << '\t' << passages[i].offset << '\t' << passages[i].word << '\t' << context << '\n';
+        }
+        if (!list) throw Error(fmt::format("cannot write the cloze passages to '{}'", request.cloze_list));
+      }
+      double logprob = 0;
+      for (const ClozePassage& p : passages) {
+        std::vector<std::int64_t> input(p.context.begin(), p.context.end());
+        input.insert(input.end(), p.target.begin(), p.target.end() - 1);
+        const torch::Tensor tokens_in = torch::tensor(input, torch::kInt64).unsqueeze(0).to(module_device(*model));
+        torch::Tensor logits;
+        {
+          const AutocastGuard autocast(precision, module_device(*model));
+          logits = model->forward(tokens_in);
+        }
+        const torch::Tensor log_probs = torch::log_softmax(at_least_float32(logits)[0].to(torch::kFloat64), -1);
+        bool exact = true;
+        for (std::size_t j = 0; j < p.target.size(); ++j) {
+          const std::int64_t at = static_cast<std::int64_t>(p.context.size() + j) - 1;
+          logprob += log_probs[at][static_cast<std::int64_t>(p.target[j])].item<double>();
+          exact = exact && log_probs[at].argmax().item<std::int64_t>() == static_cast<std::int64_t>(p.target[j]);
+        }
+        result.cloze_correct += exact ? 1 : 0;
+        result.cloze_tokens += static_cast<std::int64_t>(p.target.size());
+      }
+      result.cloze_items = static_cast<std::int64_t>(passages.size());
+      result.cloze_accuracy = static_cast<double>(result.cloze_correct) / static_cast<double>(result.cloze_items);
+      result.cloze_logprob = logprob / static_cast<double>(result.cloze_items);
     }
     result.tokens = tokens;
     result.loss = loss_sum / static_cast<double>(tokens);

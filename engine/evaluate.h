@@ -30,6 +30,8 @@ struct EvalRequest {
   std::int64_t windows = 0;          // even windows (0: train.batch_size × train.eval_batches)
   std::int64_t seq_len = 0;          // T (0: the run's)
   std::int64_t stride = 0;           // > 0: strided windows over the whole text
+  std::size_t cloze = 0;             // > 0: also this many cloze passages (engine/data/cloze.h)
+  std::string cloze_list;            // write the passages here (TSV), when set
 };
 
 struct EvalResult {
@@ -42,6 +44,12 @@ struct EvalResult {
   double perplexity = 0, bits_per_token = 0;
   double bytes = 0;          // bytes of text the scored tokens decode to
   double bits_per_byte = 0;  // loss · tokens / (ln 2 · bytes)
+  // Cloze (when asked): passages found, those whose target the model completes greedily,
+  // exactly (every target token is the argmax given the context and the target's earlier
+  // tokens: what greedy decoding would produce), and the mean over passages of the target's
+  // log-likelihood (nats, summed over its tokens).
+  std::int64_t cloze_items = 0, cloze_correct = 0, cloze_tokens = 0;
+  double cloze_accuracy = 0, cloze_logprob = 0;
 };
 
 struct EvalReport {

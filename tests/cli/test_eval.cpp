@@ -1,5 +1,6 @@
 // `tfw eval` end to end: the real binary against the trainer's own validation loss, strided
 // windows against even ones over the same text, the store's evaluations table, and bad input.
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -114,6 +115,38 @@ TEST_F(Eval, StridedWindowsOfOneWindowLengthAreTheEvenWindowsTheyCoincideWith) {
   const nlohmann::json c = json_of(overlapping)["results"][0];
   EXPECT_EQ(c["tokens"], 8 * 64);
   EXPECT_EQ(c["windows"], 29);
+}
+
+TEST_F(Eval, ClozeScoresEveryPassageOfTheListItWrites) {
+  const std::string list = kHome + "/cloze.tsv";
+  const Result eval = tfw("eval tiny-train-tokenformer --json --cloze --cloze-passages 20 --cloze-list " + list);
+  ASSERT_EQ(eval.code, 0) << eval.output;
+  const nlohmann::json cloze = json_of(eval)["results"][0]["cloze"];
+  EXPECT_EQ(cloze["passages"], 20);
+  EXPECT_GE(cloze["correct"].get<int>(), 0);
+  EXPECT_NEAR(cloze["accuracy"].get<double>(), cloze["correct"].get<double>() / 20, 1e-12);
+  EXPECT_LT(cloze["mean_logprob"].get<double>(), 0);
+  // The list: a header and 20 passages, each target named in its context.
+  std::ifstream in(list);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line.rfind("# cloze passages of kjv (byte tokens, window 64)", 0), 0u) << line;
+  int passages = 0;
+  while (std::getline(in, line)) {
+    passages += 1;
+    const std::size_t a = line.find('\t'), b = line.find('\t', a + 1), c = line.find('\t', b + 1);
+    const std::string word = line.substr(b + 1, c - b - 1), context = line.substr(c + 1);
+    EXPECT_GE(word.size(), 4u) << line;
+    auto lower = [](std::string text) {
+      for (char& ch : text) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      return text;
+    };
+    EXPECT_NE(lower(context).find(lower(word)), std::string::npos) << line;  // named before
+  }
+  EXPECT_EQ(passages, 20);
+  const std::string stored = capture("sqlite3 " + kHome + "/runs.db \"SELECT windows FROM evaluations WHERE metric = "
+                                     "'cloze_accuracy' ORDER BY id DESC LIMIT 1\"").output;
+  EXPECT_EQ(stored, "20\n");
 }
 
 TEST_F(Eval, BadInputIsAClearErrorAndRecordsNothing) {

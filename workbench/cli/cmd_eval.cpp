@@ -26,7 +26,8 @@ namespace fs = std::filesystem;
 struct EvalArgs {
   std::string target, home;
   EvalRequest request;
-  bool json = false, no_record = false;
+  bool json = false, no_record = false, cloze = false;
+  std::size_t cloze_passages = 200;
 };
 
 nlohmann::json number(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
@@ -35,6 +36,12 @@ void run_eval(EvalArgs& args) {
   EvalRequest& request = args.request;
   request.home = home_resolve(args.home);
   request.checkpoint = runner::checkpoint_of(args.target, request.home);
+  if (args.cloze) {
+    if (args.cloze_passages == 0) throw UsageError("--cloze-passages takes a number >= 1");
+    request.cloze = args.cloze_passages;
+  } else if (!request.cloze_list.empty()) {
+    throw UsageError("--cloze-list goes with --cloze");
+  }
   const EvalReport report = evaluate_checkpoint(registry(), request, [&](const std::string& line) {
     if (!args.json) std::cerr << line << "\n";
   });
@@ -49,6 +56,12 @@ void run_eval(EvalArgs& args) {
                                           {"bits_per_token", r.bits_per_token}, {"bits_per_byte", r.bits_per_byte}}) {
         rows.push_back({0, run, report.checkpoint, report.step, r.corpus, metric, value, r.windows, r.tokens, r.mode, 0});
       }
+      if (r.cloze_items > 0) {
+        rows.push_back({0, run, report.checkpoint, report.step, r.corpus, "cloze_accuracy", r.cloze_accuracy,
+                        r.cloze_items, r.cloze_tokens, "cloze", 0});
+        rows.push_back({0, run, report.checkpoint, report.step, r.corpus, "cloze_logprob", r.cloze_logprob,
+                        r.cloze_items, r.cloze_tokens, "cloze", 0});
+      }
     }
     store->evaluations_add(rows);
   }
@@ -59,6 +72,11 @@ void run_eval(EvalArgs& args) {
                          {"tokens", r.tokens}, {"loss", number(r.loss)}, {"perplexity", number(r.perplexity)},
                          {"bits_per_token", number(r.bits_per_token)}, {"bytes", r.bytes},
                          {"bits_per_byte", number(r.bits_per_byte)}});
+      if (r.cloze_items > 0) {
+        results.back()["cloze"] = {{"passages", r.cloze_items}, {"correct", r.cloze_correct},
+                                   {"accuracy", r.cloze_accuracy}, {"mean_logprob", r.cloze_logprob},
+                                   {"target_tokens", r.cloze_tokens}};
+      }
     }
     print_json({{"checkpoint", report.checkpoint}, {"step", report.step}, {"family", report.family},
                 {"model", report.model}, {"tokenizer", report.tokenizer}, {"seq_len", report.seq_len},
@@ -72,6 +90,12 @@ void run_eval(EvalArgs& args) {
   for (const EvalResult& r : report.results) {
     std::cout << fmt::format("{:<20} {:<10} {:>8} {:>9} {:>8.4f} {:>10.3f} {:>10.4f} {:>10.4f}\n", r.corpus, r.mode,
                              r.windows, r.tokens, r.loss, r.perplexity, r.bits_per_token, r.bits_per_byte);
+  }
+  for (const EvalResult& r : report.results) {
+    if (r.cloze_items == 0) continue;
+    std::cout << fmt::format("cloze on {}: {} of {} passages completed exactly ({:.1f}%), mean log-likelihood of the "
+                             "target {:.3f} nats\n",
+                             r.corpus, r.cloze_correct, r.cloze_items, 100 * r.cloze_accuracy, r.cloze_logprob);
   }
   if (!args.no_record) {
     std::cout << fmt::format("recorded in {}/runs.db{}\n", request.home,
@@ -94,6 +118,10 @@ void add_eval_command(CLI::App& app) {
   command->add_option("--seq-len", args->request.seq_len, "tokens per window (default: the run's)");
   command->add_option("--stride", args->request.stride,
                       "score the whole validation text in windows S tokens apart, each target once");
+  command->add_flag("--cloze", args->cloze,
+                    "also the cloze test: last-word prediction of passages from the validation text (docs/cli.md)");
+  command->add_option("--cloze-passages", args->cloze_passages, "with --cloze: how many passages (default 200)");
+  command->add_option("--cloze-list", args->request.cloze_list, "with --cloze: write the passages to this TSV file");
   command->add_flag("--no-record", args->no_record, "print only; do not keep the results in the store");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
