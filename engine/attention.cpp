@@ -38,14 +38,14 @@ std::int64_t rotary_dims(std::int64_t head_dim, double pct) {
 }
 
 RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base,
-                         const torch::TensorOptions& options) {
+                         const torch::TensorOptions& options, std::int64_t start) {
   RotaryTable table;
   table.dims = dims;
   if (dims <= 0) return table;
   // Angles in float64, then cast: positions up to 64k keep full precision.
   auto float64 = torch::TensorOptions().dtype(torch::kFloat64).device(options.device());
   torch::Tensor inv_freq = torch::pow(base, -torch::arange(0, dims, 2, float64) / dims);  // (dims/2)
-  torch::Tensor angles = torch::outer(torch::arange(T, float64), inv_freq);               // (T, dims/2)
+  torch::Tensor angles = torch::outer(torch::arange(start, start + T, float64), inv_freq);  // (T, dims/2)
   table.cos = torch::cat({angles.cos(), angles.cos()}, -1).to(options.dtype());           // (T, dims)
   table.sin = torch::cat({angles.sin(), angles.sin()}, -1).to(options.dtype());           // (T, dims)
   return table;
@@ -69,7 +69,32 @@ torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::T
   auto split = [&](const torch::Tensor& x) { return x.view({B, T, heads, dh}).transpose(1, 2); };
   torch::Tensor qh = rotary_apply(split(q), table);                  // (B, H, T, dh)
   torch::Tensor kh = rotary_apply(split(k), table);                  // (B, H, T, dh)
-  torch::Tensor a = causal_attention(qh, kh, split(v), kernel);      // (B, H, T, dh)
+  if (table.cache == nullptr) {
+    torch::Tensor a = causal_attention(qh, kh, split(v), kernel);    // (B, H, T, dh)
+    return a.transpose(1, 2).reshape({B, T, width});                 // (B, T, H·dh)
+  }
+  // Incremental: the cache holds L earlier positions of this layer; query i (position L + i)
+  // sees keys 0..L+i.
+  KVCache& cache = *table.cache;
+  const std::size_t layer = cache.layer++;
+  if (cache.keys.size() <= layer) {
+    cache.keys.push_back(kh);
+    cache.values.push_back(split(v));
+  } else {
+    cache.keys[layer] = torch::cat({cache.keys[layer], kh}, 2);      // (B, H, L + T, dh)
+    cache.values[layer] = torch::cat({cache.values[layer], split(v)}, 2);
+  }
+  const torch::Tensor& keys = cache.keys[layer];
+  const std::int64_t L = keys.size(2) - T;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  torch::Tensor scores = at_least_float32(torch::matmul(qh, keys.transpose(-2, -1))) * scale;  // (B, H, T, L + T)
+  if (T > 1) {
+    torch::Tensor future = torch::ones({T, L + T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
+                               .triu(L + 1);
+    scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  }
+  torch::Tensor a = torch::matmul(torch::softmax(scores, -1).to(cache.values[layer].scalar_type()),
+                                  cache.values[layer]);              // (B, H, T, dh)
   return a.transpose(1, 2).reshape({B, T, width});                   // (B, T, H·dh)
 }
 

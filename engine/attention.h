@@ -3,6 +3,8 @@
 // causal softmax attention. Shapes: B batch, H heads, T length, dh head width.
 #pragma once
 
+#include <vector>
+
 #include <torch/torch.h>
 
 namespace tfw {
@@ -21,14 +23,25 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
 // Rotary dims of a head: floor(head_dim * pct) rounded down to even.
 std::int64_t rotary_dims(std::int64_t head_dim, double pct);
 
-// cos/sin tables for positions 0..T-1, computed once per forward and shared by layers.
+// Keys and values of the positions already seen, per layer, for generating a token at a time
+// (`tfw sample`): with a cache, each layer's attention appends its new keys (rotated) and
+// values and attends to all cached ones, so a step costs the same at any length.
+struct KVCache {
+  std::vector<torch::Tensor> keys, values;  // per layer (B, H, L, dh)
+  std::int64_t length = 0;                  // positions cached before the current forward
+  std::size_t layer = 0;                    // the layer the current forward is at
+};
+
+// cos/sin tables for positions start..start+T-1, computed once per forward and shared by
+// layers; `cache`, when set, makes the blocks' attention incremental (decoder.h).
 struct RotaryTable {
   std::int64_t dims = 0;  // rotary dims per head (even)
   torch::Tensor cos;      // (T, dims)
   torch::Tensor sin;      // (T, dims)
+  KVCache* cache = nullptr;
 };
 RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base,
-                         const torch::TensorOptions& options);
+                         const torch::TensorOptions& options, std::int64_t start = 0);
 
 // Rotates the first table.dims dims of x (B, H, T, dh), pairing dim j with j + dims/2;
 // the other dims pass through.

@@ -33,6 +33,7 @@ class TiedDecoderLM : public LanguageModel {
 
   torch::Tensor hidden(const torch::Tensor& ids) override;
   torch::Tensor forward(const torch::Tensor& ids) override;
+  torch::Tensor forward_cached(const torch::Tensor& ids, KVCache& cache) override;
   torch::Tensor token_embedding() override { return embedding_; }
 
  private:

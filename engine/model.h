@@ -6,6 +6,8 @@
 
 namespace tfw {
 
+struct KVCache;  // engine/attention.h
+
 class LanguageModel : public torch::nn::Module {
  public:
   // ids (B, T) int64 -> logits (B, T, V).
@@ -14,6 +16,15 @@ class LanguageModel : public torch::nn::Module {
   virtual torch::Tensor hidden(const torch::Tensor& ids) = 0;
   // The token embedding E (V, d); the logits are hidden · Eᵀ (tied).
   virtual torch::Tensor token_embedding() = 0;
+  // Generation a token at a time: the logits (B, T, V) of `ids` (B, T), the positions that
+  // follow the cache's, whose keys and values it then holds too. A family without a cache
+  // returns an undefined tensor (the default), and the caller runs forward() on the whole
+  // sequence instead.
+  virtual torch::Tensor forward_cached(const torch::Tensor& ids, KVCache& cache) {
+    (void)ids;
+    (void)cache;
+    return {};
+  }
 };
 
 }  // namespace tfw

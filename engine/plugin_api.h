@@ -22,7 +22,7 @@ namespace tfw {
 
 // Bumped whenever an interface below changes layout or meaning. A plugin built for
 // another version is refused, never loaded.
-inline constexpr int kPluginApiVersion = 1;
+inline constexpr int kPluginApiVersion = 2;  // 2: LanguageModel::forward_cached
 
 class LanguageModel;  // engine/model.h (torch)
 

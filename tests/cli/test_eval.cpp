@@ -149,6 +149,26 @@ TEST_F(Eval, ClozeScoresEveryPassageOfTheListItWrites) {
   EXPECT_EQ(stored, "20\n");
 }
 
+// `tfw sample`: the same text with and without the key/value cache (greedy, past several
+// context restarts), the same text for the same seed, and another for another seed.
+TEST_F(Eval, SampleIsTheSameWithTheCacheAndForASeed) {
+  const std::string prompt = "sample tiny-train-tokenformer --quiet --prompt 'In the beginning God' --tokens 150 ";
+  const Result cached = capture(TFW_BINARY " " + prompt + "--temperature 0 --home " + kHome, false);
+  const Result recomputed = capture(TFW_BINARY " " + prompt + "--temperature 0 --no-cache --home " + kHome, false);
+  ASSERT_EQ(cached.code, 0) << cached.output;
+  EXPECT_EQ(cached.output, recomputed.output);
+  EXPECT_EQ(cached.output.rfind("In the beginning God", 0), 0u) << cached.output;
+  EXPECT_EQ(cached.output.size(), std::string("In the beginning God").size() + 150 + 1);  // byte tokens, a newline
+  const Result a = capture(TFW_BINARY " " + prompt + "--seed 7 --top-k 20 --home " + kHome, false);
+  const Result b = capture(TFW_BINARY " " + prompt + "--seed 7 --top-k 20 --home " + kHome, false);
+  const Result c = capture(TFW_BINARY " " + prompt + "--seed 8 --top-k 20 --home " + kHome, false);
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_NE(a.output, c.output);
+  const Result empty = tfw("sample tiny-train-tokenformer --prompt ''");
+  EXPECT_EQ(empty.code, 2) << empty.output;
+  EXPECT_NE(empty.output.find("--prompt is empty"), std::string::npos) << empty.output;
+}
+
 TEST_F(Eval, BadInputIsAClearErrorAndRecordsNothing) {
   const std::string count = "sqlite3 " + kHome + "/runs.db \"SELECT COUNT(*) FROM evaluations\"";
   const std::string before = capture(count).output;

@@ -3,6 +3,7 @@
 // layer structure, and a few optimisation steps on a fixed batch reducing the loss.
 #include <gtest/gtest.h>
 
+#include "engine/attention.h"
 #include "engine/model.h"
 #include "engine/pattention.h"
 #include "engine/smoke.h"
@@ -44,6 +45,25 @@ TEST(Models, ShapesAndParameterCountMatchTheSpec) {
     torch::Tensor ids = torch::randint(50, {3, 7}, torch::kInt64);
     EXPECT_EQ(model->forward(ids).sizes(), (std::vector<std::int64_t>{3, 7, 50}));
     EXPECT_EQ(model->hidden(ids).sizes(), (std::vector<std::int64_t>{3, 7, 32}));
+  }
+}
+
+// The key/value cache (`tfw sample`): a prompt's forward, then one token at a time, gives the
+// logits of the whole sequence's forward, in float64, for every family variant.
+TEST(Models, TheKeyValueCacheGivesTheFullForwardsLogits) {
+  for (const FamilyCase& c : family_cases()) {
+    SCOPED_TRACE(c.name);
+    auto model = build(test::config_from_text(c.toml));
+    model->to(torch::kFloat64);
+    torch::NoGradGuard no_grad;
+    torch::Tensor ids = torch::randint(50, {2, 14}, torch::kInt64);
+    const torch::Tensor full = model->forward(ids);  // (2, 14, 50)
+    KVCache cache;
+    std::vector<torch::Tensor> pieces = {model->forward_cached(ids.narrow(1, 0, 6), cache)};
+    ASSERT_TRUE(pieces.front().defined());
+    for (std::int64_t t = 6; t < 14; ++t) pieces.push_back(model->forward_cached(ids.narrow(1, t, 1), cache));
+    EXPECT_EQ(cache.length, 14);
+    EXPECT_LT(test::max_abs_diff(torch::cat(pieces, 1), full), 1e-10);
   }
 }
 
