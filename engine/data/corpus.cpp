@@ -113,6 +113,11 @@ const std::vector<CorpusInfo>& corpora_builtin() {
       {"kjv", "King James Version of the Bible (~4.4 MB text)", "/usr/lib/bible.data", "bible-kjv"},
       {"pydoc", "Python 3.11 documentation, reST sources (~10 MB text)",
        "/usr/share/doc/python3.11/html/_sources", "python3.11-doc"},
+      // Held out: no shipped experiment trains on these two (tfw eval --corpus).
+      {"jargon", "The Jargon File 4.4.7, hacker slang with essays (~1.7 MB text; held out)",
+       "/usr/share/doc/jargon-text/jargon.txt.gz", "jargon-text"},
+      {"fortunes", "fortune cookies: quotations, jokes and verse (~2.6 MB text; held out)", "/usr/share/games/fortunes",
+       "fortunes"},
   };
   return corpora;
 }
@@ -122,14 +127,17 @@ std::unique_ptr<TextStream> corpus_open(const std::string& name_or_path, CorpusI
     if (info.name != name_or_path) continue;
     if (info_out) *info_out = info;
     require_package(info, info.path);
-    if (info.name == "gcide") return std::make_unique<GzipStream>(info.path);
+    if (info.name == "gcide" || info.name == "jargon") return std::make_unique<GzipStream>(info.path);
     if (info.name == "kjv") {
       require_package(info, "/usr/bin/bible");
       return std::make_unique<CommandStream>(kBibleCommand, kBibleBytes);
     }
+    // pydoc: the .txt reST sources; fortunes: the cookie files (no extension: not the .dat
+    // indexes or the .u8 links).
+    const std::string wanted = info.name == "fortunes" ? "" : ".txt";
     std::vector<std::string> files;
     for (const auto& entry : fs::recursive_directory_iterator(info.path)) {
-      if (entry.is_regular_file() && entry.path().extension() == ".txt") files.push_back(entry.path());
+      if (entry.is_regular_file() && entry.path().extension() == wanted) files.push_back(entry.path());
     }
     std::sort(files.begin(), files.end());
     return std::make_unique<FilesStream>(std::move(files));

@@ -1,5 +1,7 @@
 // Text corpora, read as a stream in constant memory. Built in, from Debian packages:
-// `gcide` (dict-gcide), `kjv` (bible-kjv), `pydoc` (python3.11-doc reST sources). Any other
+// `gcide` (dict-gcide), `kjv` (bible-kjv), `pydoc` (python3.11-doc reST sources), and two
+// that no shipped experiment trains on, as held-out text for `tfw eval`: `jargon`
+// (jargon-text) and `fortunes` (fortunes). Any other
 // name is a path to a text file or a folder (read recursively, files in sorted order).
 // Torch-free.
 #pragma once

@@ -151,6 +151,25 @@ TEST_F(Eval, ClozeScoresEveryPassageOfTheListItWrites) {
 
 // `tfw sample`: the same text with and without the key/value cache (greedy, past several
 // context restarts), the same text for the same seed, and another for another seed.
+// The two held-out corpora (Debian's jargon-text and fortunes) read, prepare and evaluate.
+TEST_F(Eval, TheHeldOutCorporaEvaluate) {
+  const Result eval = tfw("eval tiny-train-tokenformer --json --no-record --corpus jargon --corpus fortunes --windows 32");
+  ASSERT_EQ(eval.code, 0) << eval.output;
+  const nlohmann::json results = json_of(eval)["results"];
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0]["corpus"], "jargon");
+  EXPECT_EQ(results[1]["corpus"], "fortunes");
+  for (const auto& r : results) {
+    EXPECT_EQ(r["tokens"], 32 * 64);
+    // A kjv-trained byte model on other English: worse than on kjv, far better than chance.
+    EXPECT_GT(r["loss"].get<double>(), 1.0);
+    EXPECT_LT(r["loss"].get<double>(), std::log(256.0));
+  }
+  // Their validation splits hold 1 in 20 of each text's 64 KiB blocks.
+  const Result listed = capture(std::string(TFW_BINARY) + " data list --json --home " + kHome);
+  EXPECT_NE(listed.output.find("\"jargon\""), std::string::npos) << listed.output;
+}
+
 TEST_F(Eval, SampleIsTheSameWithTheCacheAndForASeed) {
   const std::string prompt = "sample tiny-train-tokenformer --quiet --prompt 'In the beginning God' --tokens 150 ";
   const Result cached = capture(TFW_BINARY " " + prompt + "--temperature 0 --home " + kHome, false);
