@@ -88,7 +88,7 @@ void run_list(const DataArgs& args) {
   std::cout << "built-in corpora:\n";
   for (const CorpusInfo& info : corpora_builtin()) {
     bool installed = std::filesystem::exists(info.path);
-    std::cout << fmt::format("  {:<6} {} [{}]\n", info.name, info.description,
+    std::cout << fmt::format("  {:<8} {} [{}]\n", info.name, info.description,
                              installed ? "installed" : "apt-get install " + info.package);
   }
 }
