@@ -30,6 +30,10 @@ class DistGroup {
   void average_gradients(const std::vector<torch::Tensor>& parameters, std::int64_t bucket_bytes);
   // Rank 0's values, in place on every rank.
   void broadcast(std::vector<torch::Tensor>& tensors, const std::string& what);
+  // Rank 0's parameters and buffers, in place on every rank (same module structure).
+  void share_module(torch::nn::Module& module);
+  // Rank 0's optimiser state (serialised), loaded on every other rank onto `device`.
+  void share_optimizer(torch::optim::Optimizer& optimizer, const torch::Device& device);
   // Rank 0's `text` on every rank (other ranks' argument is ignored).
   std::string broadcast_string(const std::string& text, const std::string& what);
   // Each rank's `value`, on every rank (index = rank).

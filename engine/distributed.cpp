@@ -122,9 +122,15 @@ std::optional<DistEnv> dist_env_from_environment() {
     return std::nullopt;
   }
   if (const char* addr = env_text("MASTER_ADDR")) env.master_addr = addr;
-  if (env_text("MASTER_PORT") != nullptr) env.master_port = static_cast<int>(env_integer("MASTER_PORT", 1, 65535, hint));
+  if (const std::optional<int> port = dist_master_port_from_environment()) env.master_port = *port;
   env.timeout_seconds = dist_timeout_from_environment();
   return env;
+}
+
+std::optional<int> dist_master_port_from_environment() {
+  if (env_text("MASTER_PORT") == nullptr) return std::nullopt;
+  return static_cast<int>(env_integer("MASTER_PORT", 1, 65535, "a free TCP port on rank 0's machine; --nproc takes one "
+                                                               "itself when MASTER_PORT is not set"));
 }
 
 double dist_timeout_from_environment() {
@@ -394,6 +400,30 @@ void DistGroup::broadcast(std::vector<torch::Tensor>& tensors, const std::string
     }
     wait(work, what);
     if (!buffer.is_same(tensor)) tensor.copy_(buffer);
+  }
+}
+
+void DistGroup::share_module(torch::nn::Module& module) {
+  std::vector<torch::Tensor> tensors = module.parameters();
+  for (const torch::Tensor& buffer : module.buffers()) tensors.push_back(buffer);
+  broadcast(tensors, "sending rank 0's weights");
+}
+
+void DistGroup::share_optimizer(torch::optim::Optimizer& optimizer, const torch::Device& device) {
+  std::string bytes;
+  if (env_.rank == 0) {
+    torch::serialize::OutputArchive archive;
+    optimizer.save(archive);
+    std::ostringstream out;
+    archive.save_to(out);
+    bytes = out.str();
+  }
+  bytes = broadcast_string(bytes, "sending rank 0's optimiser state");
+  if (env_.rank != 0) {
+    std::istringstream in(bytes);
+    torch::serialize::InputArchive archive;
+    archive.load_from(in, device);
+    optimizer.load(archive);
   }
 }
 

@@ -31,6 +31,9 @@ struct DistEnv {
 // values that do not parse or do not fit (RANK >= WORLD_SIZE, a port outside 1..65535).
 std::optional<DistEnv> dist_env_from_environment();
 
+// MASTER_PORT, when set (UsageError unless it is a port in 1..65535).
+std::optional<int> dist_master_port_from_environment();
+
 // TFW_DIST_TIMEOUT in seconds (default 300); UsageError when it is not a number > 0.
 double dist_timeout_from_environment();
 

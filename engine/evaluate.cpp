@@ -39,20 +39,10 @@ torch::Tensor windows_batch(const TokenShard& shard, const std::vector<std::uint
   return batch;
 }
 
-// Per-target losses (B, T) of a batch, in at least float32.
+// Per-target losses (B, T) of a batch: the trainer's loss, unreduced.
 torch::Tensor token_losses(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
                            Precision precision) {
-  const torch::Device device = module_device(model);
-  const torch::Tensor tokens = batch.to(device);
-  torch::Tensor logits;
-  {
-    const AutocastGuard autocast(precision, device);
-    logits = model.forward(tokens.narrow(1, 0, T));
-  }
-  namespace F = torch::nn::functional;
-  return F::cross_entropy(at_least_float32(logits).reshape({-1, V}), tokens.narrow(1, 1, T).reshape({-1}),
-                          F::CrossEntropyFuncOptions().reduction(torch::kNone))
-      .reshape({-1, T});
+  return loss_of(model, batch, T, V, precision, torch::kNone).reshape({-1, T});
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "engine/runtime.h"
 #include "engine/train/eval.h"
 #include "engine/train/optim.h"
+#include "engine/train/sampler.h"
 #include "engine/train/schedule.h"
 
 namespace tfw {
@@ -41,42 +42,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-// Random windows of the train shard; the generator's state is the data cursor. A
-// data-parallel rank draws all B starts of the global batch, as one process would, and
-// keeps rows [first, first + count): every rank's generator stays in the same state, so the
-// state in a checkpoint is valid for any world size.
-class BatchSampler {
- public:
-  BatchSampler(const TokenShard& shard, std::uint64_t seed) : shard_(shard), rng_(seed) {}
-  // (count, T + 1) int64: inputs are [:, :T], targets [:, 1:].
-  torch::Tensor next(std::int64_t B, std::int64_t T, std::int64_t first = 0, std::int64_t count = -1) {
-    if (count < 0) count = B;
-    torch::Tensor batch = torch::empty({count, T + 1}, torch::kInt64);
-    auto rows = batch.accessor<std::int64_t, 2>();
-    const std::uint64_t span = shard_.size() - static_cast<std::uint64_t>(T) - 1;
-    for (std::int64_t b = 0; b < B; ++b) {
-      const std::uint64_t start = rng_() % (span + 1);
-      if (b < first || b >= first + count) continue;
-      for (std::int64_t t = 0; t <= T; ++t) rows[b - first][t] = shard_[start + t];
-    }
-    return batch;
-  }
-  std::string state() const {
-    std::ostringstream out;
-    out << rng_;
-    return out.str();
-  }
-  void restore(const std::string& state) {
-    std::istringstream in(state);
-    in >> rng_;
-    if (!in) throw UsageError("checkpoint has a corrupt data cursor (sampler state)");
-  }
-
- private:
-  const TokenShard& shard_;
-  std::mt19937_64 rng_;
-};
 
 std::string config_text(const toml::table& resolved) {
   std::ostringstream out;
@@ -355,9 +320,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   if (dist != nullptr) {
     // Rank 0's weights, optimiser state, counters and data cursor, on every rank: the ranks
     // need not see the checkpoint's file system, and they start identical.
-    std::vector<torch::Tensor> tensors = model->parameters();
-    for (const torch::Tensor& buffer : model->buffers()) tensors.push_back(buffer);
-    dist->broadcast(tensors, "sending rank 0's weights");
+    dist->share_module(*model);
     nlohmann::json counters = {{"step", state.step}, {"tokens", state.tokens}, {"flops", state.flops},
                                {"wall_seconds", state.wall_seconds}, {"sampler", sampler.state()},
                                {"optimizer", optimizer_loaded}, {"init_from", started_from_checkpoint}};
@@ -370,23 +333,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
       sampler.restore(counters["sampler"]);
       started_from_checkpoint = counters["init_from"];
     }
-    if (counters["optimizer"].get<bool>()) {
-      std::string bytes;
-      if (writer) {
-        torch::serialize::OutputArchive archive;
-        optimizer->save(archive);
-        std::ostringstream out;
-        archive.save_to(out);
-        bytes = out.str();
-      }
-      bytes = dist->broadcast_string(bytes, "sending rank 0's optimiser state");
-      if (!writer) {
-        std::istringstream in(bytes);
-        torch::serialize::InputArchive archive;
-        archive.load_from(in, device);
-        optimizer->load(archive);
-      }
-    }
+    if (counters["optimizer"].get<bool>()) dist->share_optimizer(*optimizer, device);
   }
   std::vector<Stage> stages = growth_schedule(registry, config, state.step, plan.total_steps);
   std::size_t next_stage = 0;

@@ -104,7 +104,7 @@ std::map<std::string, SlurmJobState> slurm_query(const std::vector<std::string>&
       for (const std::string& line : split(acct.out, '\n')) {
         const std::vector<std::string> f = split(line, '|');
         if (f.size() < 3 || !wanted.count(f[0])) continue;
-        const std::string state = split(f[1], ' ').empty() ? f[1] : split(f[1], ' ')[0];  // "CANCELLED by 0"
+        const std::string state = f[1].substr(0, f[1].find(' '));  // "CANCELLED by 0" -> "CANCELLED"
         found[f[0]] = {state, exit_code_of(f[2]), ""};
       }
     }

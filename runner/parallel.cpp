@@ -108,18 +108,8 @@ RunOutcome run_train(const Registry& registry, const RunRequest& request, int np
     local.local_world = nproc;
     local.source = "--nproc";
     local.timeout_seconds = dist_timeout_from_environment();
-    const char* port = std::getenv("MASTER_PORT");
-    if (port != nullptr && *port != '\0') {
-      char* end = nullptr;
-      const long value = std::strtol(port, &end, 10);
-      if (*end != '\0' || value < 1 || value > 65535) {
-        throw UsageError(with_hint(fmt::format("MASTER_PORT={}: expected a port in 1..65535", port),
-                                   "unset it and --nproc takes a free port"));
-      }
-      local.master_port = static_cast<int>(value);
-    } else {
-      local.master_port = dist_free_port();
-    }
+    local.master_port = dist_master_port_from_environment().value_or(0);
+    if (local.master_port == 0) local.master_port = dist_free_port();
     // The machine's threads are split between the ranks.
     const int threads = std::max(1, runtime_threads() / nproc);
     runtime_init(threads);

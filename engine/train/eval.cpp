@@ -5,7 +5,7 @@
 namespace tfw {
 
 torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
-                      Precision precision) {
+                      Precision precision, torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction) {
   const torch::Device device = module_device(model);
   const torch::Tensor tokens = batch.to(device);
   torch::Tensor logits;  // (B, T, V)
@@ -14,7 +14,8 @@ torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int
     logits = model.forward(tokens.narrow(1, 0, T));
   }
   return torch::nn::functional::cross_entropy(at_least_float32(logits).reshape({-1, V}),
-                                              tokens.narrow(1, 1, T).reshape({-1}));
+                                              tokens.narrow(1, 1, T).reshape({-1}),
+                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(reduction));
 }
 
 torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t batches,

@@ -17,7 +17,8 @@ namespace tfw {
 // moves to the model's device; the forward pass runs in `precision` (engine/device.h), the
 // loss in at least float32.
 torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
-                      Precision precision = Precision::fp32);
+                      Precision precision = Precision::fp32,
+                      torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction = torch::kMean);
 
 // The k-th of `batches` fixed validation batches (B, T + 1).
 torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t batches,

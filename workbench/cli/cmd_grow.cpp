@@ -15,6 +15,7 @@
 #include "runner/lineage.h"
 #include "storage/store.h"
 #include "workbench/service/client.h"
+#include "workbench/service/remote_book.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
@@ -41,9 +42,7 @@ void run_grow(GrowArgs& args) {
     throw UsageError(with_hint("tfw grow needs one of --from CHECKPOINT and --from-run EXPERIMENT/RUN",
                                "--from names a checkpoint file; --from-run takes a run's last checkpoint"));
   }
-  std::string record_to = args.record_to, token_file = args.token_file;
-  if (record_to.empty() && std::getenv("TFW_RECORD_TO") != nullptr) record_to = std::getenv("TFW_RECORD_TO");
-  if (token_file.empty() && std::getenv("TFW_TOKEN_FILE") != nullptr) token_file = std::getenv("TFW_TOKEN_FILE");
+  const auto [record_to, token_file] = service::record_target(args.record_to, args.token_file);
   if (!args.from_run.empty()) {
     // A batch on a cluster submits a stage before its parent has trained: the parent's last
     // checkpoint is looked up now, when the stage runs, in the store the runs record to.

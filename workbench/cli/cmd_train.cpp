@@ -7,9 +7,11 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "engine/distributed.h"
 #include "engine/error.h"
 #include "engine/home.h"
 #include "engine/registry.h"
@@ -45,16 +47,10 @@ struct TrainArgs {
 void run_train(TrainArgs& args) {
   runner::RunRequest& request = args.request;
   request.home = home_resolve(args.home);
-  // Recording to a service: --record-to, else TFW_RECORD_TO; the token file likewise.
-  std::string record_to = args.record_to, token_file = args.token_file;
-  if (record_to.empty() && std::getenv("TFW_RECORD_TO") != nullptr) record_to = std::getenv("TFW_RECORD_TO");
-  if (token_file.empty() && std::getenv("TFW_TOKEN_FILE") != nullptr) token_file = std::getenv("TFW_TOKEN_FILE");
-  const char* rank = std::getenv("RANK");
-  const char* slurm_rank = std::getenv("SLURM_PROCID");
-  const bool other_rank = (rank != nullptr && std::string(rank) != "0") ||
-                          (std::getenv("SLURM_STEP_NUM_TASKS") != nullptr && slurm_rank != nullptr &&
-                           std::string(slurm_rank) != "0");
-  if (!record_to.empty() && !other_rank) {  // only rank 0 records
+  // Recording to a service: only rank 0 of a data-parallel world records.
+  const auto [record_to, token_file] = service::record_target(args.record_to, args.token_file);
+  const std::optional<DistEnv> world = dist_env_from_environment();
+  if (!record_to.empty() && (!world || world->rank == 0)) {
     const double timeout = service::record_timeout_from_environment();
     try {
       request.book = service::remote_run_book(record_to, token_file, timeout);

@@ -299,6 +299,14 @@ class RemoteRunBook final : public runner::RunBook {
 
 }  // namespace
 
+RecordTarget record_target(const std::string& address_flag, const std::string& token_flag) {
+  auto pick = [](const std::string& flag, const char* variable) {
+    const char* value = std::getenv(variable);
+    return !flag.empty() || value == nullptr ? flag : std::string(value);
+  };
+  return {pick(address_flag, "TFW_RECORD_TO"), pick(token_flag, "TFW_TOKEN_FILE")};
+}
+
 double record_timeout_from_environment() {
   const char* text = std::getenv("TFW_RECORD_TIMEOUT");
   if (text == nullptr || *text == '\0') return 600;

@@ -26,6 +26,12 @@ namespace tfw::service {
 std::shared_ptr<runner::RunBook> remote_run_book(const std::string& address, const std::string& token_file,
                                                  double timeout_seconds);
 
+// Where to record: the flags when given, else TFW_RECORD_TO and TFW_TOKEN_FILE ("" : none).
+struct RecordTarget {
+  std::string address, token_file;
+};
+RecordTarget record_target(const std::string& address_flag, const std::string& token_flag);
+
 // TFW_RECORD_TIMEOUT in seconds (default 600); UsageError when it is not a number > 0.
 double record_timeout_from_environment();
 

@@ -1,0 +1,133 @@
+// The store's schema, as its migrations. See migrations.h.
+#include "storage/migrations.h"
+
+namespace tfw::detail {
+
+// Migration i takes the schema from version i to i + 1. Append, never edit.
+const std::vector<const char*>& store_migrations() {
+  static const std::vector<const char*> migrations = {
+    R"sql(
+CREATE TABLE experiments (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  file TEXT NOT NULL DEFAULT '',
+  created REAL NOT NULL
+);
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+  name TEXT NOT NULL,
+  family TEXT NOT NULL,
+  config TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('queued','running','finished','failed','killed','crashed')),
+  heartbeat REAL,
+  seed INTEGER NOT NULL DEFAULT 0,
+  git_commit TEXT NOT NULL DEFAULT '',
+  host TEXT NOT NULL DEFAULT '',
+  started REAL,
+  ended REAL,
+  parent_run_id INTEGER REFERENCES runs(id),
+  growth_method TEXT NOT NULL DEFAULT '',
+  growth_options TEXT NOT NULL DEFAULT '',
+  stage INTEGER NOT NULL DEFAULT 0,
+  parameters INTEGER NOT NULL DEFAULT 0,
+  tokens INTEGER NOT NULL DEFAULT 0,
+  flops REAL NOT NULL DEFAULT 0,
+  inherited_flops REAL NOT NULL DEFAULT 0,
+  cumulative_flops REAL NOT NULL DEFAULT 0,
+  final_metrics TEXT NOT NULL DEFAULT '{}',
+  error TEXT NOT NULL DEFAULT '',
+  run_dir TEXT NOT NULL DEFAULT '',
+  UNIQUE (experiment_id, name)
+);
+CREATE INDEX runs_status ON runs(status);
+CREATE INDEX runs_parent ON runs(parent_run_id);
+CREATE TABLE metrics (
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  key TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  tokens INTEGER NOT NULL,
+  flops REAL NOT NULL,
+  wall REAL NOT NULL,
+  value REAL,
+  PRIMARY KEY (run_id, key, step)
+) WITHOUT ROWID;
+CREATE TABLE checkpoints (
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  step INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  checksum TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  created REAL NOT NULL,
+  PRIMARY KEY (run_id, step)
+);
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  kind TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  wall REAL NOT NULL,
+  payload TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX events_run ON events(run_id);
+)sql",
+    // v2: the engine service's job queue (issue 9). Jobs outlive the service: queued ones stay
+    // queued across a restart, running ones are resumed.
+    R"sql(
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('experiment','run')),
+  name TEXT NOT NULL,
+  file TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('queued','running','finished','failed','cancelled')),
+  submitted REAL NOT NULL,
+  started REAL,
+  ended REAL,
+  exit_code INTEGER,
+  error TEXT NOT NULL DEFAULT '',
+  client TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX jobs_status ON jobs(status);
+)sql",
+    // v3: runs submitted to a cluster scheduler (issue 17: `tfw run --executor slurm`). One row
+    // per submission of a run; state is the scheduler's own word (PENDING, RUNNING, COMPLETED,
+    // FAILED, CANCELLED, TIMEOUT, ...), refreshed from squeue/sacct by whoever reads it.
+    R"sql(
+CREATE TABLE cluster_jobs (
+  id INTEGER PRIMARY KEY,
+  experiment TEXT NOT NULL,
+  run TEXT NOT NULL,
+  scheduler TEXT NOT NULL,
+  job_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  script TEXT NOT NULL DEFAULT '',
+  log TEXT NOT NULL DEFAULT '',
+  submitted REAL NOT NULL,
+  updated REAL NOT NULL,
+  exit_code INTEGER,
+  reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX cluster_jobs_run ON cluster_jobs(experiment, run);
+)sql",
+    // v4: `tfw eval` of a checkpoint on a corpus (issue 18): one row per metric.
+    R"sql(
+CREATE TABLE evaluations (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER REFERENCES runs(id),
+  checkpoint TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  corpus TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  value REAL,
+  windows INTEGER NOT NULL,
+  tokens INTEGER NOT NULL,
+  mode TEXT NOT NULL,
+  created REAL NOT NULL
+);
+CREATE INDEX evaluations_run ON evaluations(run_id);
+)sql",
+};
+  return migrations;
+}
+
+}  // namespace tfw::detail
