@@ -50,6 +50,9 @@ class ConfigTable {
   // The raw sub-table (validated later by whoever reads it); an absent key gives an empty one.
   toml::table raw_table(std::string_view key);
 
+  // The table itself, to walk keys chosen by the user (names of blocks, say).
+  const toml::table& raw_self() const { return *table_; }
+
   // Throws UsageError for the first key that no getter asked for.
   void finish() const;
 

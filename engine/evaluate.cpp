@@ -17,6 +17,7 @@
 #include "engine/error.h"
 #include "engine/home.h"
 #include "engine/registry.h"
+#include "engine/mask.h"
 #include "engine/run_config.h"
 #include "engine/train/eval.h"
 #include "engine/train/schedule.h"
@@ -79,6 +80,8 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
   std::shared_ptr<LanguageModel> model = family.build(*config.model.spec, config.train.seed);
   model->to(device_resolve(config.train.device));
   checkpoint_load(request.checkpoint, *model, nullptr);
+  const std::vector<std::string> blocks = request.blocks.value_or(config.train.mask.use);
+  const std::string mask = mask_apply(*model, config.train.mask, blocks);
   model->eval();
   torch::NoGradGuard no_grad;
 
@@ -87,6 +90,8 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
   report.family = config.model.family;
   report.model = config.model.spec->summary();
   report.tokenizer = config.data.tokenizer;
+  report.blocks = mask_label(blocks);
+  report.mask_description = mask;
   report.step = meta.step;
   report.seq_len = T;
   const std::unique_ptr<Tokenizer> tokenizer = tokenizer_create(config.data.tokenizer);

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct EvalRequest {
   std::int64_t stride = 0;           // > 0: strided windows over the whole text
   std::size_t cloze = 0;             // > 0: also this many cloze passages (engine/data/cloze.h)
   std::string cloze_list;            // write the passages here (TSV), when set
+  // Parameter blocks (train.mask) to evaluate with: unset, the checkpoint's own train.mask.use;
+  // empty, every token.
+  std::optional<std::vector<std::string>> blocks;
 };
 
 struct EvalResult {
@@ -54,6 +58,8 @@ struct EvalResult {
 
 struct EvalReport {
   std::string checkpoint, family, model, tokenizer;
+  std::string blocks;  // the parameter blocks used ("gcide+shared"; "" when unmasked), and how
+  std::string mask_description;
   std::int64_t step = 0, seq_len = 0;
   std::vector<EvalResult> results;
 };

@@ -217,6 +217,23 @@ void read_header(ConfigTable& top, const toml::table& file, const Source& source
   const toml::table* header_table = file["experiment"].as_table();
   experiment.seeds = seeds_read(header, header_table ? *header_table : no_table);
   const toml::table figures = header.raw_table("figures");
+  ConfigTable eval = header.sub("eval");
+  experiment.eval.corpora = eval.get_string_array("corpora");
+  experiment.eval.cloze = eval.get_int("cloze", 0);
+  if (experiment.eval.cloze < 0) eval.fail("cloze", "must be 0 (no cloze test) or more passages", "write cloze = 200");
+  ConfigTable blocks = eval.sub("blocks");
+  for (const auto& [key, node] : blocks.raw_self()) {
+    const std::string corpus(key.str());
+    if (std::find(experiment.eval.corpora.begin(), experiment.eval.corpora.end(), corpus) == experiment.eval.corpora.end()) {
+      blocks.fail(corpus, "is not one of experiment.eval.corpora", "list the corpus in corpora, or remove its blocks");
+    }
+    experiment.eval.blocks.emplace_back(corpus, blocks.get_string_array(corpus));
+  }
+  blocks.finish();
+  eval.finish();
+  if (experiment.eval.corpora.empty() && (experiment.eval.cloze > 0 || !experiment.eval.blocks.empty())) {
+    eval.fail("corpora", "cloze and blocks need the corpora to evaluate", "add corpora = [\"jargon\"]");
+  }
   header.finish();
   for (const std::string& kind : kFigureKinds) {
     if (const toml::node* node = figures.get(kind)) {
@@ -474,6 +491,22 @@ Experiment experiment_build(const Registry& registry, const toml::table& file, c
     }
   }
   experiment.runs = std::move(planned);
+  // experiment.eval.blocks: a run that defines parameter blocks must define at least one of
+  // those each corpus names (names it does not define are left out for it).
+  for (const ExperimentRun& run : experiment.runs) {
+    if (run.config.train.mask.blocks.empty()) continue;
+    for (const auto& [corpus, names] : experiment.eval.blocks) {
+      const bool any = names.empty() || std::any_of(names.begin(), names.end(), [&](const std::string& block) {
+                         return run.config.train.mask.block(block) != nullptr;
+                       });
+      if (!any) {
+        throw UsageError(with_hint(fmt::format("{}: experiment.eval.blocks evaluates {} with blocks {}, none of which run "
+                                               "{} defines in train.mask.blocks",
+                                               source.name, corpus, fmt::join(names, ", "), run.name),
+                                   "define one in the run's [train.mask.blocks], or change the eval blocks"));
+      }
+    }
+  }
   experiment.comparisons = comparisons_read(file, experiment, source.name);
   return experiment;
 }

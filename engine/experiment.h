@@ -47,8 +47,28 @@ struct ComparisonSpec {
   std::string claim, paper;          // for the report: the claim in one line, and where the paper makes it
 };
 
+// [experiment.eval] (docs/experiments.md): `tfw eval` of every run's last checkpoint once it
+// has trained, kept in the store's evaluations.
+struct ExperimentEval {
+  std::vector<std::string> corpora;  // empty: no evaluation
+  std::int64_t cloze = 0;            // cloze passages per corpus (0: no cloze test)
+  // corpus -> the parameter blocks (train.mask) to evaluate it with, for runs that define
+  // blocks (names a run does not define are left out for it; [] is every token); a corpus
+  // not listed uses the run's own train.mask.use.
+  std::vector<std::pair<std::string, std::vector<std::string>>> blocks;
+  bool empty() const { return corpora.empty(); }
+  // The blocks for `corpus` ("" when the run's own; "all" for every token).
+  const std::vector<std::string>* blocks_for(const std::string& corpus) const {
+    for (const auto& [c, b] : blocks) {
+      if (c == corpus) return &b;
+    }
+    return nullptr;
+  }
+};
+
 struct Experiment {
   std::string name, description, path;
+  ExperimentEval eval;
   std::vector<ExperimentRun> runs;  // parents before children
   std::vector<ComparisonSpec> comparisons;  // in file order
   std::vector<std::int64_t> seeds;          // [experiment] seeds (empty: none set there)

@@ -96,7 +96,7 @@ void PattentionImpl::reset_parameters() {
 
 torch::Tensor PattentionImpl::multiplier() const {
   if (options_.tau_mode() == TauMode::sqrt_n) {
-    double n = static_cast<double>(keys.size(0));
+    double n = static_cast<double>(tokens_in_use());
     return torch::scalar_tensor(is_l1(options_.norm()) ? n : std::sqrt(n),
                                 torch::TensorOptions().dtype(torch::kFloat64));
   }
@@ -105,7 +105,7 @@ torch::Tensor PattentionImpl::multiplier() const {
 
 double PattentionImpl::multiplier_value() const {  // multiplier() as a number, from the same buffers
   if (options_.tau_mode() == TauMode::sqrt_n) {
-    const double n = static_cast<double>(keys.size(0));
+    const double n = static_cast<double>(tokens_in_use());
     return is_l1(options_.norm()) ? n : std::sqrt(n);
   }
   return is_l1(options_.norm()) ? static_cast<double>(n0.item<std::int64_t>()) : tau.item<double>();
@@ -115,13 +115,16 @@ torch::Tensor PattentionImpl::forward(const torch::Tensor& x) {
   // Under bf16 autocast the product is bf16 (accumulated in fp32 inside the matmul). Θ runs
   // in float32 either way: the fused operator widens each bf16 row itself and writes bf16
   // (the next product's input type); the reference works on a float32 copy.
-  const torch::Tensor s = torch::matmul(x, keys.t());                            // (..., n)
+  // Under a mask only the active rows of K and V take part (their gradient scatters back).
+  const torch::Tensor k = active_.defined() ? keys.index_select(0, active_) : keys;      // (n, d_in)
+  const torch::Tensor v = active_.defined() ? values.index_select(0, active_) : values;  // (n, d_out)
+  const torch::Tensor s = torch::matmul(x, k.t());                               // (..., n)
   torch::Tensor a =
       pattention_implementation() == PattentionImplementation::fused
           ? pattention_scores_normalise_fused(s, options_.norm(), multiplier_value(), options_.eps())
           : pattention_scores_normalise(at_least_float32(s), options_.norm(), multiplier(), options_.eps());
   if (ScoreCapture* capture = active_capture) capture->record(options_.label(), a);
-  return torch::matmul(a, values);                                                // (..., d_out)
+  return torch::matmul(a, v);                                                     // (..., d_out)
 }
 
 void PattentionImpl::append_tokens(const torch::Tensor& new_keys, const torch::Tensor& new_values) {

@@ -57,6 +57,13 @@ class PattentionImpl : public torch::nn::Module {
   void append_tokens(const torch::Tensor& new_keys, const torch::Tensor& new_values);
 
   std::int64_t tokens() const { return keys.size(0); }
+  // A parameter mask (engine/mask.h): only these tokens (int64 indices, increasing, on the
+  // parameters' device) take part: the others add nothing to the output or to Θ's row
+  // statistics, and get a zero gradient. An undefined tensor (the default) uses every token.
+  void set_active_tokens(torch::Tensor indices) { active_ = std::move(indices); }
+  const torch::Tensor& active_tokens() const { return active_; }
+  // The tokens taking part: tokens(), or the active ones' count.
+  std::int64_t tokens_in_use() const { return active_.defined() ? active_.size(0) : tokens(); }
   std::int64_t tokens_at_creation() const { return n0.item<std::int64_t>(); }
   // The multiplier Θ uses now: tau for the L2 variants, n for the L1 variants.
   torch::Tensor multiplier() const;
@@ -71,6 +78,7 @@ class PattentionImpl : public torch::nn::Module {
 
  private:
   PattentionOptions options_;
+  torch::Tensor active_;
 };
 TORCH_MODULE(Pattention);
 

@@ -56,6 +56,56 @@ double in_unit_interval(ConfigTable& table, const char* key, double value) {
   return value;
 }
 
+// [train.mask]: blocks = { NAME = { PROJECTION = [start, end], ... }, ... }, use = [NAME, ...].
+MaskConfig mask_parse(ConfigTable& t) {
+  MaskConfig c;
+  ConfigTable blocks = t.sub("blocks");
+  for (const auto& [name_key, node] : blocks.raw_self()) {
+    const std::string name(name_key.str());
+    ConfigTable block_table = blocks.sub(name);
+    MaskBlock block{name, {}};
+    for (const auto& [projection_key, range] : *node.as_table()) {
+      const std::string projection(projection_key.str());
+      block_table.take(projection);
+      const toml::array* a = range.as_array();
+      if (a == nullptr || a->size() != 2 || !(*a)[0].is_integer() || !(*a)[1].is_integer()) {
+        block_table.fail(projection, "expected a token range [start, end]", "write two integers, e.g. [0, 32]");
+      }
+      const std::int64_t start = (*a)[0].value_or(std::int64_t{0}), end = (*a)[1].value_or(std::int64_t{0});
+      if (start < 0 || end <= start) {
+        block_table.fail(projection, fmt::format("the range [{}, {}] is empty or negative", start, end),
+                         "give 0 <= start < end: the tokens start..end-1");
+      }
+      block.ranges.push_back({projection, start, end});
+    }
+    block_table.finish();
+    if (block.ranges.empty()) blocks.fail(name, "a block with no token ranges", "give at least one, e.g. attn = [0, 32]");
+    c.blocks.push_back(std::move(block));
+  }
+  blocks.finish();
+  c.use = t.get_string_array("use");
+  for (const std::string& name : c.use) {
+    if (c.block(name) == nullptr) {
+      t.fail("use", fmt::format("no block named '{}' in train.mask.blocks", name),
+             c.blocks.empty() ? "define it: [train.mask.blocks] " + name + " = { attn = [0, 32], ffn = [0, 128] }"
+                              : "use one of the blocks defined in [train.mask.blocks]");
+    }
+  }
+  return c;
+}
+
+toml::table mask_to_toml(const MaskConfig& c) {
+  toml::table blocks;
+  for (const MaskBlock& b : c.blocks) {
+    toml::table ranges;
+    for (const MaskRange& r : b.ranges) ranges.insert(r.projection, toml::array{r.start, r.end});
+    blocks.insert(b.name, std::move(ranges));
+  }
+  toml::array use;
+  for (const std::string& name : c.use) use.push_back(name);
+  return toml::table{{"blocks", std::move(blocks)}, {"use", std::move(use)}};
+}
+
 TrainConfig train_parse(ConfigTable& t) {
   TrainConfig c;
   c.seed = static_cast<std::uint64_t>(at_least<std::int64_t>(t, "seed", t.get_int("seed", 0), 0));
@@ -119,6 +169,9 @@ TrainConfig train_parse(ConfigTable& t) {
   r.method = repeat.get_string("method", r.method);
   r.options = repeat.raw_table("options");
   repeat.finish();
+  ConfigTable mask = t.sub("mask");
+  c.mask = mask_parse(mask);
+  mask.finish();
   if ((!c.growth.empty() || r.every_steps > 0) && c.max_flops > 0) {
     t.fail("max_flops", "a run with growth events cannot budget training FLOPs (the FLOPs per step change)",
            "budget the run in train.max_steps or train.max_tokens");
@@ -152,6 +205,7 @@ toml::table train_to_toml(const TrainConfig& c) {
     }
     t.insert("growth", std::move(events));
   }
+  if (!c.mask.blocks.empty()) t.insert("mask", mask_to_toml(c.mask));
   if (c.growth_repeat.every_steps > 0) {
     const GrowthRepeat& r = c.growth_repeat;
     t.insert("growth_repeat", toml::table{{"every_steps", r.every_steps}, {"start_step", r.start_step},

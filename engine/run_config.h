@@ -50,6 +50,27 @@ struct GrowthRepeat {
   toml::table options;
 };
 
+// [train.mask]: named ranges of parameter tokens, per projection (docs/configs.md, "Parameter
+// masks"); engine/mask.h applies them.
+struct MaskRange {
+  std::string projection;        // a Pattention's name in its layer: q, k, v, o, ffn ("attn": q, k, v, o)
+  std::int64_t start = 0, end = 0;  // the tokens [start, end)
+};
+struct MaskBlock {
+  std::string name;
+  std::vector<MaskRange> ranges;
+};
+struct MaskConfig {
+  std::vector<MaskBlock> blocks;
+  std::vector<std::string> use;  // the blocks the run trains and evaluates with; empty: every token
+  const MaskBlock* block(const std::string& name) const {
+    for (const MaskBlock& b : blocks) {
+      if (b.name == name) return &b;
+    }
+    return nullptr;
+  }
+};
+
 struct TrainConfig {
   std::uint64_t seed = 0;
   std::int64_t batch_size = 16;   // sequences per micro-batch
@@ -83,6 +104,7 @@ struct TrainConfig {
   std::string device = "cpu";         // "cpu", "cuda" or "cuda:N" (checked when training starts)
   std::vector<GrowthEvent> growth;    // [[train.growth]], by step
   GrowthRepeat growth_repeat;         // [train.growth_repeat] (every_steps = 0: none)
+  MaskConfig mask;                    // [train.mask] (no blocks used: no mask)
 };
 
 struct RunConfig {

@@ -12,6 +12,7 @@
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/mask.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
 
@@ -41,6 +42,7 @@ SampleStats sample_checkpoint(const Registry& registry, const SampleRequest& req
   std::shared_ptr<LanguageModel> model = registry.family(config.model.family).build(*config.model.spec, 0);
   model->to(device_resolve(config.train.device));
   checkpoint_load(request.checkpoint, *model, nullptr);
+  mask_apply(*model, config.train.mask, config.train.mask.use);  // as the run trained: its parameter blocks
   model->eval();
   torch::NoGradGuard no_grad;
   const torch::Device device = module_device(*model);

@@ -21,6 +21,7 @@
 #include "engine/growth.h"
 #include "engine/home.h"
 #include "engine/load.h"
+#include "engine/mask.h"
 #include "engine/model.h"
 #include "engine/peak.h"
 #include "engine/registry.h"
@@ -335,6 +336,9 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     }
     if (counters["optimizer"].get<bool>()) dist->share_optimizer(*optimizer, device);
   }
+  // A parameter mask (train.mask.use): the masked tokens take no part and stay as they are.
+  if (!train.mask.use.empty()) say(mask_apply(*model, train.mask, train.mask.use));
+  MaskedTokenHold held(*model);
   std::vector<Stage> stages = growth_schedule(registry, config, state.step, plan.total_steps);
   std::size_t next_stage = 0;
   std::int64_t restart_step = restart_step_at(config, state.step - 1, plan.total_steps);
@@ -378,6 +382,8 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     model = stage.method->apply(*model, family, *stage.from, *stage.to, stage.event.options,
                                 train.seed + static_cast<std::uint64_t>(stage.event.at_step));
     model->to(device);  // a no-op for growth that keeps the model's tensors
+    mask_apply(*model, train.mask, train.mask.use);  // grown tokens outside the used ranges are masked
+    held.refresh(*model);
     const bool extend = stage.method->in_place() &&
                         stage.event.options["optimizer"].value_or(std::string("extend")) == "extend";
     if (extend) {
@@ -507,7 +513,9 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     double grad_norm = kNaN;
     if (std::isfinite(loss)) {
       grad_norm = gradients_clip(parameters, train.grad_clip);
+      held.save();
       optimizer->step();
+      held.restore();
     }
     state.step += 1;
     state.tokens += plan.tokens_per_step;

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -46,6 +48,62 @@ std::vector<const ExperimentRun*> batch_select(const Experiment& experiment, con
 namespace {
 
 enum class Phase { pending, running, finished, failed, blocked, stopped };
+
+// The parameter blocks [experiment.eval] evaluates `corpus` with on `run`: none given (the
+// run's own train.mask.use), or the listed ones when the run defines blocks ("all" for none).
+std::optional<std::string> eval_blocks(const ExperimentEval& eval, const ExperimentRun& run, const std::string& corpus) {
+  const std::vector<std::string>* blocks = eval.blocks_for(corpus);
+  if (blocks == nullptr || run.config.train.mask.blocks.empty()) return std::nullopt;
+  std::vector<std::string> defined;  // the names this run defines (experiment_load checked one is left)
+  for (const std::string& name : *blocks) {
+    if (run.config.train.mask.block(name) != nullptr) defined.push_back(name);
+  }
+  return defined.empty() ? std::string("all") : fmt::format("{}", fmt::join(defined, ","));
+}
+
+// The `tfw eval` steps of [experiment.eval] for a run: one per distinct blocks setting, each
+// on the run's folder (its newest checkpoint, the final one once it has trained).
+std::vector<std::vector<std::string>> eval_steps(const Experiment& experiment, const ExperimentRun& run,
+                                                 const std::string& experiment_name, const std::string& home) {
+  const ExperimentEval& eval = experiment.eval;
+  std::vector<std::pair<std::optional<std::string>, std::vector<std::string>>> groups;  // blocks -> corpora
+  for (const std::string& corpus : eval.corpora) {
+    const std::optional<std::string> blocks = eval_blocks(eval, run, corpus);
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == blocks; });
+    if (group == groups.end()) group = groups.insert(groups.end(), {blocks, {}});
+    group->second.push_back(corpus);
+  }
+  std::vector<std::vector<std::string>> steps;
+  for (const auto& [blocks, corpora] : groups) {
+    std::vector<std::string> step = {"eval", run_dir_of(home, experiment_name, run.name)};
+    for (const std::string& corpus : corpora) step.insert(step.end(), {"--corpus", corpus});
+    if (eval.cloze > 0) step.insert(step.end(), {"--cloze", "--cloze-passages", std::to_string(eval.cloze)});
+    if (blocks) step.insert(step.end(), {"--blocks", *blocks});
+    step.insert(step.end(), {"--home", home});
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
+// Whether a finished run lacks an evaluation [experiment.eval] asks for: a corpus's loss with
+// the blocks it asks (and its cloze accuracy, with cloze).
+bool evaluations_missing(Store& store, std::int64_t run_id, const ExperimentEval& eval, const ExperimentRun& run) {
+  if (eval.empty()) return false;
+  const std::vector<EvaluationRow> rows = store.evaluations(run_id);
+  for (const std::string& corpus : eval.corpora) {
+    const std::optional<std::string> asked = eval_blocks(eval, run, corpus);
+    std::string blocks = asked ? (*asked == "all" ? "" : *asked) : fmt::format("{}", fmt::join(run.config.train.mask.use, "+"));
+    std::replace(blocks.begin(), blocks.end(), ',', '+');
+    for (const char* metric : {"loss", "cloze_accuracy"}) {
+      if (std::string(metric) == "cloze_accuracy" && eval.cloze == 0) continue;
+      const bool found = std::any_of(rows.begin(), rows.end(), [&](const EvaluationRow& r) {
+        return r.corpus == corpus && r.metric == metric && r.blocks == blocks;
+      });
+      if (!found) return true;
+    }
+  }
+  return false;
+}
 
 std::string option_text(const toml::node& node) {
   std::ostringstream out;
@@ -140,11 +198,19 @@ BatchResult batch_execute(const Experiment& experiment, const std::vector<const 
 
   std::map<std::string, Phase> phase;
   std::map<std::string, const ExperimentRun*> by_name;
+  std::set<std::string> evaluate_only;  // finished runs whose evaluations are missing
   for (const ExperimentRun* run : runs) {
     by_name[run->name] = run;
     std::optional<RunRecord> record = store->run_in_experiment(experiment.name, run->name);
     phase[run->name] = record && record->status == RunStatus::finished ? Phase::finished : Phase::pending;
-    if (phase[run->name] == Phase::finished) say(fmt::format("{}: finished before, skipped", run->name));
+    if (phase[run->name] != Phase::finished) continue;
+    if (options.record_arguments.empty() && evaluations_missing(*store, record->id, experiment.eval, *run)) {
+      phase[run->name] = Phase::pending;  // trained: only its [experiment.eval] is left
+      evaluate_only.insert(run->name);
+      say(fmt::format("{}: finished before; evaluating it ([experiment.eval])", run->name));
+    } else {
+      say(fmt::format("{}: finished before, skipped", run->name));
+    }
   }
 
   auto plain_task_for = [&](const ExperimentRun& run) {
@@ -193,9 +259,21 @@ BatchResult batch_execute(const Experiment& experiment, const std::vector<const 
 
   // The steps of one run: resume it, or grow it from its parent and train it, or train it.
   auto task_for = [&](const ExperimentRun& run) {
-    Task task = plain_task_for(run);
+    Task task;
+    if (evaluate_only.count(run.name)) {
+      task.name = run.name;
+      task.log_path = work + "/" + run.name + ".log";
+    } else {
+      task = plain_task_for(run);
+    }
     for (std::vector<std::string>& step : task.steps) {
       step.insert(step.end(), options.record_arguments.begin(), options.record_arguments.end());
+    }
+    // Recording to a service, the evaluations (kept in this home's store) are left out.
+    if (options.record_arguments.empty()) {
+      for (std::vector<std::string>& step : eval_steps(experiment, run, experiment.name, options.home)) {
+        task.steps.push_back(std::move(step));
+      }
     }
     return task;
   };
@@ -259,8 +337,10 @@ BatchResult batch_execute(const Experiment& experiment, const std::vector<const 
       for (const auto& [name, task] : round) {
         const bool growing = task.steps.front().front() == "grow";
         const std::string where = executor.where(name);
-        say(fmt::format("{}: {}{}{} (log {})", name,
-                        growing ? "growing from " + by_name[name]->parent + ", then training" : "training",
+        const std::string doing = growing ? "growing from " + by_name[name]->parent + ", then training"
+                                  : task.steps.front().front() == "eval" ? "evaluating"
+                                                                         : "training";
+        say(fmt::format("{}: {}{}{} (log {})", name, doing,
                         where.empty() ? "" : ", as " + where,
                         task.after.empty() ? "" : " after " + task.after + " succeeds", task.log_path));
       }

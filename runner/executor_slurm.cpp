@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "engine/error.h"
+#include "runner/lineage.h"
 #include "runner/process.h"
 
 namespace tfw::runner {
@@ -63,10 +64,6 @@ TaskState task_state_of(const std::string& state) {
   return TaskState::failed;
 }
 
-// The run folder `tfw train --experiment E --name N` uses (runner/recorded_run.cpp).
-std::string run_dir_of(const std::string& home, const std::string& experiment, const std::string& name) {
-  return experiment == "default" ? home + "/runs/" + name : home + "/runs/" + experiment + "/" + name;
-}
 
 }  // namespace
 

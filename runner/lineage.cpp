@@ -27,6 +27,10 @@ std::optional<std::int64_t> checkpoint_owner(Store& store, const std::string& ch
   return store.checkpoint_run(fs::absolute(checkpoint).string());
 }
 
+std::string run_dir_of(const std::string& home, const std::string& experiment, const std::string& name) {
+  return experiment == "default" ? home + "/runs/" + name : home + "/runs/" + experiment + "/" + name;
+}
+
 std::string last_checkpoint(Store& store, std::int64_t run) {
   const std::vector<CheckpointRow> rows = store.checkpoints(run);
   return rows.empty() ? "" : rows.back().path;

@@ -35,6 +35,9 @@ std::optional<std::string> grown_checkpoint(const std::string& dir);
 // grown from it records.
 std::optional<std::int64_t> checkpoint_owner(Store& store, const std::string& checkpoint);
 
+// The run folder `tfw train --experiment E --name N` uses (runner/recorded_run.cpp).
+std::string run_dir_of(const std::string& home, const std::string& experiment, const std::string& name);
+
 // The newest checkpoint the store holds for run `run`, or "" when it has none.
 std::string last_checkpoint(Store& store, std::int64_t run);
 

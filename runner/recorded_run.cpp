@@ -55,9 +55,7 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
   const std::string name = request.name.empty() ? config.model.name : request.name;
   name_check(name, "run name", request.name.empty() ? config.model.path + ": name" : "--name");
   name_check(request.experiment, "experiment name", "--experiment");
-  const std::string run_dir = request.experiment == "default"
-                                  ? request.home + "/runs/" + name
-                                  : request.home + "/runs/" + request.experiment + "/" + name;
+  const std::string run_dir = run_dir_of(request.home, request.experiment, name);
   if (!checkpoint_list(run_dir + "/checkpoints").empty()) {
     throw UsageError(with_hint(fmt::format("run '{}' already exists at {}", name, run_dir),
                                fmt::format("continue it with `tfw train --resume {}`, or choose another --name", run_dir)));

@@ -41,6 +41,9 @@ class RunSource {
   // Runs submitted to a cluster scheduler (`tfw run --executor slurm`), by id; empty when the
   // source cannot tell (a service does not serve them yet).
   virtual std::vector<ClusterJobRow> cluster_jobs() { return {}; }
+  // Every run's `tfw eval` results, by id; empty when the source cannot tell (a service does
+  // not serve them yet).
+  virtual std::vector<EvaluationRow> evaluations() { return {}; }
   // Forgets the connection or the open store; the next call opens it again.
   virtual void reset() = 0;
 };
@@ -60,6 +63,7 @@ class LocalRunSource : public RunSource {
   // The store's rows; while some are queued or running and Slurm's commands are here, their
   // states are refreshed from Slurm (executor_slurm.h) at most every 5 s.
   std::vector<ClusterJobRow> cluster_jobs() override;
+  std::vector<EvaluationRow> evaluations() override { return store().evaluations(0); }
   void reset() override { store_.reset(); }
 
  private:

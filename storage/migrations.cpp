@@ -126,6 +126,10 @@ CREATE TABLE evaluations (
 );
 CREATE INDEX evaluations_run ON evaluations(run_id);
 )sql",
+    // v5: the parameter blocks (train.mask) an evaluation used; '' for every token.
+    R"sql(
+ALTER TABLE evaluations ADD COLUMN blocks TEXT NOT NULL DEFAULT '';
+)sql",
 };
   return migrations;
 }

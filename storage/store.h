@@ -24,7 +24,7 @@ struct sqlite3;
 
 namespace tfw {
 
-inline constexpr int kStoreSchemaVersion = 4;
+inline constexpr int kStoreSchemaVersion = 5;
 
 // A store that cannot be opened or used: not SQLite, corrupt, a newer schema, locked out.
 class StoreError : public std::runtime_error {
@@ -127,8 +127,9 @@ struct EvaluationRow {
   std::string metric;          // loss, perplexity, bits_per_token, bits_per_byte, cloze_accuracy, ...
   double value = 0;            // NaN stored as NULL
   std::int64_t windows = 0, tokens = 0;  // what was evaluated: windows, and target tokens scored
-  std::string mode;            // "even" (evenly spaced windows) or "stride:S"
+  std::string mode;            // "even" (evenly spaced windows), "stride:S" or "cloze"
   double created = 0;
+  std::string blocks;          // v5: the parameter blocks used ("gcide+shared"); "" for every token
 };
 
 struct RunFilter {
@@ -192,7 +193,7 @@ class Store {
 
   // `tfw eval` results (v4), in one transaction; of a run, by id.
   void evaluations_add(const std::vector<EvaluationRow>& rows);
-  std::vector<EvaluationRow> evaluations(std::int64_t run);
+  std::vector<EvaluationRow> evaluations(std::int64_t run);  // run 0: every run's
 
   // Runs submitted to a cluster scheduler (v3).
   std::int64_t cluster_job_add(const ClusterJobRow& job);  // submitted and updated now

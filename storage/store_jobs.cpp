@@ -101,11 +101,11 @@ void Store::evaluations_add(const std::vector<EvaluationRow>& rows) {
   try {
     for (const EvaluationRow& row : rows) {
       Statement s(db_, "INSERT INTO evaluations (run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, "
-                       "created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+                       "created, blocks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
       if (row.run > 0) s.bind(1, row.run);
       s.bind(2, row.checkpoint).bind(3, row.step).bind(4, row.corpus).bind(5, row.metric);
       if (std::isfinite(row.value)) s.bind(6, row.value);
-      s.bind(7, row.windows).bind(8, row.tokens).bind(9, row.mode).bind(10, store_now());
+      s.bind(7, row.windows).bind(8, row.tokens).bind(9, row.mode).bind(10, store_now()).bind(11, row.blocks);
       s.step();
     }
     exec(db_, "COMMIT");
@@ -116,8 +116,8 @@ void Store::evaluations_add(const std::vector<EvaluationRow>& rows) {
 }
 
 std::vector<EvaluationRow> Store::evaluations(std::int64_t run) {
-  Statement s(db_, "SELECT id, run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, created "
-                   "FROM evaluations WHERE run_id = ?1 ORDER BY id");
+  Statement s(db_, "SELECT id, run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, created, blocks "
+                   "FROM evaluations WHERE ?1 = 0 OR run_id = ?1 ORDER BY id");
   s.bind(1, run);
   std::vector<EvaluationRow> out;
   while (s.step()) {
@@ -133,6 +133,7 @@ std::vector<EvaluationRow> Store::evaluations(std::int64_t run) {
     row.tokens = s.integer(8);
     row.mode = s.text(9);
     row.created = s.real(10);
+    row.blocks = s.text(11);
     out.push_back(row);
   }
   return out;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,7 +29,23 @@ struct EvalArgs {
   EvalRequest request;
   bool json = false, no_record = false, cloze = false;
   std::size_t cloze_passages = 200;
+  std::string blocks;  // --blocks: "all", or NAME[,NAME...]
 };
+
+// --blocks all: every token; --blocks a,b: those parameter blocks of the run's train.mask.
+std::optional<std::vector<std::string>> blocks_option(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  if (text == "all") return std::vector<std::string>{};
+  std::vector<std::string> names;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    if (comma == start) throw UsageError("--blocks takes NAME[,NAME...] (the run's train.mask.blocks) or all");
+    names.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return names;
+}
 
 nlohmann::json number(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
 
@@ -36,6 +53,7 @@ void run_eval(EvalArgs& args) {
   EvalRequest& request = args.request;
   request.home = home_resolve(args.home);
   request.checkpoint = runner::checkpoint_of(args.target, request.home);
+  request.blocks = blocks_option(args.blocks);
   if (args.cloze) {
     if (args.cloze_passages == 0) throw UsageError("--cloze-passages takes a number >= 1");
     request.cloze = args.cloze_passages;
@@ -54,13 +72,14 @@ void run_eval(EvalArgs& args) {
     for (const EvalResult& r : report.results) {
       for (const auto& [metric, value] : {std::pair<const char*, double>{"loss", r.loss}, {"perplexity", r.perplexity},
                                           {"bits_per_token", r.bits_per_token}, {"bits_per_byte", r.bits_per_byte}}) {
-        rows.push_back({0, run, report.checkpoint, report.step, r.corpus, metric, value, r.windows, r.tokens, r.mode, 0});
+        rows.push_back({0, run, report.checkpoint, report.step, r.corpus, metric, value, r.windows, r.tokens, r.mode, 0,
+                        report.blocks});
       }
       if (r.cloze_items > 0) {
         rows.push_back({0, run, report.checkpoint, report.step, r.corpus, "cloze_accuracy", r.cloze_accuracy,
-                        r.cloze_items, r.cloze_tokens, "cloze", 0});
+                        r.cloze_items, r.cloze_tokens, "cloze", 0, report.blocks});
         rows.push_back({0, run, report.checkpoint, report.step, r.corpus, "cloze_logprob", r.cloze_logprob,
-                        r.cloze_items, r.cloze_tokens, "cloze", 0});
+                        r.cloze_items, r.cloze_tokens, "cloze", 0, report.blocks});
       }
     }
     store->evaluations_add(rows);
@@ -80,11 +99,13 @@ void run_eval(EvalArgs& args) {
     }
     print_json({{"checkpoint", report.checkpoint}, {"step", report.step}, {"family", report.family},
                 {"model", report.model}, {"tokenizer", report.tokenizer}, {"seq_len", report.seq_len},
+                {"blocks", report.blocks},
                 {"run_id", run == 0 ? nlohmann::json(nullptr) : nlohmann::json(run)}, {"results", results}});
     return;
   }
   std::cout << fmt::format("{} (step {}): {} {}, {} tokens, windows of {}\n", report.checkpoint, report.step,
                            report.family, report.model, report.tokenizer, report.seq_len);
+  if (!report.blocks.empty()) std::cout << "parameter mask: " << report.mask_description << "\n";
   std::cout << fmt::format("{:<20} {:<10} {:>8} {:>9} {:>8} {:>10} {:>10} {:>10}\n", "corpus", "windows", "count",
                            "tokens", "loss", "perplexity", "bits/tok", "bits/byte");
   for (const EvalResult& r : report.results) {
@@ -122,6 +143,9 @@ void add_eval_command(CLI::App& app) {
                     "also the cloze test: last-word prediction of passages from the validation text (docs/cli.md)");
   command->add_option("--cloze-passages", args->cloze_passages, "with --cloze: how many passages (default 200)");
   command->add_option("--cloze-list", args->request.cloze_list, "with --cloze: write the passages to this TSV file");
+  command->add_option("--blocks", args->blocks,
+                      "parameter blocks of the run's train.mask to evaluate with: NAME[,NAME...], or all (default: "
+                      "the run's train.mask.use)");
   command->add_flag("--no-record", args->no_record, "print only; do not keep the results in the store");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");

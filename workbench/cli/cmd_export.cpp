@@ -73,7 +73,9 @@ void run_export(const ExportArgs& args) {
   const bool wants_comparisons = args.table.empty() || args.table == "all" || args.table == "comparisons";
   const std::vector<ComparisonResult> comparisons = wants_comparisons ? compare_all(*set) : std::vector<ComparisonResult>{};
   Table compared = comparisons_table(name, comparisons);
+  const Table evaluated = evaluations_table(*set);
   std::vector<const Table*> all = {&per_run.results, &groups};
+  if (!evaluated.rows.empty() || args.table == "evaluations") all.push_back(&evaluated);
   if (!comparisons.empty()) all.push_back(&compared);
   all.push_back(&per_run.ledger);
   std::vector<Table> tables;
@@ -90,7 +92,7 @@ void run_export(const ExportArgs& args) {
     const std::string which = args.table.empty() ? "results" : args.table;
     if (which == "all") {
       throw UsageError(with_hint("CSV holds one table per file",
-                                 "choose --table results, groups, comparisons or ledger"));
+                                 "choose --table results, groups, evaluations, comparisons or ledger"));
     }
     text = render_csv(tables.front());
   } else {
@@ -139,9 +141,9 @@ void add_export_command(CLI::App& app) {
       ->required();
   command->add_option("--format", args->format, "md, csv or latex")->check(CLI::IsMember({"md", "csv", "latex"}));
   command->add_option("--table", args->table,
-                      "results, groups (mean and CI over seeds), comparisons, ledger or all (default: all; for csv: "
+                      "results, groups (mean and CI over seeds), evaluations (tfw eval), comparisons, ledger or all (default: all; for csv: "
                       "results)")
-      ->check(CLI::IsMember({"results", "groups", "comparisons", "ledger", "all"}));
+      ->check(CLI::IsMember({"results", "groups", "evaluations", "comparisons", "ledger", "all"}));
   command->add_option("--out", args->out, "write the tables to FILE (default: stdout)");
   command->add_option("--curves", args->curves, "write train and val loss curves as CSV to FILE");
   command->add_option("--figures", args->figures, "write the experiment's figures (SVG and PNG) into DIR");

@@ -113,7 +113,7 @@ void run_show(const RunsArgs& args) {
     for (const EvaluationRow& e : evaluations) {
       evaluated.push_back({{"step", e.step}, {"corpus", e.corpus}, {"metric", e.metric},
                            {"value", std::isfinite(e.value) ? nlohmann::json(e.value) : nlohmann::json(nullptr)},
-                           {"windows", e.windows}, {"tokens", e.tokens}, {"mode", e.mode},
+                           {"windows", e.windows}, {"tokens", e.tokens}, {"mode", e.mode}, {"blocks", e.blocks},
                            {"checkpoint", e.checkpoint}, {"created", e.created}});
     }
     json["evaluations"] = evaluated;
@@ -141,8 +141,9 @@ void run_show(const RunsArgs& args) {
     std::cout << "  evaluations (tfw eval):\n";
     for (const EvaluationRow& e : evaluations) {
       if (e.metric != "loss" && e.metric != "bits_per_byte" && e.metric.rfind("cloze", 0) != 0) continue;
-      std::cout << fmt::format("    step {:>8}  {:<16} {:<10} {:<14} {:.4f}  ({} windows, {} tokens)\n", e.step, e.corpus,
-                               e.mode, e.metric, e.value, e.windows, grouped(e.tokens));
+      std::cout << fmt::format("    step {:>8}  {:<16} {:<10} {:<14} {:.4f}  ({} windows, {} tokens{})\n", e.step, e.corpus,
+                               e.mode, e.metric, e.value, e.windows, grouped(e.tokens),
+                               e.blocks.empty() ? "" : "; parameter blocks " + e.blocks);
     }
   }
   std::cout << fmt::format("  {} metric points, {} events; run folder {}\n", store->metrics_count(r.id), events.size(),

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -80,7 +81,7 @@ class RunsPanel : public Panel {
     toolbar(app, snapshot);
     table(app, snapshot);
     cluster_jobs(snapshot);
-    details(app);
+    details(app, snapshot);
   }
 
  private:
@@ -145,7 +146,13 @@ class RunsPanel : public Panel {
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY |
                                   ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingFixedFit |
                                   (tree_ ? 0 : ImGuiTableFlags_Sortable);
-    const float reserve = snapshot.cluster_jobs.empty() ? 150.0f : 300.0f;  // details, and the Slurm jobs below
+    // Room for the details (and their evaluation lines) and the Slurm jobs below.
+    std::set<std::string> evaluated;
+    for (const EvaluationRow& e : snapshot.evaluations) {
+      if (e.run == focus_) evaluated.insert(e.corpus + "/" + e.blocks + "/" + std::to_string(e.step));
+    }
+    const float reserve = (snapshot.cluster_jobs.empty() ? 150.0f : 300.0f) +
+                          (evaluated.empty() ? 0.0f : 20.0f * static_cast<float>(evaluated.size() + 1));
     const float height = std::max(160.0f, ImGui::GetContentRegionAvail().y - reserve);
     if (!ImGui::BeginTable("runs", 10, flags, ImVec2(0, height))) return;
     ImGui::TableSetupScrollFreeze(0, 1);
@@ -258,7 +265,7 @@ class RunsPanel : public Panel {
   }
 
   // The focused run (click its name): lineage, budget, error, where it lives.
-  void details(App& app) {
+  void details(App& app, const StoreSnapshot& snapshot) {
     const RunRecord* r = app.run(focus_);
     if (!r) {
       ImGui::TextDisabled("Click a run's name for its details; tick runs to plot them.");
@@ -276,6 +283,7 @@ class RunsPanel : public Panel {
     if (!r->growth_method.empty()) ImGui::Text("grown with %s %s", r->growth_method.c_str(), r->growth_options.c_str());
     ImGui::TextDisabled("%s", r->run_dir.c_str());
     if (!r->error.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", r->error.c_str());
+    evaluations(*r, snapshot);
     if (r->status == RunStatus::running && app.service) {
       if (ImGui::Button("cancel its job")) {
         try {
@@ -294,6 +302,28 @@ class RunsPanel : public Panel {
       help_marker("Cancels the engine-service job that runs this run's experiment.");
     }
     if (!message_.empty()) ImGui::TextWrapped("%s", message_.c_str());
+  }
+
+  // The run's `tfw eval` results: one line per corpus (and parameter blocks), newest last.
+  static void evaluations(const RunRecord& r, const StoreSnapshot& snapshot) {
+    std::map<std::string, std::map<std::string, double>> lines;  // "corpus [blocks] (step S)" -> metric -> value
+    for (const EvaluationRow& e : snapshot.evaluations) {
+      if (e.run != r.id || e.mode.rfind("stride", 0) == 0) continue;
+      const std::string key = fmt::format("{}{} (step {})", e.corpus, e.blocks.empty() ? "" : " [" + e.blocks + "]", e.step);
+      lines[key][e.metric] = e.value;
+    }
+    if (lines.empty()) return;
+    ImGui::TextUnformatted("evaluations (tfw eval):");
+    help_marker("Loss (nats per token), bits per byte, and the cloze test's accuracy and mean target log-likelihood, "
+                "from `tfw eval` (or an experiment's [experiment.eval]); the parameter blocks in brackets.");
+    for (const auto& [key, metrics] : lines) {
+      std::string text = "  " + key + ":";
+      for (const char* metric : {"loss", "bits_per_byte", "cloze_accuracy", "cloze_logprob"}) {
+        const auto found = metrics.find(metric);
+        if (found != metrics.end()) text += fmt::format("  {} {:.4f}", metric, found->second);
+      }
+      ImGui::TextUnformatted(text.c_str());
+    }
   }
 
   char filter_[128] = "";

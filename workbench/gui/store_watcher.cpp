@@ -90,6 +90,7 @@ void StoreWatcher::refresh() {
     if (next->exists) {
       next->runs = source_->runs();
       next->cluster_jobs = source_->cluster_jobs();
+      next->evaluations = source_->evaluations();
       for (const RunRecord& record : next->runs) {
         if (!watched.count(record.id)) continue;
         auto& cached = cache_[record.id];
@@ -142,7 +143,8 @@ void StoreWatcher::refresh() {
   const StoreSnapshot& previous = *snapshot_;
   changed = changed || previous.error != next->error || previous.exists != next->exists ||
             previous.runs.size() != next->runs.size() || previous.data.size() != next->data.size() ||
-            previous.cluster_jobs.size() != next->cluster_jobs.size();
+            previous.cluster_jobs.size() != next->cluster_jobs.size() ||
+            previous.evaluations.size() != next->evaluations.size();
   for (std::size_t i = 0; !changed && i < next->cluster_jobs.size(); ++i) {
     changed = previous.cluster_jobs[i].state != next->cluster_jobs[i].state;
   }

@@ -50,6 +50,7 @@ struct StoreSnapshot {
   std::vector<RunRecord> runs;
   std::map<std::int64_t, std::shared_ptr<const RunData>> data;  // the watched runs
   std::vector<ClusterJobRow> cluster_jobs;  // runs submitted to Slurm (states refreshed by the source)
+  std::vector<EvaluationRow> evaluations;   // `tfw eval` results, by id
   std::uint64_t generation = 0;  // bumps whenever anything changed
   double read_at = 0;            // unix seconds of the poll
 };

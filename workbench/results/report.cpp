@@ -163,6 +163,7 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
   // Tables.
   RunTables per_run = run_tables(results, options.paper_results);
   std::vector<Table> tables = {groups_table(results)};
+  if (Table evaluated = evaluations_table(results); !evaluated.rows.empty()) tables.push_back(std::move(evaluated));
   if (!comparisons.empty()) tables.push_back(comparisons_table(e.name, comparisons));
   tables.push_back(per_run.results);
   tables.push_back(per_run.ledger);

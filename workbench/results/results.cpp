@@ -117,8 +117,20 @@ std::vector<MetricPoint> ExperimentResults::points(const RunResult& run, const s
   if (!run.record) return {};
   auto key = std::make_pair(run.record->id, metric);
   auto found = cache_.find(key);
-  if (found == cache_.end()) found = cache_.emplace(key, store_.metrics(run.record->id, metric)).first;
+  if (found == cache_.end()) found = cache_.emplace(key, metric_points(store_, run.record->id, metric)).first;
   return found->second;
+}
+
+std::vector<MetricPoint> metric_points(Store& store, std::int64_t run, const std::string& metric) {
+  // "eval/METRIC@CORPUS": the run's `tfw eval` results (oldest first), as points at their step.
+  const std::size_t at = metric.rfind('@');
+  if (metric.rfind("eval/", 0) != 0 || at == std::string::npos) return store.metrics(run, metric);
+  const std::string name = metric.substr(5, at - 5), corpus = metric.substr(at + 1);
+  std::vector<MetricPoint> points;
+  for (const EvaluationRow& e : store.evaluations(run)) {
+    if (e.metric == name && e.corpus == corpus) points.push_back({run, metric, e.step, 0, 0, 0, e.value});
+  }
+  return points;
 }
 
 double ExperimentResults::final_value(const RunResult& run, const std::string& metric) const {

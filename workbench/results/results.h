@@ -72,6 +72,10 @@ class ExperimentResults {
   mutable std::map<std::pair<std::int64_t, std::string>, std::vector<MetricPoint>> cache_;
 };
 
+// A run's points of a metric: a recorded metric ("val/loss@kjv"), or "eval/METRIC@CORPUS" for
+// its `tfw eval` results (METRIC: loss, bits_per_byte, cloze_accuracy, cloze_logprob, ...).
+std::vector<MetricPoint> metric_points(Store& store, std::int64_t run, const std::string& metric);
+
 // Runs that differ only in seed: the same experiment and the same resolved config once
 // train.seed and the name are set aside. Groups keep the order of their first run.
 struct SeedGroup {

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -78,6 +80,56 @@ Table groups_table(const ExperimentResults& results, const std::string& metric) 
       row.push_back(number(high));
     }
     table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+Table evaluations_table(const ExperimentResults& results) {
+  Table table{"evaluations",
+              fmt::format("{}: tfw eval of each run's last checkpoint, over seeds (mean, 95% Student-t CI)",
+                          results.experiment().name),
+              {column("run (all seeds)", "variant"), column("corpus", "corpus"), column("parameter blocks", "blocks"),
+               column("metric", "metric"), column("runs", "runs"), column("mean", "mean"),
+               column("95% CI", "ci95_half_width"), column("min", "min"), column("max", "max"),
+               column("per seed", "per_seed")},
+              {}};
+  static const std::vector<std::string> kMetrics = {"loss", "bits_per_byte", "cloze_accuracy", "cloze_logprob"};
+  for (const Variant& v : results.variants()) {
+    // (corpus, blocks, metric) -> the last value of each finished run, with its seed.
+    std::map<std::tuple<std::string, std::string, std::size_t>, std::vector<std::pair<std::int64_t, double>>> cells;
+    for (const RunResult* run : v.runs) {
+      if (!run->finished()) continue;
+      std::map<std::tuple<std::string, std::string, std::size_t>, double> last;
+      for (const EvaluationRow& e : results.store().evaluations(run->record->id)) {
+        const auto metric = std::find(kMetrics.begin(), kMetrics.end(), e.metric);
+        if (metric == kMetrics.end() || e.mode.rfind("stride", 0) == 0) continue;
+        last[{e.corpus, e.blocks, static_cast<std::size_t>(metric - kMetrics.begin())}] = e.value;
+      }
+      for (const auto& [key, value] : last) cells[key].emplace_back(run->seed, value);
+    }
+    for (const auto& [key, values] : cells) {
+      const auto& [corpus, blocks, metric] = key;
+      std::vector<double> xs;
+      std::string per_seed;
+      for (const auto& [seed, x] : values) {
+        if (std::isfinite(x)) xs.push_back(x);
+        per_seed += fmt::format("{}{}{:.4f}", per_seed.empty() ? "" : "; ", seed >= 0 ? fmt::format("s{}: ", seed) : "", x);
+      }
+      std::vector<Cell> row = {text_cell(v.name), text_cell(corpus), text_cell(blocks.empty() ? "all" : blocks),
+                               text_cell(kMetrics[metric]), count(static_cast<std::int64_t>(xs.size()))};
+      if (xs.empty()) {
+        for (int i = 0; i < 4; ++i) row.push_back(text_cell("-"));
+      } else {
+        const analysis::MeanInterval m = analysis::mean_interval(xs);
+        row.push_back(number(m.mean));
+        row.push_back(m.has_interval() ? Cell{fmt::format("± {:.4f}", m.half_width), fmt::format("{}", m.half_width)}
+                                       : Cell{"n = 1: no interval", ""});
+        row.push_back(number(*std::min_element(xs.begin(), xs.end())));
+        row.push_back(number(*std::max_element(xs.begin(), xs.end())));
+      }
+      row.push_back(text_cell(per_seed));
+      table.rows.push_back(std::move(row));
+    }
   }
   return table;
 }

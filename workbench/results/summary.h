@@ -19,6 +19,10 @@ struct RunTables {
 RunTables run_tables(const ExperimentResults& results, const std::string& paper_path);
 
 Table groups_table(const ExperimentResults& results, const std::string& metric = "val/loss");
+// The `tfw eval` results of each group's finished runs (their last evaluation per corpus,
+// parameter blocks and metric: loss, bits_per_byte, cloze_accuracy, cloze_logprob); no rows
+// when nothing was evaluated.
+Table evaluations_table(const ExperimentResults& results);
 std::vector<ComparisonResult> compare_all(const ExperimentResults& results);
 Table comparisons_table(const std::string& experiment, const std::vector<ComparisonResult>& comparisons);
 
