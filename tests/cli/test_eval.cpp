@@ -149,8 +149,6 @@ TEST_F(Eval, ClozeScoresEveryPassageOfTheListItWrites) {
   EXPECT_EQ(stored, "20\n");
 }
 
-// `tfw sample`: the same text with and without the key/value cache (greedy, past several
-// context restarts), the same text for the same seed, and another for another seed.
 // The two held-out corpora (Debian's jargon-text and fortunes) read, prepare and evaluate.
 TEST_F(Eval, TheHeldOutCorporaEvaluate) {
   const Result eval = tfw("eval tiny-train-tokenformer --json --no-record --corpus jargon --corpus fortunes --windows 32");
@@ -170,6 +168,8 @@ TEST_F(Eval, TheHeldOutCorporaEvaluate) {
   EXPECT_NE(listed.output.find("\"jargon\""), std::string::npos) << listed.output;
 }
 
+// `tfw sample`: the same text with and without the key/value cache (greedy, past several
+// context restarts), the same text for the same seed, and another for another seed.
 TEST_F(Eval, SampleIsTheSameWithTheCacheAndForASeed) {
   const std::string prompt = "sample tiny-train-tokenformer --quiet --prompt 'In the beginning God' --tokens 150 ";
   const Result cached = capture(TFW_BINARY " " + prompt + "--temperature 0 --home " + kHome, false);
