@@ -264,8 +264,10 @@ class RunsPanel : public Panel {
     ImGui::EndTable();
   }
 
-  // The focused run (click its name): lineage, budget, error, where it lives.
+  // The focused run (click its name): lineage, budget, error, where it lives, evaluations.
   void details(App& app, const StoreSnapshot& snapshot) {
+    // The clicked run; before any click, the first ticked one (`tfw gui --select`).
+    if (focus_ == 0 && !app.selected.empty()) focus_ = *app.selected.begin();
     const RunRecord* r = app.run(focus_);
     if (!r) {
       ImGui::TextDisabled("Click a run's name for its details; tick runs to plot them.");
