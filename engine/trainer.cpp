@@ -27,6 +27,7 @@
 #include "engine/registry.h"
 #include "engine/runtime.h"
 #include "engine/train/eval.h"
+#include "engine/train/metric_log.h"
 #include "engine/train/optim.h"
 #include "engine/train/sampler.h"
 #include "engine/train/schedule.h"
@@ -49,33 +50,6 @@ std::string config_text(const toml::table& resolved) {
   out << resolved;
   return out.str();
 }
-
-// Appends one JSON line per metric to metrics.jsonl, flushed, so a crash loses nothing
-// already written. (The SQLite run store of issue 5 takes these over.)
-// A data-parallel rank other than 0 gets a disabled log (an empty path): it writes nothing.
-class MetricLog {
- public:
-  MetricLog(const std::string& path, const TrainOptions& options) : options_(options) {
-    if (path.empty()) return;
-    out_.open(path, std::ios::app);
-    if (!out_) throw Error(fmt::format("cannot write metrics to '{}'", path));
-  }
-  void write(std::int64_t step, std::int64_t tokens, double flops, double wall, const std::string& key,
-             double value) {
-    if (!out_.is_open()) return;
-    if (options_.on_metric) options_.on_metric(key.c_str(), step, tokens, flops, wall, value);
-    out_ << fmt::format(R"({{"step":{},"tokens":{},"flops":{:.6e},"wall":{:.3f},"key":{},"value":{}}})", step, tokens,
-                        flops, wall, nlohmann::json(key).dump(), std::isfinite(value) ? fmt::format("{:.9g}", value) : "null")
-         << '\n';
-  }
-  void flush() {
-    if (out_.is_open()) out_.flush();
-  }
-
- private:
-  std::ofstream out_;
-  const TrainOptions& options_;
-};
 
 // One growth event of the schedule, resolved against the model it will grow.
 struct Stage {

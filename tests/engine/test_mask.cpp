@@ -2,15 +2,18 @@
 // layer of only its active tokens in float64 (output and gradients, both implementations),
 // masked tokens that cannot change anything, the optimiser hold, and bad masks.
 #include <cmath>
+#include <filesystem>
 
 #include <gtest/gtest.h>
 
+#include "engine/checkpoint.h"
 #include "engine/error.h"
 #include "engine/mask.h"
 #include "engine/model.h"
 #include "engine/pattention.h"
 #include "engine/pattention_fused.h"
 #include "engine/registry.h"
+#include "engine/trainer.h"
 #include "tests/support.h"
 
 namespace tfw {
@@ -167,6 +170,49 @@ TEST(Mask, MaskedTokensStayExactlyAsTheyWereThroughOptimiserSteps) {
     EXPECT_FALSE(torch::equal(q_values.index({Slice(0, 4)}), before[q].index({Slice(0, 4)})));
     EXPECT_EQ(torch::equal(ffn_keys.index({Slice(8, 24)}), before[ffn].index({Slice(8, 24)})), hold);
     EXPECT_EQ(torch::equal(q_values.index({Slice(4, 12)}), before[q].index({Slice(4, 12)})), hold);
+  }
+}
+
+// Through the trainer: 40 steps with a growth event at step 20 (8 attention and 8 FFN tokens
+// more, zero keys): the masked tokens of the initial model leave training exactly as they were
+// built, the grown tokens (outside block one's ranges, so masked) keep their zero keys, and
+// block one's tokens trained.
+TEST(Mask, TheTrainerKeepsMaskedTokensThroughTrainingAndGrowth) {
+  const std::string text = std::string(kMaskedTokenformer) + R"(
+[data]
+corpus = "kjv"
+)";
+  toml::table table = toml::parse(std::string_view(text), std::string_view("mask.toml"));
+  config_apply_overrides(table, {"model.vocab=256", "train.max_steps=40", "train.batch_size=4", "train.eval_every=20", "train.eval_batches=2",
+                                 "train.checkpoint_every=1000", "train.peak_flops=1e11",
+                                 "train.growth_repeat={every_steps=20, add_attn=8, add_ffn=8, options={key_init=\"zero\"}}"});
+  const RunConfig config = run_config_parse(test::plugins(), table, "mask.toml");
+  TrainOptions options;
+  options.home = (std::filesystem::temp_directory_path() / "tfw-test-mask-home").string();
+  options.run_dir = options.home + "/runs/masked";
+  std::filesystem::remove_all(options.run_dir);
+  std::filesystem::create_directories(options.run_dir);
+  const TrainSummary summary = train_run(test::plugins(), config, options);
+  ASSERT_EQ(summary.growth_events, 1);
+
+  const ModelFamily& family = test::plugins().family("tokenformer");
+  std::shared_ptr<LanguageModel> initial = family.build(*config.model.spec, config.train.seed);
+  toml::table grown_table = table;
+  config_apply_overrides(grown_table, {"model.n_attn=20", "model.n_ffn=32"});
+  const RunConfig grown = run_config_parse(test::plugins(), grown_table, "mask.toml");
+  std::shared_ptr<LanguageModel> trained = family.build(*grown.model.spec, 0);
+  checkpoint_load(summary.last_checkpoint, *trained, nullptr);
+  using torch::indexing::Slice;
+  auto start = initial->named_parameters(), end = trained->named_parameters();
+  for (const char* name : {"layers.0.q.keys", "layers.1.o.values", "layers.1.ffn.keys", "layers.0.ffn.values"}) {
+    SCOPED_TRACE(name);
+    const bool ffn = std::string(name).find("ffn") != std::string::npos;
+    const std::int64_t used = ffn ? 8 : 4, built = ffn ? 24 : 12;
+    EXPECT_FALSE(torch::equal(end[name].index({Slice(0, used)}), start[name].index({Slice(0, used)})));
+    EXPECT_TRUE(torch::equal(end[name].index({Slice(used, built)}), start[name].index({Slice(used, built)})));
+    if (std::string(name).find("keys") != std::string::npos) {
+      EXPECT_EQ(end[name].index({Slice(built, torch::indexing::None)}).abs().max().item<double>(), 0.0);
+    }
   }
 }
 
