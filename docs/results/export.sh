@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates docs/results/ from a TFW_HOME in which the mini experiments were run:
-#   for e in e3-new-data e4-growth-methods e5-ablations e1-progressive-scaling; do
+#   for e in e3-new-data e4-growth-methods e5-ablations e1-progressive-scaling e6-expressiveness \
+#            e7-online-growth e7-masking; do
 #     build/tfw run experiments/mini/$e.toml --home HOME; done
-#   bash docs/results/export.sh HOME [EXPERIMENT...]   # default: the four batches
+#   bash docs/results/export.sh HOME [EXPERIMENT...]   # default: every batch above
 # Writes, with `tfw report`, one claims report per experiment (NAME.md, figures/NAME/) and
 # README.md (preface.md, then every claim with its verdict); and E2's figure (its table with
 # E2_MEASURE=1, on an idle machine: it times the forward pass).
@@ -11,7 +12,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 home=${1:?usage: export.sh TFW_HOME [EXPERIMENT...]}
 shift
 experiments=("$@")
-[ ${#experiments[@]} -eq 0 ] && experiments=(e1-progressive-scaling e3-new-data e4-growth-methods e5-ablations)
+[ ${#experiments[@]} -eq 0 ] && experiments=(e1-progressive-scaling e3-new-data e4-growth-methods e5-ablations
+  e6-expressiveness e7-online-growth e7-masking)
 cd "$root"
 files=()
 for e in "${experiments[@]}"; do files+=("experiments/mini/$e.toml"); done
