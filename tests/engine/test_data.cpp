@@ -1,5 +1,6 @@
 // Data: the byte tokenizer, token shards written and read back with an exact split, a
 // nanoGPT-layout shard written by numpy, a truncated shard, real corpora from Debian packages.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -7,8 +8,10 @@
 
 #include "engine/data/corpus.h"
 #include "engine/data/shards.h"
+#include "engine/data/bpe.h"
 #include "engine/data/tokenizer.h"
 #include "engine/error.h"
+#include "engine/registry.h"
 
 namespace tfw {
 namespace {
@@ -211,6 +214,56 @@ TEST(Tokenizer, Gpt2RoundTripsArbitraryBytes) {
   std::vector<std::uint32_t> ids;
   tokenizer->encode(bytes, ids);
   EXPECT_EQ(tokenizer->decode(ids), bytes);
+}
+
+// GPT-2's files converted into a tokenizer.json (tests/reference/gpt2_tokenizer_json.py, both
+// forms of merges, with and without an NFC normaliser) give GPT-2's ids; the special token is
+// matched whole; an NFC normaliser composes; unsupported files are clear errors.
+TEST(Tokenizer, TokenizerJsonOfGpt2GivesGpt2sIds) {
+  const std::string dir = executable_dir() + "/tokenizers/gpt2";
+  const std::string script = std::string(TFW_SOURCE_DIR) + "/tests/reference/gpt2_tokenizer_json.py";
+  const std::string out = (std::filesystem::temp_directory_path() / "tfw-test-tokenizer.json").string();
+  auto gpt2 = tokenizer_create("gpt2");
+  auto ids_of = [](const Tokenizer& t, const std::string& text) {
+    std::vector<std::uint32_t> ids;
+    t.encode(text, ids);
+    return ids;
+  };
+  for (const std::string flags : {"", " --merge-pairs", " --nfc"}) {
+    SCOPED_TRACE(flags);
+    ASSERT_EQ(std::system(("/usr/bin/python3 " + script + " " + dir + " " + out + flags).c_str()), 0);
+    auto json = byte_level_bpe_create(bpe_spec_from_tokenizer_json(out));
+    EXPECT_EQ(json->vocab_size(), 50257u);
+    for (const KnownEncoding& known : kGpt2Known) {
+      EXPECT_EQ(ids_of(*json, known.text), known.ids) << known.text;
+      EXPECT_EQ(json->decode(known.ids), known.text);
+    }
+    std::vector<std::uint32_t> expected = ids_of(*gpt2, "Hello");
+    expected.push_back(50256);
+    for (std::uint32_t id : ids_of(*gpt2, " world")) expected.push_back(id);
+    EXPECT_EQ(ids_of(*json, "Hello<|endoftext|> world"), expected);
+    EXPECT_EQ(json->decode(expected), "Hello<|endoftext|> world");
+    // "e" + combining acute: composed to "é" by NFC only.
+    EXPECT_EQ(ids_of(*json, "cafe\xcc\x81") == ids_of(*gpt2, "caf\xc3\xa9"), flags == " --nfc");
+  }
+  auto error_of = [&](const std::string& text) -> std::string {
+    std::ofstream(out) << text;
+    try {
+      bpe_spec_from_tokenizer_json(out);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const std::string bpe = R"("pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0})";
+  EXPECT_NE(error_of("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}").find("model.type is \"WordPiece\", not \"BPE\""),
+            std::string::npos);
+  EXPECT_NE(error_of("{" + bpe + "}}").find("model.merges is missing or empty"), std::string::npos);
+  EXPECT_NE(error_of("{" + bpe + ", \"merges\": [\"ab\"]}}").find("the merge 'ab' is not two symbols"), std::string::npos);
+  EXPECT_NE(error_of(R"({"pre_tokenizer": {"type": "Whitespace"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})")
+                .find("the pre-tokenizer is Whitespace, not ByteLevel"),
+            std::string::npos);
+  EXPECT_NE(error_of("not json").find("not a JSON object"), std::string::npos);
 }
 
 }  // namespace
