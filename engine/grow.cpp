@@ -22,7 +22,7 @@ GrowResult grow_checkpoint(const Registry& registry, const GrowRequest& request)
   RunConfig source = run_config_parse(registry, source_table, request.from_checkpoint);
   RunConfig target = run_config_load(registry, request.to_config, request.to_overrides);
   const GrowthMethod& method = registry.growth_method(request.method);
-  if (method.family() != source.model.family) {
+  if (!method.grows(source.model.family)) {
     throw UsageError(with_hint(fmt::format("{} grows {} models; the checkpoint holds a {}", method.name(),
                                            method.family(), source.model.family),
                                fmt::format("methods for {}: {}", source.model.family,

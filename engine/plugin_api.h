@@ -22,7 +22,7 @@ namespace tfw {
 
 // Bumped whenever an interface below changes layout or meaning. A plugin built for
 // another version is refused, never loaded.
-inline constexpr int kPluginApiVersion = 2;  // 2: LanguageModel::forward_cached
+inline constexpr int kPluginApiVersion = 3;  // 2: LanguageModel::forward_cached; 3: GrowthMethod::grows
 
 class LanguageModel;  // engine/model.h (torch)
 
@@ -98,6 +98,9 @@ class GrowthMethod {
                                                const toml::table& options, std::uint64_t seed) const = 0;
   // Whether apply() grows the model in place (so AdamW moments can be extended).
   virtual bool in_place() const = 0;
+  // Whether it grows models of `family` (a method for several families says so here; family()
+  // then names them for people).
+  virtual bool grows(const std::string& family) const { return family == this->family(); }
 };
 
 // The part of the registry a plugin sees.

@@ -53,7 +53,7 @@ class TokenformerFamily : public ModelFamily {
   std::string description() const override {
     return "Tokenformer LM: Pattention projections, parameter-free block norms, tied logits";
   }
-  std::vector<std::string> growth_methods() const override { return {"pattention_grow"}; }
+  std::vector<std::string> growth_methods() const override { return {"pattention_grow", "depth_grow", "stack"}; }
 
   std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
     auto spec = std::make_shared<TokenformerSpec>();

@@ -43,7 +43,7 @@ class TransformerFamily : public ModelFamily {
   std::string description() const override {
     return "baseline Transformer LM: linear projections, GELU FFN, affine LayerNorms, tied logits";
   }
-  std::vector<std::string> growth_methods() const override { return {"net2net", "hypercloning"}; }
+  std::vector<std::string> growth_methods() const override { return {"net2net", "hypercloning", "depth_grow", "stack"}; }
 
   std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
     auto spec = std::make_shared<TransformerSpec>();

@@ -25,11 +25,15 @@ TEST(Registry, LoadsInTreeFamiliesAndGrowthMethods) {
     EXPECT_EQ(entry.version, TFW_VERSION);
   }
   EXPECT_EQ(families, (std::vector<std::string>{"tokenformer", "transformer"}));
-  EXPECT_EQ(methods, (std::vector<std::string>{"hypercloning", "net2net", "pattention_grow"}));
+  EXPECT_EQ(methods, (std::vector<std::string>{"depth_grow", "stack", "hypercloning", "net2net", "pattention_grow"}));
   EXPECT_TRUE(registry.rejected().empty());
   EXPECT_EQ(registry.family("transformer").growth_methods(),
-            (std::vector<std::string>{"net2net", "hypercloning"}));
+            (std::vector<std::string>{"net2net", "hypercloning", "depth_grow", "stack"}));
   EXPECT_EQ(registry.growth_method("pattention_grow").family(), "tokenformer");
+  // A method for several families says which it grows.
+  EXPECT_TRUE(registry.growth_method("depth_grow").grows("transformer"));
+  EXPECT_TRUE(registry.growth_method("depth_grow").grows("tokenformer"));
+  EXPECT_FALSE(registry.growth_method("pattention_grow").grows("transformer"));
 }
 
 TEST(Registry, OutOfTreePluginIsFoundBuiltAndRun) {

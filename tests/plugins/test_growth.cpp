@@ -14,10 +14,10 @@ namespace tfw {
 namespace {
 
 std::string tokenformer(std::int64_t n_attn, std::int64_t n_ffn, const std::string& norm = "l2_gelu",
-                        const std::string& tau = "fixed") {
+                        const std::string& tau = "fixed", std::int64_t layers = 2) {
   return fmt::format(R"(family = "tokenformer"
 [model]
-layers = 2
+layers = {}
 d = 16
 heads = 2
 n_attn = {}
@@ -29,13 +29,14 @@ tau = "{}"
 [model.init]
 key_std = 0.3
 value_std = 0.3
-)", n_attn, n_ffn, norm, tau);
+)", layers, n_attn, n_ffn, norm, tau);
 }
 
-std::string transformer(std::int64_t d, std::int64_t heads, std::int64_t d_ffn, bool bias = false) {
+std::string transformer(std::int64_t d, std::int64_t heads, std::int64_t d_ffn, bool bias = false,
+                        std::int64_t layers = 2) {
   return fmt::format(R"(family = "transformer"
 [model]
-layers = 2
+layers = {}
 d = {}
 heads = {}
 head_dim = 4
@@ -45,7 +46,7 @@ vocab = 30
 bias = {}
 [model.init]
 std = 0.2
-)", d, heads, d_ffn, bias ? "true" : "false");
+)", layers, d, heads, d_ffn, bias ? "true" : "false");
 }
 
 struct GrowthCase {
@@ -98,6 +99,20 @@ std::vector<GrowthCase> growth_cases() {
   cases.push_back({"net2net hidden random map", transformer(8, 2, 12), transformer(11, 2, 12), "net2net", "", false});
   cases.push_back({"net2net hidden uniform map", transformer(8, 2, 12), transformer(16, 2, 12), "net2net",
                    "map = \"uniform\"", true});
+  // Row 8: depth_grow (both families) is exact wherever it inserts and however it initialises
+  // the new layers; stack (G_stack) is not.
+  for (const char* at : {"interleave", "top", "bottom"}) {
+    for (const char* init : {"copy", "fresh"}) {
+      const std::string options = fmt::format("at = \"{}\"\ninit = \"{}\"", at, init);
+      cases.push_back({fmt::format("depth_grow tokenformer {} {}", at, init), tokenformer(12, 20),
+                       tokenformer(12, 20, "l2_gelu", "fixed", 5), "depth_grow", options, true});
+      cases.push_back({fmt::format("depth_grow transformer bias {} {}", at, init), transformer(8, 2, 12, true),
+                       transformer(8, 2, 12, true, 4), "depth_grow", options, true});
+    }
+  }
+  cases.push_back({"stack tokenformer x2", tokenformer(12, 20), tokenformer(12, 20, "l2_gelu", "fixed", 4), "stack", "",
+                   false});
+  cases.push_back({"stack transformer x3", transformer(8, 2, 12), transformer(8, 2, 12, false, 6), "stack", "", false});
   return cases;
 }
 
