@@ -105,8 +105,11 @@ void run_grow(GrowArgs& args) {
                              result.max_abs_logit_diff, result.plan.exact ? "exact" : "not exact", result.loss_before,
                              result.loss_after);
   }
-  std::cout << fmt::format("  wrote {}\n  continue training with: tfw train {} --init-from {}\n", result.checkpoint,
-                           request.to_config, result.checkpoint);
+  // The target's --set overrides go with it: the checkpoint holds the overridden model.
+  std::string overrides;
+  for (const std::string& o : request.to_overrides) overrides += " --set '" + o + "'";
+  std::cout << fmt::format("  wrote {}\n  continue training with: tfw train {}{} --init-from {}\n", result.checkpoint,
+                           request.to_config, overrides, result.checkpoint);
 }
 
 }  // namespace
