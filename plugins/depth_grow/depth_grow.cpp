@@ -64,6 +64,15 @@ void copy_by_layer(torch::nn::Module& from, torch::nn::Module& to, const std::ve
   for (auto& item : to.named_buffers()) copy(item.key(), item.value());
 }
 
+// The grown model on the source's device, and in its dtype when that is not the build's
+// (a float64 test model): converting a float32 model would also turn the float64 tau
+// buffers into float32 ones, which the checkpoint does not read back the same.
+void follow(LanguageModel& grown, LanguageModel& source) {
+  const torch::Tensor p = source.parameters().front();
+  grown.to(p.device());
+  if (grown.parameters().front().scalar_type() != p.scalar_type()) grown.to(p.scalar_type());
+}
+
 class DepthGrow : public GrowthMethod {
  public:
   std::string name() const override { return "depth_grow"; }
@@ -106,7 +115,7 @@ class DepthGrow : public GrowthMethod {
     const Options o = options_parse(table);
     const std::int64_t L = spec_int(from, "layers"), L2 = spec_int(to, "layers");
     std::shared_ptr<LanguageModel> grown = family.build(to, seed);
-    grown->to(model.parameters().front().device(), model.parameters().front().scalar_type());
+    follow(*grown, model);
     std::vector<std::int64_t> source = layer_sources(L, L2, o.at);
     copy_by_layer(model, *grown, source);
     // The new layers: a neighbour's copy (or as built), then zero output projections.
@@ -207,7 +216,7 @@ class Stack : public GrowthMethod {
     (void)table;
     const std::int64_t L = spec_int(from, "layers"), L2 = spec_int(to, "layers");
     std::shared_ptr<LanguageModel> grown = family.build(to, seed);
-    grown->to(model.parameters().front().device(), model.parameters().front().scalar_type());
+    follow(*grown, model);
     std::vector<std::int64_t> source;
     for (std::int64_t i = 0; i < L2; ++i) source.push_back(i % L);
     copy_by_layer(model, *grown, source);
