@@ -4,8 +4,12 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace tfw::test {
 
@@ -23,6 +27,17 @@ inline Result capture(const std::string& command, bool with_stderr = true) {
   int status = pclose(pipe);
   run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return run;
+}
+
+// The last val/loss the trainer wrote to a run folder's metrics.jsonl (9 significant digits).
+inline double trainer_val_loss(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  double loss = std::nan("");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json point = nlohmann::json::parse(line);
+    if (point["key"] == "val/loss") loss = point["value"].get<double>();
+  }
+  return loss;
 }
 
 }  // namespace tfw::test

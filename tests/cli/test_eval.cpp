@@ -18,6 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using tfw::test::capture;
 using tfw::test::Result;
+using tfw::test::trainer_val_loss;
 
 const std::string kHome = "/tmp/tfw-test-eval";
 const std::string kTiny = std::string(TFW_SOURCE_DIR) + "/experiments/mini/tiny-train-tokenformer.toml";
@@ -30,16 +31,6 @@ nlohmann::json json_of(const Result& result) {
   return nlohmann::json::parse(result.output.substr(result.output.find("{\n")));
 }
 
-// The last val/loss the trainer wrote to metrics.jsonl (9 significant digits).
-double trainer_val_loss(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  double loss = std::nan("");
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json point = nlohmann::json::parse(line);
-    if (point["key"] == "val/loss") loss = point["value"].get<double>();
-  }
-  return loss;
-}
 
 // A folder of prepared shards (nanoGPT layout, uint16) whose validation text is the first
 // `val_tokens` tokens of kjv's, and whose training text is all of kjv's.

@@ -19,6 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using tfw::test::capture;
 using tfw::test::Result;
+using tfw::test::trainer_val_loss;
 
 const std::string kHome = "/tmp/tfw-test-experiment-eval";
 const std::string kTiny = std::string(TFW_SOURCE_DIR) + "/experiments/mini/tiny-train-tokenformer.toml";
@@ -47,15 +48,6 @@ metric = "eval/loss@jargon"
 )";
 }
 
-double trainer_val_loss(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  double loss = std::nan("");
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json point = nlohmann::json::parse(line);
-    if (point["key"] == "val/loss") loss = point["value"].get<double>();
-  }
-  return loss;
-}
 
 std::string sql(const std::string& query) { return capture("sqlite3 " + kHome + "/runs.db \"" + query + "\"").output; }
 
