@@ -2,6 +2,7 @@
 // values, compute accounting, the loss falling below the unigram entropy for both
 // families, exact resume, checkpoint corruption, config mismatch and the NaN policy.
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -215,7 +216,13 @@ TEST(Trainer, Bf16ReachesWithinTwoPercentOfFp32AfterThreeHundredSteps) {
   EXPECT_LT(std::abs(val[1] - val[0]) / val[0], 0.02) << "fp32 " << val[0] << " bf16 " << val[1];
 }
 
+// Bit-for-bit equality needs the same thread count throughout (a different split of a
+// matmul's reduction rounds differently): on a busy machine the thread governor would change
+// it, so these tests hold it fixed, as TFW_FIXED_THREADS=1 does for users.
+void hold_threads_fixed() { setenv("TFW_FIXED_THREADS", "1", 1); }
+
 TEST(Trainer, ResumeContinuesExactly) {
+  hold_threads_fixed();
   RunConfig config = config_of(kTokenformer, {"train.max_steps=60", "train.checkpoint_every=1000"});
   TrainOptions straight = options_for("straight");
   train_run(test::plugins(), config, straight);
@@ -402,6 +409,7 @@ TEST(OnlineGrowth, ExactGrowthKeepsTheLossAndCountsFlopsPerStage) {
 }
 
 TEST(OnlineGrowth, ResumeAfterAndBeforeTheEventContinuesExactly) {
+  hold_threads_fixed();
   RunConfig config = config_of(with_growth(""), kGrowAt10);
   TrainOptions straight = options_for("grow-straight");
   train_run(test::plugins(), config, straight);
