@@ -162,7 +162,7 @@ class ProgressReader {
     if (s.step < 0) return out;
     out.phase = "training";
     const double rate = s.wall > s.first_wall ? static_cast<double>(s.step - s.first_step) / (s.wall - s.first_wall) : 0;
-    out.step = s.step + 1;
+    out.step = s.step;  // a train/loss point's step counts the steps done
     out.loss = s.loss;
     out.tokens_per_second = rate * static_cast<double>(run.plan.tokens_per_step);
     if (rate > 0) out.eta_seconds = static_cast<double>(out.total_steps - out.step) / rate;
