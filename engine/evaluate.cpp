@@ -63,7 +63,11 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
                                "ones (TFW_PLUGIN_PATH adds folders)"));
   }
   const ModelShape shape = config.model.spec->shape();
-  const std::int64_t T = request.seq_len > 0 ? request.seq_len : train_plan(config).seq_len, V = shape.vocab;
+  // The training window (train.seq_len, else the model's): a checkpoint without a training budget (an
+  // imported one) is evaluated too.
+  const std::int64_t T = request.seq_len > 0 ? request.seq_len
+                       : config.train.seq_len > 0 ? config.train.seq_len : shape.seq_len;
+  const std::int64_t V = shape.vocab;
   if (T > shape.seq_len) {
     throw UsageError(with_hint(fmt::format("--seq-len {} exceeds the model's context ({} tokens)", T, shape.seq_len),
                                fmt::format("use --seq-len {} or less", shape.seq_len)));
@@ -114,10 +118,10 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
     prepare.tokenizer = config.data.tokenizer;
     const std::string dir = data_ensure_prepared(corpus, config.data.tokenizer, home_data_dir(request.home), prepare);
     const ShardMeta shards = shard_meta_read(dir);
-    if (shards.tokenizer != "unknown" && shards.tokenizer != config.data.tokenizer) {
+    if (shards.tokenizer != "unknown" && shards.tokenizer != tokenizer->name()) {
       throw UsageError(with_hint(fmt::format("--corpus {}: its shards ({}) were made with the {} tokenizer, the model "
                                              "reads {} tokens",
-                                             corpus, dir, shards.tokenizer, config.data.tokenizer),
+                                             corpus, dir, shards.tokenizer, tokenizer->name()),
                                  "name the corpus's text, which is prepared with the model's tokenizer, or shards made "
                                  "with it (tfw data prepare CORPUS --tokenizer " + config.data.tokenizer + ")"));
     }

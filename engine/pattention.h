@@ -70,6 +70,8 @@ class PattentionImpl : public torch::nn::Module {
   double multiplier_value() const;  // the same, as a number
   const PattentionOptions& options() const { return options_; }
   void set_label(std::string label) { options_.label(std::move(label)); }
+  // Growth into a config with another pattention.tau (the buffers are the caller's to set).
+  void set_tau_mode(TauMode mode) { options_.tau_mode(mode); }
 
   torch::Tensor keys;    // (n, d_in)
   torch::Tensor values;  // (n, d_out)

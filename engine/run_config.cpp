@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/data/tokenizer.h"
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/registry.h"
@@ -15,10 +16,29 @@ namespace tfw {
 
 namespace {
 
-DataConfig data_parse(ConfigTable& table) {
+// data.tokenizer: byte, gpt2, or a tokenizer.json (relative to the config file's folder;
+// kept absolute in the resolved config, so that checkpoints find it from anywhere).
+std::string tokenizer_parse(ConfigTable& table, const std::string& config_path) {
+  const std::string name = table.get_string("tokenizer", "byte");
+  if (name == "byte" || name == "gpt2") return name;
+  if (!tokenizer_is_file(name)) {
+    table.fail("tokenizer", fmt::format("unknown tokenizer '{}'", name),
+               "use byte, gpt2, or the path of a Hugging Face tokenizer.json (a name ending in .json)");
+  }
+  std::filesystem::path path(name);
+  if (path.is_relative() && !config_path.empty()) path = std::filesystem::path(config_path).parent_path() / path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    table.fail("tokenizer", fmt::format("no such tokenizer.json: {}", path.string()),
+               "a relative path is read from the config file's folder");
+  }
+  return std::filesystem::absolute(path).lexically_normal().string();
+}
+
+DataConfig data_parse(ConfigTable& table, const std::string& config_path) {
   DataConfig data;
   data.corpus = table.get_string("corpus", data.corpus);
-  data.tokenizer = table.get_choice("tokenizer", data.tokenizer, {"byte", "gpt2"});
+  data.tokenizer = tokenizer_parse(table, config_path);
   data.eval_corpora = table.get_string_array("eval_corpora");
   for (const std::string& corpus : data.eval_corpora) {
     if (corpus.empty()) table.fail("eval_corpora", "holds an empty name", "name a corpus: eval_corpora = [\"gcide\"]");
@@ -235,7 +255,7 @@ RunConfig run_config_parse(const Registry& registry, const toml::table& table, c
   model.spec = family->parse(model_table);
   model_table.finish();
   ConfigTable data_table = top.sub("data");
-  config.data = data_parse(data_table);
+  config.data = data_parse(data_table, path);
   data_table.finish();
   ConfigTable train_table = top.sub("train");
   config.train = train_parse(train_table);

@@ -237,7 +237,7 @@ void TokenShard::read(std::uint64_t start, std::uint64_t n, std::vector<std::uin
 }
 
 std::string data_prepared_dir(const std::string& corpus, const std::string& tokenizer, const std::string& data_dir) {
-  return data_dir + "/" + name_of(corpus) + "-" + tokenizer;
+  return data_dir + "/" + name_of(corpus) + "-" + tokenizer_label(tokenizer);
 }
 
 std::string data_ensure_prepared(const std::string& corpus, const std::string& tokenizer,

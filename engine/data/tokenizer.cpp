@@ -1,8 +1,13 @@
 // Built-in tokenizers. See tokenizer.h.
 #include "engine/data/tokenizer.h"
 
-#include <fmt/format.h>
+#include <fstream>
+#include <iterator>
 
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include "engine/data/bpe.h"
 #include "engine/error.h"
 
 namespace tfw {
@@ -32,10 +37,33 @@ class ByteTokenizer : public Tokenizer {
 
 std::unique_ptr<Tokenizer> gpt2_tokenizer_create();  // gpt2_tokenizer.cpp
 
+bool tokenizer_is_file(const std::string& name) {
+  return name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+}
+
+std::string tokenizer_label(const std::string& name) {
+  if (!tokenizer_is_file(name)) return name;
+  std::ifstream in(name, std::ios::binary);
+  if (!in) {
+    throw UsageError(with_hint(fmt::format("tokenizer {}: cannot read the file", name),
+                               "name an existing tokenizer.json, or byte or gpt2"));
+  }
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size()));
+  return fmt::format("json-{:08x}", static_cast<std::uint32_t>(crc));
+}
+
 std::unique_ptr<Tokenizer> tokenizer_create(const std::string& name) {
   if (name == "byte") return std::make_unique<ByteTokenizer>();
   if (name == "gpt2") return gpt2_tokenizer_create();
-  throw UsageError(with_hint(fmt::format("unknown tokenizer '{}'", name), "known tokenizers: byte, gpt2"));
+  if (tokenizer_is_file(name)) {
+    ByteLevelBpeSpec spec = bpe_spec_from_tokenizer_json(name);
+    spec.name = tokenizer_label(name);
+    return byte_level_bpe_create(std::move(spec));
+  }
+  throw UsageError(with_hint(fmt::format("unknown tokenizer '{}'", name),
+                             "known tokenizers: byte, gpt2, or the path of a Hugging Face tokenizer.json"));
 }
 
 }  // namespace tfw

@@ -80,8 +80,10 @@ class PattentionGrow : public GrowthMethod {
                                        o.value_init == "zero" ? "zero" : "N(0, value_std)",
                                        o.tau == "fixed" ? "kept (creation-time n0)" : "reset to sqrt(n + m)",
                                        o.optimizer, o.lr_schedule));
+    // The target's pattention.tau decides: a model whose scale follows n (an imported official
+    // one) grown into tau = fixed keeps its current scale, and so its function.
     plan.exact = o.key_init == "zero" && o.tau == "fixed" && norm != "softmax" &&
-                 spec_string(from, "pattention.tau", "fixed") == "fixed";
+                 spec_string(to, "pattention.tau", "fixed") == "fixed";
     if (!plan.exact) {
       plan.changes.push_back(norm == "softmax" ? "not exact: softmax gives zero keys weight exp(0) > 0"
                              : o.key_init != "zero" ? "not exact: new keys are random"
@@ -98,6 +100,7 @@ class PattentionGrow : public GrowthMethod {
     const std::int64_t m_ffn = spec_int(to, "n_ffn") - spec_int(from, "n_ffn");
     const double key_std = spec_double(to, "init.key_std", 0.02);
     const double value_std = spec_double(to, "init.value_std", 0.02);
+    const TauMode target_mode = tau_mode_parse(spec_string(to, "pattention.tau", "fixed"));
     torch::Generator generator = at::detail::createCPUGenerator(seed);
     torch::NoGradGuard no_grad;
     for (const auto& item : model.named_modules()) {
@@ -105,6 +108,12 @@ class PattentionGrow : public GrowthMethod {
       if (layer == nullptr) continue;
       const bool ffn = item.key().size() >= 4 && item.key().substr(item.key().size() - 4) == ".ffn";
       const std::int64_t m = ffn ? m_ffn : m_attn;
+      if (target_mode == TauMode::fixed && layer->options().tau_mode() == TauMode::sqrt_n) {
+        const std::int64_t n = layer->tokens();  // the scale it uses now becomes its fixed one
+        layer->tau.fill_(std::sqrt(static_cast<double>(n)));
+        layer->n0.fill_(n);
+      }
+      layer->set_tau_mode(target_mode);
       if (m == 0) continue;
       auto options = layer->keys.options();
       // Drawn in float64 and cast, so float32 and float64 models grow with the same values.

@@ -78,6 +78,12 @@ std::vector<GrowthCase> growth_cases() {
                    "tau = \"sqrt_n\"", false});
   cases.push_back({"pattention_grow model with tau sqrt_n", tokenformer(12, 20, "l2_gelu", "sqrt_n"),
                    tokenformer(20, 32, "l2_gelu", "sqrt_n"), "pattention_grow", "", false});
+  // A model whose scale follows n (an imported official one) grown into tau = fixed keeps its
+  // scale: exact; the other way round it is not.
+  cases.push_back({"pattention_grow tau sqrt_n model into fixed", tokenformer(12, 20, "l2_gelu", "sqrt_n"),
+                   tokenformer(20, 32, "l2_gelu", "fixed"), "pattention_grow", "", true});
+  cases.push_back({"pattention_grow tau fixed model into sqrt_n", tokenformer(12, 20), tokenformer(20, 32, "l2_gelu", "sqrt_n"),
+                   "pattention_grow", "", false});
   // Row 3: HyperCloning (k, m), with and without biases and noise: exact.
   for (auto [k, m] : std::vector<std::pair<int, int>>{{2, 2}, {3, 1}, {1, 4}, {2, 3}}) {
     for (bool bias : {false, true}) {

@@ -1,0 +1,309 @@
+// Importing official TokenFormer releases (engine/import.h): a small random checkpoint in the
+// official layout and file format, written by tests/reference/tokenformer_official.py with the
+// logits of an independent float64 implementation of the official forward pass, imported and
+// run by the workbench's model; the PyTorch pickle reader on the cases a state dict can hold;
+// and the importer's errors.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "engine/checkpoint.h"
+#include "engine/data/shards.h"
+#include "engine/data/tokenizer.h"
+#include "engine/error.h"
+#include "engine/import.h"
+#include "engine/torch_pickle.h"
+#include "tests/cli/run_command.h"
+#include "tests/support.h"
+
+namespace tfw {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kScript = std::string(TFW_SOURCE_DIR) + "/tests/reference/tokenformer_official.py";
+
+// A release folder written by the reference script with `flags`, and GPT-2's tokenizer.json.
+std::string write_release(const std::string& name, const std::string& flags) {
+  const fs::path dir = fs::temp_directory_path() / ("tfw-test-import-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string gpt2 = std::string(TFW_SOURCE_DIR) + "/tests/reference/gpt2_tokenizer_json.py";
+  const char* gpt2_dir = std::getenv("TFW_GPT2_DIR");
+  EXPECT_NE(gpt2_dir, nullptr);
+  EXPECT_EQ(std::system(("/usr/bin/python3 " + gpt2 + " " + gpt2_dir + " " + (dir / "tokenizer.json").string()).c_str()), 0);
+  EXPECT_EQ(std::system(("/usr/bin/python3 " + kScript + " " + dir.string() + " " + flags).c_str()), 0);
+  return dir.string();
+}
+
+std::shared_ptr<LanguageModel> load_imported(const std::string& checkpoint) {
+  const CheckpointMeta meta = checkpoint_read_meta(checkpoint);
+  RunConfig config = run_config_parse(test::plugins(), toml::parse(meta.config_toml), checkpoint);
+  auto model = test::plugins().family(config.model.family).build(*config.model.spec, 3);
+  checkpoint_load(checkpoint, *model, nullptr);
+  return model;
+}
+
+struct Expected {
+  torch::Tensor ids, logits;
+};
+
+Expected read_expected(const std::string& dir) {
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
+  std::vector<std::int64_t> ids = meta["ids"].get<std::vector<std::int64_t>>();
+  std::vector<std::int64_t> shape = meta["shape"].get<std::vector<std::int64_t>>();
+  std::ifstream in(dir + "/expected_logits.f64", std::ios::binary);
+  std::vector<double> values(static_cast<std::size_t>(shape[0] * shape[1]));
+  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(double)));
+  EXPECT_TRUE(in.good());
+  Expected e;
+  e.ids = torch::tensor(ids, torch::kInt64).unsqueeze(0);
+  e.logits = torch::from_blob(values.data(), shape, torch::kFloat64).clone();
+  return e;
+}
+
+struct ReleaseCase {
+  const char* name;
+  const char* flags;
+};
+
+// Three variants cover what the importer maps: both key layouts (pipeline and sequential),
+// the three official score norms, parameter-free and affine block norms, a parameter-free
+// final norm, a saved copy of the tied head, and rotary widths of 2, 4 and 8 channels. (With
+// softmax, the keys are smaller: sharp scores make float32 itself 5e-3 off float64.)
+const ReleaseCase kReleases[] = {
+    {"pipe-l2", ""},
+    {"sequential-gelu-l2", "--layout sequential --activation gelu_l2_norm --norm layernorm --final-norm "
+                           "layernorm_nonparam --head-copy --rotary-pct 0.5 --heads 2 --seed 1"},
+    {"pipe-softmax", "--activation softmax --heads 1 --layers 3 --qkv 16 --ffn 40 --seed 2 --key-std 0.15"},
+};
+
+// The imported model computes the official forward pass's logits within 1e-5 (fp32 against
+// float64), read back from the checkpoint the importer wrote.
+TEST(Import, OfficialLayoutGivesTheOfficialLogits) {
+  for (const ReleaseCase& c : kReleases) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = write_release(c.name, c.flags);
+    ImportRequest request;
+    request.dir = dir;
+    request.out_dir = dir + "/imported";
+    const ImportResult result = import_tokenformer(test::plugins(), request);
+    EXPECT_TRUE(fs::exists(result.checkpoint));
+    EXPECT_TRUE(fs::exists(result.tokenizer));
+    auto model = load_imported(result.checkpoint);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const Expected e = read_expected(dir);
+    const torch::Tensor logits = model->forward(e.ids).squeeze(0).to(torch::kFloat64);
+    ASSERT_EQ(logits.sizes(), e.logits.sizes());
+    const double diff = test::max_abs_diff(logits, e.logits);
+    EXPECT_LT(diff, 1e-5) << "largest logit " << e.logits.abs().max().item<double>();
+    // Not trivially equal: the logits spread over several units.
+    EXPECT_GT(e.logits.std().item<double>(), 0.5);
+    // Its tokenizer is the release's: GPT-2's ids for a known string.
+    const RunConfig config = run_config_load(test::plugins(), result.config);
+    EXPECT_EQ(config.data.tokenizer, fs::path(result.tokenizer).lexically_normal().string());
+    EXPECT_EQ(config.model.spec->parameter_count(), result.parameters);
+  }
+}
+
+// The pickle reader keeps values, dtypes, views into a shared storage, non-contiguous strides
+// and storage offsets; a dict holding a state dict under "module" is found.
+TEST(Import, PickleReaderReadsWhatTorchSaveWrites) {
+  const fs::path dir = fs::temp_directory_path() / "tfw-test-pickle";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string file = (dir / "state.pt").string();
+  const std::string script =
+      "import torch, collections\n"
+      "base = torch.arange(24, dtype=torch.float32).reshape(4, 6)\n"
+      "sd = collections.OrderedDict()\n"
+      "sd['plain'] = base\n"
+      "sd['transposed'] = base.t()\n"
+      "sd['row'] = base[2]\n"
+      "sd['half'] = torch.tensor([1.5, -2.25], dtype=torch.float16)\n"
+      "sd['bf16'] = torch.tensor([3.0, 0.5], dtype=torch.bfloat16)\n"
+      "sd['double'] = torch.tensor([[1e-300, 2.0]], dtype=torch.float64)\n"
+      "sd['long'] = torch.tensor([-7, 2**40])\n"
+      "sd['scalar'] = torch.tensor(4.0)\n"
+      "sd._metadata = {'': {'version': 1}}\n"
+      "torch.save({'module': sd, 'iteration': 7, 'args': {'lr': 0.1, 'name': 'x', 'flag': True, 'none': None}}, '" +
+      file + "')\n";
+  std::ofstream(dir / "write.py") << script;
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "write.py").string()).c_str()), 0);
+  const auto tensors = torch_state_dict_read(file);
+  ASSERT_EQ(tensors.size(), 8u);
+  std::map<std::string, torch::Tensor> t(tensors.begin(), tensors.end());
+  EXPECT_EQ(tensors[0].first, "plain");
+  const torch::Tensor base = torch::arange(24, torch::kFloat32).reshape({4, 6});
+  EXPECT_TRUE(torch::equal(t["plain"], base));
+  EXPECT_TRUE(torch::equal(t["transposed"], base.t()));
+  EXPECT_TRUE(t["transposed"].is_contiguous());
+  EXPECT_TRUE(torch::equal(t["row"], base[2]));
+  EXPECT_EQ(t["half"].scalar_type(), torch::kHalf);
+  EXPECT_EQ(t["half"].to(torch::kFloat32)[1].item<float>(), -2.25f);
+  EXPECT_EQ(t["bf16"].scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(t["bf16"].to(torch::kFloat32)[0].item<float>(), 3.0f);
+  EXPECT_EQ(t["double"][0][0].item<double>(), 1e-300);
+  EXPECT_EQ(t["long"][1].item<std::int64_t>(), std::int64_t{1} << 40);
+  EXPECT_EQ(t["long"][0].item<std::int64_t>(), -7);
+  EXPECT_EQ(t["scalar"].dim(), 0);
+  EXPECT_EQ(t["scalar"].item<float>(), 4.0f);
+}
+
+std::string import_error(const std::string& dir, const std::vector<std::string>& configs = {}) {
+  ImportRequest request;
+  request.dir = dir;
+  request.configs = configs;
+  request.out_dir = dir + "/imported";
+  try {
+    import_tokenformer(test::plugins(), request);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Bad releases are errors that name the problem: a missing, an unexpected or an untied tensor,
+// a config of another shape or an unsupported setting, a truncated or legacy weights file, no
+// config, no tokenizer.
+TEST(Import, BadReleasesAreClearErrors) {
+  std::string dir = write_release("drop", "--drop 3.attention.key.value_param_tokens");
+  EXPECT_NE(import_error(dir).find("3.attention.key.value_param_tokens is missing"), std::string::npos)
+      << import_error(dir);
+  dir = write_release("extra", "--extra 2.attention.dense.weight");
+  EXPECT_NE(import_error(dir).find("the config's model does not have: 2.attention.dense.weight"), std::string::npos)
+      << import_error(dir);
+  dir = write_release("untied", "--untied");
+  EXPECT_NE(import_error(dir).find("the model is untied"), std::string::npos) << import_error(dir);
+
+  dir = write_release("config", "");
+  const std::string original = dir + "/model_eval.yml";
+  std::string text;
+  {
+    std::ifstream in(original);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto variant = [&](const std::string& from, const std::string& to) {
+    std::string changed = text;
+    const std::size_t at = changed.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    changed.replace(at, from.size(), to);
+    const std::string path = dir + "/variant.yaml.txt";
+    std::ofstream(path) << changed;
+    return import_error(dir, {path});
+  };
+  EXPECT_NE(variant("\"num_layers\": 2", "\"num_layers\": 3").find("num_layers = 3, but the weights"),
+            std::string::npos);
+  EXPECT_NE(variant("\"num_layers\": 2", "\"num_layers\": 1").find("hold 2 layers"), std::string::npos);
+  EXPECT_NE(variant("\"norm\": \"layernorm_nonparam\"", "\"norm\": \"layernorm\"")
+                .find("are missing: 2.input_layernorm.weight"),
+            std::string::npos);
+  EXPECT_NE(variant("\"norm\": \"layernorm_nonparam\"", "\"norm\": \"rmsnorm\"").find("only LayerNorms"),
+            std::string::npos);
+  EXPECT_NE(variant("\"qkv_slot_num\": 24", "\"qkv_slot_num\": 25").find("differs from qkv_slot_num"),
+            std::string::npos);
+  EXPECT_NE(variant("\"qkv_slot_num\": 24", "\"qkv_slot_num\": 25").find("proj_slot_num"), std::string::npos);
+  EXPECT_NE(variant("\"hidden_size\": 32", "\"hidden_size\": 32 32").find("not a NeoX config"), std::string::npos);
+  EXPECT_NE(variant("\"norm_activation_type\": \"l2_norm_gelu\"", "\"norm_activation_type\": \"relu\"")
+                .find("norm_activation_type"),
+            std::string::npos);
+  fs::rename(original, dir + "/elsewhere.txt");
+  EXPECT_NE(import_error(dir).find("no config in"), std::string::npos) << import_error(dir);
+  fs::rename(dir + "/elsewhere.txt", original);
+
+  // A truncated weights file, then the legacy (pre-1.6) format.
+  const std::string weights = dir + "/pytorch_model.bin";
+  const auto size = fs::file_size(weights);
+  fs::resize_file(weights, size / 2);
+  EXPECT_NE(import_error(dir).find("corrupt or truncated"), std::string::npos) << import_error(dir);
+  ASSERT_EQ(std::system(("/usr/bin/python3 -c \"import torch; torch.save({'a': torch.zeros(2)}, '" + weights +
+                         "', _use_new_zipfile_serialization=False)\"")
+                            .c_str()),
+            0);
+  EXPECT_NE(import_error(dir).find("legacy"), std::string::npos) << import_error(dir);
+  fs::remove(dir + "/tokenizer.json");
+  EXPECT_NE(import_error(dir).find("no tokenizer.json"), std::string::npos) << import_error(dir);
+}
+
+// data.tokenizer names a tokenizer.json by path, relative to the config file's folder and kept
+// absolute; prepared shards are labelled by the file's CRC-32, so that copies share them; a
+// missing file or an unknown name is a config error.
+TEST(Import, TokenizerJsonInRunConfigs) {
+  const fs::path dir = fs::temp_directory_path() / "tfw-test-tokenizer-config";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  const char* gpt2_dir = std::getenv("TFW_GPT2_DIR");
+  ASSERT_NE(gpt2_dir, nullptr);
+  const std::string gpt2 = std::string(TFW_SOURCE_DIR) + "/tests/reference/gpt2_tokenizer_json.py";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + gpt2 + " " + gpt2_dir + " " + (dir / "sub/tok.json").string()).c_str()), 0);
+  fs::copy_file(dir / "sub/tok.json", dir / "copy.json");
+  auto write = [&](const std::string& tokenizer) {
+    std::ofstream(dir / "run.toml") << "family = \"tokenformer\"\n[model]\nlayers = 1\nd = 16\nheads = 2\nn_attn = 4\n"
+                                       "n_ffn = 8\nvocab = 50304\n[data]\ntokenizer = \"" << tokenizer
+                                    << "\"\n[train]\nmax_steps = 1\n";
+    return (dir / "run.toml").string();
+  };
+  const RunConfig config = run_config_load(test::plugins(), write("sub/tok.json"));
+  EXPECT_EQ(config.data.tokenizer, (dir / "sub/tok.json").string());
+  const std::string label = tokenizer_label(config.data.tokenizer);
+  EXPECT_EQ(label.rfind("json-", 0), 0u);
+  EXPECT_EQ(label.size(), 13u);
+  EXPECT_EQ(tokenizer_label((dir / "copy.json").string()), label);
+  EXPECT_EQ(tokenizer_create(config.data.tokenizer)->name(), label);
+  EXPECT_EQ(data_prepared_dir("jargon", config.data.tokenizer, "/h/data"), "/h/data/jargon-" + label);
+  auto error_of = [&](const std::string& tokenizer) -> std::string {
+    try {
+      run_config_load(test::plugins(), write(tokenizer));
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(error_of("missing.json").find("no such tokenizer.json"), std::string::npos) << error_of("missing.json");
+  EXPECT_NE(error_of("gpt3").find("unknown tokenizer 'gpt3'"), std::string::npos) << error_of("gpt3");
+}
+
+// From the command line: `tfw import tokenformer` writes the checkpoint; `tfw eval`, `tfw
+// attention` and `tfw sample` then work on it with the release's tokenizer (the logits
+// themselves are checked above); bad input exits 2 with the reason.
+TEST(Import, CommandLineImportThenEvalAttentionSample) {
+  const std::string dir = write_release("cli", "");
+  const std::string home = dir + "/home", out = dir + "/imported";
+  auto tfw = [&](const std::string& arguments) {
+    return test::capture("TFW_FIXED_THREADS=1 " TFW_BINARY " " + arguments + " --home " + home);
+  };
+  test::Result imported = test::capture(TFW_BINARY " import tokenformer " + dir + " --out " + out + " --json", false);
+  ASSERT_EQ(imported.code, 0) << imported.output;
+  const nlohmann::json result = nlohmann::json::parse(imported.output);
+  const std::string checkpoint = result["checkpoint"];
+  EXPECT_EQ(result["parameters"], 50304 * 32 + 2 * 2 * 32 * (4 * 24 + 48) + 2 * 32);
+  EXPECT_EQ(result["tensors"], 23);
+
+  test::Result evaluated = tfw("eval " + checkpoint + " --corpus jargon --windows 2 --json");
+  ASSERT_EQ(evaluated.code, 0) << evaluated.output;
+  const nlohmann::json eval = nlohmann::json::parse(evaluated.output.substr(evaluated.output.find('{')));
+  const double loss = eval["results"][0]["loss"].get<double>();
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_GT(loss, 0.0);
+  EXPECT_EQ(eval["results"][0]["tokens"], 2 * 64);  // windows of the config's seq_length
+  EXPECT_EQ(eval["tokenizer"].get<std::string>(), out + "/tokenizer.json");
+
+  test::Result attention = tfw("attention " + checkpoint + " --text \"Hello world, this is a test\"");
+  ASSERT_EQ(attention.code, 0) << attention.output;
+  EXPECT_NE(attention.output.find("' world'"), std::string::npos) << attention.output;  // GPT-2's tokens
+  test::Result sampled = tfw("sample " + checkpoint + " --prompt Hello --tokens 5 --seed 1");
+  ASSERT_EQ(sampled.code, 0) << sampled.output;
+  EXPECT_EQ(sampled.output.rfind("Hello", 0), 0u) << sampled.output;
+
+  test::Result bad = test::capture(TFW_BINARY " import tokenformer " + dir + "/nowhere --out " + out);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.output.find("no such release folder"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace tfw

@@ -1,0 +1,62 @@
+// `tfw import tokenformer DIR --out CHECKPOINT_DIR [--config FILE]... [--weights FILE]
+// [--tokenizer FILE]`: an official TokenFormer release as a workbench checkpoint with the same
+// function (engine/import.h, docs/import.md).
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/import.h"
+#include "engine/registry.h"
+#include "workbench/cli/commands.h"
+#include "workbench/cli/output.h"
+
+namespace tfw::cli {
+
+namespace {
+
+struct ImportArgs {
+  ImportRequest request;
+  bool json = false;
+};
+
+void run_import(const ImportArgs& args) {
+  std::cerr << fmt::format("importing {} ...\n", args.request.dir);
+  const ImportResult result = import_tokenformer(registry(), args.request);
+  if (args.json) {
+    print_json({{"checkpoint", result.checkpoint}, {"config", result.config}, {"tokenizer", result.tokenizer},
+                {"model", result.model}, {"parameters", result.parameters}, {"tensors", result.tensors},
+                {"ignored", result.ignored}, {"notes", result.notes}});
+    return;
+  }
+  std::cout << fmt::format("imported {} tensors: tokenformer {} ({} parameters)\n", result.tensors, result.model,
+                           grouped(result.parameters));
+  for (const std::string& note : result.notes) std::cout << "  " << note << "\n";
+  for (const std::string& key : result.ignored) std::cout << "  not needed: " << key << "\n";
+  std::cout << fmt::format("checkpoint {}\nrun config {}\ntokenizer  {}\n", result.checkpoint, result.config,
+                           result.tokenizer);
+  std::cout << fmt::format("next: tfw eval {} --corpus jargon   or   tfw attention {} --text \"...\"\n",
+                           result.checkpoint, result.checkpoint);
+}
+
+}  // namespace
+
+void add_import_command(CLI::App& app) {
+  CLI::App* import = app.add_subcommand("import", "Import a model released elsewhere as a workbench checkpoint");
+  import->require_subcommand(1);
+  auto args = std::make_shared<ImportArgs>();
+  CLI::App* command = import->add_subcommand(
+      "tokenformer", "An official TokenFormer release (Haiyang-W/TokenFormer): weights, NeoX config, tokenizer.json");
+  command->add_option("DIR", args->request.dir, "the release folder (pytorch_model.bin, tokenizer.json, config)")
+      ->required();
+  command->add_option("--out", args->request.out_dir, "folder for the checkpoint, its run config and tokenizer")
+      ->required();
+  command->add_option("--config", args->request.configs,
+                      "the NeoX config (e.g. configs/tokenformer/150M_eval.yml); repeat to merge, later ones win");
+  command->add_option("--weights", args->request.weights, "the weights (default: DIR/pytorch_model.bin)");
+  command->add_option("--tokenizer", args->request.tokenizer, "the tokenizer.json (default: DIR/tokenizer.json)");
+  command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
+  command->callback([args] { run_import(*args); });
+}
+
+}  // namespace tfw::cli
