@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
+
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
@@ -293,6 +295,11 @@ CheckpointMeta checkpoint_load(const std::string& path, LanguageModel& model, to
   torch::serialize::InputArchive root;
   CheckpointMeta meta;
   archive_open(root, path, &meta, module_device(model));
+  // Module::load replaces a buffer with the stored tensor whatever its dtype (set_): a float32
+  // tau read into a float64 slot would pass silently, so dtypes are compared after.
+  std::map<std::string, torch::ScalarType> dtypes;
+  for (const auto& item : model.named_buffers()) dtypes[item.key()] = item.value().scalar_type();
+  for (const auto& item : model.named_parameters()) dtypes[item.key()] = item.value().scalar_type();
   try {
     torch::serialize::InputArchive model_archive;
     root.read("model", model_archive);
@@ -310,6 +317,18 @@ CheckpointMeta checkpoint_load(const std::string& path, LanguageModel& model, to
                                            e.what_without_backtrace()),
                                "build the model from the checkpoint's own config (tfw train --resume does)"));
   }
+  auto check = [&](const std::string& name, const torch::Tensor& t) {
+    auto it = dtypes.find(name);
+    if (it != dtypes.end() && it->second != t.scalar_type()) {
+      throw UsageError(with_hint(fmt::format("checkpoint '{}' does not fit this model: {} is {} in the file, the "
+                                             "model holds it as {}",
+                                             path, name, c10::toString(t.scalar_type()), c10::toString(it->second)),
+                                 "the checkpoint was written by another version of the model family"));
+    }
+  };
+  for (const auto& item : model.named_buffers()) check(item.key(), item.value());
+  for (const auto& item : model.named_parameters()) check(item.key(), item.value());
+  model.set_training_step(meta.step);
   return meta;
 }
 

@@ -215,6 +215,22 @@ std::vector<std::string> ConfigTable::get_string_array(std::string_view key) {
   return values;
 }
 
+std::vector<std::int64_t> ConfigTable::get_int_array(std::string_view key) {
+  std::vector<std::int64_t> values;
+  const toml::node* node = lookup(key);
+  if (node == nullptr) return values;
+  const toml::array* array = node->as_array();
+  if (array == nullptr) fail_type(key, *node, "an array of integers");
+  for (const toml::node& item : *array) {
+    if (auto value = item.value_exact<std::int64_t>()) {
+      values.push_back(*value);
+    } else {
+      fail_type(key, item, "an array of integers");
+    }
+  }
+  return values;
+}
+
 std::string ConfigTable::require_string(std::string_view key) {
   if (!has(key)) {
     lookup(key);

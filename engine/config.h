@@ -38,6 +38,8 @@ class ConfigTable {
   std::string require_string(std::string_view key);
   // An array of strings (absent: empty).
   std::vector<std::string> get_string_array(std::string_view key);
+  // An array of integers (absent: empty).
+  std::vector<std::int64_t> get_int_array(std::string_view key);
   std::string get_choice(std::string_view key, const std::string& fallback,
                          const std::vector<std::string>& allowed);
   // A sub-table; an absent key gives an empty table. The sub-view must be finished too.

@@ -36,6 +36,13 @@ class TiedDecoderLM : public LanguageModel {
   torch::Tensor forward_cached(const torch::Tensor& ids, KVCache& cache) override;
   torch::Tensor token_embedding() override { return embedding_; }
 
+ protected:
+  // Hooks for a family that transforms the embedded tokens or the final norm (the
+  // Transformer's msg growth masks new dimensions): x (B, T, d) -> (B, T, d).
+  virtual torch::Tensor after_embedding(const torch::Tensor& x) { return x; }
+  virtual torch::Tensor final_normed(const torch::Tensor& x) { return final_norm_(x); }
+  torch::nn::LayerNorm& final_norm() { return final_norm_; }
+
  private:
   DecoderOptions options_;
   torch::Tensor embedding_;                    // (V, d)

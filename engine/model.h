@@ -25,6 +25,10 @@ class LanguageModel : public torch::nn::Module {
     (void)cache;
     return {};
   }
+  // The training step the model computes at: the trainer sets it before every step and every
+  // evaluation, checkpoint_load sets the checkpoint's step. A model whose function depends on
+  // it (msg's masks ramping from 0 to 1, docs/growth.md) reads it; the rest ignore it.
+  virtual void set_training_step(std::int64_t step) { (void)step; }
 };
 
 }  // namespace tfw

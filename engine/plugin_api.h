@@ -22,7 +22,8 @@ namespace tfw {
 
 // Bumped whenever an interface below changes layout or meaning. A plugin built for
 // another version is refused, never loaded.
-inline constexpr int kPluginApiVersion = 3;  // 2: LanguageModel::forward_cached; 3: GrowthMethod::grows
+inline constexpr int kPluginApiVersion = 4;  // 2: LanguageModel::forward_cached; 3: GrowthMethod::grows;
+                                             // 4: LanguageModel::set_training_step, GrowthMethod::grown_model
 
 class LanguageModel;  // engine/model.h (torch)
 
@@ -101,6 +102,17 @@ class GrowthMethod {
   // Whether it grows models of `family` (a method for several families says so here; family()
   // then names them for people).
   virtual bool grows(const std::string& family) const { return family == this->family(); }
+  // The grown model's [model] table, as the run's config and its checkpoints keep it, for a
+  // growth at the run's step `step` (0 for `tfw grow`): `to`'s own by default. A method whose
+  // grown model carries state of its own adds it here (msg: which structures are new and
+  // their mask ramp), and apply() then receives `to` parsed from this table.
+  virtual toml::table grown_model(const ModelSpec& from, const ModelSpec& to, const toml::table& options,
+                                  std::int64_t step) const {
+    (void)from;
+    (void)options;
+    (void)step;
+    return to.to_toml();
+  }
 };
 
 // The part of the registry a plugin sees.

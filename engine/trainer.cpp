@@ -110,8 +110,13 @@ std::vector<Stage> growth_schedule(const Registry& registry, const RunConfig& co
     ConfigTable view(target, fmt::format("train.growth(step {}).to", event.at_step));
     stage.to = family.parse(view);
     view.finish();
-    stage.to_model = stage.to->to_toml();
     stage.plan = stage.method->plan(*stage.from, *stage.to, event.options);
+    // The grown model as the method leaves it (msg adds its mask ramp).
+    toml::table grown = stage.method->grown_model(*stage.from, *stage.to, event.options, event.at_step);
+    ConfigTable grown_view(grown, fmt::format("train.growth(step {}): the grown model", event.at_step));
+    stage.to = family.parse(grown_view);
+    grown_view.finish();
+    stage.to_model = stage.to->to_toml();
     current = stage.to;
     stages.push_back(std::move(stage));
   }
@@ -443,7 +448,9 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
       summary.interrupted = true;
       break;
     }
+    model->set_training_step(state.step);
     while (next_stage < stages.size() && stages[next_stage].event.at_step == state.step) grow(stages[next_stage++]);
+    model->set_training_step(state.step);
     const auto step_start = Clock::now();
     const double lr = lr_for(train, plan, state.step, restart_step);
     for (auto& group : optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
@@ -523,6 +530,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     metrics.write(state.step, state.tokens, state.flops, wall, "train/lr", lr);
     metrics.write(state.step, state.tokens, state.flops, wall, "train/grad_norm", grad_norm);
     if (state.step % train.eval_every == 0 || state.step == plan.total_steps) {
+      model->set_training_step(state.step);  // the model after state.step steps
       state.val_loss = validate(state.step, state.tokens, state.flops, wall);
       state.best_val_loss = std::min(state.best_val_loss, state.val_loss);
       progress.evaluated = true;

@@ -6,11 +6,26 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/model.h"
 #include "engine/plugin_api.h"
 
 namespace tfw::transformer {
+
+// Masked Structural Growth's state (docs/growth.md, "msg"): which structures of the model are
+// new since a growth, and the ramp of their mask, c(step) = clamp((step - start_step) /
+// ramp_steps, 0, 1). The hidden dims [d, spec d), the heads [heads, spec heads), the FFN
+// neurons [d_ffn, spec d_ffn) and the layers in new_layers are multiplied by c; at c = 0 the
+// model computes what the model before the growth computed, at c = 1 a plain Transformer of
+// the spec's size. Kept in the config ([model.msg]), so checkpoints and resumes carry it.
+struct MsgRamp {
+  bool on = false;
+  std::int64_t start_step = 0, ramp_steps = 1;
+  std::int64_t d = 0, heads = 0, d_ffn = 0;  // the sizes before the growth
+  std::vector<std::int64_t> new_layers;      // indices in the grown model
+  double value(std::int64_t step) const;     // c(step)
+};
 
 struct TransformerSpec : ModelSpec {
   std::int64_t layers = 0, d = 0, heads = 0, head_dim = 0, d_ffn = 0, vocab = 0, seq_len = 1024;
@@ -18,6 +33,7 @@ struct TransformerSpec : ModelSpec {
   double layernorm_eps = 1e-5;
   bool bias = false;
   double init_std = 0.02;
+  MsgRamp msg;
 
   std::int64_t d_attn() const { return heads * head_dim; }
   std::string family() const override { return "transformer"; }
@@ -30,5 +46,8 @@ struct TransformerSpec : ModelSpec {
 };
 
 std::shared_ptr<LanguageModel> transformer_build(const TransformerSpec& spec);
+
+// The `msg` growth method (msg.cpp), registered by this plugin.
+std::shared_ptr<const GrowthMethod> msg_method();
 
 }  // namespace tfw::transformer

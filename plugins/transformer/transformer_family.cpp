@@ -1,5 +1,7 @@
 // The `transformer` model-family plugin: config parsing and validation, parameter count and
 // FLOPs (docs/design/TOKENFORMER.md §5: N = 12·L·d² when d_attn = d and d_ffn = 4d), registration.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "engine/error.h"
@@ -18,8 +20,14 @@ FlopsPerToken TransformerSpec::flops_per_token(std::int64_t T) const {
   return {T, 2 * N, 4 * layers * d_attn() * T, 2 * vocab * d};
 }
 
+double MsgRamp::value(std::int64_t step) const {
+  if (!on) return 1.0;
+  const double c = static_cast<double>(step - start_step) / static_cast<double>(ramp_steps);
+  return std::clamp(c, 0.0, 1.0);
+}
+
 toml::table TransformerSpec::to_toml() const {
-  return toml::table{
+  toml::table table{
       {"layers", layers}, {"d", d}, {"heads", heads}, {"head_dim", head_dim}, {"d_ffn", d_ffn},
       {"vocab", vocab}, {"seq_len", seq_len}, {"rotary_pct", rotary_pct},
       {"rotary_base", rotary_base},
@@ -27,11 +35,23 @@ toml::table TransformerSpec::to_toml() const {
       {"linear", toml::table{{"bias", bias}}},
       {"init", toml::table{{"std", init_std}}},
   };
+  if (msg.on) {
+    toml::array layers_new;
+    for (std::int64_t i : msg.new_layers) layers_new.push_back(i);
+    table.insert("msg", toml::table{{"start_step", msg.start_step}, {"ramp_steps", msg.ramp_steps},
+                                    {"d", msg.d}, {"heads", msg.heads}, {"d_ffn", msg.d_ffn},
+                                    {"new_layers", layers_new}});
+  }
+  return table;
 }
 
 std::string TransformerSpec::summary() const {
-  return fmt::format("L={} d={} H={} dh={} d_ffn={} V={}{}", layers, d, heads, head_dim, d_ffn,
-                     vocab, bias ? " bias" : "");
+  return fmt::format("L={} d={} H={} dh={} d_ffn={} V={}{}{}", layers, d, heads, head_dim, d_ffn,
+                     vocab, bias ? " bias" : "",
+                     msg.on ? fmt::format(" msg(from d={} H={} d_ffn={} L={}, ramp {}+{})", msg.d, msg.heads,
+                                          msg.d_ffn, layers - static_cast<std::int64_t>(msg.new_layers.size()),
+                                          msg.start_step, msg.ramp_steps)
+                           : "");
 }
 
 namespace {
@@ -43,7 +63,9 @@ class TransformerFamily : public ModelFamily {
   std::string description() const override {
     return "baseline Transformer LM: linear projections, GELU FFN, affine LayerNorms, tied logits";
   }
-  std::vector<std::string> growth_methods() const override { return {"net2net", "hypercloning", "depth_grow", "stack"}; }
+  std::vector<std::string> growth_methods() const override {
+    return {"net2net", "hypercloning", "depth_grow", "stack", "msg"};
+  }
 
   std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
     auto spec = std::make_shared<TransformerSpec>();
@@ -73,6 +95,28 @@ class TransformerFamily : public ModelFamily {
     ConfigTable init = table.sub("init");
     spec->init_std = init.get_double("std", 0.02);
     init.finish();
+    if (table.has("msg")) {  // written by the msg growth method, read back from checkpoints
+      ConfigTable msg = table.sub("msg");
+      MsgRamp& m = spec->msg;
+      m.on = true;
+      m.start_step = msg.require_int("start_step");
+      m.ramp_steps = msg.require_int("ramp_steps");
+      m.d = msg.require_int("d");
+      m.heads = msg.require_int("heads");
+      m.d_ffn = msg.require_int("d_ffn");
+      m.new_layers = msg.get_int_array("new_layers");
+      if (m.start_step < 0 || m.ramp_steps < 1) msg.fail("ramp_steps", "needs start_step >= 0 and ramp_steps >= 1", "");
+      if (m.d < 1 || m.d > spec->d || m.heads < 1 || m.heads > spec->heads || m.d_ffn < 1 || m.d_ffn > spec->d_ffn) {
+        msg.fail("d", fmt::format("the sizes before the growth (d {}, heads {}, d_ffn {}) must be within the model's",
+                                  m.d, m.heads, m.d_ffn), "");
+      }
+      for (std::size_t k = 0; k < m.new_layers.size(); ++k) {
+        if (m.new_layers[k] < 0 || m.new_layers[k] >= spec->layers || (k > 0 && m.new_layers[k] <= m.new_layers[k - 1])) {
+          msg.fail("new_layers", "must be increasing layer indices of the model", "");
+        }
+      }
+      msg.finish();
+    }
     return spec;
   }
 
@@ -91,4 +135,5 @@ class TransformerFamily : public ModelFamily {
 
 TFW_PLUGIN(registrar) {
   registrar.add_model_family(std::make_shared<tfw::transformer::TransformerFamily>());
+  registrar.add_growth_method(tfw::transformer::msg_method());
 }

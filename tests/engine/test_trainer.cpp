@@ -437,6 +437,50 @@ TEST(OnlineGrowth, ResumeAfterAndBeforeTheEventContinuesExactly) {
   }
 }
 
+// msg grows the Transformer at step 10 in width and depth; its masks ramp over steps 10 to 22.
+// The growth keeps the loss, the config carries the ramp, and a run stopped in the middle of
+// the ramp resumes exactly.
+TEST(OnlineGrowth, MsgRampResumesExactlyMidRamp) {
+  hold_threads_fixed();
+  const std::string text = std::string(kTransformer) + R"(
+[[train.growth]]
+at_step = 10
+method = "msg"
+to = { d = 48, heads = 6, d_ffn = 160, layers = 3 }
+options = { ramp_steps = 12, at = "interleave" }
+)";
+  RunConfig config = config_of(text, kGrowAt10);
+  TrainOptions straight = options_for("msg-straight");
+  train_run(test::plugins(), config, straight);
+  const std::vector<double> expected = logged(straight.run_dir, "train/loss");
+  ASSERT_EQ(expected.size(), 30u);
+  const std::vector<double> before = logged(straight.run_dir, "growth/loss_before");
+  const std::vector<double> after = logged(straight.run_dir, "growth/loss_after");
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_NEAR(after[0], before[0], 1e-5);  // c = 0 at the growth: the function is kept
+  TrainOptions interrupted = options_for("msg-interrupted");
+  std::atomic<bool> stop{false};
+  interrupted.stop = &stop;
+  interrupted.on_progress = [&](const TrainProgress& p) {
+    if (p.step == 15) stop = true;  // c = 5/12
+  };
+  train_run(test::plugins(), config, interrupted);
+  TrainOptions resumed = interrupted;
+  resumed.resume = true;
+  resumed.stop = nullptr;
+  resumed.on_progress = nullptr;
+  const RunConfig resume_config = train_resume_config(test::plugins(), resumed.run_dir, {});
+  const toml::table& model = *resume_config.resolved["model"].as_table();
+  ASSERT_TRUE(model.contains("msg")) << model;
+  EXPECT_EQ(model["msg"]["start_step"].value<std::int64_t>(), 10);
+  EXPECT_EQ(model["msg"]["ramp_steps"].value<std::int64_t>(), 12);
+  TrainSummary summary = train_run(test::plugins(), resume_config, resumed);
+  EXPECT_EQ(summary.steps, 30);
+  std::vector<double> got = logged(interrupted.run_dir, "train/loss");
+  ASSERT_EQ(got.size(), 30u);
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "step " << i + 1;
+}
+
 TEST(OnlineGrowth, RepeatedScheduleAddsTokensEveryFSteps) {
   std::string text = std::string(kTokenformer) + R"(
 [train.growth_repeat]

@@ -122,6 +122,15 @@ std::vector<GrowthCase> growth_cases() {
   cases.push_back({"stack tokenformer x2", tokenformer(12, 20), tokenformer(12, 20, "l2_gelu", "fixed", 4), "stack", "",
                    false});
   cases.push_back({"stack transformer x3", transformer(8, 2, 12), transformer(8, 2, 12, false, 6), "stack", "", false});
+  // Row 9: msg (Masked Structural Growth) is exact at the growth, in every dimension and where
+  // new layers go, whatever the new weights: its masks start at 0.
+  cases.push_back({"msg transformer d heads d_ffn", transformer(8, 2, 12), transformer(12, 3, 20), "msg", "", true});
+  cases.push_back({"msg transformer bias all at once", transformer(8, 2, 12, true), transformer(12, 3, 20, true, 3),
+                   "msg", "at = \"interleave\"", true});
+  for (const char* at : {"top", "bottom", "interleave"}) {
+    cases.push_back({fmt::format("msg transformer depth {}", at), transformer(8, 2, 12), transformer(8, 2, 12, false, 5),
+                     "msg", fmt::format("at = \"{}\"\nramp_steps = 7", at), true});
+  }
   return cases;
 }
 
@@ -137,8 +146,14 @@ Grown grow(const GrowthCase& c, torch::ScalarType dtype, std::uint64_t seed) {
   const ModelFamily& family = test::plugins().family(from.family);
   const GrowthMethod& method = test::plugins().growth_method(c.method);
   Grown out;
-  out.to = to;
   out.plan = method.plan(*from.spec, *to.spec, options);
+  {  // the grown model as the method leaves it (msg adds its mask ramp), as tfw grow does
+    toml::table grown = method.grown_model(*from.spec, *to.spec, options, 0);
+    ConfigTable view(grown, "model");
+    to.spec = family.parse(view);
+    view.finish();
+  }
+  out.to = to;
   out.small = family.build(*from.spec, seed);
   out.small->to(dtype);
   // A copy, so that in-place growth leaves `small` intact for the comparison.
@@ -309,6 +324,35 @@ TEST(Growth, AdamWStateExtensionKeepsOldMomentsBitIdentical) {
   EXPECT_NO_THROW(optimizer.step());
 }
 
+// msg's masks ramp from 0 to 1: equal to the small model at the growth, different mid-ramp,
+// and once the ramp is over the grown model is a plain Transformer of the target size with the
+// same weights (the masks are gone, not merely near 1).
+TEST(Growth, MsgMasksRampFromZeroToOne) {
+  GrowthCase c{"msg", transformer(8, 2, 12, true), transformer(12, 3, 20, true, 3), "msg", "ramp_steps = 10", true};
+  Grown g = grow(c, torch::kFloat64, 4);
+  double scale = 0;
+  EXPECT_LE(logit_difference(g, 9, &scale), 1e-10);
+  g.grown->set_training_step(5);  // c = 0.5
+  EXPECT_GT(logit_difference(g, 9, &scale), 1e-3);
+  g.grown->set_training_step(10);  // c = 1
+  ModelConfig plain = test::config_from_text(c.to);
+  auto reference = test::plugins().family("transformer").build(*plain.spec, 1);
+  reference->to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    auto grown = g.grown->named_parameters();
+    for (auto& item : reference->named_parameters()) item.value().copy_(grown[item.key()]);
+  }
+  torch::NoGradGuard no_grad;
+  const torch::Tensor ids = torch::randint(30, {2, 16}, torch::kInt64);
+  EXPECT_LE(test::max_abs_diff(reference->forward(ids), g.grown->forward(ids)), 1e-12);
+  g.grown->set_training_step(400);  // long after the ramp: still the plain model
+  EXPECT_LE(test::max_abs_diff(reference->forward(ids), g.grown->forward(ids)), 1e-12);
+  // Mid-ramp, the masked LayerNorm weighs the new dims by c: the grown model lies between.
+  g.grown->set_training_step(3);
+  EXPECT_GT(test::max_abs_diff(reference->forward(ids), g.grown->forward(ids)), 1e-3);
+}
+
 TEST(Growth, ImpossibleTargetsAreRefusedWithTheReason) {
   auto refuse = [](const std::string& from, const std::string& to, const std::string& method,
                    const std::string& options, const std::string& expected) {
@@ -329,6 +373,11 @@ TEST(Growth, ImpossibleTargetsAreRefusedWithTheReason) {
   refuse(tokenformer(12, 20), tokenformer(20, 32), "pattention_grow", "colour = 1", "unknown key 'options.colour'");
   refuse(transformer(8, 2, 12), transformer(8, 2, 10), "net2net", "", "only widens: d_ffn 12 -> 10");
   refuse(transformer(8, 2, 12), tokenformer(20, 32), "net2net", "", "net2net grows transformer models");
+  refuse(tokenformer(12, 20), tokenformer(20, 32), "msg", "", "msg grows transformer models, not tokenformer");
+  refuse(transformer(8, 2, 12), transformer(6, 2, 12), "msg", "", "msg only grows: d 8 -> 6");
+  refuse(transformer(8, 2, 12), transformer(8, 2, 12), "msg", "", "nothing grows");
+  refuse(transformer(8, 2, 12), transformer(12, 3, 20, true), "msg", "", "msg keeps linear.bias");
+  refuse(transformer(8, 2, 12), transformer(12, 3, 20), "msg", "ramp_steps = 0", "ramp_steps");
 }
 
 }  // namespace
