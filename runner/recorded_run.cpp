@@ -49,6 +49,27 @@ void check_same_model(const RunConfig& given, const RunConfig& stored) {
   }
 }
 
+// For --init-from: the checkpoint's [model] may carry state a growth method added (msg's
+// [model.msg] mask ramp), which the config does not name. Everything else must match; the run
+// then takes the checkpoint's model, state included.
+RunConfig adopt_checkpoint_model(const Registry& registry, const RunConfig& given, const RunConfig& stored) {
+  const toml::table& mine = *given.resolved["model"].as_table();
+  toml::table theirs = *stored.resolved["model"].as_table();
+  std::vector<std::string> added;
+  for (const auto& [key, value] : theirs) {
+    if (!mine.contains(key) && value.is_table()) added.emplace_back(key.str());
+  }
+  for (const std::string& key : added) theirs.erase(key);
+  RunConfig trimmed = stored;
+  trimmed.resolved.insert_or_assign("model", theirs);
+  check_same_model(given, trimmed);
+  if (added.empty()) return given;
+  toml::table resolved = given.resolved;
+  resolved.insert_or_assign("model", *stored.resolved["model"].as_table());
+  RunConfig adopted = run_config_parse(registry, resolved, given.model.path);
+  return adopted;
+}
+
 // A new run's folder, freed of what an earlier attempt that never checkpointed left.
 std::string prepare_new_run(const RunRequest& request, const RunConfig& config, RunBook& book,
                             const RunHooks& hooks) {
@@ -102,8 +123,9 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
       }
       // The model must be the checkpoint's; [data] and [train] are the new run's.
       const CheckpointMeta origin = checkpoint_read_meta(options.init_from);
-      check_same_model(config, run_config_parse(registry, toml::parse(origin.config_toml, options.init_from),
-                                                options.init_from));
+      config = adopt_checkpoint_model(registry, config,
+                                      run_config_parse(registry, toml::parse(origin.config_toml, options.init_from),
+                                                       options.init_from));
     }
     options.run_dir = prepare_new_run(request, config, *book, hooks);
   }

@@ -330,4 +330,35 @@ TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
   EXPECT_NE(mismatch.output.find("does not fit the checkpoint"), std::string::npos) << mismatch.output;
 }
 
+// msg from the command line: `tfw grow --method msg` is exact at the growth; a run started
+// from the grown checkpoint takes its mask ramp ([model.msg]) although the config does not
+// name it, and its checkpoints carry the ramp for `tfw eval`.
+TEST(Cli, MsgGrowThenTrainCarriesTheRamp) {
+  const std::string home = "/tmp/tfw-test-cli-msg";
+  std::filesystem::remove_all(home);
+  Result small = tfw_json("train " + kMini + "growth-transformer-small.toml --json --home " + home +
+                     " --set train.max_steps=20 --set train.eval_batches=2");
+  ASSERT_EQ(small.code, 0) << small.output;
+  const std::string checkpoint = nlohmann::json::parse(small.output)["last_checkpoint"];
+  Result grown = tfw_json("grow --method msg --option ramp_steps=10 --from " + checkpoint + " --to " + kMini +
+                     "growth-transformer-large.toml --out " + home + "/grown --check --json --home " + home +
+                     " --set train.eval_batches=2");
+  ASSERT_EQ(grown.code, 0) << grown.output;
+  const nlohmann::json g = nlohmann::json::parse(grown.output);
+  EXPECT_TRUE(g["declared_exact"].get<bool>());
+  EXPECT_LT(g["max_abs_logit_diff"].get<double>(), 1e-4);
+  Result child = tfw("train " + kMini + "growth-transformer-large.toml --init-from " + home +
+                     "/grown --name after --json --home " + home +
+                     " --set train.max_steps=6 --set train.checkpoint_every=3 --set train.eval_every=3 "
+                     " --set train.keep_checkpoints=5");
+  ASSERT_EQ(child.code, 0) << child.output;
+  std::ifstream config(home + "/runs/after/config.toml");
+  const std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("[model.msg]"), std::string::npos) << text;
+  EXPECT_NE(text.find("ramp_steps = 10"), std::string::npos) << text;
+  Result evaluated = tfw("eval " + home + "/runs/after/checkpoints/step-00000003.pt --windows 2 --home " + home);
+  EXPECT_EQ(evaluated.code, 0) << evaluated.output;
+  EXPECT_NE(evaluated.output.find("msg(from d=64"), std::string::npos) << evaluated.output;
+}
+
 }  // namespace
