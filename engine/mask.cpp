@@ -30,7 +30,6 @@ std::string pattention_projection(const std::string& label) {
   return dot == std::string::npos ? label : label.substr(dot + 1);
 }
 
-std::string mask_label(const std::vector<std::string>& use) { return fmt::format("{}", fmt::join(use, "+")); }
 
 std::string mask_apply(torch::nn::Module& model, const MaskConfig& config, const std::vector<std::string>& use) {
   const std::vector<PattentionImpl*> layers = pattentions(model);

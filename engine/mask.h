@@ -25,9 +25,6 @@ std::string pattention_projection(const std::string& label);
 // no layer of the model has, or a model without Pattention layers.
 std::string mask_apply(torch::nn::Module& model, const MaskConfig& config, const std::vector<std::string>& use);
 
-// "gcide+shared", or "" for no mask: how evaluations record the blocks used.
-std::string mask_label(const std::vector<std::string>& use);
-
 // Holds the masked tokens of every masked Pattention still across an optimiser step: save()
 // before, restore() after. AdamW's decoupled weight decay (and momentum left from before the
 // mask) would move them even though their gradient is zero.

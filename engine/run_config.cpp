@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
@@ -13,6 +14,8 @@
 #include "engine/registry.h"
 
 namespace tfw {
+
+std::string mask_label(const std::vector<std::string>& use) { return fmt::format("{}", fmt::join(use, "+")); }
 
 namespace {
 

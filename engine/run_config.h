@@ -71,6 +71,9 @@ struct MaskConfig {
   }
 };
 
+// How a set of blocks is named in evaluations and reports: "a+b"; "" for every token.
+std::string mask_label(const std::vector<std::string>& use);
+
 struct TrainConfig {
   std::uint64_t seed = 0;
   std::int64_t batch_size = 16;   // sequences per micro-batch

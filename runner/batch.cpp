@@ -50,15 +50,16 @@ namespace {
 enum class Phase { pending, running, finished, failed, blocked, stopped };
 
 // The parameter blocks [experiment.eval] evaluates `corpus` with on `run`: none given (the
-// run's own train.mask.use), or the listed ones when the run defines blocks ("all" for none).
-std::optional<std::string> eval_blocks(const ExperimentEval& eval, const ExperimentRun& run, const std::string& corpus) {
+// run's own train.mask.use), or the listed ones the run defines (empty: every token, "all").
+std::optional<std::vector<std::string>> eval_blocks(const ExperimentEval& eval, const ExperimentRun& run,
+                                                    const std::string& corpus) {
   const std::vector<std::string>* blocks = eval.blocks_for(corpus);
   if (blocks == nullptr || run.config.train.mask.blocks.empty()) return std::nullopt;
   std::vector<std::string> defined;  // the names this run defines (experiment_load checked one is left)
   for (const std::string& name : *blocks) {
     if (run.config.train.mask.block(name) != nullptr) defined.push_back(name);
   }
-  return defined.empty() ? std::string("all") : fmt::format("{}", fmt::join(defined, ","));
+  return defined;
 }
 
 // The `tfw eval` steps of [experiment.eval] for a run: one per distinct blocks setting, each
@@ -66,9 +67,9 @@ std::optional<std::string> eval_blocks(const ExperimentEval& eval, const Experim
 std::vector<std::vector<std::string>> eval_steps(const Experiment& experiment, const ExperimentRun& run,
                                                  const std::string& experiment_name, const std::string& home) {
   const ExperimentEval& eval = experiment.eval;
-  std::vector<std::pair<std::optional<std::string>, std::vector<std::string>>> groups;  // blocks -> corpora
+  std::vector<std::pair<std::optional<std::vector<std::string>>, std::vector<std::string>>> groups;  // blocks -> corpora
   for (const std::string& corpus : eval.corpora) {
-    const std::optional<std::string> blocks = eval_blocks(eval, run, corpus);
+    const std::optional<std::vector<std::string>> blocks = eval_blocks(eval, run, corpus);
     auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == blocks; });
     if (group == groups.end()) group = groups.insert(groups.end(), {blocks, {}});
     group->second.push_back(corpus);
@@ -78,7 +79,7 @@ std::vector<std::vector<std::string>> eval_steps(const Experiment& experiment, c
     std::vector<std::string> step = {"eval", run_dir_of(home, experiment_name, run.name)};
     for (const std::string& corpus : corpora) step.insert(step.end(), {"--corpus", corpus});
     if (eval.cloze > 0) step.insert(step.end(), {"--cloze", "--cloze-passages", std::to_string(eval.cloze)});
-    if (blocks) step.insert(step.end(), {"--blocks", *blocks});
+    if (blocks) step.insert(step.end(), {"--blocks", blocks->empty() ? std::string("all") : fmt::format("{}", fmt::join(*blocks, ","))});
     step.insert(step.end(), {"--home", home});
     steps.push_back(std::move(step));
   }
@@ -91,9 +92,8 @@ bool evaluations_missing(Store& store, std::int64_t run_id, const ExperimentEval
   if (eval.empty()) return false;
   const std::vector<EvaluationRow> rows = store.evaluations(run_id);
   for (const std::string& corpus : eval.corpora) {
-    const std::optional<std::string> asked = eval_blocks(eval, run, corpus);
-    std::string blocks = asked ? (*asked == "all" ? "" : *asked) : fmt::format("{}", fmt::join(run.config.train.mask.use, "+"));
-    std::replace(blocks.begin(), blocks.end(), ',', '+');
+    const std::optional<std::vector<std::string>> asked = eval_blocks(eval, run, corpus);
+    const std::string blocks = mask_label(asked ? *asked : run.config.train.mask.use);
     for (const char* metric : {"loss", "cloze_accuracy"}) {
       if (std::string(metric) == "cloze_accuracy" && eval.cloze == 0) continue;
       const bool found = std::any_of(rows.begin(), rows.end(), [&](const EvaluationRow& r) {

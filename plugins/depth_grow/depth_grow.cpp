@@ -73,19 +73,24 @@ void follow(LanguageModel& grown, LanguageModel& source) {
   if (grown.parameters().front().scalar_type() != p.scalar_type()) grown.to(p.scalar_type());
 }
 
-class DepthGrow : public GrowthMethod {
+// What both depth methods share: both families, a new model (not in place).
+class DepthMethod : public GrowthMethod {
  public:
-  std::string name() const override { return "depth_grow"; }
   std::string version() const override { return TFW_VERSION; }
   std::string family() const override { return "tokenformer, transformer"; }
   bool grows(const std::string& family) const override {
     return std::find(kFamilies.begin(), kFamilies.end(), family) != kFamilies.end();
   }
+  bool in_place() const override { return false; }
+};
+
+class DepthGrow : public DepthMethod {
+ public:
+  std::string name() const override { return "depth_grow"; }
   bool declared_exact(const toml::table& options) const override {
     options_parse(options);
     return true;
   }
-  bool in_place() const override { return false; }
 
   GrowthPlan plan(const ModelSpec& from, const ModelSpec& to, const toml::table& table) const override {
     const Options o = options_parse(table);
@@ -118,24 +123,17 @@ class DepthGrow : public GrowthMethod {
     follow(*grown, model);
     std::vector<std::int64_t> source = layer_sources(L, L2, o.at);
     copy_by_layer(model, *grown, source);
-    // The new layers: a neighbour's copy (or as built), then zero output projections.
-    std::vector<std::int64_t> neighbour = source;
-    for (std::size_t i = 0; i < neighbour.size(); ++i) {
-      if (neighbour[i] >= 0) continue;
+    // The new layers: a copy of the nearest old layer below (at the bottom: the first old
+    // layer), or as built; then zero output projections.
+    if (o.init == "copy") {
+      std::vector<std::int64_t> fill(source.size(), -1);
       std::int64_t below = -1;
-      for (std::size_t j = i; j-- > 0;) {
-        if (source[j] >= 0) {
-          below = source[j];
-          break;
-        }
+      for (std::size_t i = 0; i < source.size(); ++i) {
+        if (source[i] >= 0) below = source[i];
+        else fill[i] = below >= 0 ? below : 0;
       }
-      neighbour[i] = below >= 0 ? below : 0;  // at the bottom: the first old layer
+      copy_by_layer(model, *grown, fill);
     }
-    std::vector<std::int64_t> fill(source.size(), -1);
-    for (std::size_t i = 0; i < source.size(); ++i) {
-      if (source[i] < 0 && o.init == "copy") fill[i] = neighbour[i];
-    }
-    copy_by_layer(model, *grown, fill);
     torch::NoGradGuard no_grad;
     for (auto& item : grown->named_parameters()) {
       const auto [layer, rest] = layer_of(item.key());
@@ -180,19 +178,13 @@ class DepthGrow : public GrowthMethod {
   }
 };
 
-class Stack : public GrowthMethod {
+class Stack : public DepthMethod {
  public:
   std::string name() const override { return "stack"; }
-  std::string version() const override { return TFW_VERSION; }
-  std::string family() const override { return "tokenformer, transformer"; }
-  bool grows(const std::string& family) const override {
-    return std::find(kFamilies.begin(), kFamilies.end(), family) != kFamilies.end();
-  }
   bool declared_exact(const toml::table& options) const override {
     ConfigTable(options, "options").finish();
     return false;
   }
-  bool in_place() const override { return false; }
 
   GrowthPlan plan(const ModelSpec& from, const ModelSpec& to, const toml::table& table) const override {
     ConfigTable(table, "options").finish();
