@@ -199,36 +199,33 @@ std::string ConfigTable::get_string(std::string_view key, const std::string& fal
   fail_type(key, *node, "a string");
 }
 
-std::vector<std::string> ConfigTable::get_string_array(std::string_view key) {
-  std::vector<std::string> values;
-  const toml::node* node = lookup(key);
+namespace {
+
+// The values of an array of T at `node` (absent: empty); `fail` for any other shape.
+template <typename T, typename Fail>
+std::vector<T> array_of(const toml::node* node, Fail&& fail) {
+  std::vector<T> values;
   if (node == nullptr) return values;
   const toml::array* array = node->as_array();
-  if (array == nullptr) fail_type(key, *node, "an array of strings");
+  if (array == nullptr) fail(*node);
   for (const toml::node& item : *array) {
-    if (auto value = item.value_exact<std::string>()) {
+    if (auto value = item.value_exact<T>()) {
       values.push_back(*value);
     } else {
-      fail_type(key, item, "an array of strings");
+      fail(item);
     }
   }
   return values;
 }
 
+}  // namespace
+
+std::vector<std::string> ConfigTable::get_string_array(std::string_view key) {
+  return array_of<std::string>(lookup(key), [&](const toml::node& n) { fail_type(key, n, "an array of strings"); });
+}
+
 std::vector<std::int64_t> ConfigTable::get_int_array(std::string_view key) {
-  std::vector<std::int64_t> values;
-  const toml::node* node = lookup(key);
-  if (node == nullptr) return values;
-  const toml::array* array = node->as_array();
-  if (array == nullptr) fail_type(key, *node, "an array of integers");
-  for (const toml::node& item : *array) {
-    if (auto value = item.value_exact<std::int64_t>()) {
-      values.push_back(*value);
-    } else {
-      fail_type(key, item, "an array of integers");
-    }
-  }
-  return values;
+  return array_of<std::int64_t>(lookup(key), [&](const toml::node& n) { fail_type(key, n, "an array of integers"); });
 }
 
 std::string ConfigTable::require_string(std::string_view key) {
