@@ -108,7 +108,7 @@ TEST(Cli, PluginsListsOutOfTreeAndRefusesWrongVersion) {
   std::vector<std::string> names;
   for (const auto& plugin : json["plugins"]) names.push_back(plugin["name"]);
   EXPECT_EQ(names, (std::vector<std::string>{"tokenformer", "transformer", "bigram", "depth_grow", "stack",
-                                              "hypercloning", "net2net", "pattention_grow"}));
+                                              "hypercloning", "net2net", "pattention_grow", "msg"}));
   EXPECT_EQ(json["plugins"][0]["origin"], "built-in");
   EXPECT_EQ(json["plugins"][2]["origin"], "TFW_PLUGIN_PATH");
   EXPECT_EQ(json["plugins"][3]["kind"], "growth-method");

@@ -25,10 +25,14 @@ TEST(Registry, LoadsInTreeFamiliesAndGrowthMethods) {
     EXPECT_EQ(entry.version, TFW_VERSION);
   }
   EXPECT_EQ(families, (std::vector<std::string>{"tokenformer", "transformer"}));
-  EXPECT_EQ(methods, (std::vector<std::string>{"depth_grow", "stack", "hypercloning", "net2net", "pattention_grow"}));
+  // msg is registered by the transformer plugin, whose model it masks.
+  EXPECT_EQ(methods,
+            (std::vector<std::string>{"depth_grow", "stack", "hypercloning", "net2net", "pattention_grow", "msg"}));
   EXPECT_TRUE(registry.rejected().empty());
   EXPECT_EQ(registry.family("transformer").growth_methods(),
-            (std::vector<std::string>{"net2net", "hypercloning", "depth_grow", "stack"}));
+            (std::vector<std::string>{"net2net", "hypercloning", "depth_grow", "stack", "msg"}));
+  EXPECT_TRUE(registry.growth_method("msg").grows("transformer"));
+  EXPECT_FALSE(registry.growth_method("msg").grows("tokenformer"));
   EXPECT_EQ(registry.growth_method("pattention_grow").family(), "tokenformer");
   // A method for several families says which it grows.
   EXPECT_TRUE(registry.growth_method("depth_grow").grows("transformer"));
