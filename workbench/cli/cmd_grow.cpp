@@ -73,7 +73,11 @@ void run_grow(GrowArgs& args) {
                                  "train it first; `tfw runs list --experiment EXPERIMENT` shows what there is"));
     }
     request.parent_run = parent;
-  } else if (fs::exists(store_path)) {  // the grown checkpoint names the run it came from (runner/lineage.h)
+  } else {
+    // A checkpoint file, a run folder or a run's name: its last checkpoint (as tfw eval takes).
+    request.from_checkpoint = runner::checkpoint_of(request.from_checkpoint, home_resolve(request.home));
+  }
+  if (args.from_run.empty() && fs::exists(store_path)) {  // the grown checkpoint names the run it came from
     auto store = Store::open_readonly(store_path);
     request.parent_run = runner::checkpoint_owner(*store, request.from_checkpoint).value_or(0);
   }
@@ -118,7 +122,8 @@ void add_grow_command(CLI::App& app) {
   auto args = std::make_shared<GrowArgs>();
   CLI::App* command = app.add_subcommand("grow", "Grow a checkpoint's model with a growth method");
   command->add_option("--method", args->request.method, "pattention_grow, net2net, hypercloning")->required();
-  command->add_option("--from", args->request.from_checkpoint, "the checkpoint (.pt) to grow");
+  command->add_option("--from", args->request.from_checkpoint,
+                      "the checkpoint to grow: a .pt file, or a run (folder or name) for its last checkpoint");
   command->add_option("--record-to", args->record_to,
                       "with --from-run: find the run in the store of this `tfw serve` (default: $TFW_RECORD_TO)");
   command->add_option("--token-file", args->token_file, "with --record-to: the service's token file");
