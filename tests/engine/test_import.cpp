@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -102,6 +103,8 @@ TEST(Import, OfficialLayoutGivesTheOfficialLogits) {
     ASSERT_EQ(logits.sizes(), e.logits.sizes());
     const double diff = test::max_abs_diff(logits, e.logits);
     EXPECT_LT(diff, 1e-5) << "largest logit " << e.logits.abs().max().item<double>();
+    std::cout << c.name << ": max |logit difference| " << diff << " (logits up to "
+              << e.logits.abs().max().item<double>() << ")\n";
     // Not trivially equal: the logits spread over several units.
     EXPECT_GT(e.logits.std().item<double>(), 0.5);
     // Its tokenizer is the release's: GPT-2's ids for a known string.
