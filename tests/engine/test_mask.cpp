@@ -137,7 +137,9 @@ TEST(Mask, SelectsTheUnionOfTheUsedBlocksRanges) {
   }
   EXPECT_EQ(mask_apply(*model, config.train.mask, {}), "no mask");
   for (const auto& module : model->modules()) {
-    if (auto* layer = dynamic_cast<PattentionImpl*>(module.get())) EXPECT_FALSE(layer->active_tokens().defined());
+    if (auto* layer = dynamic_cast<PattentionImpl*>(module.get())) {
+      EXPECT_FALSE(layer->active_tokens().defined());
+    }
   }
 }
 
