@@ -45,6 +45,8 @@ std::string xml_escape(const std::string& text) {
   return out;
 }
 
+constexpr std::size_t kPaletteSize = 10;  // series_rgb's colours, then again
+
 std::string hex(std::size_t k) {
   const Rgb c = series_rgb(k);
   return fmt::format("#{:02x}{:02x}{:02x}", c.r, c.g, c.b);
@@ -143,6 +145,7 @@ Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirror
   for (const Variant& v : results.variants()) {
     FigureSeries s;
     s.colour = colour++;
+    s.dashed = s.colour >= kPaletteSize;  // the palette's second round: told apart by dashes
     s.label = fmt::format("{} (n = {})", v.name, v.finished().size());
     for (const RunResult* run : v.finished()) {
       // The run's own points on the lineage's axis: a grown run starts where its parent's
@@ -251,6 +254,7 @@ Figure flops_vs_length(const ExperimentResults& results, const std::string& mirr
     drawn.emplace(model_text.str(), f.series.size());
     FigureSeries s;
     s.colour = colour++;
+    s.dashed = s.colour >= kPaletteSize;
     s.label = v.name;
     std::vector<analysis::CurvePoint> line;
     for (double t = 64; t <= 65536; t *= 2) {
