@@ -373,6 +373,11 @@ TEST(Growth, ImpossibleTargetsAreRefusedWithTheReason) {
   refuse(tokenformer(12, 20), tokenformer(20, 32), "pattention_grow", "colour = 1", "unknown key 'options.colour'");
   refuse(transformer(8, 2, 12), transformer(8, 2, 10), "net2net", "", "only widens: d_ffn 12 -> 10");
   refuse(transformer(8, 2, 12), tokenformer(20, 32), "net2net", "", "net2net grows transformer models");
+  refuse(transformer(8, 2, 12, false, 4), transformer(8, 2, 12, false, 2), "depth_grow", "",
+         "depth_grow adds layers: layers 4 -> 2");
+  refuse(transformer(8, 2, 12), transformer(12, 3, 12, false, 4), "depth_grow", "", "changes only the number of layers");
+  refuse(tokenformer(12, 20), tokenformer(12, 20, "l2_gelu", "fixed", 3), "stack", "",
+         "stack repeats the whole stack: layers 2 -> 3 is not a multiple");
   refuse(tokenformer(12, 20), tokenformer(20, 32), "msg", "", "msg grows transformer models, not tokenformer");
   refuse(transformer(8, 2, 12), transformer(6, 2, 12), "msg", "", "msg only grows: d 8 -> 6");
   refuse(transformer(8, 2, 12), transformer(8, 2, 12), "msg", "", "nothing grows");
