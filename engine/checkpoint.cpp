@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cmath>
 #include <filesystem>
@@ -26,17 +25,6 @@ namespace tfw {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::uint32_t file_crc32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> buffer(1 << 20);
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<uInt>(in.gcount()));
-  }
-  return static_cast<std::uint32_t>(crc);
-}
 
 std::string manifest_of(const std::string& archive) { return fs::path(archive).replace_extension(".toml").string(); }
 

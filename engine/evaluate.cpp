@@ -63,11 +63,7 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
                                "ones (TFW_PLUGIN_PATH adds folders)"));
   }
   const ModelShape shape = config.model.spec->shape();
-  // The training window (train.seq_len, else the model's): a checkpoint without a training budget (an
-  // imported one) is evaluated too.
-  const std::int64_t T = request.seq_len > 0 ? request.seq_len
-                       : config.train.seq_len > 0 ? config.train.seq_len : shape.seq_len;
-  const std::int64_t V = shape.vocab;
+  const std::int64_t T = request.seq_len > 0 ? request.seq_len : train_seq_len(config), V = shape.vocab;
   if (T > shape.seq_len) {
     throw UsageError(with_hint(fmt::format("--seq-len {} exceeds the model's context ({} tokens)", T, shape.seq_len),
                                fmt::format("use --seq-len {} or less", shape.seq_len)));

@@ -6,6 +6,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include <zlib.h>
+
+#include <fstream>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "engine/error.h"
@@ -49,6 +54,17 @@ void file_write_durably(const std::string& path, const char* bytes, std::size_t 
     ::unlink(path.c_str());
     throw Error(fmt::format("cannot close '{}': {}", path, std::strerror(code)));
   }
+}
+
+std::uint32_t file_crc32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> buffer(1 << 20);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<uInt>(in.gcount()));
+  }
+  return static_cast<std::uint32_t>(crc);
 }
 
 }  // namespace tfw

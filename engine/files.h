@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace tfw {
@@ -13,5 +14,8 @@ void path_fsync(const std::string& path);
 // a quota, an I/O error) removes the partial file and throws Error naming the file, the
 // reason and the fix; never leaves a partial file behind.
 void file_write_durably(const std::string& path, const char* bytes, std::size_t size);
+
+// The CRC-32 (zlib's) of a file's bytes, read in 1 MiB blocks; of no bytes when it cannot be read.
+std::uint32_t file_crc32(const std::string& path);
 
 }  // namespace tfw

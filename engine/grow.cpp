@@ -9,6 +9,7 @@
 #include "engine/checkpoint.h"
 #include "engine/data/shards.h"
 #include "engine/error.h"
+#include "engine/growth.h"
 #include "engine/home.h"
 #include "engine/registry.h"
 #include "engine/train/eval.h"
@@ -30,13 +31,10 @@ GrowResult grow_checkpoint(const Registry& registry, const GrowRequest& request)
   }
   GrowResult result;
   result.plan = method.plan(*source.model.spec, *target.model.spec, request.options);
-  {  // the grown model as the method leaves it (msg adds its mask ramp, starting at step 0)
-    toml::table grown = method.grown_model(*source.model.spec, *target.model.spec, request.options, 0);
-    ConfigTable view(grown, "the grown model");
-    target.model.spec = registry.family(target.model.family).parse(view);
-    view.finish();
-    target.resolved.insert_or_assign("model", target.model.spec->to_toml());
-  }
+  // The grown model as the method leaves it (msg adds its mask ramp, starting at step 0).
+  target.model.spec = growth_grown_spec(registry.family(target.model.family), method, *source.model.spec,
+                                        *target.model.spec, request.options, 0);
+  target.resolved.insert_or_assign("model", target.model.spec->to_toml());
   result.parameters_before = source.model.spec->parameter_count();
   result.parameters_after = target.model.spec->parameter_count();
 

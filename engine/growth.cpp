@@ -107,4 +107,14 @@ void growth_require_same(const std::string& method, const ModelSpec& from, const
   }
 }
 
+std::shared_ptr<const ModelSpec> growth_grown_spec(const ModelFamily& family, const GrowthMethod& method,
+                                                   const ModelSpec& from, const ModelSpec& to,
+                                                   const toml::table& options, std::int64_t step) {
+  const toml::table grown = method.grown_model(from, to, options, step);
+  ConfigTable view(grown, fmt::format("{}'s grown model", method.name()));
+  std::shared_ptr<const ModelSpec> spec = family.parse(view);
+  view.finish();
+  return spec;
+}
+
 }  // namespace tfw

@@ -28,6 +28,13 @@ bool spec_bool(const ModelSpec& spec, const std::string& dotted_key, bool fallba
 // The named parameters of a model as a map (name -> tensor), for copying weights by name.
 std::map<std::string, torch::Tensor> parameters_by_name(LanguageModel& model);
 
+// The grown model's spec as `method` leaves it for a growth at the run's step `step`
+// (GrowthMethod::grown_model, parsed by `family`; msg adds its mask ramp): what apply()
+// receives and what the run's config and checkpoints keep.
+std::shared_ptr<const ModelSpec> growth_grown_spec(const ModelFamily& family, const GrowthMethod& method,
+                                                   const ModelSpec& from, const ModelSpec& to,
+                                                   const toml::table& options, std::int64_t step);
+
 // Throws UsageError unless `from` and `to` agree on each of `keys` (integers).
 void growth_require_same(const std::string& method, const ModelSpec& from, const ModelSpec& to,
                          const std::vector<std::string>& keys);

@@ -124,31 +124,30 @@ class Settings {
     return v.get<std::int64_t>();
   }
   double number(const std::string& key, double fallback) const {
-    if (!has(key)) return fallback;
-    const nlohmann::json& v = raw(key);
-    if (!v.is_number()) throw UsageError(fmt::format("config {}: {} must be a number, got {}", where(key), key, v.dump()));
-    return v.get<double>();
+    return typed<double>(key, fallback, &nlohmann::json::is_number, "a number");
   }
   std::string string(const std::string& key, const std::string& fallback) const {
-    if (!has(key) || raw(key).is_null()) return fallback;
-    const nlohmann::json& v = raw(key);
-    if (!v.is_string()) throw UsageError(fmt::format("config {}: {} must be a string, got {}", where(key), key, v.dump()));
-    return v.get<std::string>();
+    if (has(key) && raw(key).is_null()) return fallback;  // NeoX writes None for "the default"
+    return typed<std::string>(key, fallback, &nlohmann::json::is_string, "a string");
   }
   bool boolean(const std::string& key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const nlohmann::json& v = raw(key);
-    if (!v.is_boolean()) throw UsageError(fmt::format("config {}: {} must be true or false, got {}", where(key), key, v.dump()));
-    return v.get<bool>();
+    return typed<bool>(key, fallback, &nlohmann::json::is_boolean, "true or false");
   }
 
  private:
+  template <typename T>
+  T typed(const std::string& key, const T& fallback, bool (nlohmann::json::*is)() const noexcept,
+          const char* what) const {
+    if (!has(key)) return fallback;
+    const nlohmann::json& v = raw(key);
+    if (!(v.*is)()) throw UsageError(fmt::format("config {}: {} must be {}, got {}", where(key), key, what, v.dump()));
+    return v.get<T>();
+  }
   // NeoX accepts '-' and '_' alike; Hugging Face's GPT-NeoX config.json has other names.
   static std::string normalise(std::string key) {
     for (char& c : key) if (c == '-') c = '_';
-    static const std::map<std::string, std::string> aliases = {
-        {"num_hidden_layers", "num_layers"}, {"layer_norm_eps", "layernorm_epsilon"},
-        {"max_position_embeddings", "max_position_embeddings"}};
+    static const std::map<std::string, std::string> aliases = {{"num_hidden_layers", "num_layers"},
+                                                               {"layer_norm_eps", "layernorm_epsilon"}};
     auto it = aliases.find(key);
     return it == aliases.end() ? key : it->second;
   }
@@ -183,12 +182,6 @@ std::string join(const std::vector<std::string>& items, std::size_t most = 6) {
   for (std::size_t i = 0; i < items.size() && i < most; ++i) text += (i ? ", " : "") + items[i];
   if (items.size() > most) text += fmt::format(", and {} more", items.size() - most);
   return text;
-}
-
-std::string shape_text(const torch::Tensor& t) {
-  std::string text = "[";
-  for (std::int64_t i = 0; i < t.dim(); ++i) text += (i ? ", " : "") + std::to_string(t.size(i));
-  return text + "]";
 }
 
 }  // namespace
@@ -315,7 +308,7 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
   }
   const torch::Tensor embedding = by_key.at(embedding_key);
   if (embedding.dim() != 2 || embedding.size(1) != d) {
-    throw UsageError(fmt::format("{}: the word embedding is {}, hidden_size is {}", weights, shape_text(embedding), d));
+    throw UsageError(fmt::format("{}: the word embedding is {}, hidden_size is {}", weights, c10::str(embedding.sizes()), d));
   }
   const std::int64_t vocab = embedding.size(0);
   if (vocab < text_tokenizer->vocab_size()) {
@@ -405,9 +398,9 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
   const fs::path out = fs::absolute(request.out_dir);
   const fs::path tokenizer_copy = out / "tokenizer.json";
   if (fs::absolute(tokenizer) != tokenizer_copy) fs::copy_file(tokenizer, tokenizer_copy, fs::copy_options::overwrite_existing);
-  const std::string name = fs::path(request.dir).lexically_normal().filename().string().empty()
-                               ? fs::path(request.dir).lexically_normal().parent_path().filename().string()
-                               : fs::path(request.dir).lexically_normal().filename().string();
+  fs::path release = fs::path(request.dir).lexically_normal();
+  if (release.filename().empty()) release = release.parent_path();  // "DIR/"
+  const std::string name = release.filename().string();
   toml::table model{
       {"layers", L}, {"d", d}, {"heads", heads}, {"n_attn", n_qkv}, {"n_ffn", n_ffn}, {"vocab", vocab},
       {"seq_len", seq_len}, {"rotary_pct", rotary_pct}, {"rotary_base", rotary_base},
@@ -439,7 +432,7 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
     if (p == parameters.end()) throw Error(fmt::format("import: the tokenformer model has no parameter {}", ours));
     if (it->second.sizes() != p->second.sizes()) {
       throw UsageError(fmt::format("{}: {} is {}, the config's model needs {} for it", weights, theirs,
-                                   shape_text(it->second), shape_text(p->second)));
+                                   c10::str(it->second.sizes()), c10::str(p->second.sizes())));
     }
     if (!it->second.is_floating_point()) throw UsageError(fmt::format("{}: {} is not a floating-point tensor", weights, theirs));
     p->second.copy_(it->second.to(torch::kFloat32));

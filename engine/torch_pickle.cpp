@@ -338,9 +338,10 @@ class Interpreter {
       if (size[i] > 0) last += (size[i] - 1) * stride[i];
     }
     if (offset < 0 || (numel > 0 && last >= storage.numel())) fail("a tensor reaches past its storage");
+    std::vector<std::int64_t> contiguous(size.size(), 1);  // row-major strides of `size`
+    for (std::size_t i = size.size(); i-- > 1;) contiguous[i - 1] = contiguous[i] * std::max<std::int64_t>(size[i], 1);
     PyRef value = make(PyValue::Kind::tensor);
-    if (numel == storage.numel() && offset == 0 && torch::empty(size).is_contiguous() &&
-        stride == torch::empty(size).strides().vec()) {
+    if (numel == storage.numel() && offset == 0 && stride == contiguous) {
       value->tensor = storage.view(size);  // the common case: the whole storage, no copy
     } else {
       value->tensor = storage.as_strided(size, stride, offset).clone(at::MemoryFormat::Contiguous);

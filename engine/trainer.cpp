@@ -111,11 +111,7 @@ std::vector<Stage> growth_schedule(const Registry& registry, const RunConfig& co
     stage.to = family.parse(view);
     view.finish();
     stage.plan = stage.method->plan(*stage.from, *stage.to, event.options);
-    // The grown model as the method leaves it (msg adds its mask ramp).
-    toml::table grown = stage.method->grown_model(*stage.from, *stage.to, event.options, event.at_step);
-    ConfigTable grown_view(grown, fmt::format("train.growth(step {}): the grown model", event.at_step));
-    stage.to = family.parse(grown_view);
-    grown_view.finish();
+    stage.to = growth_grown_spec(family, *stage.method, *stage.from, *stage.to, event.options, event.at_step);
     stage.to_model = stage.to->to_toml();
     current = stage.to;
     stages.push_back(std::move(stage));
@@ -361,6 +357,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     model = stage.method->apply(*model, family, *stage.from, *stage.to, stage.event.options,
                                 train.seed + static_cast<std::uint64_t>(stage.event.at_step));
     model->to(device);  // a no-op for growth that keeps the model's tensors
+    model->set_training_step(state.step);
     mask_apply(*model, train.mask, train.mask.use);  // grown tokens outside the used ranges are masked
     held.refresh(*model);
     const bool extend = stage.method->in_place() &&
@@ -450,7 +447,6 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     }
     model->set_training_step(state.step);
     while (next_stage < stages.size() && stages[next_stage].event.at_step == state.step) grow(stages[next_stage++]);
-    model->set_training_step(state.step);
     const auto step_start = Clock::now();
     const double lr = lr_for(train, plan, state.step, restart_step);
     for (auto& group : optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);

@@ -66,8 +66,7 @@ RunConfig adopt_checkpoint_model(const Registry& registry, const RunConfig& give
   if (added.empty()) return given;
   toml::table resolved = given.resolved;
   resolved.insert_or_assign("model", *stored.resolved["model"].as_table());
-  RunConfig adopted = run_config_parse(registry, resolved, given.model.path);
-  return adopted;
+  return run_config_parse(registry, resolved, given.model.path);
 }
 
 // A new run's folder, freed of what an earlier attempt that never checkpointed left.

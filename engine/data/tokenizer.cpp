@@ -2,13 +2,12 @@
 #include "engine/data/tokenizer.h"
 
 #include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include "engine/data/bpe.h"
 #include "engine/error.h"
+#include "engine/files.h"
 
 namespace tfw {
 
@@ -43,15 +42,11 @@ bool tokenizer_is_file(const std::string& name) {
 
 std::string tokenizer_label(const std::string& name) {
   if (!tokenizer_is_file(name)) return name;
-  std::ifstream in(name, std::ios::binary);
-  if (!in) {
+  if (!std::ifstream(name, std::ios::binary)) {
     throw UsageError(with_hint(fmt::format("tokenizer {}: cannot read the file", name),
                                "name an existing tokenizer.json, or byte or gpt2"));
   }
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size()));
-  return fmt::format("json-{:08x}", static_cast<std::uint32_t>(crc));
+  return fmt::format("json-{:08x}", file_crc32(name));
 }
 
 std::unique_ptr<Tokenizer> tokenizer_create(const std::string& name) {

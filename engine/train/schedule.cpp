@@ -11,11 +11,15 @@
 
 namespace tfw {
 
+std::int64_t train_seq_len(const RunConfig& config) {
+  return config.train.seq_len > 0 ? config.train.seq_len : config.model.spec->shape().seq_len;
+}
+
 TrainPlan train_plan(const RunConfig& config) {
   const TrainConfig& train = config.train;
   const ModelShape shape = config.model.spec->shape();
   TrainPlan plan;
-  plan.seq_len = train.seq_len > 0 ? train.seq_len : shape.seq_len;
+  plan.seq_len = train_seq_len(config);
   if (plan.seq_len > shape.seq_len) {
     throw UsageError(with_hint(fmt::format("train.seq_len = {} exceeds the model's seq_len = {}", plan.seq_len,
                                            shape.seq_len),

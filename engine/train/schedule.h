@@ -21,6 +21,10 @@ struct TrainPlan {
 // Throws UsageError when no budget is set or T exceeds the model's context.
 TrainPlan train_plan(const RunConfig& config);
 
+// The training window: train.seq_len, else the model's context. Needs no budget (evaluation
+// of a checkpoint that has none, an imported one, uses it too).
+std::int64_t train_seq_len(const RunConfig& config);
+
 // Learning rate for the update of step `step` (0-based): (step + 1) / warmup × lr during
 // warm-up, then cosine from lr to min_lr_ratio × lr at the last step.
 double lr_at(const TrainConfig& train, const TrainPlan& plan, std::int64_t step);

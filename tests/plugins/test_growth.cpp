@@ -147,12 +147,7 @@ Grown grow(const GrowthCase& c, torch::ScalarType dtype, std::uint64_t seed) {
   const GrowthMethod& method = test::plugins().growth_method(c.method);
   Grown out;
   out.plan = method.plan(*from.spec, *to.spec, options);
-  {  // the grown model as the method leaves it (msg adds its mask ramp), as tfw grow does
-    toml::table grown = method.grown_model(*from.spec, *to.spec, options, 0);
-    ConfigTable view(grown, "model");
-    to.spec = family.parse(view);
-    view.finish();
-  }
+  to.spec = growth_grown_spec(family, method, *from.spec, *to.spec, options, 0);  // as tfw grow does
   out.to = to;
   out.small = family.build(*from.spec, seed);
   out.small->to(dtype);
