@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   try {
     struct Case {
       tfw::ModelConfig config;
-      std::shared_ptr<tfw::LanguageModel> model;
+      std::shared_ptr<tfw::Model> model;
       std::shared_ptr<torch::optim::AdamW> optimizer;
     };
     std::vector<Case> cases;

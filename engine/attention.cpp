@@ -99,3 +99,18 @@ torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::T
 }
 
 }  // namespace tfw
+
+namespace tfw {
+
+torch::Tensor multi_head_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   std::int64_t heads) {
+  const std::int64_t B = q.size(0), T = q.size(1), width = q.size(2);
+  const std::int64_t dh = width / heads;
+  auto split = [&](const torch::Tensor& x) { return x.view({B, T, heads, dh}).transpose(1, 2); };  // (B, H, T, dh)
+  const torch::Tensor scores = torch::matmul(split(q), split(k).transpose(-2, -1)) /
+                               std::sqrt(static_cast<double>(dh));                             // (B, H, T, T)
+  const torch::Tensor a = torch::matmul(torch::softmax(scores, -1), split(v));                 // (B, H, T, dh)
+  return a.transpose(1, 2).reshape({B, T, width});                                             // (B, T, H·dh)
+}
+
+}  // namespace tfw

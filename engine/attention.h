@@ -55,3 +55,13 @@ torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::T
                                           AttentionKernel kernel = AttentionKernel::automatic);
 
 }  // namespace tfw
+
+namespace tfw {
+
+// Bidirectional multi-head attention (an image's tokens all see each other; no position
+// rotation: image models add learned position embeddings): q, k, v (B, T, H·dh) -> (B, T,
+// H·dh), softmax(q·kᵀ / sqrt(dh))·v per head.
+torch::Tensor multi_head_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   std::int64_t heads);
+
+}  // namespace tfw

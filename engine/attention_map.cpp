@@ -72,7 +72,7 @@ AttentionProbe::AttentionProbe(const Registry& registry, const std::string& chec
   toml::table table = toml::parse(meta.config_toml, checkpoint);
   state_->config = run_config_parse(registry, table, checkpoint);
   const ModelFamily& family = registry.family(state_->config.model.family);
-  state_->model = family.build(*state_->config.model.spec, 0);
+  state_->model = as_language_model(family.build(*state_->config.model.spec, 0), "tfw attention");
   checkpoint_load(checkpoint, *state_->model, nullptr);
   state_->model->eval();
   state_->tokenizer = tokenizer_create(state_->config.data.tokenizer);

@@ -59,7 +59,7 @@ void read_into(torch::serialize::InputArchive& archive, const char* key, c10::IV
 
 }  // namespace
 
-CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, torch::optim::Optimizer* optimizer,
+CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::optim::Optimizer* optimizer,
                             const CheckpointMeta& meta) {
   fs::create_directories(dir);
   const std::string stem = fmt::format("{}/step-{:08d}", dir, meta.step);
@@ -77,6 +77,7 @@ CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, tor
   root.write("format_version", c10::IValue(meta.format_version));
   root.write("step", c10::IValue(meta.step));
   root.write("tokens", c10::IValue(meta.tokens));
+  root.write("examples", c10::IValue(meta.examples));
   root.write("flops", c10::IValue(meta.flops));
   root.write("train_loss", c10::IValue(meta.train_loss));
   root.write("val_loss", c10::IValue(meta.val_loss));
@@ -114,6 +115,7 @@ CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, tor
                        {"crc32", static_cast<std::int64_t>(info.crc32)},
                        {"step", meta.step},
                        {"tokens", meta.tokens},
+                       {"examples", meta.examples},
                        {"flops", meta.flops},
                        {"train_loss", meta.train_loss}};
   if (std::isfinite(meta.val_loss)) manifest.insert("val_loss", meta.val_loss);
@@ -233,6 +235,8 @@ CheckpointMeta meta_from(torch::serialize::InputArchive& root) {
   meta.format_version = read("format_version").toInt();
   meta.step = read("step").toInt();
   meta.tokens = read("tokens").toInt();
+  c10::IValue examples;  // absent before examples were counted: -1, for the trainer to derive
+  meta.examples = root.try_read("examples", examples) ? examples.toInt() : -1;
   meta.flops = read("flops").toDouble();
   meta.train_loss = read("train_loss").toDouble();
   meta.val_loss = read("val_loss").toDouble();
@@ -278,7 +282,7 @@ CheckpointMeta checkpoint_read_meta(const std::string& path) {
   return meta;
 }
 
-CheckpointMeta checkpoint_load(const std::string& path, LanguageModel& model, torch::optim::Optimizer* optimizer) {
+CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::optim::Optimizer* optimizer) {
   checkpoint_verify(path);
   torch::serialize::InputArchive root;
   CheckpointMeta meta;

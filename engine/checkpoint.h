@@ -17,12 +17,12 @@
 namespace tfw {
 
 // Writes <dir>/step-XXXXXXXX.{pt,toml}; returns the archive's path, size and checksum.
-CheckpointInfo checkpoint_save(const std::string& dir, LanguageModel& model, torch::optim::Optimizer* optimizer,
+CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::optim::Optimizer* optimizer,
                             const CheckpointMeta& meta);
 
 // Loads weights (and optimiser state when given) into a model built from the checkpoint's
 // config. Verifies first; a shape mismatch is a UsageError.
-CheckpointMeta checkpoint_load(const std::string& path, LanguageModel& model, torch::optim::Optimizer* optimizer);
+CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::optim::Optimizer* optimizer);
 
 // Deletes all but the last `keep` checkpoints and the one with the best val_loss; returns
 // the archives it deleted.

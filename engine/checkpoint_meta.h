@@ -15,6 +15,7 @@ struct CheckpointMeta {
   std::int64_t format_version = kCheckpointFormatVersion;
   std::int64_t step = 0;          // optimiser steps done
   std::int64_t tokens = 0;        // training tokens seen
+  std::int64_t examples = 0;      // training examples seen (token windows, images); -1: not recorded
   double flops = 0;               // training FLOPs spent by this run
   double train_loss = 0;          // of the last step
   double val_loss = 0;            // of the last evaluation (NaN if none)

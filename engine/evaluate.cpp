@@ -77,7 +77,7 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
   const std::int64_t N = request.windows > 0 ? request.windows : B * config.train.eval_batches;
   const Precision precision = precision_parse(config.train.precision);
   const ModelFamily& family = registry.family(config.model.family);
-  std::shared_ptr<LanguageModel> model = family.build(*config.model.spec, config.train.seed);
+  std::shared_ptr<LanguageModel> model = as_language_model(family.build(*config.model.spec, config.train.seed), "tfw eval");
   model->to(device_resolve(config.train.device));
   checkpoint_load(request.checkpoint, *model, nullptr);
   const std::vector<std::string> blocks = request.blocks.value_or(config.train.mask.use);

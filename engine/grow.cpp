@@ -39,12 +39,12 @@ GrowResult grow_checkpoint(const Registry& registry, const GrowRequest& request)
   result.parameters_after = target.model.spec->parameter_count();
 
   const ModelFamily& family = registry.family(source.model.family);
-  std::shared_ptr<LanguageModel> small = family.build(*source.model.spec, 0);
+  std::shared_ptr<Model> small = family.build(*source.model.spec, 0);
   checkpoint_load(request.from_checkpoint, *small, nullptr);
   // Grow a second copy: in-place methods change the model they are given.
-  std::shared_ptr<LanguageModel> working = family.build(*source.model.spec, 0);
+  std::shared_ptr<Model> working = family.build(*source.model.spec, 0);
   checkpoint_load(request.from_checkpoint, *working, nullptr);
-  std::shared_ptr<LanguageModel> grown =
+  std::shared_ptr<Model> grown =
       method.apply(*working, family, *source.model.spec, *target.model.spec, request.options, request.seed);
 
   if (request.check) {

@@ -90,7 +90,7 @@ bool spec_bool(const ModelSpec& spec, const std::string& dotted_key, bool fallba
   return node ? node->value_or(fallback) : fallback;
 }
 
-std::map<std::string, torch::Tensor> parameters_by_name(LanguageModel& model) {
+std::map<std::string, torch::Tensor> parameters_by_name(Model& model) {
   std::map<std::string, torch::Tensor> out;
   for (const auto& item : model.named_parameters()) out.emplace(item.key(), item.value());
   return out;

@@ -26,7 +26,7 @@ double spec_double(const ModelSpec& spec, const std::string& dotted_key, double 
 bool spec_bool(const ModelSpec& spec, const std::string& dotted_key, bool fallback);
 
 // The named parameters of a model as a map (name -> tensor), for copying weights by name.
-std::map<std::string, torch::Tensor> parameters_by_name(LanguageModel& model);
+std::map<std::string, torch::Tensor> parameters_by_name(Model& model);
 
 // The grown model's spec as `method` leaves it for a growth at the run's step `step`
 // (GrowthMethod::grown_model, parsed by `family`; msg adds its mask ramp): what apply()

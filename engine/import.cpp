@@ -421,7 +421,7 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
     if (!file) throw UsageError(fmt::format("import: cannot write {}", config_path));
   }
   RunConfig config = run_config_load(registry, config_path);
-  std::shared_ptr<LanguageModel> lm = registry.family("tokenformer").build(*config.model.spec, 0);
+  std::shared_ptr<Model> lm = registry.family("tokenformer").build(*config.model.spec, 0);
   torch::NoGradGuard no_grad;
   std::map<std::string, torch::Tensor> parameters;
   for (const auto& item : lm->named_parameters()) parameters[item.key()] = item.value();

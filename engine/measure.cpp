@@ -13,7 +13,7 @@ namespace tfw {
 
 ForwardTiming forward_timing(const Registry& registry, const ModelConfig& config, std::int64_t seq_len,
                              std::int64_t batch, int repeats) {
-  std::shared_ptr<LanguageModel> model = registry.family(config.family).build(*config.spec, 0);
+  std::shared_ptr<Model> model = registry.family(config.family).build(*config.spec, 0);
   torch::NoGradGuard no_grad;
   torch::Tensor ids = torch::randint(config.spec->shape().vocab, {batch, seq_len}, torch::kInt64);  // (B, T)
   model->forward(ids);  // warm-up

@@ -1,6 +1,11 @@
-// The language-model interface every model family plugin implements. Shapes: B batch,
-// T sequence length, d width, V vocabulary.
+// The model interfaces every model family plugin implements. A model family declares its
+// task (engine/task.h); its models are a LanguageModel or an ImageClassifier, both a Model,
+// which is what the trainer, checkpoints, growth and masks see.
+// Shapes: B batch, T sequence length, d width, V vocabulary, C channels, H×W image, K classes.
 #pragma once
+
+#include <memory>
+#include <string>
 
 #include <torch/torch.h>
 
@@ -8,10 +13,21 @@ namespace tfw {
 
 struct KVCache;  // engine/attention.h
 
-class LanguageModel : public torch::nn::Module {
+class Model : public torch::nn::Module {
+ public:
+  // The input batch -> logits: ids (B, T) int64 -> (B, T, V) for a language model; images
+  // (B, C, H, W) float -> (B, K) for an image classifier.
+  virtual torch::Tensor forward(const torch::Tensor& input) = 0;
+  // The training step the model computes at: the trainer sets it before every step and every
+  // evaluation, checkpoint_load sets the checkpoint's step. A model whose function depends on
+  // it (msg's masks ramping from 0 to 1, docs/growth.md) reads it; the rest ignore it.
+  virtual void set_training_step(std::int64_t step) { (void)step; }
+};
+
+class LanguageModel : public Model {
  public:
   // ids (B, T) int64 -> logits (B, T, V).
-  virtual torch::Tensor forward(const torch::Tensor& ids) = 0;
+  torch::Tensor forward(const torch::Tensor& ids) override = 0;
   // ids (B, T) -> the final-normed hidden states (B, T, d) the logits are read from.
   virtual torch::Tensor hidden(const torch::Tensor& ids) = 0;
   // The token embedding E (V, d); the logits are hidden · Eᵀ (tied).
@@ -25,10 +41,25 @@ class LanguageModel : public torch::nn::Module {
     (void)cache;
     return {};
   }
-  // The training step the model computes at: the trainer sets it before every step and every
-  // evaluation, checkpoint_load sets the checkpoint's step. A model whose function depends on
-  // it (msg's masks ramping from 0 to 1, docs/growth.md) reads it; the rest ignore it.
-  virtual void set_training_step(std::int64_t step) { (void)step; }
 };
+
+// How an image classifier cuts an image into the tokens its blocks read: a rows × cols grid
+// of patch × patch pixels, in row-major order, after `leading` tokens that are not patches
+// (a class token). The parameter-attention view draws a token's map over this grid.
+struct PatchGrid {
+  std::int64_t rows = 0, cols = 0, patch = 0, channels = 0, leading = 0;
+  std::int64_t tokens() const { return leading + rows * cols; }
+};
+
+class ImageClassifier : public Model {
+ public:
+  // images (B, C, H, W) float -> logits (B, K).
+  torch::Tensor forward(const torch::Tensor& images) override = 0;
+  virtual PatchGrid patch_grid() const = 0;
+};
+
+// `model` as a language model, or a UsageError saying that `what` (a command) needs one.
+std::shared_ptr<LanguageModel> as_language_model(const std::shared_ptr<Model>& model, const std::string& what);
+std::shared_ptr<ImageClassifier> as_image_classifier(const std::shared_ptr<Model>& model, const std::string& what);
 
 }  // namespace tfw

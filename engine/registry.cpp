@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/task.h"
 
 namespace tfw {
 
@@ -30,6 +31,12 @@ void Registry::add_model_family(std::shared_ptr<const ModelFamily> family) {
   if (name_taken(entry.name, entry.kind)) {
     rejected_.push_back({loading_path_, fmt::format("model family '{}' is already registered; "
                                                     "this second copy is ignored", entry.name)});
+    return;
+  }
+  if (!task_known(family->task())) {
+    rejected_.push_back({loading_path_, fmt::format("model family '{}' declares the task '{}', which this tfw does not "
+                                                    "know (language_model, image_classification); it is ignored",
+                                                    entry.name, family->task())});
     return;
   }
   families_.push_back({std::move(family), std::move(entry)});

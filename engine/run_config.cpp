@@ -12,6 +12,7 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/registry.h"
+#include "engine/task.h"
 
 namespace tfw {
 
@@ -38,8 +39,42 @@ std::string tokenizer_parse(ConfigTable& table, const std::string& config_path) 
   return std::filesystem::absolute(path).lexically_normal().string();
 }
 
-DataConfig data_parse(ConfigTable& table, const std::string& config_path) {
+ImageDataConfig image_data_parse(ConfigTable& table, const std::string& config_path) {
+  ImageDataConfig image;
+  image.dataset = table.get_string("dataset", image.dataset);
+  if (image.dataset != "fashion-mnist") {
+    std::filesystem::path path(image.dataset);
+    if (path.is_relative() && !config_path.empty()) path = std::filesystem::path(config_path).parent_path() / path;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(path, ec)) {
+      table.fail("dataset", fmt::format("'{}' is neither a built-in dataset nor a folder", image.dataset),
+                 "use \"fashion-mnist\" or a folder holding the IDX files {train,t10k}-{images-idx3,labels-idx1}-ubyte"
+                 "[.gz]; a relative path is read from the config file's folder");
+    }
+    image.dataset = std::filesystem::absolute(path).lexically_normal().string();
+  }
+  image.validation = table.get_choice("validation", image.validation, {"test", "tuning"});
+  image.tuning_size = table.get_int("tuning_size", image.tuning_size);
+  if (image.tuning_size < 1) {
+    table.fail("tuning_size", fmt::format("must be at least 1, got {}", image.tuning_size),
+               "the number of training images held out for validation when validation = \"tuning\"");
+  }
+  image.crop_pad = table.get_int("crop_pad", image.crop_pad);
+  if (image.crop_pad < 0 || image.crop_pad > 64) {
+    table.fail("crop_pad", fmt::format("must be in 0..64, got {}", image.crop_pad),
+               "the pixels of zero padding before a random crop; 0 turns cropping off");
+  }
+  image.flip = table.get_bool("flip", image.flip);
+  return image;
+}
+
+DataConfig data_parse(ConfigTable& table, const std::string& config_path, const std::string& task) {
   DataConfig data;
+  data.task = task;
+  if (task == kImageClassificationTask) {
+    data.image = image_data_parse(table, config_path);
+    return data;
+  }
   data.corpus = table.get_string("corpus", data.corpus);
   data.tokenizer = tokenizer_parse(table, config_path);
   data.eval_corpora = table.get_string_array("eval_corpora");
@@ -54,6 +89,11 @@ DataConfig data_parse(ConfigTable& table, const std::string& config_path) {
 }
 
 toml::table data_to_toml(const DataConfig& data) {
+  if (data.task == kImageClassificationTask) {
+    const ImageDataConfig& image = data.image;
+    return toml::table{{"dataset", image.dataset}, {"validation", image.validation}, {"tuning_size", image.tuning_size},
+                       {"crop_pad", image.crop_pad}, {"flip", image.flip}};
+  }
   toml::table table{{"corpus", data.corpus}, {"tokenizer", data.tokenizer}};
   if (!data.eval_corpora.empty()) {  // absent when empty: older stored configs stay byte-identical
     toml::array corpora;
@@ -258,7 +298,7 @@ RunConfig run_config_parse(const Registry& registry, const toml::table& table, c
   model.spec = family->parse(model_table);
   model_table.finish();
   ConfigTable data_table = top.sub("data");
-  config.data = data_parse(data_table, path);
+  config.data = data_parse(data_table, path, family->task());
   data_table.finish();
   ConfigTable train_table = top.sub("train");
   config.train = train_parse(train_table);

@@ -23,7 +23,25 @@ struct ModelConfig {
   std::shared_ptr<const ModelSpec> spec;
 };
 
+// [data] of an image-classification run (docs/configs.md, "Images"; engine/data/images.h).
+struct ImageDataConfig {
+  // "fashion-mnist" (Debian's dataset-fashion-mnist), or a folder holding the four IDX files
+  // {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
+  std::string dataset = "fashion-mnist";
+  // "test": validate on the official test split, train on all of the training split;
+  // "tuning": validate on the last tuning_size images of the training split and train on the
+  // others (the test split stays unseen while choosing settings).
+  std::string validation = "test";
+  std::int64_t tuning_size = 10000;
+  std::int64_t crop_pad = 0;  // augmentation: zero-pad by this many pixels, crop at a random offset (0: none)
+  bool flip = false;          // augmentation: mirror left-right with probability 1/2
+};
+
+// [data]: its keys depend on the family's task (engine/task.h): a corpus and a tokenizer for a
+// language model, an image dataset for an image classifier.
 struct DataConfig {
+  std::string task = "language_model";  // engine/task.h: the family's, not a key
+  ImageDataConfig image;                // image_classification
   std::string corpus = "gcide";  // built-in name, text file or folder, or a prepared shard folder
   std::string tokenizer = "byte";
   // Further corpora evaluated beside the run's own at every evaluation (same tokenizer, same

@@ -39,7 +39,8 @@ SampleStats sample_checkpoint(const Registry& registry, const SampleRequest& req
   std::vector<std::uint32_t> prompt;
   tokenizer->encode(request.prompt, prompt);
   if (prompt.empty()) throw UsageError(with_hint("--prompt is empty", "give the text to continue, e.g. --prompt \"In the beginning\""));
-  std::shared_ptr<LanguageModel> model = registry.family(config.model.family).build(*config.model.spec, 0);
+  std::shared_ptr<LanguageModel> model =
+      as_language_model(registry.family(config.model.family).build(*config.model.spec, 0), "tfw sample");
   model->to(device_resolve(config.train.device));
   checkpoint_load(request.checkpoint, *model, nullptr);
   mask_apply(*model, config.train.mask, config.train.mask.use);  // as the run trained: its parameter blocks

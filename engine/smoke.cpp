@@ -15,7 +15,7 @@ SmokeResult model_smoke(const Registry& registry, const ModelConfig& config, con
   if (options.steps <= 0 || options.batch <= 0 || options.seq_len <= 0) {
     throw UsageError("smoke needs positive steps, batch and seq_len");
   }
-  std::shared_ptr<LanguageModel> model = registry.family(config.family).build(*config.spec, options.seed);
+  std::shared_ptr<Model> model = registry.family(config.family).build(*config.spec, options.seed);
   SmokeResult result;
   for (const torch::Tensor& p : model->parameters()) result.parameters += p.numel();
 

@@ -14,7 +14,6 @@
 #include <torch/torch.h>
 
 #include "engine/checkpoint.h"
-#include "engine/data/shards.h"
 #include "engine/device.h"
 #include "engine/dist_group.h"
 #include "engine/error.h"
@@ -29,7 +28,7 @@
 #include "engine/train/eval.h"
 #include "engine/train/metric_log.h"
 #include "engine/train/optim.h"
-#include "engine/train/sampler.h"
+#include "engine/train/task.h"
 #include "engine/train/schedule.h"
 
 namespace tfw {
@@ -49,6 +48,15 @@ std::string config_text(const toml::table& resolved) {
   std::ostringstream out;
   out << resolved;
   return out.str();
+}
+
+// An "evaluation" event's payload: the loss, the tokens, and the headline metrics (accuracy).
+std::string evaluation_payload(double val_loss, std::int64_t tokens, const std::vector<Metric>& metrics) {
+  std::string out = fmt::format(R"({{"val_loss":{:.9g},"tokens":{})", val_loss, tokens);
+  for (const Metric& m : metrics) {
+    if (m.headline) out += fmt::format(R"(,{}:{:.9g})", nlohmann::json(m.key).dump(), m.value);
+  }
+  return out + "}";
 }
 
 // One growth event of the schedule, resolved against the model it will grow.
@@ -191,8 +199,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   const TrainConfig& train = config.train;
   TrainPlan plan = train_plan(config);
   train_memory_check(config, plan);
-  const ModelShape shape = config.model.spec->shape();
-  const std::int64_t T = plan.seq_len, V = shape.vocab, B = train.batch_size;
+  const std::int64_t T = plan.seq_len, B = train.batch_size;
   const torch::Device device = device_resolve(train.device);  // a UsageError before any work
   const Precision precision = precision_parse(train.precision);
   auto say = [&](const std::string& message) {
@@ -210,49 +217,21 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   }
   const std::int64_t local_B = B / world, first_row = rank * local_B;
 
-  // Data. Rank 0 prepares it first; the others then find it prepared (in a shared TFW_HOME)
-  // or prepare their own copy.
+  // Data (engine/train/task.h). Rank 0 prepares it first; the others then find it prepared
+  // (in a shared TFW_HOME) or prepare their own copy.
   if (dist != nullptr && !writer) dist->barrier("waiting for rank 0 to prepare the data");
-  PrepareOptions prepare;
-  const std::string shard_dir =
-      data_ensure_prepared(config.data.corpus, config.data.tokenizer, home_data_dir(options.home), prepare);
-  ShardMeta shards = shard_meta_read(shard_dir);
-  if (shards.vocab_size > static_cast<std::uint32_t>(V)) {
-    throw UsageError(with_hint(fmt::format("the data's vocabulary ({} from {}) exceeds model.vocab = {}",
-                                           shards.vocab_size, shard_dir, V),
-                               fmt::format("set model.vocab to at least {}", shards.vocab_size)));
-  }
-  TokenShard train_tokens(shard_dir + "/train.bin", shards.dtype), val_tokens(shard_dir + "/val.bin", shards.dtype);
-  if (train_tokens.size() <= static_cast<std::uint64_t>(T) + 1 || val_tokens.size() <= static_cast<std::uint64_t>(T) + 1) {
-    throw UsageError(fmt::format("the shards in {} are shorter than one window of {} tokens", shard_dir, T + 1));
-  }
-  // data.eval_corpora: their validation shards, read with the same windows as the run's own.
-  std::vector<std::pair<std::string, std::unique_ptr<TokenShard>>> extra_val;
-  for (const std::string& corpus : config.data.eval_corpora) {
-    const std::string dir = data_ensure_prepared(corpus, config.data.tokenizer, home_data_dir(options.home), prepare);
-    const ShardMeta meta = shard_meta_read(dir);
-    if (meta.vocab_size > static_cast<std::uint32_t>(V)) {
-      throw UsageError(fmt::format("data.eval_corpora: the vocabulary of {} ({}) exceeds model.vocab = {}", corpus,
-                                   meta.vocab_size, V));
-    }
-    auto val = std::make_unique<TokenShard>(dir + "/val.bin", meta.dtype);
-    if (val->size() <= static_cast<std::uint64_t>(T) + 1) {
-      throw UsageError(fmt::format("data.eval_corpora: the validation shard of {} ({}) is shorter than one window of {} "
-                                   "tokens", corpus, dir, T + 1));
-    }
-    extra_val.emplace_back(fs::path(corpus).filename().string(), std::move(val));
-  }
+  std::unique_ptr<TaskData> data =
+      task_data_open(config, options.home, B, T, train.seed, writer ? std::function<void(const std::string&)>(say) : nullptr);
   if (dist != nullptr && writer) dist->barrier("waiting for rank 0 to prepare the data");
 
   // Model, optimiser, sampler; then the checkpoint when resuming or starting from one.
   const ModelFamily& family = registry.family(config.model.family);
-  std::shared_ptr<LanguageModel> model = family.build(*config.model.spec, train.seed);
+  std::shared_ptr<Model> model = family.build(*config.model.spec, train.seed);
   model->to(device);
   auto make_optimizer = [&] {
     return std::make_unique<torch::optim::AdamW>(optimizer_groups(*model, train), torch::optim::AdamWOptions(train.lr));
   };
   std::unique_ptr<torch::optim::AdamW> optimizer = make_optimizer();
-  BatchSampler sampler(train_tokens, train.seed);
   const std::string checkpoint_dir = options.run_dir + "/checkpoints";
   if (writer) fs::create_directories(checkpoint_dir);
   CheckpointMeta state;
@@ -280,8 +259,9 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
       }
     }
     state = checkpoint_load(latest.path, *model, optimizer.get());
+    if (state.examples < 0) state.examples = state.tokens / data->tokens_per_example();  // an older checkpoint
     optimizer_loaded = true;
-    sampler.restore(state.sampler_state);
+    data->sampler_restore(state.sampler_state);
     say(fmt::format("resumed {} at step {} ({} tokens)", latest.path, state.step, state.tokens));
   } else if (!options.init_from.empty()) {
     CheckpointMeta origin = checkpoint_load(options.init_from, *model, nullptr);
@@ -297,16 +277,17 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     // Rank 0's weights, optimiser state, counters and data cursor, on every rank: the ranks
     // need not see the checkpoint's file system, and they start identical.
     dist->share_module(*model);
-    nlohmann::json counters = {{"step", state.step}, {"tokens", state.tokens}, {"flops", state.flops},
-                               {"wall_seconds", state.wall_seconds}, {"sampler", sampler.state()},
+    nlohmann::json counters = {{"step", state.step}, {"tokens", state.tokens}, {"examples", state.examples}, {"flops", state.flops},
+                               {"wall_seconds", state.wall_seconds}, {"sampler", data->sampler_state()},
                                {"optimizer", optimizer_loaded}, {"init_from", started_from_checkpoint}};
     counters = nlohmann::json::parse(dist->broadcast_string(counters.dump(), "sending rank 0's counters"));
     if (!writer) {
       state.step = counters["step"];
       state.tokens = counters["tokens"];
+      state.examples = counters["examples"];
       state.flops = counters["flops"];
       state.wall_seconds = counters["wall_seconds"];
-      sampler.restore(counters["sampler"]);
+      data->sampler_restore(counters["sampler"]);
       started_from_checkpoint = counters["init_from"];
     }
     if (counters["optimizer"].get<bool>()) dist->share_optimizer(*optimizer, device);
@@ -339,7 +320,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     // The store commits the metrics up to here before the checkpoint exists: a crash after
     // it becomes valid cannot lose them (resume rewrites only the steps after it).
     if (options.before_checkpoint) options.before_checkpoint();
-    state.sampler_state = sampler.state();
+    state.sampler_state = data->sampler_state();
     state.config_toml = config_text(config.resolved);
     CheckpointInfo saved = checkpoint_save(checkpoint_dir, *model, optimizer.get(), state);
     summary.last_checkpoint = saved.path;
@@ -353,7 +334,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   // A growth event: evaluate, grow, carry the optimiser on as the options say, evaluate.
   auto grow = [&](const Stage& stage) {
     const auto started = Clock::now();
-    const double before = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision, dist);
+    const double before = data->validation_loss(*model, train.eval_batches, precision, dist);
     model = stage.method->apply(*model, family, *stage.from, *stage.to, stage.event.options,
                                 train.seed + static_cast<std::uint64_t>(stage.event.at_step));
     model->to(device);  // a no-op for growth that keeps the model's tensors
@@ -370,10 +351,10 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     parameters = model->parameters();
     config.model.spec = stage.to;
     config.resolved.insert_or_assign("model", stage.to_model);
-    plan.flops_per_step = static_cast<double>(stage.to->flops_per_token(T).training()) *
-                          static_cast<double>(plan.tokens_per_step);
+    plan.flops_per_step = static_cast<double>(stage.to->flops_per_token(T).training_per_example()) *
+                          static_cast<double>(plan.examples_per_step);
     if (restarts_schedule(stage.event.options)) restart_step = stage.event.at_step;
-    const double after = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision, dist);
+    const double after = data->validation_loss(*model, train.eval_batches, precision, dist);
     std::ostringstream options_text;
     options_text << stage.event.options;
     if (options.on_event) {
@@ -396,20 +377,15 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     summary.growth_seconds += seconds_since(started);
   };
 
-  // One evaluation: the run's own validation windows (returned), then each of
-  // data.eval_corpora's, recorded as val/loss@NAME.
+  // One evaluation: every validation metric of the task (the loss first, returned), recorded
+  // as val/KEY.
   auto validate = [&](std::int64_t step, std::int64_t tokens, double flops, double wall) {
     const auto started = Clock::now();
-    const double loss = evaluate(*model, val_tokens, B, T, V, train.eval_batches, precision, dist);
-    metrics.write(step, tokens, flops, wall, "val/loss", loss);
-    metrics.write(step, tokens, flops, wall, "val/perplexity", std::exp(loss));
-    metrics.write(step, tokens, flops, wall, "val/bits_per_token", loss / std::log(2.0));
-    if (shards.tokenizer == "byte") metrics.write(step, tokens, flops, wall, "val/bits_per_byte", loss / std::log(2.0));
-    for (const auto& [name, shard] : extra_val) {
-      metrics.write(step, tokens, flops, wall, "val/loss@" + name, evaluate(*model, *shard, B, T, V, train.eval_batches, precision, dist));
-    }
+    const std::vector<Metric> results = data->validate(*model, train.eval_batches, precision, dist);
+    for (const Metric& metric : results) metrics.write(step, tokens, flops, wall, "val/" + metric.key, metric.value);
+    summary.val_metrics = results;
     summary.eval_seconds += seconds_since(started);
-    return loss;
+    return results.front().value;
   };
 
   // A run started from a grown checkpoint is evaluated before its first step, so that its
@@ -419,7 +395,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     state.val_loss = validate(0, 0, 0, 0);
     metrics.flush();
     if (options.on_event) {
-      options.on_event("evaluation", 0, fmt::format(R"({{"val_loss":{:.9g},"tokens":0}})", state.val_loss));
+      options.on_event("evaluation", 0, evaluation_payload(state.val_loss, 0, summary.val_metrics));
     }
   }
 
@@ -455,9 +431,9 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     double data_seconds = 0;
     for (std::int64_t micro = 0; micro < train.grad_accum; ++micro) {
       const auto draw_start = Clock::now();
-      torch::Tensor batch = sampler.next(B, T, first_row, local_B);
+      const Batch batch = data->next(B, first_row, local_B);
       data_seconds += seconds_since(draw_start);
-      torch::Tensor micro_loss = loss_of(*model, batch, T, V, precision) / static_cast<double>(train.grad_accum);
+      torch::Tensor micro_loss = data->loss(*model, batch, precision) / static_cast<double>(train.grad_accum);
       micro_loss.backward();
       loss += micro_loss.item<double>();
     }
@@ -496,6 +472,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     }
     state.step += 1;
     state.tokens += plan.tokens_per_step;
+    state.examples += plan.examples_per_step;
     state.flops += plan.flops_per_step;
     state.train_loss = loss;
     const double step_seconds = seconds_since(step_start) - data_seconds;
@@ -507,6 +484,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     progress.step = state.step;
     progress.total_steps = plan.total_steps;
     progress.tokens = state.tokens;
+    progress.examples = state.examples;
     progress.flops = state.flops;
     progress.loss = loss;
     progress.lr = lr;
@@ -531,11 +509,11 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
       state.best_val_loss = std::min(state.best_val_loss, state.val_loss);
       progress.evaluated = true;
       if (options.on_event) {
-        options.on_event("evaluation", state.step, fmt::format(R"({{"val_loss":{:.9g},"tokens":{}}})", state.val_loss,
-                                                               state.tokens));
+        options.on_event("evaluation", state.step, evaluation_payload(state.val_loss, state.tokens, summary.val_metrics));
       }
     }
     progress.val_loss = state.val_loss;
+    progress.val_metrics = summary.val_metrics;
     metrics.flush();
     state.wall_seconds = wall_before + seconds_since(process_start);
     if (state.step % train.checkpoint_every == 0 || state.step == plan.total_steps) save();
@@ -559,6 +537,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   for (const torch::Tensor& p : model->parameters()) summary.parameters += p.numel();
   summary.steps = state.step;
   summary.tokens = state.tokens;
+  summary.examples = state.examples;
   summary.flops = state.flops;
   summary.train_loss = state.train_loss;
   summary.val_loss = state.val_loss;

@@ -10,17 +10,20 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/distributed.h"
 #include "engine/run_config.h"
+#include "engine/task.h"
 
 namespace tfw {
 
 struct TrainProgress {
-  std::int64_t step = 0, total_steps = 0, tokens = 0;
+  std::int64_t step = 0, total_steps = 0, tokens = 0, examples = 0;
   double flops = 0, loss = 0, lr = 0, grad_norm = 0;
   double tokens_per_second = 0, mfu = 0, eta_seconds = 0, elapsed_seconds = 0;
   double val_loss = 0;  // NaN until the first evaluation
+  std::vector<Metric> val_metrics;  // the last evaluation's, the loss first (engine/task.h)
   bool evaluated = false;  // this step ran an evaluation
   // Measured time (docs/cli.md, "Where the time goes"), in this process: the mean step
   // (forward, backward, clipping, update) and the mean batch draw per step; evaluation,
@@ -60,8 +63,9 @@ struct TrainOptions {
 };
 
 struct TrainSummary {
-  std::int64_t steps = 0, tokens = 0, parameters = 0;
+  std::int64_t steps = 0, tokens = 0, examples = 0, parameters = 0;
   double flops = 0, train_loss = 0, val_loss = 0, best_val_loss = 0, seconds = 0;
+  std::vector<Metric> val_metrics;  // the last evaluation's, the loss first (engine/task.h)
   double tokens_per_second = 0, mfu = 0, peak_flops = 0;
   // This process's time by kind, in total (TrainProgress); seconds is the run's wall time
   // across every process that trained it.

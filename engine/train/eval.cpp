@@ -4,7 +4,7 @@
 
 namespace tfw {
 
-torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
+torch::Tensor loss_of(Model& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
                       Precision precision, torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction) {
   const torch::Device device = module_device(model);
   const torch::Tensor tokens = batch.to(device);
@@ -32,7 +32,7 @@ torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64
   return batch;
 }
 
-double evaluate(LanguageModel& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
+double evaluate(Model& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
                 std::int64_t batches, Precision precision, DistGroup* dist) {
   torch::NoGradGuard no_grad;
   const std::int64_t rank = dist != nullptr ? dist->rank() : 0, world = dist != nullptr ? dist->world() : 1;

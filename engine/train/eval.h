@@ -16,7 +16,7 @@ namespace tfw {
 // batch (B, T + 1): mean cross-entropy of predicting batch[:, 1:] from batch[:, :T]. The batch
 // moves to the model's device; the forward pass runs in `precision` (engine/device.h), the
 // loss in at least float32.
-torch::Tensor loss_of(LanguageModel& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
+torch::Tensor loss_of(Model& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
                       Precision precision = Precision::fp32,
                       torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction = torch::kMean);
 
@@ -27,7 +27,7 @@ torch::Tensor validation_batch(const TokenShard& val, std::int64_t B, std::int64
 // Mean loss over `batches` fixed validation batches. With a process group, rank r computes
 // batches r, r + W, ... and the sum is all-reduced: every rank returns the same mean, over the
 // same windows as one process.
-double evaluate(LanguageModel& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
+double evaluate(Model& model, const TokenShard& val, std::int64_t B, std::int64_t T, std::int64_t V,
                 std::int64_t batches, Precision precision = Precision::fp32, DistGroup* dist = nullptr);
 
 }  // namespace tfw

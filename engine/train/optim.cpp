@@ -2,7 +2,7 @@
 
 namespace tfw {
 
-std::vector<torch::optim::OptimizerParamGroup> optimizer_groups(LanguageModel& model, const TrainConfig& train) {
+std::vector<torch::optim::OptimizerParamGroup> optimizer_groups(Model& model, const TrainConfig& train) {
   std::vector<torch::Tensor> decay, no_decay;
   for (const torch::Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   auto options = [&](double weight_decay) {

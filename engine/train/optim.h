@@ -14,7 +14,7 @@ namespace tfw {
 // Group 0: every parameter with 2+ dims (Pattention keys and values, the embedding, linear
 // weights) with train.weight_decay; group 1: the 1-D ones (norm gains and biases, linear
 // biases) without decay.
-std::vector<torch::optim::OptimizerParamGroup> optimizer_groups(LanguageModel& model, const TrainConfig& train);
+std::vector<torch::optim::OptimizerParamGroup> optimizer_groups(Model& model, const TrainConfig& train);
 
 // Scales all gradients so that their global L2 norm is at most max_norm (0: no clipping)
 // and returns the norm before clipping (NaN or inf when a gradient is not finite).

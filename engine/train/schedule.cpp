@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/task.h"
 
 namespace tfw {
 
@@ -25,9 +26,15 @@ TrainPlan train_plan(const RunConfig& config) {
                                            shape.seq_len),
                                "lower train.seq_len or raise model.seq_len"));
   }
-  plan.tokens_per_step = train.batch_size * train.grad_accum * plan.seq_len;
-  plan.flops_per_step = static_cast<double>(config.model.spec->flops_per_token(plan.seq_len).training()) *
-                        static_cast<double>(plan.tokens_per_step);
+  if (config.data.task == kImageClassificationTask && train.seq_len > 0 && train.seq_len != shape.seq_len) {
+    throw UsageError(with_hint(fmt::format("train.seq_len = {}: an image classifier reads {} tokens per image", train.seq_len,
+                                           shape.seq_len),
+                               "leave train.seq_len out (0) for an image-classification run"));
+  }
+  plan.examples_per_step = train.batch_size * train.grad_accum;
+  plan.tokens_per_step = plan.examples_per_step * plan.seq_len;
+  plan.flops_per_step = static_cast<double>(config.model.spec->flops_per_token(plan.seq_len).training_per_example()) *
+                        static_cast<double>(plan.examples_per_step);
   if (train.max_steps > 0) {
     plan.total_steps = train.max_steps;
   } else if (train.max_tokens > 0) {

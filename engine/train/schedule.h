@@ -11,8 +11,10 @@ namespace tfw {
 
 struct TrainPlan {
   std::int64_t seq_len = 0;          // T
-  std::int64_t tokens_per_step = 0;  // batch_size · grad_accum · T
-  double flops_per_step = 0;         // training FLOPs (3 × forward, docs/design/TOKENFORMER.md §5)
+  std::int64_t examples_per_step = 0;  // batch_size · grad_accum (token windows, images)
+  std::int64_t tokens_per_step = 0;    // examples_per_step · T
+  double flops_per_step = 0;         // training FLOPs (3 × forward, docs/design/TOKENFORMER.md §5):
+                                     // examples_per_step × FlopsPerToken::training_per_example
   std::int64_t total_steps = 0;
   std::int64_t schedule_steps = 0;   // the steps the lr schedule spans (train.schedule_steps, else total_steps)
   std::int64_t warmup_steps = 0;
@@ -21,8 +23,9 @@ struct TrainPlan {
 // Throws UsageError when no budget is set or T exceeds the model's context.
 TrainPlan train_plan(const RunConfig& config);
 
-// The training window: train.seq_len, else the model's context. Needs no budget (evaluation
-// of a checkpoint that has none, an imported one, uses it too).
+// The tokens of an example: a language model's training window (train.seq_len, else the
+// model's context); an image classifier's tokens per image. Needs no budget (evaluation of a
+// checkpoint that has none, an imported one, uses it too).
 std::int64_t train_seq_len(const RunConfig& config);
 
 // Learning rate for the update of step `step` (0-based): (step + 1) / warmup × lr during

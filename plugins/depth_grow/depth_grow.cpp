@@ -67,7 +67,7 @@ void copy_by_layer(torch::nn::Module& from, torch::nn::Module& to, const std::ve
 // The grown model on the source's device, and in its dtype when that is not the build's
 // (a float64 test model): converting a float32 model would also turn the float64 tau
 // buffers into float32 ones, which the checkpoint does not read back the same.
-void follow(LanguageModel& grown, LanguageModel& source) {
+void follow(Model& grown, Model& source) {
   const torch::Tensor p = source.parameters().front();
   grown.to(p.device());
   if (grown.parameters().front().scalar_type() != p.scalar_type()) grown.to(p.scalar_type());
@@ -114,12 +114,12 @@ class DepthGrow : public DepthMethod {
     return plan;
   }
 
-  std::shared_ptr<LanguageModel> apply(LanguageModel& model, const ModelFamily& family, const ModelSpec& from,
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
                                        const ModelSpec& to, const toml::table& table,
                                        std::uint64_t seed) const override {
     const Options o = options_parse(table);
     const std::int64_t L = spec_int(from, "layers"), L2 = spec_int(to, "layers");
-    std::shared_ptr<LanguageModel> grown = family.build(to, seed);
+    std::shared_ptr<Model> grown = family.build(to, seed);
     follow(*grown, model);
     std::vector<std::int64_t> source = layer_sources(L, L2, o.at);
     copy_by_layer(model, *grown, source);
@@ -202,12 +202,12 @@ class Stack : public DepthMethod {
     return plan;
   }
 
-  std::shared_ptr<LanguageModel> apply(LanguageModel& model, const ModelFamily& family, const ModelSpec& from,
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
                                        const ModelSpec& to, const toml::table& table,
                                        std::uint64_t seed) const override {
     (void)table;
     const std::int64_t L = spec_int(from, "layers"), L2 = spec_int(to, "layers");
-    std::shared_ptr<LanguageModel> grown = family.build(to, seed);
+    std::shared_ptr<Model> grown = family.build(to, seed);
     follow(*grown, model);
     std::vector<std::int64_t> source;
     for (std::int64_t i = 0; i < L2; ++i) source.push_back(i % L);

@@ -109,13 +109,13 @@ class HyperCloning : public GrowthMethod {
     return plan;
   }
 
-  std::shared_ptr<LanguageModel> apply(LanguageModel& model, const ModelFamily& family, const ModelSpec& from,
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
                                        const ModelSpec& to, const toml::table& table,
                                        std::uint64_t seed) const override {
     Options o = options_parse(table);
     Multipliers mult = multipliers(from, to);
     const std::int64_t k = mult.k, m = mult.m;
-    std::shared_ptr<LanguageModel> grown = family.build(to, seed);
+    std::shared_ptr<Model> grown = family.build(to, seed);
     grown->to(model.parameters().front().scalar_type());
     std::map<std::string, torch::Tensor> source = parameters_by_name(model);
     torch::Generator generator = at::detail::createCPUGenerator(seed);

@@ -136,7 +136,7 @@ class Net2Net : public GrowthMethod {
     return plan;
   }
 
-  std::shared_ptr<LanguageModel> apply(LanguageModel& model, const ModelFamily& family, const ModelSpec& from,
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
                                        const ModelSpec& to, const toml::table& table,
                                        std::uint64_t seed) const override {
     Options o = options_parse(table);
@@ -146,7 +146,7 @@ class Net2Net : public GrowthMethod {
       return unit_map(spec_int(from, key), spec_int(to, key), o.map, generator);
     };
     const std::vector<std::int64_t> g_d = map_of("d"), g_h = map_of("heads"), g_f = map_of("d_ffn");
-    std::shared_ptr<LanguageModel> grown = family.build(to, seed);
+    std::shared_ptr<Model> grown = family.build(to, seed);
     const auto options = model.parameters().front().options();
     grown->to(model.parameters().front().scalar_type());
     const Dimension hidden = dimension(g_d, counts(g_d, spec_int(from, "d")), 1, options);

@@ -14,6 +14,11 @@
 namespace tfw {
 namespace {
 
+// An integer key of the resolved [model] table, 0 when absent.
+std::int64_t spec_int_or(const ModelSpec& spec, const char* key) {
+  return spec.to_toml()[key].value_or(std::int64_t{0});
+}
+
 struct Options {
   std::string key_init, value_init, tau, optimizer, lr_schedule;
 };
@@ -39,7 +44,10 @@ class PattentionGrow : public GrowthMethod {
  public:
   std::string name() const override { return "pattention_grow"; }
   std::string version() const override { return TFW_VERSION; }
-  std::string family() const override { return "tokenformer"; }
+  std::string family() const override { return "tokenformer, vision_tokenformer"; }
+  bool grows(const std::string& family) const override {
+    return family == "tokenformer" || family == "vision_tokenformer";
+  }
   bool in_place() const override { return true; }
 
   bool declared_exact(const toml::table& table) const override {
@@ -49,10 +57,31 @@ class PattentionGrow : public GrowthMethod {
 
   GrowthPlan plan(const ModelSpec& from, const ModelSpec& to, const toml::table& table) const override {
     Options o = options_parse(table);
-    if (from.family() != "tokenformer" || to.family() != "tokenformer") {
-      throw UsageError(fmt::format("pattention_grow grows tokenformer models, not {} -> {}", from.family(), to.family()));
+    if (!grows(from.family()) || to.family() != from.family()) {
+      throw UsageError(fmt::format("pattention_grow grows tokenformer and vision_tokenformer models, not {} -> {}",
+                                   from.family(), to.family()));
     }
-    for (const char* key : {"layers", "d", "heads", "vocab"}) {
+    std::vector<const char*> kept = {"layers", "d", "heads"};
+    if (from.family() == "tokenformer") {
+      kept.push_back("vocab");
+    } else {  // the image skeleton; the patch embedding and the head keep their tokens
+      kept.insert(kept.end(), {"image_size", "channels", "patch", "classes"});
+      for (const char* key : {"pool", "patch_embed", "head"}) {
+        if (spec_string(from, key, "") != spec_string(to, key, "")) {
+          throw UsageError(with_hint(fmt::format("pattention_grow keeps {}: {} -> {} is not a token growth", key,
+                                                 spec_string(from, key, ""), spec_string(to, key, "")),
+                                     "change only n_attn and n_ffn in the target config"));
+        }
+      }
+      for (const char* key : {"n_patch", "n_head"}) {
+        if (spec_int_or(from, key) != spec_int_or(to, key)) {
+          throw UsageError(with_hint(fmt::format("pattention_grow grows the blocks only: {} {} -> {}", key,
+                                                 spec_int_or(from, key), spec_int_or(to, key)),
+                                     "change only n_attn and n_ffn in the target config"));
+        }
+      }
+    }
+    for (const char* key : kept) {
       if (spec_int(from, key) != spec_int(to, key)) {
         throw UsageError(with_hint(fmt::format("pattention_grow keeps {}: {} -> {} is not a token growth", key,
                                                spec_int(from, key), spec_int(to, key)),
@@ -92,7 +121,7 @@ class PattentionGrow : public GrowthMethod {
     return plan;
   }
 
-  std::shared_ptr<LanguageModel> apply(LanguageModel& model, const ModelFamily& family, const ModelSpec& from,
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
                                        const ModelSpec& to, const toml::table& table,
                                        std::uint64_t seed) const override {
     Options o = options_parse(table);
@@ -105,7 +134,8 @@ class PattentionGrow : public GrowthMethod {
     torch::NoGradGuard no_grad;
     for (const auto& item : model.named_modules()) {
       auto* layer = dynamic_cast<PattentionImpl*>(item.value().get());
-      if (layer == nullptr) continue;
+      // The blocks' Pattentions: an image model's Pattention patch embedding and head keep theirs.
+      if (layer == nullptr || item.key().rfind("layers.", 0) != 0) continue;
       const bool ffn = item.key().size() >= 4 && item.key().substr(item.key().size() - 4) == ".ffn";
       const std::int64_t m = ffn ? m_ffn : m_attn;
       if (target_mode == TauMode::fixed && layer->options().tau_mode() == TauMode::sqrt_n) {
@@ -132,7 +162,7 @@ class PattentionGrow : public GrowthMethod {
       }
     }
     (void)family;
-    return std::dynamic_pointer_cast<LanguageModel>(model.shared_from_this());
+    return std::dynamic_pointer_cast<Model>(model.shared_from_this());
   }
 };
 

@@ -92,7 +92,7 @@ class TokenformerFamily : public ModelFamily {
     return spec;
   }
 
-  std::shared_ptr<LanguageModel> build(const ModelSpec& spec, std::uint64_t seed) const override {
+  std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
     const auto* tokenformer = dynamic_cast<const TokenformerSpec*>(&spec);
     if (tokenformer == nullptr) {
       throw UsageError(fmt::format("the tokenformer family cannot build a '{}' model", spec.family()));

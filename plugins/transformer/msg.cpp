@@ -130,14 +130,14 @@ class Msg : public GrowthMethod {
     return to.to_toml();
   }
 
-  std::shared_ptr<LanguageModel> apply(LanguageModel& model, const ModelFamily& family, const ModelSpec& from_spec,
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from_spec,
                                        const ModelSpec& to_spec, const toml::table& table,
                                        std::uint64_t seed) const override {
     const Options o = options_parse(table);
     const TransformerSpec& from = transformer_of(from_spec);
     const TransformerSpec& to = transformer_of(to_spec);
     if (!to.msg.on) throw Error("msg: apply() needs the grown model's spec from grown_model()");
-    std::shared_ptr<LanguageModel> grown = family.build(to, seed);
+    std::shared_ptr<Model> grown = family.build(to, seed);
     const torch::Tensor p = model.parameters().front();
     grown->to(p.device(), p.scalar_type());
     const std::vector<std::int64_t> positions = old_positions(from.layers, to.layers, o.at);

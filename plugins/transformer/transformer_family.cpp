@@ -120,7 +120,7 @@ class TransformerFamily : public ModelFamily {
     return spec;
   }
 
-  std::shared_ptr<LanguageModel> build(const ModelSpec& spec, std::uint64_t seed) const override {
+  std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
     const auto* transformer = dynamic_cast<const TransformerSpec*>(&spec);
     if (transformer == nullptr) {
       throw UsageError(fmt::format("the transformer family cannot build a '{}' model", spec.family()));

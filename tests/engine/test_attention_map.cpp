@@ -27,7 +27,7 @@ std::string run_config_text(const std::string& family) {
 }
 
 // A freshly initialised model of `family` saved as a checkpoint in `dir`.
-std::string save_model(const std::string& family, const std::string& dir, std::shared_ptr<LanguageModel>* out = nullptr) {
+std::string save_model(const std::string& family, const std::string& dir, std::shared_ptr<Model>* out = nullptr) {
   fs::remove_all(dir);
   RunConfig config = run_config_parse(test::plugins(), toml::parse(run_config_text(family), std::string("t.toml")), "t.toml");
   auto model = test::plugins().family(family).build(*config.model.spec, 7);
@@ -42,7 +42,7 @@ std::string save_model(const std::string& family, const std::string& dir, std::s
 }
 
 TEST(AttentionMap, EqualsThetaOfTheLayersScoresComputedByHand) {
-  std::shared_ptr<LanguageModel> model;
+  std::shared_ptr<Model> model;
   const std::string path = save_model("tokenformer", "/tmp/tfw-test-attention-map", &model);
   AttentionProbe probe(test::plugins(), path);
   EXPECT_EQ(probe.family(), "tokenformer");

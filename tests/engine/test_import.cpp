@@ -41,7 +41,7 @@ std::string write_release(const std::string& name, const std::string& flags) {
   return dir.string();
 }
 
-std::shared_ptr<LanguageModel> load_imported(const std::string& checkpoint) {
+std::shared_ptr<Model> load_imported(const std::string& checkpoint) {
   const CheckpointMeta meta = checkpoint_read_meta(checkpoint);
   RunConfig config = run_config_parse(test::plugins(), toml::parse(meta.config_toml), checkpoint);
   auto model = test::plugins().family(config.model.family).build(*config.model.spec, 3);

@@ -117,7 +117,7 @@ shared = { attn = [8, 12], ffn = [16, 24], q = [8, 10] }
 // own range wins over attn.
 TEST(Mask, SelectsTheUnionOfTheUsedBlocksRanges) {
   const RunConfig config = run_config(kMaskedTokenformer);
-  std::shared_ptr<LanguageModel> model = test::plugins().family("tokenformer").build(*config.model.spec, 0);
+  std::shared_ptr<Model> model = test::plugins().family("tokenformer").build(*config.model.spec, 0);
   const std::string description = mask_apply(*model, config.train.mask, {"two", "shared"});
   EXPECT_EQ(description, "blocks two+shared: tokens in use ffn 32/48, k 16/24, o 16/24, q 12/24, v 16/24");
   for (const auto& item : model->named_modules()) {
@@ -147,7 +147,7 @@ TEST(Mask, SelectsTheUnionOfTheUsedBlocksRanges) {
 TEST(Mask, MaskedTokensStayExactlyAsTheyWereThroughOptimiserSteps) {
   const RunConfig config = run_config(kMaskedTokenformer);
   for (bool hold : {true, false}) {
-    std::shared_ptr<LanguageModel> model = test::plugins().family("tokenformer").build(*config.model.spec, 1);
+    std::shared_ptr<Model> model = test::plugins().family("tokenformer").build(*config.model.spec, 1);
     mask_apply(*model, config.train.mask, {"one"});
     MaskedTokenHold held(*model);
     std::vector<torch::Tensor> before;
@@ -198,11 +198,11 @@ corpus = "kjv"
   ASSERT_EQ(summary.growth_events, 1);
 
   const ModelFamily& family = test::plugins().family("tokenformer");
-  std::shared_ptr<LanguageModel> initial = family.build(*config.model.spec, config.train.seed);
+  std::shared_ptr<Model> initial = family.build(*config.model.spec, config.train.seed);
   toml::table grown_table = table;
   config_apply_overrides(grown_table, {"model.n_attn=20", "model.n_ffn=32"});
   const RunConfig grown = run_config_parse(test::plugins(), grown_table, "mask.toml");
-  std::shared_ptr<LanguageModel> trained = family.build(*grown.model.spec, 0);
+  std::shared_ptr<Model> trained = family.build(*grown.model.spec, 0);
   checkpoint_load(summary.last_checkpoint, *trained, nullptr);
   using torch::indexing::Slice;
   auto start = initial->named_parameters(), end = trained->named_parameters();
@@ -222,7 +222,7 @@ TEST(Mask, BadMasksAreClearErrors) {
   auto error_of = [](const std::string& text, const std::vector<std::string>& use) -> std::string {
     try {
       const RunConfig config = run_config(text);
-      std::shared_ptr<LanguageModel> model =
+      std::shared_ptr<Model> model =
           test::plugins().family(config.model.family).build(*config.model.spec, 0);
       mask_apply(*model, config.train.mask, use);
     } catch (const UsageError& e) {

@@ -17,7 +17,7 @@
 namespace tfw {
 namespace {
 
-std::shared_ptr<LanguageModel> tiny_tokenformer() {
+std::shared_ptr<Model> tiny_tokenformer() {
   const ModelConfig config =
       test::config_from_text(test::TinyModel{"tokenformer", 32, 4, 64, 16, 32, 16}.toml());
   return test::plugins().family(config.family).build(*config.spec, 3);

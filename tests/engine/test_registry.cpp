@@ -51,7 +51,7 @@ TEST(Registry, OutOfTreePluginIsFoundBuiltAndRun) {
   toml::table table = toml::parse(std::string_view("family = \"bigram\"\n[model]\nd = 8\nvocab = 32\n"), std::string_view("bigram.toml"));
   ModelConfig config = model_config_parse(registry, table, "bigram.toml");
   EXPECT_EQ(config.spec->parameter_count(), 32 * 8 + 8 * 8);
-  std::shared_ptr<LanguageModel> model = registry.family("bigram").build(*config.spec, 0);
+  std::shared_ptr<Model> model = registry.family("bigram").build(*config.spec, 0);
   torch::Tensor logits = model->forward(torch::randint(32, {2, 5}, torch::kInt64));
   EXPECT_EQ(logits.sizes(), (std::vector<std::int64_t>{2, 5, 32}));
 }

@@ -135,7 +135,7 @@ std::vector<GrowthCase> growth_cases() {
 }
 
 struct Grown {
-  std::shared_ptr<LanguageModel> small, grown;
+  std::shared_ptr<Model> small, grown;
   GrowthPlan plan;
   ModelConfig to;
 };

@@ -31,7 +31,7 @@ std::vector<FamilyCase> family_cases() {
 }
 
 std::shared_ptr<LanguageModel> build(const ModelConfig& config, std::uint64_t seed = 0) {
-  return test::plugins().family(config.family).build(*config.spec, seed);
+  return as_language_model(test::plugins().family(config.family).build(*config.spec, seed), "the test");
 }
 
 TEST(Models, ShapesAndParameterCountMatchTheSpec) {

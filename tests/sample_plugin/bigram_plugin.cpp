@@ -51,7 +51,7 @@ class BigramFamily : public tfw::ModelFamily {
     spec->vocab = table.require_int("vocab");
     return spec;
   }
-  std::shared_ptr<tfw::LanguageModel> build(const tfw::ModelSpec& spec, std::uint64_t seed) const override {
+  std::shared_ptr<tfw::Model> build(const tfw::ModelSpec& spec, std::uint64_t seed) const override {
     torch::manual_seed(seed);
     return std::make_shared<BigramModel>(dynamic_cast<const BigramSpec&>(spec));
   }

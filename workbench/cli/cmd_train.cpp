@@ -28,6 +28,16 @@ namespace fs = std::filesystem;
 
 std::atomic<bool> stop_requested{false};
 
+// The headline metrics of an evaluation beside its loss (an image classifier's accuracy):
+// " | accuracy 0.8123" on progress lines, ", accuracy 0.8123" in the summary.
+std::string headline_metrics(const std::vector<Metric>& metrics, const char* separator = " |") {
+  std::string out;
+  for (const Metric& m : metrics) {
+    if (m.headline) out += fmt::format("{} {} {:.4f}", separator, m.key, m.value);
+  }
+  return out;
+}
+
 extern "C" void on_stop_signal(int signal_number) {
   stop_requested.store(true);
   // A second Ctrl-C ends the process at once. SIGTERM may come more than once (the kernel
@@ -80,7 +90,8 @@ void run_train(TrainArgs& args) {
                                    p.step, p.total_steps, p.loss, p.lr, p.tokens_per_second, 100 * p.mfu,
                                    1e3 * p.step_seconds, 1e3 * p.data_seconds, duration_text(p.eta_seconds));
     if (p.evaluated) {
-      std::cerr << (tty ? "\r\033[K" : "") << line << fmt::format(" | val {:.4f}", p.val_loss) << "\n";
+      std::cerr << (tty ? "\r\033[K" : "") << line << fmt::format(" | val {:.4f}", p.val_loss)
+                << headline_metrics(p.val_metrics) << "\n";
     } else if (tty) {
       std::cerr << "\r\033[K" << line << std::flush;
     } else if (p.step % log_every == 0) {
@@ -102,10 +113,12 @@ void run_train(TrainArgs& args) {
   if (tty) std::cerr << "\r\033[K";
   if (args.json) {
     const double share = outcome.other_cpu_share;
+    nlohmann::json val_json = nlohmann::json::object();  // every metric of the last evaluation
+    for (const Metric& m : summary.val_metrics) val_json[m.key] = std::isfinite(m.value) ? nlohmann::json(m.value) : nullptr;
     print_json({{"run_id", outcome.run_id}, {"run_dir", outcome.run_dir}, {"name", outcome.model_name}, {"family", outcome.family},
-                {"parameters", summary.parameters}, {"steps", summary.steps}, {"tokens", summary.tokens},
+                {"parameters", summary.parameters}, {"steps", summary.steps}, {"examples", summary.examples}, {"tokens", summary.tokens},
                 {"training_flops", summary.flops}, {"train_loss", summary.train_loss},
-                {"val_loss", summary.val_loss}, {"best_val_loss", summary.best_val_loss},
+                {"val_loss", summary.val_loss}, {"best_val_loss", summary.best_val_loss}, {"val", val_json},
                 {"seconds", summary.seconds}, {"tokens_per_second", summary.tokens_per_second},
                 {"mfu", summary.mfu}, {"peak_flops", summary.peak_flops},
                 {"last_checkpoint", summary.last_checkpoint}, {"interrupted", summary.interrupted},
@@ -116,11 +129,12 @@ void run_train(TrainArgs& args) {
                           {"eval", summary.eval_seconds}, {"checkpoint", summary.checkpoint_seconds},
                           {"growth", summary.growth_seconds}, {"process", summary.process_seconds}}}});
   } else {
-    std::cout << fmt::format("run {} {}: {} steps, {} tokens, {:.3e} training FLOPs, {}\n", outcome.run_id, name,
-                             summary.steps, grouped(summary.tokens), summary.flops, duration_text(summary.seconds));
-    std::cout << fmt::format("  val loss {:.4f} (best {:.4f}), train loss {:.4f}, {:.0f} tokens/s, MFU {:.1f}%\n",
-                             summary.val_loss, summary.best_val_loss, summary.train_loss, summary.tokens_per_second,
-                             100 * summary.mfu);
+    std::cout << fmt::format("run {} {}: {} steps, {} examples, {} tokens, {:.3e} training FLOPs, {}\n", outcome.run_id,
+                             name, summary.steps, grouped(summary.examples), grouped(summary.tokens), summary.flops,
+                             duration_text(summary.seconds));
+    std::cout << fmt::format("  val loss {:.4f} (best {:.4f}){}, train loss {:.4f}, {:.0f} tokens/s, MFU {:.1f}%\n",
+                             summary.val_loss, summary.best_val_loss, headline_metrics(summary.val_metrics, ","),
+                             summary.train_loss, summary.tokens_per_second, 100 * summary.mfu);
     std::cout << fmt::format("  time: steps {:.2f} s, data {:.2f} s, evaluation {:.2f} s, checkpoints {:.2f} s{} "
                              "(of {:.2f} s in this process)\n",
                              summary.step_seconds, summary.data_seconds, summary.eval_seconds,
