@@ -9,6 +9,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/checkpoint_meta.h"
+#include "engine/data/images.h"
 #include "engine/data/shards.h"
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
@@ -18,6 +19,7 @@
 #include "engine/pattention.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
+#include "engine/task.h"
 #include "engine/train/eval.h"
 
 namespace tfw {
@@ -35,8 +37,9 @@ std::string layer_label(std::int64_t layer, const std::string& projection) {
 struct AttentionProbe::State {
   std::string checkpoint, home;
   RunConfig config;
-  std::shared_ptr<LanguageModel> model;
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // language models
+  std::unique_ptr<ImageSplits> images;   // image classifiers: read on first use
   std::int64_t layers = 0;
   std::map<std::string, std::int64_t> tokens_of;  // label -> parameter tokens
   std::map<std::string, std::int64_t> created_with;  // label -> tokens at creation (the n0 buffer)
@@ -72,10 +75,10 @@ AttentionProbe::AttentionProbe(const Registry& registry, const std::string& chec
   toml::table table = toml::parse(meta.config_toml, checkpoint);
   state_->config = run_config_parse(registry, table, checkpoint);
   const ModelFamily& family = registry.family(state_->config.model.family);
-  state_->model = as_language_model(family.build(*state_->config.model.spec, 0), "tfw attention");
+  state_->model = family.build(*state_->config.model.spec, 0);
   checkpoint_load(checkpoint, *state_->model, nullptr);
   state_->model->eval();
-  state_->tokenizer = tokenizer_create(state_->config.data.tokenizer);
+  if (!image_model()) state_->tokenizer = tokenizer_create(state_->config.data.tokenizer);
   for (const auto& item : state_->model->named_parameters()) {
     const std::string& name = item.key();
     const std::string suffix = ".keys";
@@ -94,7 +97,7 @@ AttentionProbe::AttentionProbe(const Registry& registry, const std::string& chec
     throw UsageError(with_hint(fmt::format("checkpoint {} holds a {} model, which has no Pattention layers "
                                            "(no parameter tokens to attend to)",
                                            checkpoint, state_->config.model.family),
-                               "pick a checkpoint of a tokenformer run"));
+                               "pick a checkpoint of a tokenformer or vision_tokenformer run"));
   }
   state_->layers = state_->config.model.spec->shape().layers;
 }
@@ -118,7 +121,79 @@ std::int64_t AttentionProbe::parameter_tokens(std::int64_t layer, const std::str
   return found->second;
 }
 
+bool AttentionProbe::image_model() const { return state_->config.data.task == kImageClassificationTask; }
+
+std::int64_t AttentionProbe::images() {
+  if (!image_model()) return 0;
+  if (state_->images == nullptr) state_->images = std::make_unique<ImageSplits>(image_splits_load(state_->config.data.image));
+  return state_->images->validation.count;
+}
+
+AttentionMap AttentionProbe::image_map(std::int64_t index, std::int64_t layer, const std::string& projection) {
+  if (!image_model()) {
+    throw UsageError(with_hint(fmt::format("{} is a language model: it reads text, not images", state_->checkpoint),
+                               "give --text instead of --image"));
+  }
+  const std::int64_t count = images();
+  if (index < 0 || index >= count) {
+    throw UsageError(with_hint(fmt::format("image {} does not exist: the validation split has {} images", index, count),
+                               fmt::format("pick 0..{}", count - 1)));
+  }
+  AttentionMap result;
+  result.parameter_tokens = parameter_tokens(layer, projection);
+  result.label = layer_label(layer, projection);
+  if (auto created = state_->created_with.find(result.label); created != state_->created_with.end()) {
+    result.tokens_at_creation = created->second;
+  }
+  const ImageSplits& splits = *state_->images;
+  const ImageSet& set = splits.validation;
+  const std::int64_t C = set.channels, H = set.height, W = set.width;
+  AttentionImage image;
+  image.index = index;
+  image.height = H;
+  image.width = W;
+  image.channels = C;
+  image.label = set.labels[static_cast<std::size_t>(index)];
+  const std::uint8_t* raw = set.pixels.data() + index * C * H * W;  // (C, H, W)
+  torch::Tensor input = torch::empty({1, C, H, W}, torch::kFloat32);
+  float* in = input.data_ptr<float>();
+  image.pixels.resize(static_cast<std::size_t>(H * W * C));
+  for (std::int64_t c = 0; c < C; ++c) {
+    for (std::int64_t y = 0; y < H; ++y) {
+      for (std::int64_t x = 0; x < W; ++x) {
+        const double pixel = raw[(c * H + y) * W + x] / 255.0;
+        in[(c * H + y) * W + x] = static_cast<float>((pixel - splits.mean) / splits.std);
+        image.pixels[static_cast<std::size_t>((y * W + x) * C + c)] = static_cast<float>(pixel);
+      }
+    }
+  }
+  const PatchGrid grid = as_image_classifier(state_->model, "tfw attention --image")->patch_grid();
+  image.rows = grid.rows;
+  image.cols = grid.cols;
+  image.patch = grid.patch;
+  image.leading = grid.leading;
+  torch::NoGradGuard no_grad;
+  ScoreCapture capture({result.label});
+  const torch::Tensor parameter = state_->model->parameters().front();
+  const torch::Tensor logits = state_->model->forward(input.to(parameter.device(), parameter.scalar_type()));
+  image.predicted = logits.argmax(1).item<std::int64_t>();
+  const torch::Tensor scores = capture.scores().at(result.label).reshape({-1, result.parameter_tokens})
+                                   .to(torch::kFloat32).cpu().contiguous();  // (T, n)
+  result.scores.assign(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
+  if (grid.leading > 0) result.tokens.push_back("cls");
+  for (std::int64_t r = 0; r < grid.rows; ++r) {
+    for (std::int64_t c = 0; c < grid.cols; ++c) result.tokens.push_back(fmt::format("r{}c{}", r, c));
+  }
+  result.image = std::move(image);
+  return result;
+}
+
 AttentionMap AttentionProbe::map(const std::string& text, std::int64_t layer, const std::string& projection) {
+  if (image_model()) {
+    throw UsageError(with_hint(fmt::format("{} is an image classifier: its input tokens are an image's patches",
+                                           state_->checkpoint),
+                               "give --image N (an image of the validation split) instead of --text"));
+  }
   AttentionMap result;
   result.parameter_tokens = parameter_tokens(layer, projection);
   result.label = layer_label(layer, projection);
@@ -146,6 +221,10 @@ AttentionMap AttentionProbe::map(const std::string& text, std::int64_t layer, co
 
 std::vector<ActivatingContext> AttentionProbe::top_contexts(std::int64_t layer, const std::string& projection,
                                                             std::int64_t parameter_token, int k, std::int64_t windows) {
+  if (image_model()) {
+    throw UsageError(with_hint("the top contexts are text: this is an image classifier",
+                               "with --image N, --token K maps parameter token K over the image's patches"));
+  }
   const std::int64_t n = parameter_tokens(layer, projection);
   if (parameter_token < 0 || parameter_token >= n) {
     throw UsageError(with_hint(fmt::format("parameter token {} does not exist: {} has {} tokens", parameter_token,
@@ -162,7 +241,7 @@ std::vector<ActivatingContext> AttentionProbe::top_contexts(std::int64_t layer, 
   torch::Tensor batch = validation_batch(val, windows, T, 1, 0);  // (windows, T + 1)
   torch::NoGradGuard no_grad;
   ScoreCapture capture({label});
-  state_->model->forward(batch.narrow(1, 0, T).to(module_device(*state_->model)));
+  as_language_model(state_->model, "tfw attention --token")->forward(batch.narrow(1, 0, T).to(module_device(*state_->model)));
   torch::Tensor column =
       capture.scores().at(label).select(-1, parameter_token).reshape({-1}).to(torch::kFloat32).cpu();
   const std::int64_t count = std::min<std::int64_t>(k, column.numel());

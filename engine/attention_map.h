@@ -1,5 +1,5 @@
 // Parameter-attention maps: which parameter tokens the input tokens attend to in one
-// Pattention layer (the scores Θ(S) of docs/design/TOKENFORMER.md §1, input tokens × parameter
+// Pattention layer (for an image classifier the input tokens are its patches) (the scores Θ(S) of docs/design/TOKENFORMER.md §1, input tokens × parameter
 // tokens), and the validation-text contexts that activate one parameter token most.
 // Used by `tfw attention` and the GUI's attention panel. Torch-free header: the loaded
 // model lives behind a pointer.
@@ -7,12 +7,23 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace tfw {
 
 class Registry;
+
+// The image an image classifier's map was computed on: its patches are the input tokens.
+struct AttentionImage {
+  std::int64_t index = 0;               // in the validation split
+  std::int64_t height = 0, width = 0, channels = 0;
+  std::vector<float> pixels;            // height × width × channels, in [0, 1], row-major
+  std::int64_t rows = 0, cols = 0, patch = 0;  // the patch grid
+  std::int64_t leading = 0;             // input tokens before the patches (the class token)
+  std::int64_t label = 0, predicted = 0;
+};
 
 struct AttentionMap {
   std::string label;                // "layers.3.q"
@@ -23,6 +34,7 @@ struct AttentionMap {
   std::int64_t tokens_at_creation = 0;
   std::vector<float> scores;        // tokens.size() × parameter_tokens, row-major, Θ(S)
   bool truncated = false;           // the text was longer than the model's context
+  std::optional<AttentionImage> image;  // an image classifier's input (tokens: "cls", "r0c0", ...)
   float at(std::size_t row, std::int64_t column) const {
     return scores[row * static_cast<std::size_t>(parameter_tokens) + static_cast<std::size_t>(column)];
   }
@@ -53,6 +65,12 @@ class AttentionProbe {
   std::int64_t parameter_tokens(std::int64_t layer, const std::string& projection) const;
 
   AttentionMap map(const std::string& text, std::int64_t layer, const std::string& projection);
+
+  // Image classifiers (images() > 0): the map of validation image `index` (the run's
+  // validation split, unaugmented), its input tokens the class token and the patches.
+  bool image_model() const;
+  std::int64_t images();  // the validation split's size (read on first use)
+  AttentionMap image_map(std::int64_t index, std::int64_t layer, const std::string& projection);
 
   // The k highest scores of `parameter_token` over `windows` fixed validation windows of the
   // run's corpus (the trainer's evaluation windows), one per position, best first.

@@ -11,6 +11,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/data/cloze.h"
+#include "engine/data/images.h"
 #include "engine/data/shards.h"
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
@@ -21,6 +22,8 @@
 #include "engine/run_config.h"
 #include "engine/train/eval.h"
 #include "engine/train/schedule.h"
+#include "engine/train/task.h"
+#include "engine/task.h"
 
 namespace tfw {
 
@@ -46,6 +49,49 @@ torch::Tensor token_losses(LanguageModel& model, const torch::Tensor& batch, std
   return loss_of(model, batch, T, V, precision, torch::kNone).reshape({-1, T});
 }
 
+// An image classifier's checkpoint: loss and accuracy on the whole validation split of its
+// run's dataset (the test split, or the tuning split when the run used it).
+EvalReport evaluate_images(const Registry& registry, const EvalRequest& request, const RunConfig& config,
+                           const CheckpointMeta& meta, const std::function<void(const std::string&)>& on_message) {
+  if (!request.corpora.empty() || request.windows > 0 || request.seq_len > 0 || request.stride > 0 ||
+      request.cloze > 0 || (request.blocks && !request.blocks->empty())) {
+    throw UsageError(with_hint(fmt::format("{} is an image classifier ({}): --corpus, --windows, --seq-len, --stride, "
+                                           "--cloze and --blocks are for language models",
+                                           request.checkpoint, config.model.family),
+                               "`tfw eval CHECKPOINT` evaluates it on its run's whole validation split"));
+  }
+  const ModelFamily& family = registry.family(config.model.family);
+  std::shared_ptr<Model> model = family.build(*config.model.spec, config.train.seed);
+  model->to(device_resolve(config.train.device));
+  checkpoint_load(request.checkpoint, *model, nullptr);
+  model->eval();
+  const std::int64_t B = config.train.batch_size;
+  std::unique_ptr<TaskData> data = task_data_open(config, request.home, B, 0, config.train.seed, on_message);
+  const ImageDataConfig& image = config.data.image;
+  const ImageSplits splits = image_splits_load(image);  // for the split's size and name
+  const std::int64_t batches = (splits.validation.count + B - 1) / B;
+  const std::vector<Metric> metrics = data->validate(*model, batches, precision_parse(config.train.precision), nullptr);
+  EvalReport report;
+  report.checkpoint = fs::absolute(request.checkpoint).string();
+  report.family = config.model.family;
+  report.model = config.model.spec->summary();
+  report.task = config.data.task;
+  report.step = meta.step;
+  report.seq_len = data->tokens_per_example();
+  EvalResult result;
+  result.corpus = image.dataset == "fashion-mnist" ? "fashion-mnist" : fs::path(image.dataset).filename().string();
+  result.shard_dir = splits.dir;
+  result.mode = image.validation;  // "test" or "tuning"
+  result.windows = splits.validation.count;
+  result.tokens = splits.validation.count * report.seq_len;
+  result.loss = metrics[0].value;
+  result.accuracy = metrics[1].value;
+  const double nan = std::nan("");
+  result.perplexity = result.bits_per_token = result.bits_per_byte = nan;
+  report.results.push_back(result);
+  return report;
+}
+
 }  // namespace
 
 EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& request,
@@ -62,6 +108,7 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
                                "the checkpoint needs the plugin of its model family: `tfw plugins` lists the loaded "
                                "ones (TFW_PLUGIN_PATH adds folders)"));
   }
+  if (config.data.task == kImageClassificationTask) return evaluate_images(registry, request, config, meta, on_message);
   const ModelShape shape = config.model.spec->shape();
   const std::int64_t T = request.seq_len > 0 ? request.seq_len : train_seq_len(config), V = shape.vocab;
   if (T > shape.seq_len) {

@@ -1,5 +1,7 @@
 // `tfw eval`: a checkpoint's loss on the validation text of any corpus (docs/cli.md, `tfw
-// eval`). The model is rebuilt from the config the checkpoint holds. Torch-free header.
+// eval`); an image classifier's loss and accuracy on its run's whole validation split
+// (docs/design/VISION.md). The model is rebuilt from the config the checkpoint holds.
+// Torch-free header.
 //
 // Windows (T + 1 tokens; the loss of predicting tokens 1..T from 0..T-1):
 // - "even" (default): N windows spread evenly over the corpus's validation shard, window w
@@ -39,15 +41,16 @@ struct EvalRequest {
 };
 
 struct EvalResult {
-  std::string corpus;        // as named (a path's file name)
+  std::string corpus;        // as named (a path's file name); an image dataset's name
   std::string shard_dir;     // the prepared shards read
-  std::string mode;          // "even" or "stride:S"
-  std::int64_t windows = 0;
+  std::string mode;          // "even" or "stride:S"; an image classifier's split: "test" or "tuning"
+  std::int64_t windows = 0;  // windows; an image classifier's images
   std::int64_t tokens = 0;   // target tokens scored
   double loss = 0;           // mean cross-entropy per target token, nats
   double perplexity = 0, bits_per_token = 0;
   double bytes = 0;          // bytes of text the scored tokens decode to
   double bits_per_byte = 0;  // loss · tokens / (ln 2 · bytes)
+  double accuracy = -1;      // an image classifier's share of images classified right (-1: a language model)
   // Cloze (when asked): passages found, those whose target the model completes greedily,
   // exactly (every target token is the argmax given the context and the target's earlier
   // tokens: what greedy decoding would produce), and the mean over passages of the target's
@@ -58,6 +61,7 @@ struct EvalResult {
 
 struct EvalReport {
   std::string checkpoint, family, model, tokenizer;
+  std::string task = "language_model";  // engine/task.h
   std::string blocks;  // the parameter blocks used ("gcide+shared"; "" when unmasked), and how
   std::string mask_description;
   std::int64_t step = 0, seq_len = 0;

@@ -107,11 +107,12 @@ TEST(Cli, PluginsListsOutOfTreeAndRefusesWrongVersion) {
   nlohmann::json json = nlohmann::json::parse(run.output);
   std::vector<std::string> names;
   for (const auto& plugin : json["plugins"]) names.push_back(plugin["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"tokenformer", "transformer", "bigram", "depth_grow", "stack",
-                                              "hypercloning", "net2net", "pattention_grow", "msg"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"tokenformer", "transformer", "vit", "vision_tokenformer", "bigram",
+                                              "depth_grow", "stack", "hypercloning", "net2net", "pattention_grow",
+                                              "msg"}));
   EXPECT_EQ(json["plugins"][0]["origin"], "built-in");
-  EXPECT_EQ(json["plugins"][2]["origin"], "TFW_PLUGIN_PATH");
-  EXPECT_EQ(json["plugins"][3]["kind"], "growth-method");
+  EXPECT_EQ(json["plugins"][4]["origin"], "TFW_PLUGIN_PATH");
+  EXPECT_EQ(json["plugins"][5]["kind"], "growth-method");
   ASSERT_EQ(json["rejected"].size(), 1u);
   EXPECT_NE(json["rejected"][0]["reason"].get<std::string>().find("plugin API version"), std::string::npos);
   Result human = tfw("plugins", environment);

@@ -24,7 +24,7 @@ TEST(Registry, LoadsInTreeFamiliesAndGrowthMethods) {
     EXPECT_EQ(entry.origin, "built-in");
     EXPECT_EQ(entry.version, TFW_VERSION);
   }
-  EXPECT_EQ(families, (std::vector<std::string>{"tokenformer", "transformer"}));
+  EXPECT_EQ(families, (std::vector<std::string>{"tokenformer", "transformer", "vit", "vision_tokenformer"}));
   // msg is registered by the transformer plugin, whose model it masks.
   EXPECT_EQ(methods,
             (std::vector<std::string>{"depth_grow", "stack", "hypercloning", "net2net", "pattention_grow", "msg"}));
@@ -33,7 +33,12 @@ TEST(Registry, LoadsInTreeFamiliesAndGrowthMethods) {
             (std::vector<std::string>{"net2net", "hypercloning", "depth_grow", "stack", "msg"}));
   EXPECT_TRUE(registry.growth_method("msg").grows("transformer"));
   EXPECT_FALSE(registry.growth_method("msg").grows("tokenformer"));
-  EXPECT_EQ(registry.growth_method("pattention_grow").family(), "tokenformer");
+  EXPECT_EQ(registry.growth_method("pattention_grow").family(), "tokenformer, vision_tokenformer");
+  EXPECT_TRUE(registry.growth_method("pattention_grow").grows("vision_tokenformer"));
+  EXPECT_FALSE(registry.growth_method("pattention_grow").grows("vit"));
+  // Families declare their task.
+  EXPECT_EQ(registry.family("vit").task(), "image_classification");
+  EXPECT_EQ(registry.family("transformer").task(), "language_model");
   // A method for several families says which it grows.
   EXPECT_TRUE(registry.growth_method("depth_grow").grows("transformer"));
   EXPECT_TRUE(registry.growth_method("depth_grow").grows("tokenformer"));

@@ -200,4 +200,88 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
   return layout;
 }
 
+HeatmapLayout attention_patches_png_write(const AttentionMap& map, std::int64_t parameter_token,
+                                          const std::string& title, const std::string& path) {
+  const AttentionImage& image = *map.image;
+  const int scale = std::max(1, 336 / static_cast<int>(std::max(image.height, image.width)));  // pixels per image pixel
+  const int panel_w = static_cast<int>(image.width) * scale, panel_h = static_cast<int>(image.height) * scale;
+  Font font;
+  HeatmapLayout layout;
+  layout.labelled = font.load();
+  const float label_px = 12, title_px = 15;
+  const int top = layout.labelled ? 64 : 0, gap = 24, bar = layout.labelled ? 80 : 0, bottom = layout.labelled ? 24 : 0;
+  layout.x = panel_w + gap;
+  layout.y = top;
+  layout.cell_w = static_cast<int>(image.patch) * scale;
+  layout.cell_h = layout.cell_w;
+  const std::string subtitle =
+      fmt::format("validation image {} \u00b7 label {} \u00b7 predicted {} \u00b7 right: \u0398(S) of parameter token {} "
+                  "over the patches",
+                  image.index, image.label, image.predicted, parameter_token);
+  layout.width = std::max(2 * panel_w + gap + bar, layout.labelled ? std::max(font.width(title, title_px),
+                                                                              font.width(subtitle, label_px)) + 16
+                                                                   : 0);
+  layout.height = top + panel_h + bottom;
+  Canvas canvas(layout.width, layout.height);
+  // The patch tokens' scores for the token (the class token's, if any, is said in the caption).
+  std::vector<double> scores;
+  for (std::int64_t p = 0; p < image.rows * image.cols; ++p) {
+    scores.push_back(map.at(static_cast<std::size_t>(image.leading + p), parameter_token));
+  }
+  const auto [low_it, high_it] = std::minmax_element(scores.begin(), scores.end());
+  const double low = *low_it, high = *high_it, range = high > low ? high - low : 1.0;
+  auto grey = [&](std::int64_t y, std::int64_t x) {
+    double sum = 0;
+    for (std::int64_t c = 0; c < image.channels; ++c) sum += image.pixels[static_cast<std::size_t>((y * image.width + x) * image.channels + c)];
+    const auto v = static_cast<std::uint8_t>(std::lround(255 * sum / static_cast<double>(image.channels)));
+    return Rgb{v, v, v};
+  };
+  for (std::int64_t y = 0; y < image.height; ++y) {
+    for (std::int64_t x = 0; x < image.width; ++x) {
+      const Rgb g = grey(y, x);
+      const int px = static_cast<int>(x) * scale, py = top + static_cast<int>(y) * scale;
+      canvas.fill(px, py, px + scale, py + scale, g);
+      // Right: the image dimmed, under the patch's score colour.
+      const std::int64_t patch = (y / image.patch) * image.cols + x / image.patch;
+      canvas.fill(layout.x + px, py, layout.x + px + scale, py + scale,
+                  Rgb{static_cast<std::uint8_t>(g.r / 3), static_cast<std::uint8_t>(g.g / 3), static_cast<std::uint8_t>(g.b / 3)});
+      for (int j = 0; j < scale; ++j) {
+        for (int i = 0; i < scale; ++i) {
+          canvas.blend(layout.x + px + i, py + j, heat_colour((scores[static_cast<std::size_t>(patch)] - low) / range), 0.7);
+        }
+      }
+    }
+  }
+  // The patch grid on both panels.
+  const Rgb line{90, 160, 255};
+  for (int panel : {0, layout.x}) {
+    for (std::int64_t r = 0; r <= image.rows; ++r) {
+      const int y = top + std::min(panel_h - 1, static_cast<int>(r) * layout.cell_h);
+      for (int x = 0; x < panel_w; ++x) canvas.blend(panel + x, y, line, 0.8);
+    }
+    for (std::int64_t c = 0; c <= image.cols; ++c) {
+      const int x = panel + std::min(panel_w - 1, static_cast<int>(c) * layout.cell_w);
+      for (int y = top; y < top + panel_h; ++y) canvas.blend(x, y, line, 0.8);
+    }
+  }
+  if (layout.labelled) {
+    font.draw(canvas, title, 8, 6, title_px, kText);
+    font.draw(canvas, subtitle, 8, 28, label_px, kDim);
+    if (image.leading > 0) {
+      font.draw(canvas, fmt::format("class token: {:.3g}", map.at(0, parameter_token)), layout.x, top + panel_h + 6,
+                label_px, kDim);
+    }
+    const int bx = layout.x + panel_w + 14;
+    for (int y = 0; y < panel_h; ++y) {
+      canvas.fill(bx, top + y, bx + 14, top + y + 1, heat_colour(1.0 - static_cast<double>(y) / std::max(1, panel_h - 1)));
+    }
+    font.draw(canvas, fmt::format("{:.3g}", high), bx + 18, top - 2, label_px, kText);
+    font.draw(canvas, fmt::format("{:.3g}", low), bx + 18, top + panel_h - 14, label_px, kText);
+  }
+  if (!stbi_write_png(path.c_str(), layout.width, layout.height, 3, canvas.pixels.data(), layout.width * 3)) {
+    throw Error(fmt::format("cannot write {}", path));
+  }
+  return layout;
+}
+
 }  // namespace tfw::cli

@@ -22,4 +22,10 @@ struct HeatmapLayout {
 
 HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& title, const std::string& path);
 
+// An image classifier's map (map.image set): the image with its patch grid, and beside it the
+// image under the scores of one parameter token over the patches, with a colour bar. Returns
+// where the second panel sits (cell: one patch).
+HeatmapLayout attention_patches_png_write(const AttentionMap& map, std::int64_t parameter_token,
+                                          const std::string& title, const std::string& path);
+
 }  // namespace tfw::cli

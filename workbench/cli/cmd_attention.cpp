@@ -1,6 +1,8 @@
 // `tfw attention RUN|CHECKPOINT --text ... --layer L --proj P --out FILE`: the
 // parameter-attention map of one Pattention layer (input tokens × parameter tokens) as CSV
 // and PNG, and optionally the validation contexts that activate one parameter token most.
+// For an image classifier, `--image N`: the input tokens are the patches of validation image
+// N, and FILE-patches.png shows the image with its patch grid under one parameter token's map.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -28,6 +30,7 @@ struct AttentionArgs {
   std::string target, text, text_file, projection = "q", out, home;
   std::int64_t layer = 0;
   std::int64_t parameter_token = -1;
+  std::int64_t image = -1;  // an image classifier's validation image
   int top = 10;
   bool json = false;
 };
@@ -60,15 +63,54 @@ void run_attention(const AttentionArgs& args) {
     if (!in) throw UsageError(with_hint(fmt::format("cannot read --text-file {}", args.text_file), "check the path"));
     text.assign(std::istreambuf_iterator<char>(in), {});
   }
-  if (text.empty() && args.parameter_token < 0) {
+  if (text.empty() && args.parameter_token < 0 && args.image < 0) {
     throw UsageError(with_hint("nothing to show", "give --text (or --text-file) for a map, or --token N for the "
-                                                  "contexts that activate parameter token N"));
+                                                  "contexts that activate parameter token N; for an image "
+                                                  "classifier, --image N"));
   }
+  if (!text.empty() && args.image >= 0) throw UsageError("--text and --image exclude each other: give one input");
   const std::string checkpoint = runner::checkpoint_of(args.target, home);
   AttentionProbe probe(registry(), checkpoint, home);
   nlohmann::json json = {{"checkpoint", fs::absolute(checkpoint).string()}, {"family", probe.family()}};
-  if (!text.empty()) {
-    AttentionMap map = probe.map(text, args.layer, args.projection);
+  if (probe.image_model() && args.image < 0) {
+    throw UsageError(with_hint(fmt::format("{} is an image classifier: its input is an image", checkpoint),
+                               fmt::format("give --image N, an image of the validation split (0..{})",
+                                           probe.images() - 1)));
+  }
+  if (!text.empty() || args.image >= 0) {
+    AttentionMap map = args.image >= 0 ? probe.image_map(args.image, args.layer, args.projection)
+                                       : probe.map(text, args.layer, args.projection);
+    // An image: the parameter token mapped over the patches is --token, else the one with the
+    // largest total score over the patches.
+    std::int64_t mapped = args.parameter_token;
+    if (map.image && mapped < 0) {
+      double best = -1e300;
+      for (std::int64_t j = 0; j < map.parameter_tokens; ++j) {
+        double total = 0;
+        for (std::size_t i = static_cast<std::size_t>(map.image->leading); i < map.tokens.size(); ++i) total += map.at(i, j);
+        if (total > best) best = total, mapped = j;
+      }
+    }
+    if (map.image && mapped >= map.parameter_tokens) {
+      throw UsageError(with_hint(fmt::format("parameter token {} does not exist: {} has {} tokens", mapped, map.label,
+                                             map.parameter_tokens),
+                                 fmt::format("pick 0..{}", map.parameter_tokens - 1)));
+    }
+    if (map.image) {
+      const AttentionImage& image = *map.image;
+      json["image"] = {{"index", image.index}, {"label", image.label}, {"predicted", image.predicted},
+                       {"rows", image.rows}, {"cols", image.cols}, {"patch", image.patch},
+                       {"leading", image.leading}, {"parameter_token", mapped}};
+      nlohmann::json grid = nlohmann::json::array();
+      for (std::int64_t r = 0; r < image.rows; ++r) {
+        std::vector<float> row;
+        for (std::int64_t c = 0; c < image.cols; ++c) {
+          row.push_back(map.at(static_cast<std::size_t>(image.leading + r * image.cols + c), mapped));
+        }
+        grid.push_back(row);
+      }
+      json["image"]["patch_scores"] = grid;
+    }
     json["label"] = map.label;
     json["input_tokens"] = map.tokens.size();
     json["parameter_tokens"] = map.parameter_tokens;
@@ -98,6 +140,12 @@ void run_attention(const AttentionArgs& args) {
       const HeatmapLayout layout = attention_png_write(map, title, base + ".png");
       json["csv"] = base + ".csv";
       json["png"] = base + ".png";
+      if (map.image) {
+        const HeatmapLayout patches = attention_patches_png_write(map, mapped, title, base + "-patches.png");
+        json["patches_png"] = base + "-patches.png";
+        json["patches_png_layout"] = {{"width", patches.width}, {"height", patches.height}, {"x", patches.x},
+                                      {"y", patches.y}, {"cell", patches.cell_w}};
+      }
       json["png_layout"] = {{"width", layout.width}, {"height", layout.height}, {"x", layout.x}, {"y", layout.y},
                             {"cell_width", layout.cell_w}, {"cell_height", layout.cell_h},
                             {"labelled", layout.labelled}};
@@ -105,15 +153,27 @@ void run_attention(const AttentionArgs& args) {
     if (!args.json) {
       fmt::print("{}  {}  {} input tokens × {} parameter tokens{}\n", checkpoint, map.label, map.tokens.size(),
                  map.parameter_tokens, map.truncated ? fmt::format(" (text cut to the model's {} tokens)", probe.context()) : "");
+      if (map.image) {
+        const AttentionImage& image = *map.image;
+        fmt::print("validation image {}: label {}, predicted {}; parameter token {} over the {}×{} patches:\n",
+                   image.index, image.label, image.predicted, mapped, image.rows, image.cols);
+        for (const auto& row : json["image"]["patch_scores"]) {
+          std::string line = "   ";
+          for (const auto& value : row) line += fmt::format(" {:>8.4f}", value.get<float>());
+          fmt::print("{}\n", line);
+        }
+        if (image.leading > 0) fmt::print("    class token: {:.4f}\n", map.at(0, mapped));
+      }
       fmt::print("{:>5}  {:<16} {:>10} {:>9}\n", "pos", "token", "strongest", "score");
       for (std::size_t i = 0; i < map.tokens.size(); ++i) {
         fmt::print("{:>5}  {:<16} {:>10} {:>9.4f}\n", i, "'" + token_label(map.tokens[i]) + "'",
                    argmax[i]["parameter_token"].get<std::int64_t>(), argmax[i]["score"].get<float>());
       }
       if (json.contains("csv")) fmt::print("wrote {} and {}\n", json["csv"].get<std::string>(), json["png"].get<std::string>());
+      if (json.contains("patches_png")) fmt::print("wrote {}\n", json["patches_png"].get<std::string>());
     }
   }
-  if (args.parameter_token >= 0) {
+  if (args.parameter_token >= 0 && args.image < 0) {
     std::vector<ActivatingContext> contexts =
         probe.top_contexts(args.layer, args.projection, args.parameter_token, args.top);
     nlohmann::json list = nlohmann::json::array();
@@ -140,12 +200,16 @@ void add_attention_command(CLI::App& app) {
       ->required();
   command->add_option("--text", args->text, "the input text");
   command->add_option("--text-file", args->text_file, "read the input text from a file");
+  command->add_option("--image", args->image,
+                      "an image classifier's input: image N of its run's validation split (its tokens are the patches)")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--layer", args->layer, "layer index (0-based)")->check(CLI::NonNegativeNumber);
   command->add_option("--proj", args->projection, "projection: q, k, v, o or ffn")
       ->check(CLI::IsMember({"q", "k", "v", "o", "ffn"}));
   command->add_option("--out", args->out, "write FILE.csv and FILE.png");
   command->add_option("--token", args->parameter_token,
-                      "also list the validation contexts that activate this parameter token most");
+                      "also list the validation contexts that activate this parameter token most; with --image, the "
+                      "parameter token to map over the patches");
   command->add_option("--top", args->top, "how many contexts (default 10)")->check(CLI::PositiveNumber);
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
   command->add_flag("--json", args->json, "machine-readable output");

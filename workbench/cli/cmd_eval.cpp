@@ -13,6 +13,7 @@
 #include "engine/evaluate.h"
 #include "engine/home.h"
 #include "engine/registry.h"
+#include "engine/task.h"
 #include "runner/lineage.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
@@ -70,8 +71,13 @@ void run_eval(EvalArgs& args) {
     run = store->checkpoint_run(report.checkpoint).value_or(0);
     std::vector<EvaluationRow> rows;
     for (const EvalResult& r : report.results) {
-      for (const auto& [metric, value] : {std::pair<const char*, double>{"loss", r.loss}, {"perplexity", r.perplexity},
-                                          {"bits_per_token", r.bits_per_token}, {"bits_per_byte", r.bits_per_byte}}) {
+      const std::vector<std::pair<const char*, double>> metrics =
+          r.accuracy >= 0 ? std::vector<std::pair<const char*, double>>{{"loss", r.loss}, {"accuracy", r.accuracy}}
+                          : std::vector<std::pair<const char*, double>>{{"loss", r.loss},
+                                                                        {"perplexity", r.perplexity},
+                                                                        {"bits_per_token", r.bits_per_token},
+                                                                        {"bits_per_byte", r.bits_per_byte}};
+      for (const auto& [metric, value] : metrics) {
         rows.push_back({0, run, report.checkpoint, report.step, r.corpus, metric, value, r.windows, r.tokens, r.mode, 0,
                         report.blocks});
       }
@@ -91,32 +97,44 @@ void run_eval(EvalArgs& args) {
                          {"tokens", r.tokens}, {"loss", number(r.loss)}, {"perplexity", number(r.perplexity)},
                          {"bits_per_token", number(r.bits_per_token)}, {"bytes", r.bytes},
                          {"bits_per_byte", number(r.bits_per_byte)}});
+      if (r.accuracy >= 0) results.back()["accuracy"] = r.accuracy;
       if (r.cloze_items > 0) {
         results.back()["cloze"] = {{"passages", r.cloze_items}, {"correct", r.cloze_correct},
                                    {"accuracy", r.cloze_accuracy}, {"mean_logprob", r.cloze_logprob},
                                    {"target_tokens", r.cloze_tokens}};
       }
     }
-    print_json({{"checkpoint", report.checkpoint}, {"step", report.step}, {"family", report.family},
+    print_json({{"checkpoint", report.checkpoint}, {"step", report.step}, {"family", report.family}, {"task", report.task},
                 {"model", report.model}, {"tokenizer", report.tokenizer}, {"seq_len", report.seq_len},
                 {"blocks", report.blocks},
                 {"run_id", run == 0 ? nlohmann::json(nullptr) : nlohmann::json(run)}, {"results", results}});
     return;
   }
-  std::cout << fmt::format("{} (step {}): {} {}, {} tokens, windows of {}\n", report.checkpoint, report.step,
-                           report.family, report.model, report.tokenizer, report.seq_len);
-  if (!report.blocks.empty()) std::cout << "parameter mask: " << report.mask_description << "\n";
-  std::cout << fmt::format("{:<20} {:<10} {:>8} {:>9} {:>8} {:>10} {:>10} {:>10}\n", "corpus", "windows", "count",
-                           "tokens", "loss", "perplexity", "bits/tok", "bits/byte");
-  for (const EvalResult& r : report.results) {
-    std::cout << fmt::format("{:<20} {:<10} {:>8} {:>9} {:>8.4f} {:>10.3f} {:>10.4f} {:>10.4f}\n", r.corpus, r.mode,
-                             r.windows, r.tokens, r.loss, r.perplexity, r.bits_per_token, r.bits_per_byte);
-  }
-  for (const EvalResult& r : report.results) {
-    if (r.cloze_items == 0) continue;
-    std::cout << fmt::format("cloze on {}: {} of {} passages completed exactly ({:.1f}%), mean log-likelihood of the "
-                             "target {:.3f} nats\n",
-                             r.corpus, r.cloze_correct, r.cloze_items, 100 * r.cloze_accuracy, r.cloze_logprob);
+  if (report.task == kImageClassificationTask) {
+    std::cout << fmt::format("{} (step {}): {} {}, {} tokens an image\n", report.checkpoint, report.step, report.family,
+                             report.model, report.seq_len);
+    std::cout << fmt::format("{:<20} {:<8} {:>8} {:>10} {:>8} {:>9}\n", "dataset", "split", "images", "tokens", "loss",
+                             "accuracy");
+    for (const EvalResult& r : report.results) {
+      std::cout << fmt::format("{:<20} {:<8} {:>8} {:>10} {:>8.4f} {:>8.2f}%\n", r.corpus, r.mode, r.windows, r.tokens,
+                               r.loss, 100 * r.accuracy);
+    }
+  } else {
+    std::cout << fmt::format("{} (step {}): {} {}, {} tokens, windows of {}\n", report.checkpoint, report.step,
+                             report.family, report.model, report.tokenizer, report.seq_len);
+    if (!report.blocks.empty()) std::cout << "parameter mask: " << report.mask_description << "\n";
+    std::cout << fmt::format("{:<20} {:<10} {:>8} {:>9} {:>8} {:>10} {:>10} {:>10}\n", "corpus", "windows", "count",
+                             "tokens", "loss", "perplexity", "bits/tok", "bits/byte");
+    for (const EvalResult& r : report.results) {
+      std::cout << fmt::format("{:<20} {:<10} {:>8} {:>9} {:>8.4f} {:>10.3f} {:>10.4f} {:>10.4f}\n", r.corpus, r.mode,
+                               r.windows, r.tokens, r.loss, r.perplexity, r.bits_per_token, r.bits_per_byte);
+    }
+    for (const EvalResult& r : report.results) {
+      if (r.cloze_items == 0) continue;
+      std::cout << fmt::format("cloze on {}: {} of {} passages completed exactly ({:.1f}%), mean log-likelihood of the "
+                               "target {:.3f} nats\n",
+                               r.corpus, r.cloze_correct, r.cloze_items, 100 * r.cloze_accuracy, r.cloze_logprob);
+    }
   }
   if (!args.no_record) {
     std::cout << fmt::format("recorded in {}/runs.db{}\n", request.home,
