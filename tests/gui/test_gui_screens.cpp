@@ -151,6 +151,51 @@ TEST_F(GuiScreens, AttentionViewDrawsTheHeatMapOfACheckpoint) {
   std::size_t on_ramp = 0;
   for (std::size_t i = 0; i < image.rgb.size(); i += 3) on_ramp += ramp.count(image.rgb[i] << 16 | image.rgb[i + 1] << 8 | image.rgb[i + 2]);
   EXPECT_GT(on_ramp, 20000u);  // 28 tokens × 64 parameter tokens × 6 px × 19 px, less what scrolls out
+  // No image: exact black appears only where an image classifier's image is drawn (below).
+  std::size_t black = 0;
+  for (std::size_t i = 0; i < image.rgb.size(); i += 3) black += image.rgb[i] == 0 && image.rgb[i + 1] == 0 && image.rgb[i + 2] == 0;
+  EXPECT_LT(black, 100u);
+}
+
+// A vision Tokenformer's checkpoint (a few steps on Fashion-MNIST): the attention view shows
+// the heat map of its patch tokens, and below it the validation image in grey with the patch
+// grid, and the image under one parameter token's map. `tfw attention --image` writes the
+// same map, and the patch PNG.
+TEST_F(GuiScreens, AttentionViewShowsAnImageWithItsPatchGrid) {
+  const std::string home = "/tmp/tfw-test-gui-vision";
+  fs::remove_all(home);
+  fs::create_directories(home);
+  {
+    std::ofstream config(home + "/vision.toml");
+    config << "family = \"vision_tokenformer\"\n[model]\nlayers = 2\nd = 32\nheads = 4\nn_attn = 16\nn_ffn = 48\n"
+              "[train]\nbatch_size = 32\nmax_steps = 10\neval_every = 10\neval_batches = 2\ncheckpoint_every = 10\n";
+  }
+  Result trained = tfw("train " + home + "/vision.toml --name vision --home " + home);
+  ASSERT_EQ(trained.code, 0) << trained.output;
+  const std::string checkpoint = home + "/runs/vision/checkpoints/step-00000010.pt";
+  Image image = shot("attention", "--checkpoint " + checkpoint + " --image 3 --layer 1 --proj ffn --token 5", home);
+  fs::copy_file(kShots + "/attention.png", kShots + "/attention-image.png", fs::copy_options::overwrite_existing);
+  // The image is drawn large: its background (pixel 0, Fashion-MNIST's black) is exact black,
+  // which nothing else in the window uses (the text map's screenshot has none).
+  std::size_t black = 0;
+  for (std::size_t i = 0; i < image.rgb.size(); i += 3) black += image.rgb[i] == 0 && image.rgb[i + 1] == 0 && image.rgb[i + 2] == 0;
+  EXPECT_GT(black, 10000u) << kShots << "/attention-image.png";
+  // The CLI: the same image, its 4×4 patch grid, token 5's scores; and the patch PNG.
+  Result cli = tfw("attention " + checkpoint + " --home " + home + " --image 3 --layer 1 --proj ffn --token 5 --json --out " +
+                   home + "/map");
+  ASSERT_EQ(cli.code, 0) << cli.output;
+  const nlohmann::json json = nlohmann::json::parse(cli.output);
+  EXPECT_EQ(json["input_tokens"], 17);
+  EXPECT_EQ(json["image"]["rows"], 4);
+  EXPECT_EQ(json["image"]["parameter_token"], 5);
+  EXPECT_EQ(json["image"]["label"], 1);  // the 4th test image of Fashion-MNIST is a trouser
+  Image patches;
+  ASSERT_TRUE(patches.load(home + "/map-patches.png"));
+  EXPECT_EQ(patches.width, json["patches_png_layout"]["width"].get<int>());
+  // A text input is refused for an image model, with the fix.
+  Result text = tfw("attention " + checkpoint + " --home " + home + " --text hello");
+  EXPECT_EQ(text.code, 2);
+  EXPECT_NE(text.output.find("--image"), std::string::npos) << text.output;
 }
 
 TEST_F(GuiScreens, DesignerViewPredictsAndCharts) {

@@ -38,7 +38,11 @@ void add_gui_command(CLI::App& app) {
   command->add_option("--layer", options->layer, "attention: layer")->check(CLI::NonNegativeNumber);
   command->add_option("--proj", options->projection, "attention: q, k, v, o or ffn")
       ->check(CLI::IsMember({"q", "k", "v", "o", "ffn"}));
-  command->add_option("--token", options->parameter_token, "attention: list this parameter token's top contexts");
+  command->add_option("--token", options->parameter_token,
+                      "attention: list this parameter token's top contexts (an image classifier: map it over the "
+                      "patches)");
+  command->add_option("--image", options->image, "attention, image classifiers: the validation image to map")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--bench-frames", options->bench_frames,
                       "render N frames headless (mouse sweeping) and print frame times; see bench/")
       ->check(CLI::PositiveNumber);

@@ -6,6 +6,7 @@
 
 #include "engine/registry.h"
 #include "engine/run_config.h"
+#include "engine/task.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
@@ -26,7 +27,10 @@ nlohmann::json flops_json(const FlopsPerToken& flops) {
           {"token_token", flops.token_token},
           {"embedding", flops.embedding},
           {"forward", flops.forward()},
-          {"training", flops.training()}};
+          {"training", flops.training()},
+          {"per_example", flops.per_example},
+          {"forward_per_example", flops.forward_per_example()},
+          {"training_per_example", flops.training_per_example()}};
 }
 
 void run_params(const ParamsArgs& args) {
@@ -40,6 +44,7 @@ void run_params(const ParamsArgs& args) {
     print_json({{"config", config.path},
                 {"name", config.name},
                 {"family", config.family},
+                {"task", registry().family(config.family).task()},
                 {"model", spec.summary()},
                 {"parameters", parameters},
                 {"parameters_embedding", embedding},
@@ -47,9 +52,12 @@ void run_params(const ParamsArgs& args) {
                 {"flops_per_token", flops_json(flops)}});
     return;
   }
+  const bool images = registry().family(config.family).task() == kImageClassificationTask;
   std::cout << fmt::format("{} ({}): {}\n", config.name, config.family, spec.summary());
   std::cout << fmt::format("  parameters            {:>16}  ({})\n", grouped(parameters), short_count(parameters));
-  std::cout << fmt::format("    embedding (tied)    {:>16}\n", grouped(embedding));
+  std::cout << fmt::format(images ? "    patch embedding, positions, class token, head {:>16}\n"
+                                  : "    embedding (tied)    {:>16}\n",
+                           grouped(embedding));
   std::cout << fmt::format("    non-embedding       {:>16}\n", grouped(parameters - embedding));
   std::cout << fmt::format("  forward FLOPs per token at T = {}:\n", T);
   std::cout << fmt::format("    token-parameter     {:>16}  (2N)\n", grouped(flops.token_parameter));
@@ -57,6 +65,11 @@ void run_params(const ParamsArgs& args) {
   std::cout << fmt::format("    embedding (logits)  {:>16}  (2·V·d)\n", grouped(flops.embedding));
   std::cout << fmt::format("    total               {:>16}\n", grouped(flops.forward()));
   std::cout << fmt::format("  training FLOPs per token (3 x forward) {}\n", grouped(flops.training()));
+  if (flops.per_example > 0) {
+    std::cout << fmt::format("  forward FLOPs once per image (patch embedding, head) {}\n", grouped(flops.per_example));
+    std::cout << fmt::format("  training FLOPs per image (3 x (T x forward + per image)) {}\n",
+                             grouped(flops.training_per_example()));
+  }
 }
 
 }  // namespace

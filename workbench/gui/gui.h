@@ -25,7 +25,8 @@ struct GuiOptions {
   std::string text;                 // attention: the input text
   int layer = 0;
   std::string projection = "q";
-  int parameter_token = -1;         // attention: list this token's top contexts
+  int parameter_token = -1;         // attention: list this token's top contexts (an image: map it over the patches)
+  int image = 0;                    // attention, image classifiers: the validation image
   std::vector<std::string> configs; // flops / designer: run config files
   int bench_frames = 0;             // > 0: render this many frames headless, the mouse sweeping
                                     // across the window, and print the frame times (bench/)

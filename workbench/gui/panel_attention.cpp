@@ -2,8 +2,10 @@
 // ffn), type text; the heat map shows Θ(S) (input tokens × parameter tokens) with the tokens
 // as row labels, scrollable across thousands of parameter tokens (only visible cells are
 // drawn). Click a column for the validation-text contexts that activate that parameter
-// token most. The engine work (engine/attention_map.h, the same as `tfw attention`) runs
-// off the UI thread.
+// token most. For an image classifier (vision_tokenformer) the input is a validation image
+// and its tokens are the patches: below the heat map, the image with its patch grid and the
+// clicked parameter token's scores over the patches. The engine work
+// (engine/attention_map.h, the same as `tfw attention`) runs off the UI thread.
 #include <imgui.h>
 
 #include <algorithm>
@@ -26,6 +28,11 @@ namespace tfw::gui {
 namespace {
 
 const char* kProjections[] = {"q", "k", "v", "o", "ffn"};
+
+// The families whose models have parameter tokens to look at.
+bool has_parameter_tokens(const std::string& family) {
+  return family == "tokenformer" || family == "vision_tokenformer";
+}
 
 ImU32 heat(double t) {
   const Rgb c = heat_colour(t);
@@ -54,8 +61,15 @@ class AttentionPanel : public Panel {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(120);
     ImGui::SliderInt("cell width", &cell_w_, 2, 24);
-    ImGui::InputTextMultiline("##text", text_, sizeof(text_), ImVec2(-160, ImGui::GetTextLineHeight() * 3));
-    ImGui::SameLine();
+    if (image_mode_) {
+      ImGui::SetNextItemWidth(160);
+      ImGui::InputInt("validation image", &image_, 1, 10);
+      image_ = std::max(0, image_);
+      ImGui::SameLine();
+    } else {
+      ImGui::InputTextMultiline("##text", text_, sizeof(text_), ImVec2(-160, ImGui::GetTextLineHeight() * 3));
+      ImGui::SameLine();
+    }
     const bool busy = job_.valid() || contexts_job_.valid();
     ImGui::BeginDisabled(busy || checkpoint_.empty());
     if (ImGui::Button(busy ? "computing..." : "compute map", ImVec2(150, 0))) start_map(app);
@@ -63,14 +77,19 @@ class AttentionPanel : public Panel {
     if (!error_.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", error_.c_str());
     if (map_.tokens.empty()) {
       if (error_.empty()) {
-        ImGui::TextDisabled("%s", checkpoint_.empty() ? "Select a tokenformer run with a checkpoint (Runs tab), or pass "
-                                                        "--checkpoint FILE."
-                                                      : "Type some text and press 'compute map'.");
+        ImGui::TextDisabled("%s", checkpoint_.empty() ? "Select a tokenformer or vision_tokenformer run with a checkpoint "
+                                                        "(Runs tab), or pass --checkpoint FILE."
+                                                      : image_mode_ ? "Choose a validation image and press 'compute map'."
+                                                                    : "Type some text and press 'compute map'.");
       }
       return;
     }
     heat_map();
-    contexts();
+    if (map_.image) {
+      patches();
+    } else {
+      contexts();
+    }
   }
 
   void prepare(App& app) override {
@@ -79,7 +98,8 @@ class AttentionPanel : public Panel {
     start_map(app);
     job_.wait();
     collect();
-    if (app.options.parameter_token >= 0 && error_.empty()) {
+    if (map_.image && app.options.parameter_token >= 0) chosen_token_ = app.options.parameter_token;
+    if (app.options.parameter_token >= 0 && error_.empty() && !map_.image) {
       chosen_token_ = app.options.parameter_token;
       start_contexts();
       contexts_job_.wait();
@@ -100,6 +120,7 @@ class AttentionPanel : public Panel {
     const std::string text = app.options.text.empty() ? "The cat sat on the mat. " : app.options.text;
     std::snprintf(text_, sizeof(text_), "%s", text.c_str());
     layer_ = app.options.layer;
+    image_ = app.options.image;
     for (int k = 0; k < IM_ARRAYSIZE(kProjections); ++k) {
       if (app.options.projection == kProjections[k]) projection_ = k;
     }
@@ -109,13 +130,14 @@ class AttentionPanel : public Panel {
     }
     for (std::int64_t id : app.selected) {
       const RunRecord* run = app.run(id);
-      if (run && run->family == "tokenformer" && choose_run(app, *run)) return;
+      if (run && has_parameter_tokens(run->family) && choose_run(app, *run)) return;
     }
   }
 
   // The run's newest checkpoint; false (with the reason in error_) when it has none.
   bool choose_run(const App& app, const RunRecord& run) {
     run_ = run.id;
+    image_mode_ = run.family == "vision_tokenformer";
     if (app.snapshot->remote) {  // the checkpoint files are on the service's machine
       checkpoints_.clear();
       checkpoint_.clear();
@@ -141,7 +163,7 @@ class AttentionPanel : public Panel {
     ImGui::SetNextItemWidth(260);
     if (ImGui::BeginCombo("run", label.c_str())) {
       for (const RunRecord& run : app.snapshot->runs) {
-        if (run.family != "tokenformer") continue;
+        if (!has_parameter_tokens(run.family)) continue;
         if (ImGui::Selectable(fmt::format("{} #{} ({})", run.name, run.id, run.experiment).c_str(), run.id == run_)) {
           choose_run(app, run);
           probe_.reset();
@@ -168,7 +190,7 @@ class AttentionPanel : public Panel {
     error_.clear();
     auto probe = probe_;
     const std::string checkpoint = checkpoint_, text = text_, home = app.home;
-    const std::int64_t layer = layer_;
+    const std::int64_t layer = layer_, image = image_;
     const std::string projection = kProjections[projection_];
     Registry* registry = app.registry;
     job_ = std::async(std::launch::async, [=]() mutable {
@@ -176,7 +198,8 @@ class AttentionPanel : public Panel {
       try {
         if (!probe) probe = std::make_shared<AttentionProbe>(*registry, checkpoint, home);
         result.probe = probe;
-        result.map = probe->map(text, layer, projection);
+        result.map = probe->image_model() ? probe->image_map(image, layer, projection)
+                                          : probe->map(text, layer, projection);
       } catch (const std::exception& e) {
         result.error = e.what();
       }
@@ -207,6 +230,7 @@ class AttentionPanel : public Panel {
       if (result.probe) {
         probe_ = result.probe;
         layers_ = static_cast<int>(probe_->layers());
+        image_mode_ = probe_->image_model();
       }
       if (error_.empty()) {
         map_ = std::move(result.map);
@@ -282,15 +306,74 @@ class AttentionPanel : public Panel {
       const std::int64_t j = static_cast<std::int64_t>((mouse.x - origin.x) / cell_w_);
       const int i = static_cast<int>((mouse.y - origin.y) / row_h);
       if (j >= 0 && j < columns && i >= 0 && i < rows) {
-        ImGui::SetTooltip("input token %d '%s'\nparameter token %lld\nscore %.5f\nclick: contexts that activate it", i,
-                          token_label(map_.tokens[i]).c_str(), static_cast<long long>(j), map_.at(i, j));
+        ImGui::SetTooltip("input token %d '%s'\nparameter token %lld\nscore %.5f\nclick: %s", i,
+                          token_label(map_.tokens[i]).c_str(), static_cast<long long>(j), map_.at(i, j),
+                          map_.image ? "its map over the patches" : "contexts that activate it");
         if (ImGui::IsMouseClicked(ImGuiMouseButton_Left) && probe_ && !contexts_job_.valid()) {
           chosen_token_ = j;
-          contexts_requested_ = true;
+          contexts_requested_ = !map_.image;
         }
       }
     }
     ImGui::EndChild();
+  }
+
+  // An image classifier's input: the image with its patch grid, and the image under one
+  // parameter token's scores over the patches (the clicked column, else the token with the
+  // largest total over the patches).
+  void patches() {
+    const AttentionImage& image = *map_.image;
+    const std::size_t first = static_cast<std::size_t>(image.leading);
+    std::int64_t token = chosen_token_;
+    if (token < 0 || token >= map_.parameter_tokens) {
+      double best = -1e300;
+      for (std::int64_t j = 0; j < map_.parameter_tokens; ++j) {
+        double total = 0;
+        for (std::size_t i = first; i < map_.tokens.size(); ++i) total += map_.at(i, j);
+        if (total > best) best = total, token = j;
+      }
+    }
+    double low = 1e300, high = -1e300;
+    for (std::size_t i = first; i < map_.tokens.size(); ++i) low = std::min<double>(low, map_.at(i, token)), high = std::max<double>(high, map_.at(i, token));
+    const double range = high > low ? high - low : 1.0;
+    ImGui::Text("Validation image %lld: label %lld, predicted %lld.  Right: parameter token %lld over the %lld×%lld "
+                "patches (%.4f to %.4f)%s",
+                static_cast<long long>(image.index), static_cast<long long>(image.label),
+                static_cast<long long>(image.predicted), static_cast<long long>(token), static_cast<long long>(image.rows),
+                static_cast<long long>(image.cols), low, high,
+                image.leading > 0 ? fmt::format("; class token {:.4f}", map_.at(0, token)).c_str() : "");
+    const float available = std::max(80.0f, ImGui::GetContentRegionAvail().y - 8);
+    const float pixel = std::max(1.0f, std::floor(std::min(available, 320.0f) / static_cast<float>(image.height)));
+    const float side_w = pixel * static_cast<float>(image.width), side_h = pixel * static_cast<float>(image.height);
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImDrawList* draw = ImGui::GetWindowDrawList();
+    const float right = origin.x + side_w + 24;
+    for (std::int64_t y = 0; y < image.height; ++y) {
+      for (std::int64_t x = 0; x < image.width; ++x) {
+        double sum = 0;
+        for (std::int64_t c = 0; c < image.channels; ++c) {
+          sum += image.pixels[static_cast<std::size_t>((y * image.width + x) * image.channels + c)];
+        }
+        const int v = static_cast<int>(std::lround(255 * sum / static_cast<double>(image.channels)));
+        const ImVec2 a(origin.x + x * pixel, origin.y + y * pixel), b(a.x + pixel, a.y + pixel);
+        draw->AddRectFilled(a, b, IM_COL32(v, v, v, 255));
+        const std::int64_t patch = (y / image.patch) * image.cols + x / image.patch;
+        const ImVec2 a2(right + x * pixel, a.y), b2(a2.x + pixel, b.y);
+        draw->AddRectFilled(a2, b2, IM_COL32(v / 3, v / 3, v / 3, 255));
+        const Rgb c = heat_colour((map_.at(first + static_cast<std::size_t>(patch), token) - low) / range);
+        draw->AddRectFilled(a2, b2, IM_COL32(c.r, c.g, c.b, 180));
+      }
+    }
+    const float cell = pixel * static_cast<float>(image.patch);
+    for (float left : {origin.x, right}) {
+      for (std::int64_t r = 0; r <= image.rows; ++r) {
+        draw->AddLine(ImVec2(left, origin.y + r * cell), ImVec2(left + side_w, origin.y + r * cell), IM_COL32(90, 160, 255, 220));
+      }
+      for (std::int64_t c = 0; c <= image.cols; ++c) {
+        draw->AddLine(ImVec2(left + c * cell, origin.y), ImVec2(left + c * cell, origin.y + side_h), IM_COL32(90, 160, 255, 220));
+      }
+    }
+    ImGui::Dummy(ImVec2(2 * side_w + 24, side_h));
   }
 
   void contexts() {
@@ -323,6 +406,8 @@ class AttentionPanel : public Panel {
   std::string checkpoint_, error_;
   char text_[4096] = "";
   int layer_ = 0, layers_ = 1, projection_ = 0, cell_w_ = 6;
+  int image_ = 0;            // the validation image (image classifiers)
+  bool image_mode_ = false;  // the checkpoint is an image classifier's
   std::shared_ptr<AttentionProbe> probe_;
   std::future<Result> job_, contexts_job_;
   AttentionMap map_;
