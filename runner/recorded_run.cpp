@@ -210,6 +210,10 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
                                   {"checkpoint_seconds", summary.checkpoint_seconds}, {"threads", summary.threads},
                                   {"world_size", summary.world_size}};
   if (summary.world_size > 1) final_metrics["comm_seconds"] = summary.comm_seconds;
+  final_metrics["examples"] = summary.examples;
+  for (const Metric& m : summary.val_metrics) {
+    if (m.headline && std::isfinite(m.value)) final_metrics["val_" + m.key] = m.value;  // val_accuracy
+  }
   if (std::isfinite(outcome.other_cpu_share)) {
     final_metrics["other_cpu_share"] = outcome.other_cpu_share;
     final_metrics["contended"] = outcome.contended;

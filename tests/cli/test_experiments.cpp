@@ -167,7 +167,7 @@ TEST(Experiments, TinyExperimentRunsSkipsWhenRunAgainAndExports) {
   Output csv = tfw_stdout("export " + file + " --format csv --home " + home);
   ASSERT_EQ(csv.code, 0) << csv.output;
   EXPECT_EQ(csv.output.substr(0, csv.output.find('\n')),
-            "run,family,parent,growth_method,parameters,tokens,val_loss,val_perplexity,token_token_flops_per_1e4_t2,"
+            "run,family,parent,growth_method,parameters,tokens,val_loss,val_perplexity,val_accuracy_percent,token_token_flops_per_1e4_t2,"
             "status,paper_value,paper_metric,paper_source,paper_scale");
   EXPECT_NE(csv.output.find(fmt::format("\ngrown,tokenformer,small,pattention_grow,{},", grown["parameters"].get<std::int64_t>())),
             std::string::npos) << csv.output;

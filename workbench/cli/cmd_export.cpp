@@ -67,14 +67,15 @@ void run_export(const ExportArgs& args) {
                                      ? executable_dir() + "/../assets/paper_results.toml"
                                      : args.paper_results;
   RunTables per_run = run_tables(*set, paper_path);
-  Table groups = groups_table(*set);
+  const std::vector<Table> groups = groups_tables(*set);
   // Comparisons only when their table is shown: the other tables of a batch still running
   // can be exported (a comparison with an empty side is an error).
   const bool wants_comparisons = args.table.empty() || args.table == "all" || args.table == "comparisons";
   const std::vector<ComparisonResult> comparisons = wants_comparisons ? compare_all(*set) : std::vector<ComparisonResult>{};
   Table compared = comparisons_table(name, comparisons);
   const Table evaluated = evaluations_table(*set);
-  std::vector<const Table*> all = {&per_run.results, &groups};
+  std::vector<const Table*> all = {&per_run.results};
+  for (const Table& g : groups) all.push_back(&g);
   if (!evaluated.rows.empty() || args.table == "evaluations") all.push_back(&evaluated);
   if (!comparisons.empty()) all.push_back(&compared);
   all.push_back(&per_run.ledger);
@@ -92,7 +93,7 @@ void run_export(const ExportArgs& args) {
     const std::string which = args.table.empty() ? "results" : args.table;
     if (which == "all") {
       throw UsageError(with_hint("CSV holds one table per file",
-                                 "choose --table results, groups, evaluations, comparisons or ledger"));
+                                 "choose --table results, groups, groups_accuracy, evaluations, comparisons or ledger"));
     }
     text = render_csv(tables.front());
   } else {
@@ -141,9 +142,9 @@ void add_export_command(CLI::App& app) {
       ->required();
   command->add_option("--format", args->format, "md, csv or latex")->check(CLI::IsMember({"md", "csv", "latex"}));
   command->add_option("--table", args->table,
-                      "results, groups (mean and CI over seeds), evaluations (tfw eval), comparisons, ledger or all (default: all; for csv: "
-                      "results)")
-      ->check(CLI::IsMember({"results", "groups", "evaluations", "comparisons", "ledger", "all"}));
+                      "results, groups (mean and CI over seeds), groups_accuracy (the same for image classifiers' "
+                      "accuracy), evaluations (tfw eval), comparisons, ledger or all (default: all; for csv: results)")
+      ->check(CLI::IsMember({"results", "groups", "groups_accuracy", "evaluations", "comparisons", "ledger", "all"}));
   command->add_option("--out", args->out, "write the tables to FILE (default: stdout)");
   command->add_option("--curves", args->curves, "write train and val loss curves as CSV to FILE");
   command->add_option("--figures", args->figures, "write the experiment's figures (SVG and PNG) into DIR");

@@ -162,12 +162,13 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
 
   // Tables.
   RunTables per_run = run_tables(results, options.paper_results);
-  std::vector<Table> tables = {groups_table(results)};
+  std::vector<Table> tables = groups_tables(results);
   if (Table evaluated = evaluations_table(results); !evaluated.rows.empty()) tables.push_back(std::move(evaluated));
   if (!comparisons.empty()) tables.push_back(comparisons_table(e.name, comparisons));
   tables.push_back(per_run.results);
   tables.push_back(per_run.ledger);
-  out << "## Tables\n\nValidation loss is in nats per token (per byte for the byte tokenizer). The paper's numbers "
+  out << "## Tables\n\nValidation loss is in nats per token (per byte for the byte tokenizer; per image for an image "
+         "classifier, whose accuracy is the share of validation images classified right). The paper's numbers "
          "are at its own scale, and some are of another task (the last columns say which): compare trends, not values.\n\n";
   out << render_md(tables);
 

@@ -84,6 +84,18 @@ Table groups_table(const ExperimentResults& results, const std::string& metric) 
   return table;
 }
 
+std::vector<Table> groups_tables(const ExperimentResults& results) {
+  std::vector<Table> tables = {groups_table(results)};
+  for (const RunResult& run : results.runs()) {
+    if (run.finished() && std::isfinite(results.final_value(run, "val/accuracy"))) {
+      tables.push_back(groups_table(results, "val/accuracy"));
+      tables.back().name = "groups_accuracy";
+      break;
+    }
+  }
+  return tables;
+}
+
 Table evaluations_table(const ExperimentResults& results) {
   Table table{"evaluations",
               fmt::format("{}: tfw eval of each run's last checkpoint, over seeds (mean, 95% Student-t CI)",
@@ -193,6 +205,7 @@ RunTables run_tables(const ExperimentResults& set, const std::string& paper_path
                 {column("run", "run"), column("family", "family"), column("grown from", "parent"),
                  column("growth", "growth_method"), column("parameters", "parameters"), column("tokens", "tokens"),
                  column("val loss", "val_loss"), column("val ppl", "val_perplexity"),
+                 column("val accuracy (%)", "val_accuracy_percent"),
                  {"token-token FLOPs (10^4 T^2)", "token-token FLOPs ($10^4\\,T^2$)", "token_token_flops_per_1e4_t2"},
                  column("status", "status"), column("paper value", "paper_value"), column("paper metric", "paper_metric"),
                  column("paper source", "paper_source"), column("paper scale", "paper_scale")},
@@ -210,7 +223,7 @@ RunTables run_tables(const ExperimentResults& set, const std::string& paper_path
     if (!run.record) {
       std::vector<Cell> row(results.columns.size(), none);
       row[0] = text_cell(run_name);
-      row[9] = text_cell("not run");
+      row[10] = text_cell("not run");
       results.rows.push_back(row);
       continue;
     }
@@ -239,9 +252,14 @@ RunTables run_tables(const ExperimentResults& set, const std::string& paper_path
     } catch (const std::exception&) {
       // a config this build cannot parse (another plugin set): leave the cell empty
     }
+    // An image classifier's accuracy (its last val/accuracy); a language model has none, and
+    // the perplexity of a classifier's loss means nothing, so each shows "-" for the other.
+    const std::vector<MetricPoint> accuracy = set.store().metrics(r.id, "val/accuracy");
+    const bool classifier = !accuracy.empty();
     std::vector<Cell> row = {text_cell(r.name), text_cell(r.family), parent,
                              r.growth_method.empty() ? none : text_cell(r.growth_method), count(r.parameters),
-                             count(r.tokens), number(val), number(std::exp(val), "{:.2f}"), token_token,
+                             count(r.tokens), number(val), classifier ? none : number(std::exp(val), "{:.2f}"),
+                             classifier ? number(100 * accuracy.back().value, "{:.2f}") : none, token_token,
                              text_cell(status_name(r.status))};
     row.insert(row.end(), paper_cells.begin(), paper_cells.end());
     results.rows.push_back(row);

@@ -19,6 +19,9 @@ struct RunTables {
 RunTables run_tables(const ExperimentResults& results, const std::string& paper_path);
 
 Table groups_table(const ExperimentResults& results, const std::string& metric = "val/loss");
+// The groups' final val/loss, and their final val/accuracy when some run has one (an image
+// classifier's), as a second table named "groups_accuracy".
+std::vector<Table> groups_tables(const ExperimentResults& results);
 // The `tfw eval` results of each group's finished runs (their last evaluation per corpus,
 // parameter blocks and metric: loss, bits_per_byte, cloze_accuracy, cloze_logprob); no rows
 // when nothing was evaluated.
