@@ -89,6 +89,12 @@ struct MaskConfig {
   }
 };
 
+// What a run trains on, for people: the corpus of a language model, the dataset of an image
+// classifier.
+inline const std::string& data_name(const DataConfig& data) {
+  return data.task == "image_classification" ? data.image.dataset : data.corpus;
+}
+
 // How a set of blocks is named in evaluations and reports: "a+b"; "" for every token.
 std::string mask_label(const std::vector<std::string>& use);
 

@@ -48,6 +48,30 @@ TEST(Designer, LaterStagesChangeTheModelOnTopOfEarlierOnes) {
   EXPECT_EQ(design_to_toml(three_stages(), "", false).find("[runs.scratch]"), std::string::npos);
 }
 
+// A vision Tokenformer grows in the designer as a language Tokenformer does: its plan counts
+// images and their patch tokens, and FLOPs per image.
+TEST(Designer, AVisionTokenformerScheduleIsPlanned) {
+  const std::string base = "/tmp/tfw-test-designer-vision.toml";
+  std::ofstream(base) << "family = \"vision_tokenformer\"\n[model]\nlayers = 2\nd = 32\nheads = 4\nn_attn = 16\n"
+                         "n_ffn = 32\n[train]\nbatch_size = 64\nmax_steps = 1\n";
+  Design design;
+  design.name = "vision-design";
+  design.base_config = base;
+  design.stages = {{"", "", "", 64 * 17 * 100}, {"pattention_grow", "n_attn = 32, n_ffn = 64", "", 64 * 17 * 50}};
+  const DesignPrediction prediction = design_predict(test_plugins(), design);
+  ASSERT_EQ(prediction.error, "");
+  ASSERT_EQ(prediction.stages.size(), 2u);
+  EXPECT_EQ(prediction.family, "vision_tokenformer");
+  EXPECT_EQ(prediction.corpus, "fashion-mnist");
+  // 100 steps of 64 images of 17 tokens; FLOPs per step = 64 × training FLOPs per image.
+  const ModelConfig small = model_config_load(test_plugins(), base);
+  EXPECT_DOUBLE_EQ(prediction.stages[0].tokens, 100.0 * 64 * 17);
+  EXPECT_DOUBLE_EQ(prediction.stages[0].flops,
+                   100.0 * 64 * static_cast<double>(small.spec->flops_per_token(17).training_per_example()));
+  EXPECT_EQ(prediction.stages[1].growth, "pattention_grow");
+  EXPECT_GT(prediction.stages[1].parameters, prediction.stages[0].parameters);
+}
+
 TEST(Designer, PredictionIsTheEnginesPlanAndMatchesTheDryRun) {
   const Registry& plugins = test_plugins();
   DesignPrediction prediction = design_predict(plugins, three_stages());

@@ -139,7 +139,7 @@ DesignPrediction design_predict(const Registry& registry, const Design& design) 
     Experiment experiment = experiment_parse(registry, table, "design", fs::current_path().string());
     if (!experiment.runs.empty()) {
       prediction.family = experiment.runs.front().config.model.family;
-      prediction.corpus = experiment.runs.front().config.data.corpus;
+      prediction.corpus = data_name(experiment.runs.front().config.data);
     }
     double tokens = 0;
     for (const ExperimentRun& run : experiment.runs) {

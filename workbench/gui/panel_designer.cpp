@@ -81,7 +81,7 @@ class DesignerPanel : public Panel {
       try {
         ModelConfig base = model_config_load(*app.registry, design_.base_config);
         const toml::table model = base.spec->to_toml();
-        if (base.family == "tokenformer") {
+        if (model.contains("n_attn") && model.contains("n_ffn")) {  // a Tokenformer, of text or images
           const std::int64_t factor = std::int64_t{1} << design_.stages.size();
           stage.model_changes = fmt::format("n_attn = {}, n_ffn = {}", model["n_attn"].value_or<std::int64_t>(0) * factor,
                                             model["n_ffn"].value_or<std::int64_t>(0) * factor);

@@ -37,7 +37,8 @@ FamilyFit family_fit(Store& store, const std::string& family, const std::string&
       const toml::table config = toml::parse(r.config);
       if (const toml::array* growth = config["train"]["growth"].as_array(); growth && !growth->empty()) continue;
       if (config["train"]["growth_repeat"]["every_steps"].value_or(std::int64_t{0}) > 0) continue;
-      c.corpus = config["data"]["corpus"].value_or(std::string("?"));
+      // A language model's corpus, or an image classifier's dataset.
+      c.corpus = config["data"]["corpus"].value_or(config["data"]["dataset"].value_or(std::string("?")));
       c.tokenizer = config["data"]["tokenizer"].value_or(std::string("byte"));
     } catch (const std::exception&) {
       continue;
