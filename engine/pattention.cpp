@@ -11,6 +11,19 @@
 
 namespace tfw {
 
+PattentionSettings pattention_settings_parse(ConfigTable& table) {
+  PattentionSettings settings;
+  settings.norm = pattention_norm_parse(table.get_choice("norm", "l2_gelu", {"l2_gelu", "gelu_l2", "gelu_l1", "softmax"}));
+  settings.tau = tau_mode_parse(table.get_choice("tau", "fixed", {"fixed", "sqrt_n"}));
+  settings.eps = table.get_double("eps", settings.eps);
+  return settings;
+}
+
+toml::table pattention_settings_toml(const PattentionSettings& settings) {
+  return toml::table{{"norm", pattention_norm_name(settings.norm)}, {"tau", tau_mode_name(settings.tau)},
+                     {"eps", settings.eps}};
+}
+
 namespace {
 thread_local ScoreCapture* active_capture = nullptr;
 

@@ -14,6 +14,8 @@
 
 #include <torch/torch.h>
 
+#include "engine/config.h"
+
 namespace tfw {
 
 enum class PattentionNorm { l2_gelu, gelu_l2, gelu_l1, softmax };
@@ -23,6 +25,16 @@ PattentionNorm pattention_norm_parse(const std::string& name);  // throws UsageE
 std::string pattention_norm_name(PattentionNorm norm);
 TauMode tau_mode_parse(const std::string& name);
 std::string tau_mode_name(TauMode mode);
+
+// A family's [model.pattention] table: the score norm, the tau mode and eps (tokenformer,
+// vision_tokenformer; docs/configs.md).
+struct PattentionSettings {
+  PattentionNorm norm = PattentionNorm::l2_gelu;
+  TauMode tau = TauMode::fixed;
+  double eps = 1e-6;
+};
+PattentionSettings pattention_settings_parse(ConfigTable& table);  // the caller calls finish()
+toml::table pattention_settings_toml(const PattentionSettings& settings);
 
 struct PattentionOptions {
   PattentionOptions(std::int64_t d_in, std::int64_t d_out, std::int64_t tokens)

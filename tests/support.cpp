@@ -1,5 +1,11 @@
 #include "tests/support.h"
 
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "engine/runtime.h"
 
 namespace tfw::test {
@@ -29,6 +35,45 @@ std::string TinyModel::toml(const std::string& more) const {
 
 ModelConfig config_from_repo(const std::string& relative_path) {
   return model_config_load(plugins(), std::string(TFW_SOURCE_DIR) + "/" + relative_path);
+}
+
+nlohmann::json toml_to_json(const toml::table& table) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, node] : table) {
+    if (const auto* sub = node.as_table()) out[std::string(key.str())] = toml_to_json(*sub);
+    else if (auto i = node.value_exact<std::int64_t>()) out[std::string(key.str())] = *i;
+    else if (auto d = node.value_exact<double>()) out[std::string(key.str())] = *d;
+    else if (auto b = node.value_exact<bool>()) out[std::string(key.str())] = *b;
+    else if (auto s = node.value_exact<std::string>()) out[std::string(key.str())] = *s;
+  }
+  return out;
+}
+
+std::vector<double> python_reference(const std::string& script, const std::string& dir, nlohmann::json meta,
+                                     torch::nn::Module& model) {
+  std::filesystem::create_directories(dir);
+  meta["params"] = nlohmann::json::array();
+  {
+    std::ofstream weights(dir + "/weights.bin", std::ios::binary);
+    for (const auto& item : model.named_parameters()) {
+      meta["params"].push_back({{"name", item.key()}, {"shape", item.value().sizes().vec()}});
+      const torch::Tensor flat = item.value().detach().to(torch::kFloat64).contiguous();
+      weights.write(reinterpret_cast<const char*>(flat.data_ptr<double>()),
+                    static_cast<std::streamsize>(flat.numel() * sizeof(double)));
+    }
+  }
+  std::ofstream(dir + "/meta.json") << meta.dump();
+  const std::string command = "/usr/bin/python3 " TFW_SOURCE_DIR "/tests/reference/" + script + " " + dir;
+  if (std::system(command.c_str()) != 0) {
+    ADD_FAILURE() << command;
+    return {};
+  }
+  std::ifstream in(dir + "/reference.bin", std::ios::binary | std::ios::ate);
+  const auto bytes = static_cast<std::size_t>(in.tellg());
+  std::vector<double> reference(bytes / sizeof(double));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(reference.data()), static_cast<std::streamsize>(bytes));
+  return reference;
 }
 
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {

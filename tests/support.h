@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "engine/registry.h"
@@ -28,6 +29,17 @@ struct TinyModel {
   int d = 16, heads = 2, vocab = 30, n_attn = 0, n_ffn = 0, seq_len = 0;
   std::string toml(const std::string& more = "") const;
 };
+
+// A TOML table as JSON (tables, integers, floats, booleans, strings), for reference scripts.
+nlohmann::json toml_to_json(const toml::table& table);
+
+// Runs a float64 reference script (tests/reference/NAME.py DIR) with Debian's python3: writes
+// DIR/meta.json (`meta`, plus "params": the name and shape of each of `model`'s parameters)
+// and DIR/weights.bin (those parameters, float64, in that order), and returns the float64
+// values the script writes to DIR/reference.bin. A failing script is a test failure and an
+// empty result.
+std::vector<double> python_reference(const std::string& script, const std::string& dir, nlohmann::json meta,
+                                     torch::nn::Module& model);
 
 // Largest absolute elementwise difference.
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/results/ from a TFW_HOME in which the mini experiments were run:
 #   for e in e3-new-data e4-growth-methods e5-ablations e1-progressive-scaling e6-expressiveness \
-#            e7-online-growth e7-masking; do
+#            e7-online-growth e7-masking e8-vision; do
 #     build/tfw run experiments/mini/$e.toml --home HOME; done
 #   bash docs/results/export.sh HOME [EXPERIMENT...]   # default: every batch above
 # Writes, with `tfw report`, one claims report per experiment (NAME.md, figures/NAME/) and
@@ -13,7 +13,7 @@ home=${1:?usage: export.sh TFW_HOME [EXPERIMENT...]}
 shift
 experiments=("$@")
 [ ${#experiments[@]} -eq 0 ] && experiments=(e1-progressive-scaling e3-new-data e4-growth-methods e5-ablations
-  e6-expressiveness e7-online-growth e7-masking)
+  e6-expressiveness e7-online-growth e7-masking e8-vision)
 cd "$root"
 files=()
 for e in "${experiments[@]}"; do files+=("experiments/mini/$e.toml"); done

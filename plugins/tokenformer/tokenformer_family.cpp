@@ -30,9 +30,7 @@ toml::table TokenformerSpec::to_toml() const {
       {"vocab", vocab}, {"seq_len", seq_len}, {"rotary_pct", rotary_pct},
       {"rotary_base", rotary_base},
       {"layernorm", toml::table{{"affine", layernorm_affine}, {"eps", layernorm_eps}}},
-      {"pattention", toml::table{{"norm", pattention_norm_name(norm)},
-                                 {"tau", tau_mode_name(tau)},
-                                 {"eps", pattention_eps}}},
+      {"pattention", pattention_settings_toml({norm, tau, pattention_eps})},
       {"init", toml::table{{"key_std", key_std}, {"value_std", value_init_std()},
                            {"embedding_std", embedding_std}}},
   };
@@ -79,11 +77,11 @@ class TokenformerFamily : public ModelFamily {
     spec->layernorm_eps = layernorm.get_double("eps", 1e-5);
     layernorm.finish();
     ConfigTable pattention = table.sub("pattention");
-    spec->norm = pattention_norm_parse(
-        pattention.get_choice("norm", "l2_gelu", {"l2_gelu", "gelu_l2", "gelu_l1", "softmax"}));
-    spec->tau = tau_mode_parse(pattention.get_choice("tau", "fixed", {"fixed", "sqrt_n"}));
-    spec->pattention_eps = pattention.get_double("eps", 1e-6);
+    const PattentionSettings settings = pattention_settings_parse(pattention);
     pattention.finish();
+    spec->norm = settings.norm;
+    spec->tau = settings.tau;
+    spec->pattention_eps = settings.eps;
     ConfigTable init = table.sub("init");
     spec->key_std = init.get_double("key_std", 0.02);
     spec->value_std = init.get_double("value_std", 0.0);

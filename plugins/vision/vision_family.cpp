@@ -96,8 +96,7 @@ toml::table VisionTokenformerSpec::to_toml() const {
   if (patch_embed == "pattention") t.insert("n_patch", n_patch);
   if (head == "pattention") t.insert("n_head", n_head);
   t.insert_or_assign("layernorm", toml::table{{"affine", layernorm_affine}, {"eps", layernorm_eps}});
-  t.insert("pattention", toml::table{{"norm", pattention_norm_name(norm)}, {"tau", tau_mode_name(tau)},
-                                     {"eps", pattention_eps}});
+  t.insert("pattention", pattention_settings_toml({norm, tau, pattention_eps}));
   t.insert("init", toml::table{{"std", init_std}, {"key_std", key_std}, {"value_std", value_init_std()}});
   return t;
 }
@@ -196,11 +195,11 @@ class VisionTokenformerFamily : public ModelFamily {
     spec->layernorm_eps = layernorm.get_double("eps", 1e-5);
     layernorm.finish();
     ConfigTable pattention = table.sub("pattention");
-    spec->norm = pattention_norm_parse(
-        pattention.get_choice("norm", "l2_gelu", {"l2_gelu", "gelu_l2", "gelu_l1", "softmax"}));
-    spec->tau = tau_mode_parse(pattention.get_choice("tau", "fixed", {"fixed", "sqrt_n"}));
-    spec->pattention_eps = pattention.get_double("eps", 1e-6);
+    const PattentionSettings settings = pattention_settings_parse(pattention);
     pattention.finish();
+    spec->norm = settings.norm;
+    spec->tau = settings.tau;
+    spec->pattention_eps = settings.eps;
     ConfigTable init = table.sub("init");
     spec->init_std = init.get_double("std", 0.02);
     spec->key_std = init.get_double("key_std", 0.02);

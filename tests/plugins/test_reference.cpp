@@ -14,18 +14,6 @@
 namespace tfw {
 namespace {
 
-nlohmann::json toml_to_json(const toml::table& table) {
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [key, node] : table) {
-    if (const auto* sub = node.as_table()) out[std::string(key.str())] = toml_to_json(*sub);
-    else if (auto i = node.value_exact<std::int64_t>()) out[std::string(key.str())] = *i;
-    else if (auto d = node.value_exact<double>()) out[std::string(key.str())] = *d;
-    else if (auto b = node.value_exact<bool>()) out[std::string(key.str())] = *b;
-    else if (auto s = node.value_exact<std::string>()) out[std::string(key.str())] = *s;
-  }
-  return out;
-}
-
 std::vector<std::vector<std::int64_t>> to_rows(const torch::Tensor& t) {
   std::vector<std::vector<std::int64_t>> rows;
   for (std::int64_t b = 0; b < t.size(0); ++b) {
@@ -50,26 +38,11 @@ void check_against_python(const std::string& label, const std::string& config_te
   torch::Tensor ids = torch::randint(V, {2, 9}, torch::kInt64);
   torch::Tensor targets = torch::randint(V, {2, 9}, torch::kInt64);
 
-  auto dir = std::filesystem::temp_directory_path() / ("tfw-reference-" + label);
-  std::filesystem::create_directories(dir);
-  nlohmann::json meta = {{"family", config.family}, {"model", toml_to_json(config.spec->to_toml())},
-                         {"ids", to_rows(ids)}, {"targets", to_rows(targets)}, {"params", nlohmann::json::array()}};
-  std::ofstream weights(dir / "weights.bin", std::ios::binary);
-  for (const auto& item : model->named_parameters()) {
-    meta["params"].push_back({{"name", item.key()}, {"shape", item.value().sizes().vec()}});
-    torch::Tensor flat = item.value().detach().contiguous();
-    weights.write(reinterpret_cast<const char*>(flat.data_ptr<double>()), flat.numel() * sizeof(double));
-  }
-  weights.close();
-  std::ofstream(dir / "meta.json") << meta.dump();
-
-  std::string command = "/usr/bin/python3 " TFW_SOURCE_DIR "/tests/reference/model_reference.py " + dir.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  std::ifstream in(dir / "reference.bin", std::ios::binary | std::ios::ate);
-  const auto bytes = static_cast<std::size_t>(in.tellg());
-  std::vector<double> reference(bytes / sizeof(double));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(reference.data()), static_cast<std::streamsize>(bytes));
+  const nlohmann::json meta = {{"family", config.family}, {"model", test::toml_to_json(config.spec->to_toml())},
+                               {"ids", to_rows(ids)}, {"targets", to_rows(targets)}};
+  const std::string dir = (std::filesystem::temp_directory_path() / ("tfw-reference-" + label)).string();
+  std::vector<double> reference = test::python_reference("model_reference.py", dir, meta, *model);
+  ASSERT_FALSE(reference.empty());
 
   torch::Tensor logits = model->forward(ids);
   torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));

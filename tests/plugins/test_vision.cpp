@@ -169,18 +169,6 @@ TEST(Vision, ShapesAndAFewStepsReduceTheLossOnAFixedBatch) {
   EXPECT_THROW(as_language_model(vit, "tfw sample"), UsageError);
 }
 
-nlohmann::json toml_to_json(const toml::table& table) {
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [key, node] : table) {
-    if (const auto* sub = node.as_table()) out[std::string(key.str())] = toml_to_json(*sub);
-    else if (auto i = node.value_exact<std::int64_t>()) out[std::string(key.str())] = *i;
-    else if (auto d = node.value_exact<double>()) out[std::string(key.str())] = *d;
-    else if (auto b = node.value_exact<bool>()) out[std::string(key.str())] = *b;
-    else if (auto s = node.value_exact<std::string>()) out[std::string(key.str())] = *s;
-  }
-  return out;
-}
-
 void check_against_python(const std::string& label, const std::string& text) {
   SCOPED_TRACE(label);
   const RunConfig config = run_config_of(text);
@@ -197,36 +185,20 @@ void check_against_python(const std::string& label, const std::string& text) {
   }
   const torch::Tensor images = fixed_images(3, 5).to(torch::kFloat64);
   const torch::Tensor labels = torch::tensor({3, 0, 9}, torch::kInt64);
-  const auto dir = fs::temp_directory_path() / ("tfw-vision-reference-" + label);
-  fs::create_directories(dir);
   std::vector<double> pixels(images.data_ptr<double>(), images.data_ptr<double>() + images.numel());
-  nlohmann::json image_rows = nlohmann::json::array();
+  nlohmann::json image_rows = nlohmann::json::array();  // (B, 1, 28, 28)
   for (std::int64_t b = 0; b < 3; ++b) {
-    nlohmann::json channel = nlohmann::json::array();
     nlohmann::json rows = nlohmann::json::array();
     for (std::int64_t y = 0; y < 28; ++y) {
       rows.push_back(std::vector<double>(pixels.begin() + (b * 28 + y) * 28, pixels.begin() + (b * 28 + y + 1) * 28));
     }
-    channel.push_back(rows);
-    image_rows.push_back(channel);
+    image_rows.push_back(nlohmann::json::array({rows}));
   }
-  nlohmann::json meta = {{"model", toml_to_json(config.model.spec->to_toml())}, {"images", image_rows},
-                         {"labels", {3, 0, 9}}, {"params", nlohmann::json::array()}};
-  std::ofstream weights(dir / "weights.bin", std::ios::binary);
-  for (const auto& item : model->named_parameters()) {
-    meta["params"].push_back({{"name", item.key()}, {"shape", item.value().sizes().vec()}});
-    torch::Tensor flat = item.value().detach().contiguous();
-    weights.write(reinterpret_cast<const char*>(flat.data_ptr<double>()), flat.numel() * sizeof(double));
-  }
-  weights.close();
-  std::ofstream(dir / "meta.json") << meta.dump();
-  const std::string command = "/usr/bin/python3 " TFW_SOURCE_DIR "/tests/reference/vision_reference.py " + dir.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  std::ifstream in(dir / "reference.bin", std::ios::binary | std::ios::ate);
-  const auto bytes = static_cast<std::size_t>(in.tellg());
-  std::vector<double> reference(bytes / sizeof(double));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(reference.data()), static_cast<std::streamsize>(bytes));
+  const nlohmann::json meta = {{"model", test::toml_to_json(config.model.spec->to_toml())}, {"images", image_rows},
+                               {"labels", {3, 0, 9}}};
+  const std::string dir = (fs::temp_directory_path() / ("tfw-vision-reference-" + label)).string();
+  std::vector<double> reference = test::python_reference("vision_reference.py", dir, meta, *model);
+  ASSERT_FALSE(reference.empty());
 
   const torch::Tensor logits = model->forward(images);
   const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);

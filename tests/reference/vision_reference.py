@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Independent float64 reference of the image families (vit, vision_tokenformer), written from
-docs/design/VISION.md and docs/design/TOKENFORMER.md section 1 (Pattention), without the C++
-engine's code. Reads DIR/meta.json and DIR/weights.bin written by tests/plugins/test_vision.cpp,
-computes the logits (B, K), the mean cross-entropy over the labels and the gradient of every
+docs/design/VISION.md without the C++ engine's code; GELU, LayerNorm and Pattention (TOKENFORMER.md
+section 1) are the language-model reference's (model_reference.py, beside this file).
+Reads DIR/meta.json and DIR/weights.bin written by tests/plugins/test_vision.cpp, computes the logits (B, K), the mean cross-entropy over the labels and the gradient of every
 parameter with Python torch, and writes DIR/reference.bin: logits, loss, then each gradient in
 the order of meta["params"], all float64.
 """
@@ -13,37 +13,9 @@ import sys
 import numpy as np
 import torch
 
+from model_reference import gelu, layer_norm, pattention
+
 torch.set_default_dtype(torch.float64)
-
-
-def gelu(x):
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
-
-
-def layer_norm(x, weight, bias, eps):
-    mean = x.mean(-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(-1, keepdim=True)
-    y = (x - mean) / torch.sqrt(var + eps)
-    if weight is not None:
-        y = y * weight + bias
-    return y
-
-
-def pattention(x, keys, values, norm, n0, eps):
-    """Scores against the parameter tokens, normalised as the paper's Theta, then the values."""
-    s = x @ keys.T
-    if norm == "l2_gelu":
-        a = gelu(math.sqrt(n0) * s / torch.sqrt((s * s).sum(-1, keepdim=True) + eps))
-    elif norm == "gelu_l2":
-        g = gelu(s)
-        a = math.sqrt(n0) * g / torch.sqrt((g * g).sum(-1, keepdim=True) + eps)
-    elif norm == "gelu_l1":
-        g = gelu(s)
-        a = n0 * g / (g.abs().sum(-1, keepdim=True) + eps)
-    else:
-        e = torch.exp(s - s.max(-1, keepdim=True).values)
-        a = n0 * e / e.sum(-1, keepdim=True)
-    return a @ values
 
 
 def patches(images, p):

@@ -123,6 +123,15 @@ int tick_step(std::int64_t columns, int target) {
   return static_cast<int>(10 * power);
 }
 
+// The colour ramp from `high` (top) to `low` (bottom), 14 px wide at x, with its range.
+void colour_bar(Canvas& canvas, const Font& font, int x, int top, int height, double low, double high) {
+  for (int y = 0; y < height; ++y) {
+    canvas.fill(x, top + y, x + 14, top + y + 1, heat_colour(1.0 - static_cast<double>(y) / std::max(1, height - 1)));
+  }
+  font.draw(canvas, fmt::format("{:.3g}", high), x + 18, top - 2, 12, kText);
+  font.draw(canvas, fmt::format("{:.3g}", low), x + 18, top + height - 14, 12, kText);
+}
+
 }  // namespace
 
 HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& title, const std::string& path) {
@@ -186,13 +195,7 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
                                     map.parameter_tokens),
                 x + 4, top - 18, label_px, kText);
     }
-    // The colour bar with its range.
-    const int bx = left + heat_w + 14;
-    for (int y = 0; y < heat_h; ++y) {
-      canvas.fill(bx, top + y, bx + 14, top + y + 1, heat_colour(1.0 - static_cast<double>(y) / std::max(1, heat_h - 1)));
-    }
-    font.draw(canvas, fmt::format("{:.3g}", high), bx + 18, top - 2, label_px, kText);
-    font.draw(canvas, fmt::format("{:.3g}", low), bx + 18, top + heat_h - 14, label_px, kText);
+    colour_bar(canvas, font, left + heat_w + 14, top, heat_h, low, high);
   }
   if (!stbi_write_png(path.c_str(), layout.width, layout.height, 3, canvas.pixels.data(), layout.width * 3)) {
     throw Error(fmt::format("cannot write {}", path));
@@ -271,12 +274,7 @@ HeatmapLayout attention_patches_png_write(const AttentionMap& map, std::int64_t 
       font.draw(canvas, fmt::format("class token: {:.3g}", map.at(0, parameter_token)), layout.x, top + panel_h + 6,
                 label_px, kDim);
     }
-    const int bx = layout.x + panel_w + 14;
-    for (int y = 0; y < panel_h; ++y) {
-      canvas.fill(bx, top + y, bx + 14, top + y + 1, heat_colour(1.0 - static_cast<double>(y) / std::max(1, panel_h - 1)));
-    }
-    font.draw(canvas, fmt::format("{:.3g}", high), bx + 18, top - 2, label_px, kText);
-    font.draw(canvas, fmt::format("{:.3g}", low), bx + 18, top + panel_h - 14, label_px, kText);
+    colour_bar(canvas, font, layout.x + panel_w + 14, top, panel_h, low, high);
   }
   if (!stbi_write_png(path.c_str(), layout.width, layout.height, 3, canvas.pixels.data(), layout.width * 3)) {
     throw Error(fmt::format("cannot write {}", path));

@@ -33,10 +33,15 @@ void run_sample(SampleArgs& args) {
   SampleRequest& request = args.request;
   request.checkpoint = runner::checkpoint_of(args.target, home_resolve(args.home));
   request.cache = !args.no_cache;
-  std::cout << request.prompt << std::flush;
-  const SampleStats stats = sample_checkpoint(registry(), request, [](const std::string& text) {
+  // The prompt is echoed once the model has loaded, so that an error (an image classifier's
+  // checkpoint, a bad option) is not preceded by it.
+  bool echoed = false;
+  const SampleStats stats = sample_checkpoint(registry(), request, [&](const std::string& text) {
+    if (!echoed) std::cout << request.prompt;
+    echoed = true;
     std::cout << text << std::flush;
   });
+  if (!echoed) std::cout << request.prompt;
   std::cout << "\n";
   if (args.quiet) return;
   // Time per token early and late in the text: the median of the first and the last tenth.

@@ -115,7 +115,7 @@ std::string scale_text(const ExperimentResults& results) {
   std::string names;
   for (const std::string& c : results.corpora()) names += (names.empty() ? "" : ", ") + c;
   const std::string sizes = low == high ? short_count(low) : short_count(low) + "-" + short_count(high);
-  return fmt::format("{} parameters, up to {} tokens per run, corpus {}", sizes, short_count(tokens), names);
+  return fmt::format("{} parameters, up to {} tokens per run, data {}", sizes, short_count(tokens), names);
 }
 
 std::string caption_of(const ExperimentResults& results, const std::string& what, const std::string& mirrors) {
@@ -124,6 +124,15 @@ std::string caption_of(const ExperimentResults& results, const std::string& what
                                  what, scale_text(results), seeds_text(results));
   if (!mirrors.empty()) text += fmt::format(" Mirrors the paper's {} at CPU scale: compare trends, not values.", mirrors);
   return text;
+}
+
+// The unit of the validation loss: per token for language models, per image for image
+// classifiers (whose runs record val/accuracy).
+std::string loss_label(const ExperimentResults& results) {
+  for (const RunResult& run : results.runs()) {
+    if (run.finished() && std::isfinite(results.final_value(run, "val/accuracy"))) return "validation loss (nats/image)";
+  }
+  return "validation loss (nats/token)";
 }
 
 // A figure's file stem, its title (after the experiment's name) and its axes.
@@ -139,7 +148,7 @@ Figure figure_of(const ExperimentResults& results, std::string id, const std::st
 
 Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirrors) {
   Figure f = figure_of(results, "loss_vs_flops", "validation loss against cumulative training compute",
-                       "cumulative training FLOPs (log scale)", "validation loss (nats/token)");
+                       "cumulative training FLOPs (log scale)", loss_label(results));
   std::size_t colour = 0;
   bool grown = false;
   for (const Variant& v : results.variants()) {
@@ -180,7 +189,7 @@ Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirror
 
 Figure new_data(const ExperimentResults& results, const std::string& mirrors) {
   Figure f = figure_of(results, "new_data", "continued training on the new corpus, and what is kept of the old one",
-                       "tokens trained after growth (log scale)", "validation loss (nats/token)");
+                       "tokens trained after growth (log scale)", loss_label(results));
   std::size_t colour = 0;
   for (const Variant& v : results.variants()) {
     std::vector<const RunResult*> grown;

@@ -80,7 +80,7 @@ std::string measured_section(const ExperimentResults& results) {
   out << fmt::format("- **Runs:** {} finished of {} planned, in {} groups that differ only in seed.\n", finished, planned,
                      results.variants().size());
   out << fmt::format("- **Seeds:** {}.\n", seeds.empty() ? std::string("none (one run per group)") : join(seeds));
-  out << fmt::format("- **Scale:** {} to {} parameters; {} training tokens in all; corpus {}.\n", grouped(low),
+  out << fmt::format("- **Scale:** {} to {} parameters; {} training tokens in all; data {}.\n", grouped(low),
                      grouped(high), grouped(tokens), join(results.corpora()));
   out << fmt::format("- **Compute:** {:.3e} training FLOPs in all (each run's own, so a lineage counts once).\n", flops);
   out << fmt::format("- **Wall time:** {} summed over the runs, which ran one at a time on {}.\n", seconds_text(wall),

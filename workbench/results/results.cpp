@@ -32,7 +32,8 @@ std::pair<std::string, std::int64_t> split_seed(const std::string& name) {
 std::string corpus_of(const RunRecord& record) {
   try {
     const toml::table config = toml::parse(record.config);
-    return config["data"]["corpus"].value_or(std::string());
+    // A language model's corpus, an image classifier's dataset.
+    return config["data"]["corpus"].value_or(config["data"]["dataset"].value_or(std::string()));
   } catch (const std::exception&) {
     return "";
   }
