@@ -13,7 +13,9 @@ namespace tfw {
 
 ForwardTiming forward_timing(const Registry& registry, const ModelConfig& config, std::int64_t seq_len,
                              std::int64_t batch, int repeats) {
-  std::shared_ptr<Model> model = registry.family(config.family).build(*config.spec, 0);
+  // Timed at several lengths: a language model's (an image classifier's length is fixed).
+  std::shared_ptr<LanguageModel> model =
+      as_language_model(registry.family(config.family).build(*config.spec, 0), "tfw flops --measure");
   torch::NoGradGuard no_grad;
   torch::Tensor ids = torch::randint(config.spec->shape().vocab, {batch, seq_len}, torch::kInt64);  // (B, T)
   model->forward(ids);  // warm-up

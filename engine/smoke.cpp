@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "engine/model.h"
 #include "engine/registry.h"
+#include "engine/train/task.h"
 
 namespace tfw {
 
@@ -19,17 +20,17 @@ SmokeResult model_smoke(const Registry& registry, const ModelConfig& config, con
   SmokeResult result;
   for (const torch::Tensor& p : model->parameters()) result.parameters += p.numel();
 
-  const std::int64_t vocab = config.spec->shape().vocab;
-  torch::Tensor ids = torch::randint(vocab, {options.batch, options.seq_len + 1}, torch::kInt64);  // (B, T+1)
-  torch::Tensor inputs = ids.narrow(1, 0, options.seq_len);                                          // (B, T)
-  torch::Tensor targets = ids.narrow(1, 1, options.seq_len);                                         // (B, T)
+  // Random token windows, or random images for an image classifier (whose tokens per image
+  // are its own: --seq-len does not apply).
+  const ModelShape shape = config.spec->shape();
+  const Batch batch = random_batch(*model, shape, options.batch, options.seq_len);
+  const std::int64_t tokens = batch.input.dim() == 2 ? options.seq_len : shape.seq_len;
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(options.lr).weight_decay(0.0));
 
   auto start = std::chrono::steady_clock::now();
   for (std::int64_t step = 0; step < options.steps; ++step) {
     optimizer.zero_grad();
-    torch::Tensor logits = model->forward(inputs);                                                   // (B, T, V)
-    torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
+    torch::Tensor loss = batch_loss(*model, batch);
     loss.backward();
     optimizer.step();
     double value = loss.item<double>();
@@ -40,7 +41,7 @@ SmokeResult model_smoke(const Registry& registry, const ModelConfig& config, con
     result.losses.push_back(value);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.tokens_per_second = static_cast<double>(options.steps * options.batch * options.seq_len) / result.seconds;
+  result.tokens_per_second = static_cast<double>(options.steps * options.batch * tokens) / result.seconds;
   return result;
 }
 

@@ -92,14 +92,7 @@ class LanguageModelData : public TaskData {
   void sampler_restore(const std::string& state) override { sampler_->restore(state); }
 
   torch::Tensor loss(Model& model, const Batch& batch, Precision precision) override {
-    const torch::Device device = module_device(model);
-    torch::Tensor logits;  // (B, T, V)
-    {
-      const AutocastGuard autocast(precision, device);
-      logits = model.forward(batch.input.to(device));
-    }
-    return torch::nn::functional::cross_entropy(at_least_float32(logits).reshape({-1, V_}),
-                                                batch.target.to(device).reshape({-1}));
+    return batch_loss(model, batch, precision);
   }
 
   double validation_loss(Model& model, std::int64_t batches, Precision precision, DistGroup* dist) override {
@@ -260,6 +253,28 @@ class ImageClassificationData : public TaskData {
 };
 
 }  // namespace
+
+Batch random_batch(Model& model, const ModelShape& shape, std::int64_t B, std::int64_t T) {
+  if (dynamic_cast<ImageClassifier*>(&model) != nullptr) {
+    return {torch::randn({B, shape.channels, shape.image_size, shape.image_size}),
+            torch::randint(shape.vocab, {B}, torch::kInt64)};
+  }
+  const torch::Tensor ids = torch::randint(shape.vocab, {B, T + 1}, torch::kInt64);  // (B, T + 1)
+  return {ids.narrow(1, 0, T), ids.narrow(1, 1, T)};
+}
+
+torch::Tensor batch_loss(Model& model, const Batch& batch, Precision precision) {
+  const torch::Device device = module_device(model);
+  torch::Tensor input = batch.input.to(device);
+  if (input.is_floating_point()) input = input.to(model.parameters().front().scalar_type());
+  torch::Tensor logits;
+  {
+    const AutocastGuard autocast(precision, device);
+    logits = model.forward(input);
+  }
+  logits = at_least_float32(logits);
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), batch.target.to(device).reshape({-1}));
+}
 
 std::unique_ptr<TaskData> task_data_open(const RunConfig& config, const std::string& home, std::int64_t batch_size,
                                          std::int64_t seq_len, std::uint64_t seed,

@@ -47,6 +47,15 @@ class TaskData {
   virtual std::vector<Metric> validate(Model& model, std::int64_t batches, Precision precision, DistGroup* dist) = 0;
 };
 
+// Random inputs and targets for `model` (smoke tests): ids (B, T) and targets (B, T) in
+// [0, V) for a language model; N(0, 1) images (B, C, S, S) and labels in [0, K) for an image
+// classifier (T is then its own).
+Batch random_batch(Model& model, const ModelShape& shape, std::int64_t B, std::int64_t T);
+
+// The mean cross-entropy of a batch's logits against its targets, for either task (logits
+// (B, T, V) or (B, K)), on the model's device, in float32 or wider.
+torch::Tensor batch_loss(Model& model, const Batch& batch, Precision precision = Precision::fp32);
+
 // Opens the run's data (preparing token shards when needed, in TFW_HOME/data), for batches of
 // `batch_size` examples of `seq_len` tokens (a language model's window). Throws UsageError
 // for data that does not fit the model (a vocabulary larger than model.vocab, images of

@@ -112,6 +112,8 @@ TEST(Cli, PluginsListsOutOfTreeAndRefusesWrongVersion) {
                                               "msg"}));
   EXPECT_EQ(json["plugins"][0]["origin"], "built-in");
   EXPECT_EQ(json["plugins"][4]["origin"], "TFW_PLUGIN_PATH");
+  EXPECT_EQ(json["plugins"][2]["task"], "image_classification");
+  EXPECT_EQ(json["plugins"][0]["task"], "language_model");
   EXPECT_EQ(json["plugins"][5]["kind"], "growth-method");
   ASSERT_EQ(json["rejected"].size(), 1u);
   EXPECT_NE(json["rejected"][0]["reason"].get<std::string>().find("plugin API version"), std::string::npos);

@@ -17,6 +17,7 @@
 #include "engine/error.h"
 #include "engine/growth.h"
 #include "engine/model.h"
+#include "engine/smoke.h"
 #include "engine/train/schedule.h"
 #include "engine/train/task.h"
 #include "engine/trainer.h"
@@ -163,6 +164,18 @@ TEST(Vision, ShapesAndAFewStepsReduceTheLossOnAFixedBatch) {
       (step == 0 ? first : last) = loss.item<double>();
     }
     EXPECT_LT(last, 0.5 * first) << config.model.family << ": " << first << " -> " << last;
+  }
+  // tfw smoke trains either task on random data: an image model on random images.
+  for (const char* text : {kVit, kTokenformer}) {
+    const ModelConfig config = test::config_from_text(text);
+    SmokeOptions options;
+    options.steps = 20;
+    options.batch = 4;
+    options.lr = 3e-3;
+    const SmokeResult smoke = model_smoke(test::plugins(), config, options);
+    EXPECT_EQ(smoke.parameters, config.spec->parameter_count());
+    ASSERT_EQ(smoke.losses.size(), 20U);
+    EXPECT_LT(smoke.losses.back(), smoke.losses.front()) << config.family;  // the same 4 images every step
   }
   // A language model's commands refuse an image model with the reason.
   auto vit = test::plugins().family("vit").build(*run_config_of(kVit).model.spec, 0);

@@ -19,6 +19,7 @@ void run_plugins(bool json) {
     for (const PluginEntry& entry : plugins.entries()) {
       loaded.push_back({{"name", entry.name}, {"kind", entry.kind}, {"version", entry.version},
                         {"origin", entry.origin}, {"path", entry.path}});
+      if (entry.kind == "model-family") loaded.back()["task"] = plugins.family(entry.name).task();
     }
     nlohmann::json rejected = nlohmann::json::array();
     for (const PluginRejection& rejection : plugins.rejected()) {

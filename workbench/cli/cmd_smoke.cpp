@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "engine/registry.h"
 #include "engine/smoke.h"
+#include "engine/task.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
@@ -34,9 +35,12 @@ void run_smoke(const SmokeArgs& args) {
                        {"seconds", result.seconds}, {"tokens_per_second", result.tokens_per_second},
                        {"loss_fell", fell}});
     if (!args.json) {
-      std::cout << fmt::format("{} ({}): {} parameters, {} steps of B={} T={}\n", config.name, config.family,
+      // An image classifier reads its own tokens per image, not --seq-len.
+      const bool images = registry().family(config.family).task() == kImageClassificationTask;
+      std::cout << fmt::format("{} ({}): {} parameters, {} steps of B={} {}\n", config.name, config.family,
                                grouped(result.parameters), args.options.steps, args.options.batch,
-                               args.options.seq_len);
+                               images ? fmt::format("random images of {} tokens", config.spec->shape().seq_len)
+                                      : fmt::format("T={}", args.options.seq_len));
       std::cout << fmt::format("  loss {:.4f} -> {:.4f} ({}), {:.0f} tokens/s\n", result.losses.front(),
                                result.losses.back(), fell ? "falls" : "DOES NOT FALL", result.tokens_per_second);
     }
