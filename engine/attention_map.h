@@ -35,6 +35,19 @@ struct AttentionMap {
   std::vector<float> scores;        // tokens.size() × parameter_tokens, row-major, Θ(S)
   bool truncated = false;           // the text was longer than the model's context
   std::optional<AttentionImage> image;  // an image classifier's input (tokens: "cls", "r0c0", ...)
+  // An image's map: the parameter token with the largest total score over the patches (the
+  // one `tfw attention --image` and the GUI show when none is chosen); -1 without an image.
+  std::int64_t strongest_over_patches() const {
+    if (!image) return -1;
+    std::int64_t best = 0;
+    double best_total = -1e300;
+    for (std::int64_t j = 0; j < parameter_tokens; ++j) {
+      double total = 0;
+      for (std::size_t i = static_cast<std::size_t>(image->leading); i < tokens.size(); ++i) total += at(i, j);
+      if (total > best_total) best_total = total, best = j;
+    }
+    return best;
+  }
   float at(std::size_t row, std::int64_t column) const {
     return scores[row * static_cast<std::size_t>(parameter_tokens) + static_cast<std::size_t>(column)];
   }

@@ -513,7 +513,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
       }
     }
     progress.val_loss = state.val_loss;
-    progress.val_metrics = summary.val_metrics;
+    if (progress.evaluated) progress.val_metrics = summary.val_metrics;
     metrics.flush();
     state.wall_seconds = wall_before + seconds_since(process_start);
     if (state.step % train.checkpoint_every == 0 || state.step == plan.total_steps) save();

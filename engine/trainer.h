@@ -23,7 +23,7 @@ struct TrainProgress {
   double flops = 0, loss = 0, lr = 0, grad_norm = 0;
   double tokens_per_second = 0, mfu = 0, eta_seconds = 0, elapsed_seconds = 0;
   double val_loss = 0;  // NaN until the first evaluation
-  std::vector<Metric> val_metrics;  // the last evaluation's, the loss first (engine/task.h)
+  std::vector<Metric> val_metrics;  // on a step that evaluated: its metrics, the loss first (engine/task.h)
   bool evaluated = false;  // this step ran an evaluation
   // Measured time (docs/cli.md, "Where the time goes"), in this process: the mean step
   // (forward, backward, clipping, update) and the mean batch draw per step; evaluation,

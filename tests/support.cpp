@@ -76,6 +76,23 @@ std::vector<double> python_reference(const std::string& script, const std::strin
   return reference;
 }
 
+void expect_matches_reference(const std::vector<double>& reference, const torch::Tensor& logits,
+                              const torch::Tensor& loss, torch::nn::Module& model) {
+  std::size_t offset = 0;
+  auto next = [&](const torch::Tensor& like) {
+    if (offset + static_cast<std::size_t>(like.numel()) > reference.size()) return torch::full(like.sizes(), NAN, torch::kFloat64);
+    torch::Tensor t = torch::from_blob(const_cast<double*>(reference.data()) + offset, like.sizes(), torch::kFloat64).clone();
+    offset += static_cast<std::size_t>(like.numel());
+    return t;
+  };
+  EXPECT_LT(max_abs_diff(logits, next(logits)), 1e-10);
+  EXPECT_NEAR(loss.item<double>(), next(loss.reshape({1})).item<double>(), 1e-12);
+  for (const auto& item : model.named_parameters()) {
+    EXPECT_LT(max_abs_diff(item.value().grad(), next(item.value())), 1e-10) << item.key();
+  }
+  EXPECT_EQ(offset, reference.size());
+}
+
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
 }

@@ -41,6 +41,12 @@ nlohmann::json toml_to_json(const toml::table& table);
 std::vector<double> python_reference(const std::string& script, const std::string& dir, nlohmann::json meta,
                                      torch::nn::Module& model);
 
+// Checks a float64 forward and backward against a reference script's output (python_reference):
+// the logits within 1e-10, the loss within 1e-12, then each of `model`'s parameter gradients
+// within 1e-10, in that order, and that nothing is left over.
+void expect_matches_reference(const std::vector<double>& reference, const torch::Tensor& logits,
+                              const torch::Tensor& loss, torch::nn::Module& model);
+
 // Largest absolute elementwise difference.
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);
 

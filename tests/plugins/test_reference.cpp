@@ -47,18 +47,7 @@ void check_against_python(const std::string& label, const std::string& config_te
   torch::Tensor logits = model->forward(ids);
   torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));
   loss.backward();
-  std::size_t offset = 0;
-  auto next = [&](const torch::Tensor& like) {
-    torch::Tensor t = torch::from_blob(reference.data() + offset, like.sizes(), torch::kFloat64).clone();
-    offset += like.numel();
-    return t;
-  };
-  EXPECT_LT(test::max_abs_diff(logits, next(logits)), 1e-10);
-  EXPECT_NEAR(loss.item<double>(), next(loss.reshape({1})).item<double>(), 1e-12);
-  for (const auto& item : model->named_parameters()) {
-    EXPECT_LT(test::max_abs_diff(item.value().grad(), next(item.value())), 1e-10) << item.key();
-  }
-  EXPECT_EQ(offset, reference.size());
+  test::expect_matches_reference(reference, logits, loss, *model);
 }
 
 const std::string kTokenformer =

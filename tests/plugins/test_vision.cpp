@@ -216,18 +216,7 @@ void check_against_python(const std::string& label, const std::string& text) {
   const torch::Tensor logits = model->forward(images);
   const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);
   loss.backward();
-  std::size_t offset = 0;
-  auto next = [&](const torch::Tensor& like) {
-    torch::Tensor t = torch::from_blob(reference.data() + offset, like.sizes(), torch::kFloat64).clone();
-    offset += static_cast<std::size_t>(like.numel());
-    return t;
-  };
-  EXPECT_LT(test::max_abs_diff(logits, next(logits)), 1e-10);
-  EXPECT_NEAR(loss.item<double>(), next(loss.reshape({1})).item<double>(), 1e-12);
-  for (const auto& item : model->named_parameters()) {
-    EXPECT_LT(test::max_abs_diff(item.value().grad(), next(item.value())), 1e-10) << item.key();
-  }
-  EXPECT_EQ(offset, reference.size());
+  test::expect_matches_reference(reference, logits, loss, *model);
 }
 
 TEST(Vision, TokenformerMatchesIndependentPythonImplementation) {
@@ -272,10 +261,18 @@ TEST(Vision, PattentionGrowIsExactOnTheVisionTokenformer) {
   for (const auto& p : grown->parameters()) count += p.numel();
   EXPECT_EQ(count, to.model.spec->parameter_count());
   for (const auto& item : grown->named_parameters()) {
-    if (item.key() == "patch_embed.keys") EXPECT_EQ(item.value().size(0), 30);
-    if (item.key() == "head.keys") EXPECT_EQ(item.value().size(0), 8);
-    if (item.key() == "layers.1.ffn.keys") EXPECT_EQ(item.value().size(0), 36);
-    if (item.key() == "layers.0.q.keys") EXPECT_EQ(item.value().size(0), 20);
+    if (item.key() == "patch_embed.keys") {
+      EXPECT_EQ(item.value().size(0), 30);
+    }
+    if (item.key() == "head.keys") {
+      EXPECT_EQ(item.value().size(0), 8);
+    }
+    if (item.key() == "layers.1.ffn.keys") {
+      EXPECT_EQ(item.value().size(0), 36);
+    }
+    if (item.key() == "layers.0.q.keys") {
+      EXPECT_EQ(item.value().size(0), 20);
+    }
   }
   // The image skeleton is kept: another patch size or head is not a token growth.
   EXPECT_THROW(method.plan(*from.model.spec, *run_config_of(base, {"model.n_head=9"}).model.spec, toml::table{}),

@@ -82,15 +82,7 @@ void run_attention(const AttentionArgs& args) {
                                        : probe.map(text, args.layer, args.projection);
     // An image: the parameter token mapped over the patches is --token, else the one with the
     // largest total score over the patches.
-    std::int64_t mapped = args.parameter_token;
-    if (map.image && mapped < 0) {
-      double best = -1e300;
-      for (std::int64_t j = 0; j < map.parameter_tokens; ++j) {
-        double total = 0;
-        for (std::size_t i = static_cast<std::size_t>(map.image->leading); i < map.tokens.size(); ++i) total += map.at(i, j);
-        if (total > best) best = total, mapped = j;
-      }
-    }
+    const std::int64_t mapped = args.parameter_token >= 0 ? args.parameter_token : map.strongest_over_patches();
     if (map.image && mapped >= map.parameter_tokens) {
       throw UsageError(with_hint(fmt::format("parameter token {} does not exist: {} has {} tokens", mapped, map.label,
                                              map.parameter_tokens),

@@ -324,15 +324,8 @@ class AttentionPanel : public Panel {
   void patches() {
     const AttentionImage& image = *map_.image;
     const std::size_t first = static_cast<std::size_t>(image.leading);
-    std::int64_t token = chosen_token_;
-    if (token < 0 || token >= map_.parameter_tokens) {
-      double best = -1e300;
-      for (std::int64_t j = 0; j < map_.parameter_tokens; ++j) {
-        double total = 0;
-        for (std::size_t i = first; i < map_.tokens.size(); ++i) total += map_.at(i, j);
-        if (total > best) best = total, token = j;
-      }
-    }
+    const std::int64_t token =
+        chosen_token_ >= 0 && chosen_token_ < map_.parameter_tokens ? chosen_token_ : map_.strongest_over_patches();
     double low = 1e300, high = -1e300;
     for (std::size_t i = first; i < map_.tokens.size(); ++i) low = std::min<double>(low, map_.at(i, token)), high = std::max<double>(high, map_.at(i, token));
     const double range = high > low ? high - low : 1.0;
