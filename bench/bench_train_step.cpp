@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 
 #include "bench/bench_common.h"
 #include "engine/model.h"
@@ -18,10 +19,12 @@ int main(int argc, char** argv) {
   int threads = 0, steps = 10;
   std::int64_t batch = 8;
   std::vector<std::string> configs;
+  std::string profile;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--plugins") && i + 1 < argc) plugin_dir = argv[++i];
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--profile") && i + 1 < argc) profile = argv[++i];
     else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) batch = std::atoll(argv[++i]);
     else configs.push_back(argv[i]);
   }
@@ -58,6 +61,10 @@ int main(int argc, char** argv) {
       });
     }
     std::vector<double> t = tfw::bench::interleaved(bodies, steps);
+    if (!profile.empty()) {  // the first config's steps again, under the profiler (a chrome trace)
+      torch::autograd::profiler::RecordProfile guard(profile);
+      for (int s = 0; s < steps; ++s) bodies[0]();
+    }
     std::cout << fmt::format("training step, batch {}, {} threads, median of {} interleaved steps\n", batch,
                              torch::get_num_threads(), steps);
     for (std::size_t i = 0; i < cases.size(); ++i) {

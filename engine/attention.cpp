@@ -1,35 +1,82 @@
 // Causal attention and partial rotary embedding. See attention.h.
 #include "engine/attention.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include <torch/version.h>
 
+#include "engine/attention_fused.h"
 #include "engine/device.h"
 #include "engine/error.h"
 
 namespace tfw {
 
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, AttentionKernel kernel) {
+namespace {
+std::atomic<int> manual_chosen{-1};  // TFW_ATTENTION=manual makes `automatic` the reference
+bool manual_by_environment() {
+  int choice = manual_chosen.load();
+  if (choice < 0) {
+    const char* env = std::getenv("TFW_ATTENTION");
+    choice = env && std::strcmp(env, "manual") == 0 ? 1 : 0;
+    manual_chosen.store(choice);
+  }
+  return choice == 1;
+}
+
+torch::Tensor manual_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal) {
+  const std::int64_t T = q.size(-2);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  // Under bf16 autocast the product is bf16; the softmax runs in float32.
+  torch::Tensor scores = at_least_float32(torch::matmul(q, k.transpose(-2, -1))) * scale;  // (B, H, T, T)
+  if (causal) {
+    torch::Tensor future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
+                               .triu(1);                                               // (T, T)
+    scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  }
+  return torch::matmul(torch::softmax(scores, -1), v);                                  // (B, H, T, dh)
+}
+
+// (B, H, T, dh) -> (B, T, H·dh) by the kernel.
+torch::Tensor attention_merged(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                               AttentionKernel kernel) {
+  if (kernel == AttentionKernel::automatic) kernel = attention_kernel_for(q);
+  if (kernel == AttentionKernel::cpu) {
+    if (!attention_fused_cpu_applies(q) || !attention_fused_cpu_applies(k) || !attention_fused_cpu_applies(v)) {
+      throw Error("the fused CPU attention takes CPU tensors of float32, float64 or bf16");
+    }
+    return attention_fused_cpu(q, k, v, causal);
+  }
+  torch::Tensor a;  // (B, H, T, dh)
 #if TORCH_VERSION_MAJOR >= 2
-  if (kernel != AttentionKernel::manual) {
-    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                            /*is_causal=*/true);
+  if (kernel == AttentionKernel::fused) {
+    a = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/causal);
   }
 #else
   if (kernel == AttentionKernel::fused) {
     throw Error("fused attention needs LibTorch >= 2; this build has " TORCH_VERSION);
   }
 #endif
-  const std::int64_t T = q.size(-2);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  // Under bf16 autocast the product is bf16; the softmax runs in float32.
-  torch::Tensor scores = at_least_float32(torch::matmul(q, k.transpose(-2, -1))) * scale;  // (B, H, T, T)
-  torch::Tensor future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
-                             .triu(1);                                                 // (T, T)
-  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  return torch::matmul(torch::softmax(scores, -1), v);                                  // (B, H, T, dh)
+  if (!a.defined()) a = manual_attention(q, k, v, causal);
+  return a.transpose(1, 2).reshape({q.size(0), q.size(2), q.size(1) * q.size(3)});
+}
+}  // namespace
+
+AttentionKernel attention_kernel_for(const torch::Tensor& q) {
+  if (!manual_by_environment() && attention_fused_cpu_applies(q)) return AttentionKernel::cpu;
+#if TORCH_VERSION_MAJOR >= 2
+  return AttentionKernel::fused;
+#else
+  return AttentionKernel::manual;
+#endif
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, AttentionKernel kernel) {
+  const torch::Tensor a = attention_merged(q, k, v, /*causal=*/true, kernel);  // (B, T, H·dh)
+  return a.view({q.size(0), q.size(2), q.size(1), q.size(3)}).transpose(1, 2);
 }
 
 std::int64_t rotary_dims(std::int64_t head_dim, double pct) {
@@ -69,10 +116,7 @@ torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::T
   auto split = [&](const torch::Tensor& x) { return x.view({B, T, heads, dh}).transpose(1, 2); };
   torch::Tensor qh = rotary_apply(split(q), table);                  // (B, H, T, dh)
   torch::Tensor kh = rotary_apply(split(k), table);                  // (B, H, T, dh)
-  if (table.cache == nullptr) {
-    torch::Tensor a = causal_attention(qh, kh, split(v), kernel);    // (B, H, T, dh)
-    return a.transpose(1, 2).reshape({B, T, width});                 // (B, T, H·dh)
-  }
+  if (table.cache == nullptr) return attention_merged(qh, kh, split(v), /*causal=*/true, kernel);  // (B, T, H·dh)
   // Incremental: the cache holds L earlier positions of this layer; query i (position L + i)
   // sees keys 0..L+i.
   KVCache& cache = *table.cache;
@@ -103,14 +147,11 @@ torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::T
 namespace tfw {
 
 torch::Tensor multi_head_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                   std::int64_t heads) {
+                                   std::int64_t heads, AttentionKernel kernel) {
   const std::int64_t B = q.size(0), T = q.size(1), width = q.size(2);
   const std::int64_t dh = width / heads;
   auto split = [&](const torch::Tensor& x) { return x.view({B, T, heads, dh}).transpose(1, 2); };  // (B, H, T, dh)
-  const torch::Tensor scores = torch::matmul(split(q), split(k).transpose(-2, -1)) /
-                               std::sqrt(static_cast<double>(dh));                             // (B, H, T, T)
-  const torch::Tensor a = torch::matmul(torch::softmax(scores, -1), split(v));                 // (B, H, T, dh)
-  return a.transpose(1, 2).reshape({B, T, width});                                             // (B, T, H·dh)
+  return attention_merged(split(q), split(k), split(v), /*causal=*/false, kernel);              // (B, T, H·dh)
 }
 
 }  // namespace tfw

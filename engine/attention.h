@@ -10,10 +10,15 @@
 namespace tfw {
 
 enum class AttentionKernel {
-  automatic,  // fused when compiled against LibTorch >= 2, else manual
-  manual,     // q·kᵀ/sqrt(dh), causal mask, softmax, ·v: works on every LibTorch
+  automatic,  // cpu on CPU tensors (unless TFW_ATTENTION=manual); elsewhere fused on
+              // LibTorch >= 2, else manual
+  manual,     // q·kᵀ/sqrt(dh), causal mask, softmax, ·v: works on every LibTorch (the reference)
   fused,      // at::scaled_dot_product_attention (LibTorch >= 2 only; throws otherwise)
+  cpu,        // tfw's fused CPU operator (attention_fused.h); throws on another device
 };
+
+// The kernel `automatic` stands for on tensors like q.
+AttentionKernel attention_kernel_for(const torch::Tensor& q);
 
 // q, k, v (B, H, T, dh) -> (B, H, T, dh), scale 1/sqrt(dh), token t sees tokens <= t.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -62,6 +67,6 @@ namespace tfw {
 // rotation: image models add learned position embeddings): q, k, v (B, T, H·dh) -> (B, T,
 // H·dh), softmax(q·kᵀ / sqrt(dh))·v per head.
 torch::Tensor multi_head_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                   std::int64_t heads);
+                                   std::int64_t heads, AttentionKernel kernel = AttentionKernel::automatic);
 
 }  // namespace tfw

@@ -1,5 +1,8 @@
 // Causal attention and partial rotary embedding against hand-computed values and a loop
-// reference; the fused kernel against the manual one where LibTorch >= 2 provides it.
+// reference; torch's fused kernel against the manual one where LibTorch >= 2 provides it;
+// tfw's fused CPU operator (engine/attention_fused.h) against the manual composition: output
+// and every gradient in float64, float32 and bf16, causal and not, on strided inputs and at
+// lengths on, off and below its row block.
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -45,13 +48,15 @@ TEST(Rotary, DotProductsDependOnlyOnRelativePosition) {
   }
 }
 
-TEST(CausalAttention, MatchesLoopReferenceAndIsCausal) {
+class CausalAttentionKernels : public ::testing::TestWithParam<AttentionKernel> {};
+
+TEST_P(CausalAttentionKernels, MatchesLoopReferenceAndIsCausal) {
   torch::manual_seed(2);
   const int B = 2, H = 3, T = 5, dh = 4;
   torch::Tensor q = torch::randn({B, H, T, dh}, torch::kFloat64);
   torch::Tensor k = torch::randn({B, H, T, dh}, torch::kFloat64);
   torch::Tensor v = torch::randn({B, H, T, dh}, torch::kFloat64);
-  torch::Tensor out = causal_attention(q, k, v, AttentionKernel::manual);
+  torch::Tensor out = causal_attention(q, k, v, GetParam());
   auto Q = q.accessor<double, 4>(), K = k.accessor<double, 4>(), Vv = v.accessor<double, 4>();
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < H; ++h) {
@@ -73,6 +78,103 @@ TEST(CausalAttention, MatchesLoopReferenceAndIsCausal) {
       }
     }
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(ManualAndCpu, CausalAttentionKernels,
+                         ::testing::Values(AttentionKernel::manual, AttentionKernel::cpu));
+
+// Output and the gradients of q, k and v for one upstream gradient, by a kernel.
+struct AttentionResult {
+  torch::Tensor out, dq, dk, dv;
+};
+AttentionResult attention_with_grads(const torch::Tensor& q0, const torch::Tensor& k0, const torch::Tensor& v0,
+                                     const torch::Tensor& grad, bool causal, AttentionKernel kernel) {
+  torch::Tensor q = q0.detach().requires_grad_(true), k = k0.detach().requires_grad_(true),
+                v = v0.detach().requires_grad_(true);
+  // multi_head_*: (B, T, H·dh) in and out; q, k and v reach the kernel as strided head views.
+  const std::int64_t heads = 3;
+  torch::Tensor out = causal ? multi_head_causal_attention(q, k, v, heads, RotaryTable{}, kernel)
+                             : multi_head_attention(q, k, v, heads, kernel);
+  out.backward(grad);
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+TEST(FusedCpuAttention, MatchesTheCompositionWithEveryGradientInFloat64) {
+  // Lengths below, on and off the causal row block (32), and over several blocks.
+  for (std::int64_t T : {1, 7, 32, 33, 70}) {
+    for (bool causal : {true, false}) {
+      torch::manual_seed(10 + T);
+      const std::int64_t B = 2, W = 3 * 8;
+      torch::Tensor q = torch::randn({B, T, W}, torch::kFloat64), k = torch::randn({B, T, W}, torch::kFloat64),
+                    v = torch::randn({B, T, W}, torch::kFloat64), grad = torch::randn({B, T, W}, torch::kFloat64);
+      const AttentionResult fused = attention_with_grads(q, k, v, grad, causal, AttentionKernel::cpu);
+      const AttentionResult manual = attention_with_grads(q, k, v, grad, causal, AttentionKernel::manual);
+      SCOPED_TRACE(testing::Message() << "T " << T << (causal ? " causal" : " bidirectional"));
+      EXPECT_LT(test::max_abs_diff(fused.out, manual.out), 1e-13);
+      EXPECT_LT(test::max_abs_diff(fused.dq, manual.dq), 1e-12);
+      EXPECT_LT(test::max_abs_diff(fused.dk, manual.dk), 1e-12);
+      EXPECT_LT(test::max_abs_diff(fused.dv, manual.dv), 1e-12);
+    }
+  }
+}
+
+TEST(FusedCpuAttention, IsCausalInItsGradients) {
+  // A change to the last position's key or value moves no earlier output: its gradients from
+  // an upstream gradient on the earlier positions alone are zero, exactly.
+  torch::manual_seed(4);
+  const std::int64_t B = 1, T = 40, W = 24;
+  torch::Tensor q = torch::randn({B, T, W}, torch::kFloat64), k = torch::randn({B, T, W}, torch::kFloat64),
+                v = torch::randn({B, T, W}, torch::kFloat64);
+  torch::Tensor grad = torch::randn({B, T, W}, torch::kFloat64);
+  grad.narrow(1, T - 1, 1).zero_();
+  const AttentionResult fused = attention_with_grads(q, k, v, grad, true, AttentionKernel::cpu);
+  EXPECT_EQ(fused.dk.narrow(1, T - 1, 1).abs().max().item<double>(), 0.0);
+  EXPECT_EQ(fused.dv.narrow(1, T - 1, 1).abs().max().item<double>(), 0.0);
+  EXPECT_EQ(fused.dq.narrow(1, T - 1, 1).abs().max().item<double>(), 0.0);
+  EXPECT_GT(fused.dk.narrow(1, T - 2, 1).abs().max().item<double>(), 0.0);
+}
+
+TEST(FusedCpuAttention, Float32IsWithinOneInOneHundredThousandOfFloat64) {
+  torch::manual_seed(5);
+  const std::int64_t B = 4, T = 77, W = 48;
+  torch::Tensor q = torch::randn({B, T, W}, torch::kFloat64), k = torch::randn({B, T, W}, torch::kFloat64),
+                v = torch::randn({B, T, W}, torch::kFloat64), grad = torch::randn({B, T, W}, torch::kFloat64);
+  for (bool causal : {true, false}) {
+    const AttentionResult wide = attention_with_grads(q, k, v, grad, causal, AttentionKernel::manual);
+    const AttentionResult single = attention_with_grads(q.to(torch::kFloat32), k.to(torch::kFloat32),
+                                                        v.to(torch::kFloat32), grad.to(torch::kFloat32), causal,
+                                                        AttentionKernel::cpu);
+    EXPECT_EQ(single.out.scalar_type(), torch::kFloat32);
+    for (auto [a, b] : {std::pair{single.out, wide.out}, {single.dq, wide.dq}, {single.dk, wide.dk},
+                        {single.dv, wide.dv}}) {
+      EXPECT_LT(test::max_abs_diff(a.to(torch::kFloat64), b) / b.abs().max().item<double>(), 1e-5);
+    }
+  }
+}
+
+TEST(FusedCpuAttention, Bf16InputsAreComputedInFloat32AndReturnedBf16) {
+  torch::manual_seed(6);
+  const std::int64_t B = 2, T = 50, W = 24;
+  torch::Tensor q = torch::randn({B, T, W}).to(torch::kBFloat16), k = torch::randn({B, T, W}).to(torch::kBFloat16),
+                v = torch::randn({B, T, W}).to(torch::kBFloat16), grad = torch::randn({B, T, W}).to(torch::kBFloat16);
+  const AttentionResult half = attention_with_grads(q, k, v, grad, true, AttentionKernel::cpu);
+  const AttentionResult wide = attention_with_grads(q.to(torch::kFloat64), k.to(torch::kFloat64),
+                                                    v.to(torch::kFloat64), grad.to(torch::kFloat64), true,
+                                                    AttentionKernel::manual);
+  EXPECT_EQ(half.out.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(half.dq.scalar_type(), torch::kBFloat16);
+  // The inputs are exact in both; what differs is float32 arithmetic and the bf16 rounding
+  // of the results (2^-8 relative).
+  EXPECT_LT(test::max_abs_diff(half.out.to(torch::kFloat64), wide.out) / wide.out.abs().max().item<double>(), 8e-3);
+  EXPECT_LT(test::max_abs_diff(half.dk.to(torch::kFloat64), wide.dk) / wide.dk.abs().max().item<double>(), 8e-3);
+}
+
+TEST(FusedCpuAttention, IsWhatAutomaticChoosesOnTheCpuAndRefusedElsewhere) {
+  EXPECT_EQ(attention_kernel_for(torch::zeros({1, 1, 2, 4})), AttentionKernel::cpu);
+  EXPECT_EQ(attention_kernel_for(torch::zeros({1, 1, 2, 4}, torch::kFloat64)), AttentionKernel::cpu);
+  EXPECT_NE(attention_kernel_for(torch::zeros({1, 1, 2, 4}, torch::kInt64)), AttentionKernel::cpu);
+  torch::Tensor ints = torch::zeros({1, 1, 2, 4}, torch::kInt64);
+  EXPECT_THROW(causal_attention(ints, ints, ints, AttentionKernel::cpu), Error);
 }
 
 #if TORCH_VERSION_MAJOR >= 2
