@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Training throughput of `tfw train` against an independent Python implementation of the
 # same model on Debian's python3-torch (bench/python_train_step.py): same config, batch,
-# sequence length and threads, interleaved rounds in one run. Prints tokens/s and the ratio.
+# sequence length and threads, interleaved rounds in one run. Prints the medians of tokens/s,
+# the median of the rounds' ratios (each round runs the two back to back, so a ratio compares
+# like with like even when the machine's speed drifts between rounds: on this shared machine
+# it does, by up to 1.5x) and the range of the rounds' MFU.
 #   bash bench/train_vs_python.sh [CONFIG...]   (default: the two quickstart configs)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,9 +16,9 @@ home=$(mktemp -d)
 trap 'rm -rf "$home"' EXIT
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=("$root/experiments/mini/quickstart-tokenformer.toml" "$root/experiments/mini/quickstart-transformer.toml")
-printf "%-28s %12s %12s %8s %8s\n" config "tfw tok/s" "python tok/s" ratio "tfw MFU"
+printf "%-28s %12s %12s %8s %8s %15s\n" config "tfw tok/s" "python tok/s" ratio "tfw MFU" "MFU range"
 for config in "${configs[@]}"; do
-  tfw_rates=(); py_rates=(); mfus=()
+  tfw_rates=(); py_rates=(); mfus=(); ratios=()
   for round in $(seq "$rounds"); do
     out=$(TFW_FIXED_THREADS=1 "$tfw" train "$config" --home "$home" --name "bench-$round-$(basename "$config" .toml)" --json \
           --set train.max_steps="$steps" --set train.eval_every=1000000 --set train.checkpoint_every=1000000 \
@@ -24,8 +27,10 @@ for config in "${configs[@]}"; do
     mfus+=("$(echo "$out" | json_field mfu)")
     py_rates+=("$(/usr/bin/python3 "$root/bench/python_train_step.py" "$config" --steps "$steps" --threads "$(nproc)" \
                  | json_field tokens_per_second)")
+    ratios+=("$(awk -v t="${tfw_rates[-1]}" -v p="${py_rates[-1]}" 'BEGIN { print t / p }')")
   done
-  t=$(median "${tfw_rates[@]}"); p=$(median "${py_rates[@]}"); m=$(median "${mfus[@]}")
-  awk -v name="$(basename "$config" .toml)" -v t="$t" -v p="$p" -v m="$m" \
-    'BEGIN { printf "%-28s %12.0f %12.0f %8.3f %7.1f%%\n", name, t, p, t / p, 100 * m }'
+  t=$(median "${tfw_rates[@]}"); p=$(median "${py_rates[@]}"); m=$(median "${mfus[@]}"); r=$(median "${ratios[@]}")
+  lo=$(printf "%s\n" "${mfus[@]}" | sort -g | head -1); hi=$(printf "%s\n" "${mfus[@]}" | sort -g | tail -1)
+  awk -v name="$(basename "$config" .toml)" -v t="$t" -v p="$p" -v m="$m" -v r="$r" -v lo="$lo" -v hi="$hi" \
+    'BEGIN { printf "%-28s %12.0f %12.0f %8.3f %7.1f%% %6.1f-%5.1f%%\n", name, t, p, r, 100 * m, 100 * lo, 100 * hi }'
 done

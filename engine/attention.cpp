@@ -64,6 +64,8 @@ torch::Tensor attention_merged(const torch::Tensor& q, const torch::Tensor& k, c
 }
 }  // namespace
 
+void attention_set_manual(bool manual) { manual_chosen.store(manual ? 1 : 0); }
+
 AttentionKernel attention_kernel_for(const torch::Tensor& q) {
   if (!manual_by_environment() && attention_fused_cpu_applies(q)) return AttentionKernel::cpu;
 #if TORCH_VERSION_MAJOR >= 2

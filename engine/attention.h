@@ -20,6 +20,10 @@ enum class AttentionKernel {
 // The kernel `automatic` stands for on tensors like q.
 AttentionKernel attention_kernel_for(const torch::Tensor& q);
 
+// Makes `automatic` the composition (manual) or not, for every thread, as TFW_ATTENTION=manual
+// does at start-up (for benchmarks that compare both in one process).
+void attention_set_manual(bool manual);
+
 // q, k, v (B, H, T, dh) -> (B, H, T, dh), scale 1/sqrt(dh), token t sees tokens <= t.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v,
