@@ -10,6 +10,8 @@
 #include <toml++/toml.h>
 #include <torch/torch.h>
 
+#include "engine/load.h"
+
 namespace tfw {
 
 namespace {
@@ -44,7 +46,12 @@ double peak_flops_resolve(const std::string& home, double configured) {
     table = toml::table{};  // a damaged cache is re-measured
   }
   if (auto cached = table["peak_flops"][key].value<double>()) return *cached;
-  double peak = measure();
+  // A probe beside other busy processes reads low (seen: 60 GFLOP/s beside a training, where
+  // this machine's idle figure is 203), and a cached low peak would inflate every later run's
+  // MFU. So a contended probe serves this run only and is measured again next time.
+  const LoadMeter load;
+  const double peak = measure();
+  if (load_contended(load.other_cpu_share(), torch::get_num_threads())) return peak;
   if (!table.contains("peak_flops")) table.insert("peak_flops", toml::table{});
   table["peak_flops"].as_table()->insert_or_assign(key, peak);
   std::filesystem::create_directories(home);

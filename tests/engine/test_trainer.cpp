@@ -6,6 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <thread>
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -14,6 +20,7 @@
 #include "engine/data/shards.h"
 #include "engine/error.h"
 #include "engine/home.h"
+#include "engine/peak.h"
 #include "engine/train/optim.h"
 #include "engine/train/schedule.h"
 #include "engine/trainer.h"
@@ -78,6 +85,44 @@ std::vector<double> logged(const std::string& run_dir, const std::string& key) {
     values.push_back(value.rfind("null", 0) == 0 ? std::nan("") : std::stod(value));
   }
   return values;
+}
+
+// Processes that keep one core busy each until killed (and die with the test).
+std::vector<pid_t> busy_processes(int count) {
+  std::vector<pid_t> children;
+  for (int i = 0; i < count; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      volatile unsigned long spin = 0;
+      for (;;) spin = spin + 1;
+    }
+    children.push_back(pid);
+  }
+  return children;
+}
+
+TEST(Peak, AProbeBesideBusyProcessesServesItsRunButIsNotCached) {
+  const fs::path home = fs::temp_directory_path() / "tfw-test-peak-busy";
+  fs::remove_all(home);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads_before = torch::get_num_threads();
+  torch::set_num_threads(cores);
+  std::vector<pid_t> children = busy_processes(cores);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double contended = peak_flops_resolve(home.string(), 0);
+  for (pid_t pid : children) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  EXPECT_GT(contended, 0);
+  EXPECT_FALSE(fs::exists(home / "machine.toml")) << "a probe beside " << cores << " busy processes was cached";
+  // Idle now (nothing else runs beside ctest's one test): the probe is cached and reused.
+  const double idle = peak_flops_resolve(home.string(), 0);
+  EXPECT_TRUE(fs::exists(home / "machine.toml"));
+  EXPECT_EQ(peak_flops_resolve(home.string(), 0), idle);
+  EXPECT_EQ(peak_flops_resolve(home.string(), 5e10), 5e10);  // a configured peak wins
+  torch::set_num_threads(threads_before);
 }
 
 TEST(Schedule, WarmupThenCosineByHand) {
