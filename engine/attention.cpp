@@ -1,30 +1,19 @@
 // Causal attention and partial rotary embedding. See attention.h.
 #include "engine/attention.h"
 
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
 #include <torch/version.h>
 
 #include "engine/attention_fused.h"
 #include "engine/device.h"
+#include "engine/env_choice.h"
 #include "engine/error.h"
 
 namespace tfw {
 
 namespace {
-std::atomic<int> manual_chosen{-1};  // TFW_ATTENTION=manual makes `automatic` the reference
-bool manual_by_environment() {
-  int choice = manual_chosen.load();
-  if (choice < 0) {
-    const char* env = std::getenv("TFW_ATTENTION");
-    choice = env && std::strcmp(env, "manual") == 0 ? 1 : 0;
-    manual_chosen.store(choice);
-  }
-  return choice == 1;
-}
+EnvChoice manual_chosen("TFW_ATTENTION", "manual");  // makes `automatic` the reference
 
 torch::Tensor manual_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal) {
   const std::int64_t T = q.size(-2);
@@ -64,10 +53,10 @@ torch::Tensor attention_merged(const torch::Tensor& q, const torch::Tensor& k, c
 }
 }  // namespace
 
-void attention_set_manual(bool manual) { manual_chosen.store(manual ? 1 : 0); }
+void attention_set_manual(bool manual) { manual_chosen.set(manual); }
 
 AttentionKernel attention_kernel_for(const torch::Tensor& q) {
-  if (!manual_by_environment() && attention_fused_cpu_applies(q)) return AttentionKernel::cpu;
+  if (!manual_chosen.on() && attention_fused_cpu_applies(q)) return AttentionKernel::cpu;
 #if TORCH_VERSION_MAJOR >= 2
   return AttentionKernel::fused;
 #else

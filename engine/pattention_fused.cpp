@@ -15,15 +15,14 @@
 // Row sums accumulate in double.
 #include "engine/pattention_fused.h"
 
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include <ATen/Parallel.h>
 
 #include "engine/device.h"
+#include "engine/env_choice.h"
 #include "engine/error.h"
 #include "engine/pattention_kernels.h"
 
@@ -31,7 +30,7 @@ namespace tfw {
 
 namespace {
 
-std::atomic<int> implementation_choice{-1};  // -1: not read from the environment yet
+EnvChoice reference_chosen("TFW_PATTENTION", "reference");
 
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
@@ -49,18 +48,10 @@ inline T gelu_grad(T x) {  // Φ(x) + x φ(x)
 
 // float32 rows go through the AVX2 kernels when the CPU has them, unless TFW_PATTENTION_SCALAR=1
 // (tests compare the two).
-std::atomic<int> vectorised_choice{-1};
+EnvChoice scalar_chosen("TFW_PATTENTION_SCALAR", "1");
 }  // namespace
 
-bool pattention_fused_vectorised() {
-  int choice = vectorised_choice.load();
-  if (choice < 0) {
-    const char* env = std::getenv("TFW_PATTENTION_SCALAR");
-    choice = pattention_kernels::avx2_available() && !(env && std::strcmp(env, "1") == 0) ? 1 : 0;
-    vectorised_choice.store(choice);
-  }
-  return choice == 1;
-}
+bool pattention_fused_vectorised() { return pattention_kernels::avx2_available() && !scalar_chosen.on(); }
 
 namespace {
 
@@ -259,17 +250,11 @@ bool avx2_available() {
 }  // namespace pattention_kernels
 
 PattentionImplementation pattention_implementation() {
-  int choice = implementation_choice.load();
-  if (choice < 0) {
-    const char* env = std::getenv("TFW_PATTENTION");
-    choice = env && std::strcmp(env, "reference") == 0 ? 1 : 0;
-    implementation_choice.store(choice);
-  }
-  return choice == 1 ? PattentionImplementation::reference : PattentionImplementation::fused;
+  return reference_chosen.on() ? PattentionImplementation::reference : PattentionImplementation::fused;
 }
 
 void pattention_set_implementation(PattentionImplementation implementation) {
-  implementation_choice.store(implementation == PattentionImplementation::reference ? 1 : 0);
+  reference_chosen.set(implementation == PattentionImplementation::reference);
 }
 
 torch::Tensor pattention_scores_normalise_fused(const torch::Tensor& s, PattentionNorm norm, double multiplier,
