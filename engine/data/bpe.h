@@ -24,8 +24,16 @@ struct ByteLevelBpeSpec {
   bool nfc = false;                                          // an NFC normaliser
 };
 
-// GPT-2's data files (encoder.json, vocab.bpe) in `dir`: 50,257 tokens and 50,000 merges.
+// GPT-2's data in `dir`: gpt2.tiktoken (GPT-2's byte-level BPE ranks, as the PyPI package
+// openai-whisper ships them in whisper/assets/) or, where that is absent, encoder.json and
+// vocab.bpe (GPT-2's original files): 50,257 tokens (<|endoftext|> is 50256) and 50,000 merges.
 ByteLevelBpeSpec bpe_spec_from_gpt2_files(const std::string& dir);
+
+// A .tiktoken rank file (one "BASE64 RANK" line per token, rank = id = merge order), with the
+// merges recovered from the ranks, and `specials` added to the vocabulary as (text, id).
+// UsageError naming the file and the line for anything malformed; bounded in size and work.
+ByteLevelBpeSpec bpe_spec_from_tiktoken(const std::string& path,
+                                        const std::vector<std::pair<std::string, std::uint32_t>>& specials);
 
 // A tokenizer.json. UsageError naming the file and the reason for anything else: another
 // model type (WordPiece, Unigram, ...), a missing vocabulary or merges list, another

