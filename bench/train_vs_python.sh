@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training throughput of `tfw train` against an independent Python implementation of the
-# same model on Debian's python3-torch (bench/python_train_step.py): same config, batch,
+# same model on the venv's PyTorch (bench/python_train_step.py, TFW_PYTHON to change it): same config, batch,
 # sequence length and threads, interleaved rounds in one run. Prints the medians of tokens/s,
 # the median of the rounds' ratios (each round runs the two back to back, so a ratio compares
 # like with like even when the machine's speed drifts between rounds: on this shared machine
@@ -32,7 +32,7 @@ for config in "${configs[@]}"; do
     mfus+=("$(echo "$out" | json_field mfu)")
     peaks+=("$(echo "$out" | json_field peak_flops)")
     achieved+=("$(awk -v m="${mfus[-1]}" -v p="${peaks[-1]}" 'BEGIN { print m * p }')")
-    py_rates+=("$(/usr/bin/python3 "$root/bench/python_train_step.py" "$config" --steps "$steps" --threads "$(nproc)" \
+    py_rates+=("$("${TFW_PYTHON:-$root/.venv/bin/python}" "$root/bench/python_train_step.py" "$config" --steps "$steps" --threads "$(nproc)" \
                  | json_field tokens_per_second)")
     ratios+=("$(awk -v t="${tfw_rates[-1]}" -v p="${py_rates[-1]}" 'BEGIN { print t / p }')")
   done

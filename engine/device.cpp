@@ -23,11 +23,16 @@ std::optional<DeviceProblem> device_problem(const std::string& name) {
   const bool cuda = name == "cuda" || (name.rfind("cuda:", 0) == 0 && name.size() > 5 &&
                                        name.find_first_not_of("0123456789", 5) == std::string::npos);
   if (!cuda) return DeviceProblem{fmt::format("\"{}\" is not a device", name), "use \"cpu\", \"cuda\" or \"cuda:N\""};
-  if (!cuda_available()) {
+  if (!torch_has_cuda()) {
     return DeviceProblem{
-        fmt::format("\"{}\" asks for CUDA, but this LibTorch ({}) has no CUDA: it was built for the CPU only, or "
-                    "finds no GPU", name, torch_version()),
-        "set train.device = \"cpu\", or build tfw against a LibTorch with CUDA on a machine with a GPU"};
+        fmt::format("\"{}\" asks for CUDA, but this tfw was built against a LibTorch without CUDA ({})", name,
+                    build_description()),
+        "set train.device = \"cpu\", or build tfw against PyTorch's CUDA wheel (README, \"Building on a GPU machine\")"};
+  }
+  if (!cuda_available()) {
+    return DeviceProblem{fmt::format("\"{}\" asks for CUDA, but there is no CUDA device on this machine ({})", name,
+                                     build_description()),
+                         "set train.device = \"cpu\", or run on a machine with an NVIDIA GPU and its driver"};
   }
   const torch::Device device(name);
   const auto count = static_cast<int>(torch::cuda::device_count());
@@ -55,30 +60,20 @@ AutocastGuard::AutocastGuard(Precision precision, torch::Device device) {
   if (precision != Precision::bf16) return;
   active_ = true;
   cuda_ = device.is_cuda();
-  if (cuda_) {
-    was_enabled_ = at::autocast::is_enabled();
-    was_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-    at::autocast::set_enabled(true);
-  } else {
-    was_enabled_ = at::autocast::is_cpu_enabled();
-    was_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    at::autocast::set_cpu_enabled(true);
-  }
+  const at::DeviceType type = cuda_ ? at::kCUDA : at::kCPU;
+  was_enabled_ = at::autocast::is_autocast_enabled(type);
+  was_dtype_ = at::autocast::get_autocast_dtype(type);
+  at::autocast::set_autocast_dtype(type, at::kBFloat16);
+  at::autocast::set_autocast_enabled(type, true);
   at::autocast::increment_nesting();
 }
 
 AutocastGuard::~AutocastGuard() {
   if (!active_) return;
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  if (cuda_) {
-    at::autocast::set_enabled(was_enabled_);
-    at::autocast::set_autocast_gpu_dtype(was_dtype_);
-  } else {
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(was_dtype_);
-  }
+  const at::DeviceType type = cuda_ ? at::kCUDA : at::kCPU;
+  at::autocast::set_autocast_enabled(type, was_enabled_);
+  at::autocast::set_autocast_dtype(type, was_dtype_);
 }
 
 torch::Tensor at_least_float32(const torch::Tensor& x) {

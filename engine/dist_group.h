@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
 
@@ -18,7 +18,7 @@ namespace tfw {
 
 class DistGroup {
  public:
-  DistGroup(DistEnv env, c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> group);
+  DistGroup(DistEnv env, c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Backend> group);
   int rank() const { return env_.rank; }
   int world() const { return env_.world; }
   const DistEnv& env() const { return env_; }
@@ -49,7 +49,9 @@ class DistGroup {
 
   DistEnv env_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  // ProcessGroupGloo is a c10d::Backend in LibTorch 2.x (a ProcessGroup holds backends per
+  // device type); the trainer talks to the Gloo backend directly.
+  c10::intrusive_ptr<c10d::Backend> group_;
 };
 
 }  // namespace tfw

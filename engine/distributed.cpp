@@ -12,7 +12,7 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <glog/logging.h>
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -164,9 +164,9 @@ int dist_free_port() {
 }
 
 std::shared_ptr<DistGroup> dist_connect(const DistEnv& env) {
-  // c10d logs its socket warnings through glog to stderr; every failure it reports reaches
+  // c10d logs its socket warnings through c10's logging to stderr; every failure it reports reaches
   // the user as one of our errors below, so its log stays quiet unless TFW_DIST_LOG is set.
-  if (env_text("TFW_DIST_LOG") == nullptr) FLAGS_minloglevel = google::GLOG_FATAL;
+  if (env_text("TFW_DIST_LOG") == nullptr) FLAGS_caffe2_log_level = c10::GLOG_FATAL;
   const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(env.master_port);
@@ -179,7 +179,9 @@ std::shared_ptr<DistGroup> dist_connect(const DistEnv& env) {
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const std::exception& e) {
     const std::string reason = reason_of(e);
-    if (contains(reason, "Address already in use") || contains(reason, "errno: 98")) {
+    // 1.13 said "Address already in use" / "errno: 98"; 2.x says "EADDRINUSE" / "address already in use".
+    if (contains(reason, "Address already in use") || contains(reason, "address already in use") ||
+        contains(reason, "errno: 98") || contains(reason, "EADDRINUSE")) {
       throw UsageError(with_hint(fmt::format("rank 0 cannot serve the rendezvous at {}: the port is in use", where),
                                  "choose another port with MASTER_PORT=... (--nproc takes a free one when MASTER_PORT "
                                  "is not set), or stop the program that holds it"));
@@ -195,7 +197,7 @@ std::shared_ptr<DistGroup> dist_connect(const DistEnv& env) {
                           "is rank 0 running, and are MASTER_ADDR and MASTER_PORT the ones it uses?"));
   }
   c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo = c10d::ProcessGroupGloo::Options::create(timeout_of(env));
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<c10d::Backend> group;
   try {
     gloo->devices.push_back(gloo_device(env));
     gloo->threads = 1;  // one collective at a time; the trainer's threads do the compute
@@ -272,7 +274,7 @@ int dist_world(const DistGroup& group) { return group.world(); }
 const DistEnv& dist_env(const DistGroup& group) { return group.env(); }
 void dist_report_failure(DistGroup& group, const std::string& message) { group.report_failure(message); }
 
-DistGroup::DistGroup(DistEnv env, c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> group)
+DistGroup::DistGroup(DistEnv env, c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Backend> group)
     : env_(std::move(env)), store_(std::move(store)), group_(std::move(group)) {}
 
 void DistGroup::report_failure(const std::string& message) {

@@ -22,7 +22,7 @@ void optimizer_extend_rows(torch::optim::Optimizer& optimizer) {
   };
   for (auto& group : optimizer.param_groups()) {
     for (auto& param : group.params()) {
-      auto found = optimizer.state().find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+      auto found = optimizer.state().find(param.unsafeGetTensorImpl());
       if (found == optimizer.state().end()) continue;
       if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(found->second.get())) {
         torch::Tensor avg = adamw->exp_avg(), avg_sq = adamw->exp_avg_sq(), max_sq = adamw->max_exp_avg_sq();

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 #include <torch/version.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 
 namespace tfw {
 
@@ -32,6 +33,27 @@ void runtime_use_threads(int threads) {
 int runtime_active_threads() { return active_threads; }
 
 const char* torch_version() { return TORCH_VERSION; }
+
+#ifndef TFW_TORCH_CUDA
+#define TFW_TORCH_CUDA ""
+#endif
+const char* torch_cuda_version() { return TFW_TORCH_CUDA; }
+
+// The CUDA hooks are registered by libtorch_cuda when it is loaded: a build whose linker
+// dropped it (--as-needed) has isBuilt() false and never sees a GPU.
+bool torch_has_cuda() { return at::detail::getCUDAHooks().isBuilt(); }
+
+int cuda_device_count() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+
+std::string build_description() {
+  std::string text = std::string("LibTorch ") + TORCH_VERSION;
+  if (std::string(TFW_TORCH_CUDA).empty()) return text + ", CPU only";
+  if (!torch_has_cuda()) return text + ", CUDA " + TFW_TORCH_CUDA + " (libtorch_cuda not loaded: no CUDA)";
+  const int devices = cuda_device_count();
+  text += std::string(", CUDA ") + TFW_TORCH_CUDA + ", ";
+  if (devices == 0) return text + "no CUDA device";
+  return text + std::to_string(devices) + " CUDA device" + (devices == 1 ? "" : "s");
+}
 
 bool fused_attention_available() { return TORCH_VERSION_MAJOR >= 2; }
 

@@ -1,6 +1,8 @@
-// Process-wide engine set-up: torch's intra-op threads default to 1 on this Debian build,
+// Process-wide engine set-up: torch's intra-op threads are set explicitly,
 // so every entry point (the CLI, tests, benchmarks) calls runtime_init() first.
 #pragma once
+
+#include <string>
 
 namespace tfw {
 
@@ -15,8 +17,19 @@ int runtime_threads();
 void runtime_use_threads(int threads);
 int runtime_active_threads();
 
-// The LibTorch version the engine was compiled against, "1.13.0".
+// The LibTorch version the engine was compiled against, "2.11.0".
 const char* torch_version();
+
+// The CUDA version that LibTorch was built with, "13.0"; "" for a CPU-only LibTorch.
+const char* torch_cuda_version();
+
+// Whether the linked LibTorch can run CUDA kernels at all (libtorch_cuda is loaded), and the
+// CUDA devices it sees on this machine (0 without a GPU or a driver).
+bool torch_has_cuda();
+int cuda_device_count();
+
+// One line for tfw --version and reports: "LibTorch 2.11.0, CUDA 13.0, no CUDA device".
+std::string build_description();
 
 // True when causal attention uses the fused scaled_dot_product_attention (LibTorch >= 2).
 bool fused_attention_available();

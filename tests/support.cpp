@@ -63,7 +63,7 @@ std::vector<double> python_reference(const std::string& script, const std::strin
     }
   }
   std::ofstream(dir + "/meta.json") << meta.dump();
-  const std::string command = "/usr/bin/python3 " TFW_SOURCE_DIR "/tests/reference/" + script + " " + dir;
+  const std::string command = TFW_PYTHON " " TFW_SOURCE_DIR "/tests/reference/" + script + " " + dir;
   if (std::system(command.c_str()) != 0) {
     ADD_FAILURE() << command;
     return {};

@@ -33,7 +33,7 @@ struct TinyModel {
 // A TOML table as JSON (tables, integers, floats, booleans, strings), for reference scripts.
 nlohmann::json toml_to_json(const toml::table& table);
 
-// Runs a float64 reference script (tests/reference/NAME.py DIR) with Debian's python3: writes
+// Runs a float64 reference script (tests/reference/NAME.py DIR) with the venv's python (TFW_PYTHON): writes
 // DIR/meta.json (`meta`, plus "params": the name and shape of each of `model`'s parameters)
 // and DIR/weights.bin (those parameters, float64, in that order), and returns the float64
 // values the script writes to DIR/reference.bin. A failing script is a test failure and an

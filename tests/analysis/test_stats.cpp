@@ -1,6 +1,6 @@
 // The t distribution, mean intervals and paired differences against values computed by hand
 // (closed forms of the t CDF for 1 and 2 degrees of freedom, table quantiles) and against
-// Python's scipy.stats (Debian's python3-scipy, which scripts/setup installs).
+// Python's scipy.stats (scipy in the project's .venv, which scripts/setup installs).
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -76,7 +76,7 @@ TEST(PairedDifference, ByHand) {
 
 // scipy.stats as an independent reference.
 std::string python(const std::string& code) {
-  std::string command = "/usr/bin/python3 -c \"" + code + "\" 2>/dev/null";
+  std::string command = std::string(TFW_PYTHON) + " -c \"" + code + "\" 2>/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return "";
   std::string out;
@@ -92,7 +92,7 @@ TEST(StudentT, AgreesWithScipy) {
       "  print(df, s.t.ppf(0.975, df), s.t.ppf(0.995, df), s.t.cdf(1.3, df), s.t.cdf(-4.2, df))\n"
       "x = [1.5262, 1.5301, 1.5198, 1.5335]; r = s.ttest_1samp(x, 0).confidence_interval(0.95)\n"
       "print(r.low, r.high)");
-  ASSERT_FALSE(out.empty()) << "python3-scipy is missing: scripts/setup installs it (apt install python3-scipy)";
+  ASSERT_FALSE(out.empty()) << "scipy is missing from " TFW_PYTHON ": scripts/setup installs it into .venv";
   std::istringstream in(out);
   for (int row = 0; row < 7; ++row) {
     double df, q975, q995, c1, c2;

@@ -190,7 +190,7 @@ TEST_F(Report, FiguresHaveOnePathPerRunAndEveryGroupsColour) {
   ASSERT_EQ(out.code, 0) << out.output;
   // XML parses, one <path class="run"> per finished run, named.
   const auto parsed = tfw::test::capture(
-      "/usr/bin/python3 -c \"import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
+      std::string(TFW_PYTHON) + " -c \"import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
       "ns = '{http://www.w3.org/2000/svg}'; "
       "print(sorted(p.get('data-run') for p in r.iter(ns + 'path') if p.get('class') == 'run')); "
       "print(len([t for t in r.iter(ns + 'text') if t.text == 'validation loss (nats/token)']))\" " + dir + "/loss_vs_flops.svg");

@@ -103,7 +103,7 @@ TEST(Shards, AShortTextKeepsItsEndForValidation) {
 
 TEST(Shards, NanoGptLayoutWrittenByNumpyLoads) {
   fs::path dir = fresh_dir("nanogpt");
-  std::string command = "/usr/bin/python3 " TFW_SOURCE_DIR "/tests/reference/nanogpt_shard.py " + dir.string();
+  std::string command = TFW_PYTHON " " TFW_SOURCE_DIR "/tests/reference/nanogpt_shard.py " + dir.string();
   ASSERT_EQ(std::system(command.c_str()), 0);
   ShardMeta meta = shard_meta_read(dir.string());
   EXPECT_EQ(meta.tokenizer, "unknown");
@@ -206,6 +206,54 @@ TEST(Tokenizer, Gpt2GivesGpt2Ids) {
   }
 }
 
+// GPT-2's data is the PyPI package openai-whisper's gpt2.tiktoken (issue 32): the merges
+// recovered from its ranks are GPT-2's 50,000 in GPT-2's order (its first and last merges,
+// "Ġ t" and "Ġg azed", are those of GPT-2's vocab.bpe).
+TEST(Tokenizer, Gpt2DataIsTheTiktokenRanks) {
+  const std::string dir = executable_dir() + "/tokenizers/gpt2";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/gpt2.tiktoken")) << "scripts/setup puts gpt2.tiktoken in " << dir;
+  const ByteLevelBpeSpec spec = bpe_spec_from_gpt2_files(dir);
+  ASSERT_EQ(spec.merges.size(), 50000u);
+  EXPECT_EQ(spec.merges.front(), std::make_pair(std::string("\xc4\xa0"), std::string("t")));
+  EXPECT_EQ(spec.merges[2], std::make_pair(std::string("h"), std::string("e")));
+  EXPECT_EQ(spec.merges.back(), std::make_pair(std::string("\xc4\xa0g"), std::string("azed")));
+  EXPECT_EQ(spec.vocab.back(), std::make_pair(std::string("<|endoftext|>"), 50256u));
+}
+
+// A hostile or broken .tiktoken file is a clear error naming the file and the problem.
+TEST(Tokenizer, TiktokenFileErrors) {
+  const auto path = std::filesystem::temp_directory_path() / "tfw-test.tiktoken";
+  // The 256 single bytes (ranks 0..255), as a valid start.
+  std::string bytes_part;
+  const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  for (int b = 0; b < 256; ++b) {
+    const unsigned v = static_cast<unsigned>(b) << 16;
+    bytes_part += std::string{b64[(v >> 18) & 63], b64[(v >> 12) & 63]} + "== " + std::to_string(b) + "\n";
+  }
+  auto error_of = [&](const std::string& text) -> std::string {
+    std::ofstream(path, std::ios::binary) << text;
+    try {
+      const ByteLevelBpeSpec spec = bpe_spec_from_tiktoken(path.string(), {});
+      return "no error, " + std::to_string(spec.merges.size()) + " merges";
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+  };
+  // "YWI=" is "ab", "YWJj" is "abc": merges (a, b) and (ab, c).
+  EXPECT_EQ(error_of(bytes_part + "YWI= 256\nYWJj 257\n"), "no error, 2 merges");
+  EXPECT_NE(error_of(bytes_part + "YWJj 256\n").find("rank 256 is not a merge of two lower-ranked tokens"), std::string::npos);
+  EXPECT_NE(error_of(bytes_part + "YW!= 256\n").find("line 257: not base64"), std::string::npos);
+  EXPECT_NE(error_of(bytes_part + "YWI= 255\n").find("the rank 255 appears twice"), std::string::npos);
+  EXPECT_NE(error_of(bytes_part + "YWI= 9000\n").find("not below the token count"), std::string::npos);
+  EXPECT_NE(error_of(bytes_part + "YWI= 99999999999999999999\n").find("is not an id"), std::string::npos);
+  EXPECT_NE(error_of(bytes_part + "YWI=\n").find("line 257 is not 'BASE64 RANK'"), std::string::npos);
+  EXPECT_NE(error_of("YQ== 0\n").find("the byte 0 has no token"), std::string::npos);
+  EXPECT_NE(error_of(bytes_part + std::string(2000, 'Q') + " 256\n").find("a token of 1500 bytes (limit 1024)"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes_part + "YWJj 256\n").find(path.string()), std::string::npos);
+  std::filesystem::remove(path);
+}
+
 TEST(Tokenizer, Gpt2RoundTripsArbitraryBytes) {
   auto tokenizer = tokenizer_create("gpt2");
   std::string bytes;
@@ -231,7 +279,7 @@ TEST(Tokenizer, TokenizerJsonOfGpt2GivesGpt2sIds) {
   };
   for (const std::string flags : {"", " --merge-pairs", " --nfc"}) {
     SCOPED_TRACE(flags);
-    ASSERT_EQ(std::system(("/usr/bin/python3 " + script + " " + dir + " " + out + flags).c_str()), 0);
+    ASSERT_EQ(std::system((std::string(TFW_PYTHON) + " " + script + " " + dir + " " + out + flags).c_str()), 0);
     auto json = byte_level_bpe_create(bpe_spec_from_tokenizer_json(out));
     EXPECT_EQ(json->vocab_size(), 50257u);
     for (const KnownEncoding& known : kGpt2Known) {

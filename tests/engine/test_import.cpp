@@ -36,8 +36,8 @@ std::string write_release(const std::string& name, const std::string& flags) {
   const std::string gpt2 = std::string(TFW_SOURCE_DIR) + "/tests/reference/gpt2_tokenizer_json.py";
   const char* gpt2_dir = std::getenv("TFW_GPT2_DIR");
   EXPECT_NE(gpt2_dir, nullptr);
-  EXPECT_EQ(std::system(("/usr/bin/python3 " + gpt2 + " " + gpt2_dir + " " + (dir / "tokenizer.json").string()).c_str()), 0);
-  EXPECT_EQ(std::system(("/usr/bin/python3 " + kScript + " " + dir.string() + " " + flags).c_str()), 0);
+  EXPECT_EQ(std::system((std::string(TFW_PYTHON) + " " + gpt2 + " " + gpt2_dir + " " + (dir / "tokenizer.json").string()).c_str()), 0);
+  EXPECT_EQ(std::system((std::string(TFW_PYTHON) + " " + kScript + " " + dir.string() + " " + flags).c_str()), 0);
   return dir.string();
 }
 
@@ -137,7 +137,7 @@ TEST(Import, PickleReaderReadsWhatTorchSaveWrites) {
       "torch.save({'module': sd, 'iteration': 7, 'args': {'lr': 0.1, 'name': 'x', 'flag': True, 'none': None}}, '" +
       file + "')\n";
   std::ofstream(dir / "write.py") << script;
-  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "write.py").string()).c_str()), 0);
+  ASSERT_EQ(std::system((std::string(TFW_PYTHON) + " " + (dir / "write.py").string()).c_str()), 0);
   const auto tensors = torch_state_dict_read(file);
   ASSERT_EQ(tensors.size(), 8u);
   std::map<std::string, torch::Tensor> t(tensors.begin(), tensors.end());
@@ -224,7 +224,7 @@ TEST(Import, BadReleasesAreClearErrors) {
   const auto size = fs::file_size(weights);
   fs::resize_file(weights, size / 2);
   EXPECT_NE(import_error(dir).find("corrupt or truncated"), std::string::npos) << import_error(dir);
-  ASSERT_EQ(std::system(("/usr/bin/python3 -c \"import torch; torch.save({'a': torch.zeros(2)}, '" + weights +
+  ASSERT_EQ(std::system((std::string(TFW_PYTHON) + " -c \"import torch; torch.save({'a': torch.zeros(2)}, '" + weights +
                          "', _use_new_zipfile_serialization=False)\"")
                             .c_str()),
             0);
@@ -243,7 +243,7 @@ TEST(Import, TokenizerJsonInRunConfigs) {
   const char* gpt2_dir = std::getenv("TFW_GPT2_DIR");
   ASSERT_NE(gpt2_dir, nullptr);
   const std::string gpt2 = std::string(TFW_SOURCE_DIR) + "/tests/reference/gpt2_tokenizer_json.py";
-  ASSERT_EQ(std::system(("/usr/bin/python3 " + gpt2 + " " + gpt2_dir + " " + (dir / "sub/tok.json").string()).c_str()), 0);
+  ASSERT_EQ(std::system((std::string(TFW_PYTHON) + " " + gpt2 + " " + gpt2_dir + " " + (dir / "sub/tok.json").string()).c_str()), 0);
   fs::copy_file(dir / "sub/tok.json", dir / "copy.json");
   auto write = [&](const std::string& tokenizer) {
     std::ofstream(dir / "run.toml") << "family = \"tokenformer\"\n[model]\nlayers = 1\nd = 16\nheads = 2\nn_attn = 4\n"

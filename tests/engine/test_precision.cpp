@@ -1,11 +1,18 @@
 // Precision and device (issue 16): bf16 autocast runs a model's products in bf16 while its
 // weights, gradients, Pattention normalisation and loss stay float32; the guard restores
 // autocast when it ends; train.device names only devices this LibTorch has.
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/version.h>
 
 #include "engine/device.h"
+#include "engine/runtime.h"
 #include "engine/error.h"
 #include "engine/pattention.h"
 #include "engine/pattention_fused.h"
@@ -30,12 +37,12 @@ TEST(Precision, Bf16AutocastRunsTheProductsInBf16AndKeepsWeightsAndGradientsFloa
   std::map<std::string, torch::Tensor> scores;
   {
     const AutocastGuard autocast(Precision::bf16, torch::kCPU);
-    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(at::kCPU));
     ScoreCapture capture;  // every Pattention
     logits = model->forward(tokens.narrow(1, 0, 8));
     scores = capture.scores();
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());  // the guard restores the state it found
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));  // the guard restores the state it found
   EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
   ASSERT_FALSE(scores.empty());
   for (const auto& [label, a] : scores) {  // Θ written as bf16 by the fused kernels, float32 elsewhere
@@ -95,7 +102,7 @@ TEST(Precision, Fp32GuardChangesNothing) {
   const double plain = loss_of(*model, tokens, 8, 64).item<double>();
   {
     const AutocastGuard autocast(Precision::fp32, torch::kCPU);
-    EXPECT_FALSE(at::autocast::is_cpu_enabled());
+    EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
   }
   EXPECT_EQ(loss_of(*model, tokens, 8, 64, Precision::fp32).item<double>(), plain);
 }
@@ -107,14 +114,46 @@ TEST(Device, NamesOnlyDevicesThisLibTorchHas) {
   if (!cuda_available()) {
     try {
       device_resolve("cuda");
-      FAIL() << "cuda resolved on a LibTorch without CUDA";
+      FAIL() << "cuda resolved on a machine without a CUDA device";
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("has no CUDA"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("there is no CUDA device on this machine"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(TORCH_VERSION), std::string::npos) << e.what();
     }
   }
   EXPECT_EQ(precision_parse("bf16"), Precision::bf16);
   EXPECT_THROW(precision_parse("fp16"), UsageError);
+}
+
+// The binary is built against PyTorch's CUDA wheel (issue 32): libtorch_cuda is linked and its
+// hooks registered, so a GPU would be used where there is one. Here, without one, no device.
+TEST(Device, BuiltWithCudaReportsDevices) {
+  EXPECT_TRUE(torch_has_cuda()) << build_description();
+  EXPECT_FALSE(std::string(torch_cuda_version()).empty());
+  EXPECT_NE(build_description().find(std::string("CUDA ") + torch_cuda_version()), std::string::npos);
+  if (!cuda_available()) {
+    EXPECT_EQ(cuda_device_count(), 0);
+    EXPECT_NE(build_description().find("no CUDA device"), std::string::npos) << build_description();
+  } else {
+    EXPECT_GT(cuda_device_count(), 0);
+  }
+}
+
+// PyTorch's wheel exports its own copies of some libstdc++ functions, and its
+// std::filesystem::remove_all crashes when called from this build (a jump to address 0). The
+// link puts the system's libstdc++ first (CMakeLists.txt), so tfw's calls reach the real one.
+TEST(Build, LibstdcxxServesTheStandardLibrary) {
+  using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&);
+  const RemoveAll remove_all = &std::filesystem::remove_all;
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(remove_all), &info), 0);
+  ASSERT_NE(info.dli_fname, nullptr);
+  EXPECT_NE(std::string(info.dli_fname).find("libstdc++"), std::string::npos) << info.dli_fname;
+  // And it works: a folder with a file in it is removed.
+  const auto dir = std::filesystem::temp_directory_path() / "tfw-remove-all-test";
+  std::filesystem::create_directories(dir / "sub");
+  std::ofstream(dir / "sub" / "file") << "x";
+  EXPECT_EQ(std::filesystem::remove_all(dir), 3u);
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 }  // namespace

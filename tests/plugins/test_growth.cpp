@@ -296,7 +296,7 @@ TEST(Growth, AdamWStateExtensionKeepsOldMomentsBitIdentical) {
     std::map<std::string, std::pair<torch::Tensor, std::int64_t>> out;
     for (const auto& item : model->named_parameters()) {
       auto& state = static_cast<torch::optim::AdamWParamState&>(
-          *optimizer.state().at(c10::guts::to_string(item.value().unsafeGetTensorImpl())));
+          *optimizer.state().at(item.value().unsafeGetTensorImpl()));
       out[item.key()] = {state.exp_avg().clone(), state.step()};
     }
     return out;

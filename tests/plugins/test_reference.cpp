@@ -1,6 +1,6 @@
 // Reference-output test (docs/design/STYLE.md 4): logits, loss and every parameter gradient of both
 // families in float64 against tests/reference/model_reference.py, an independent Python
-// implementation of docs/design/TOKENFORMER.md run on Debian's python3-torch.
+// implementation of docs/design/TOKENFORMER.md run on the venv's PyPI torch.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>

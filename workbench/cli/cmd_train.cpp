@@ -13,6 +13,7 @@
 
 #include "engine/distributed.h"
 #include "engine/error.h"
+#include "engine/runtime.h"
 #include "engine/home.h"
 #include "engine/registry.h"
 #include "runner/parallel.h"
@@ -125,6 +126,8 @@ void run_train(TrainArgs& args) {
                 {"other_cpu_share", std::isfinite(share) ? nlohmann::json(share) : nlohmann::json(nullptr)},
                 {"threads", summary.threads}, {"thread_changes", summary.thread_changes},
                 {"world_size", summary.world_size}, {"comm_seconds", summary.comm_seconds},
+                {"build", {{"libtorch", torch_version()}, {"cuda", torch_cuda_version()},
+                           {"cuda_linked", torch_has_cuda()}, {"cuda_devices", cuda_device_count()}}},
                 {"time", {{"step", summary.step_seconds}, {"data", summary.data_seconds},
                           {"eval", summary.eval_seconds}, {"checkpoint", summary.checkpoint_seconds},
                           {"growth", summary.growth_seconds}, {"process", summary.process_seconds}}}});

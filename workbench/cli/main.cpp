@@ -14,8 +14,8 @@ int main(int argc, char** argv) {
                "Transformer language models.",
                "tfw"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("tfw ") + TFW_VERSION + " (LibTorch " +
-                                        tfw::torch_version() + ")");
+  // A function: the device count is looked up only when --version is asked for.
+  app.set_version_flag("--version", [] { return std::string("tfw ") + TFW_VERSION + " (" + tfw::build_description() + ")"; });
   tfw::runtime_init();  // all cores; --threads overrides as soon as it is parsed
   app.add_option_function<int>("--threads", [](const int& threads) { tfw::runtime_init(threads); },
                                "torch intra-op threads (default: all cores)")
