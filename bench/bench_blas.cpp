@@ -69,7 +69,10 @@ int main(int argc, char** argv) {
   std::vector<std::pair<const char*, Sgemm>> blas;
   blas.emplace_back("libtorch_cpu's sgemm_ (MKL)", reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "sgemm_")));
   if (void* openblas = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL)) {
+    // OpenBLAS's own setter also sets OpenMP's thread count (one runtime in the process):
+    // put torch's count back, so that the heads run in parallel as in the operator.
     if (auto set = reinterpret_cast<void (*)(int)>(dlsym(openblas, "openblas_set_num_threads"))) set(1);
+    tfw::runtime_init(threads);
     blas.emplace_back("OpenBLAS sgemm_", reinterpret_cast<Sgemm>(dlsym(openblas, "sgemm_")));
   } else {
     std::printf("OpenBLAS: not installed here (libopenblas.so.0), measured MKL alone\n");

@@ -30,8 +30,9 @@ std::optional<DeviceProblem> device_problem(const std::string& name) {
         "set train.device = \"cpu\", or build tfw against PyTorch's CUDA wheel (README, \"Building on a GPU machine\")"};
   }
   if (!cuda_available()) {
-    return DeviceProblem{fmt::format("\"{}\" asks for CUDA, but there is no CUDA device on this machine ({})", name,
-                                     build_description()),
+    return DeviceProblem{fmt::format("\"{}\" asks for CUDA, but there is no CUDA device on this machine (tfw is "
+                                     "built with LibTorch {} and CUDA {})",
+                                     name, torch_version(), torch_cuda_version()),
                          "set train.device = \"cpu\", or run on a machine with an NVIDIA GPU and its driver"};
   }
   const torch::Device device(name);

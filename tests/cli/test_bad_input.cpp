@@ -80,7 +80,7 @@ const std::vector<Case> kCases = {
     {"device typo", "good c; $T train c.toml --home $H --set train.device='\"gpu\"'", 2,
      "train.device: \"gpu\" is not a device"},
     {"cuda on this machine", "good c; $T train c.toml --home $H --set train.device='\"cuda:1\"'", 2,
-     "\"cuda:1\" asks for CUDA, but there is no CUDA device on this machine (LibTorch 2."},
+     "\"cuda:1\" asks for CUDA, but there is no CUDA device on this machine (tfw is built with LibTorch 2."},
     {"precision fp16", "good c; $T train c.toml --home $H --set train.precision='\"fp16\"'", 2, "precision"},
     {"no budget", "good c; sed -i '/max_steps/d' c.toml; $T train c.toml --home $H", 2, "c.toml: no training budget"},
     {"bad run name", "good c; $T train c.toml --home $H --name ../../escaped", 2, "is not a usable run name"},
