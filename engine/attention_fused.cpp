@@ -8,8 +8,10 @@
 // head works in blocks of kRowBlock query rows: block [r0, r1) needs keys [0, r1) only, so the
 // products skip the columns every row of the block masks (at T = 128 and blocks of 32, 62.5%
 // of the full products). Entries of P past a block's last column are never written or read.
-// The products are BLAS calls made inside at::parallel_for over heads: OpenBLAS (OpenMP)
-// runs a call made inside a parallel region on the calling thread alone.
+// The products are BLAS calls made inside at::parallel_for over heads. The BLAS is the one
+// libtorch_cpu exports (MKL with GNU OpenMP in PyTorch's x86 wheels; OpenBLAS with Debian's
+// 1.13), and either runs a call made inside a parallel region on the calling thread alone.
+// Which BLAS, and why: docs/results/performance.md §6 (build/bench/bench_blas).
 #include "engine/attention_fused.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Softmax attention as one custom autograd operator on the CPU (issue 16). torch's own path
 // for the (B, H, T, dh) products is a serial loop over the B·H heads, each a small matrix
-// product that OpenBLAS splits over every thread, followed by separate passes for the scale,
+// product that the BLAS splits over every thread, followed by separate passes for the scale,
 // the causal mask and the softmax, forward and backward. Here the heads run in parallel, one
 // thread each, with single-threaded BLAS products and the softmax applied row by row while the
 // row is in cache; a causal head computes only the row blocks' columns up to the block's last
