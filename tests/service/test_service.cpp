@@ -141,6 +141,12 @@ TEST(Service, BadInputGetsAnErrorAndTheServiceKeepsServing) {
   EXPECT_NE(reply.find("cancel needs"), std::string::npos) << reply;
   reply = answer(hello + std::string(service::kMaxLine + 10, 'x'));
   EXPECT_NE(reply.find("message longer than 1048576 bytes"), std::string::npos) << reply;
+  // Issue 33, finding 4: 70,000 nested arrays in a hello (echoed as reply_to, serialised
+  // recursively) killed the service with SIGSEGV. Refused before parsing; the service lives on
+  // (the requests below).
+  reply = answer(R"({"type":"hello","version":1,"id":)" + std::string(70000, '[') + std::string(70000, ']') + "}\n");
+  EXPECT_NE(reply.find("nested deeper than 64 levels"), std::string::npos) << reply.substr(0, 300);
+  EXPECT_EQ(service::json_depth(R"({"a":[1,{"b":"[[[{{"}],"c":"\"["})"), 3);  // brackets in strings do not count
   {
     RawSocket leaver(server.address());  // disconnects in the middle of a message
     leaver.send_text(hello + R"({"type":"jo)");

@@ -77,6 +77,9 @@ nlohmann::json Client::receive(double timeout_seconds) {
   }
   std::string line(asio::buffers_begin(impl_->input.data()), asio::buffers_begin(impl_->input.data()) + length);
   impl_->input.consume(length);
+  if (json_depth(line) > kMaxDepth) {
+    throw Error(fmt::format("the service at {} sent a line nested deeper than {} levels", impl_->address, kMaxDepth));
+  }
   nlohmann::json message = nlohmann::json::parse(line, nullptr, false);
   if (message.is_discarded()) throw Error(fmt::format("the service at {} sent a malformed line", impl_->address));
   return message;

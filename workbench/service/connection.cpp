@@ -42,6 +42,10 @@ void Connection::read() {
     }
     std::string line(asio::buffers_begin(self->input.data()), asio::buffers_begin(self->input.data()) + n);
     self->input.consume(n);
+    if (json_depth(line) > kMaxDepth) {
+      self->fail(fmt::format("malformed message: arrays and objects nested deeper than {} levels", kMaxDepth));
+      return;
+    }
     json message = json::parse(line, nullptr, false);
     if (message.is_discarded() || !message.is_object() || !message.contains("type") || !message["type"].is_string()) {
       self->fail("malformed message: expected one JSON object with a string \"type\" per line");

@@ -1,6 +1,7 @@
 // See protocol.h.
 #include "workbench/service/protocol.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -47,6 +48,26 @@ std::string token_read(const std::string& path) {
                                "put a long random secret in it, e.g. `head -c 32 /dev/urandom | base64 > FILE`"));
   }
   return token.substr(begin, end - begin + 1);
+}
+
+int json_depth(const std::string& text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 bool token_equal(const std::string& a, const std::string& b) {
