@@ -334,8 +334,12 @@ class Interpreter {
     std::int64_t numel = 1, last = offset;
     for (std::size_t i = 0; i < size.size(); ++i) {
       if (size[i] < 0 || stride[i] < 0) fail("a tensor with a negative size or stride");
-      numel *= size[i];
-      if (size[i] > 0) last += (size[i] - 1) * stride[i];
+      std::int64_t reach = 0;  // checked: a hostile size or stride must not wrap past 2^63
+      if (__builtin_mul_overflow(numel, size[i], &numel) ||
+          (size[i] > 0 && (__builtin_mul_overflow(size[i] - 1, stride[i], &reach) ||
+                           __builtin_add_overflow(last, reach, &last)))) {
+        fail("a tensor whose size or stride overflows 64 bits");
+      }
     }
     if (offset < 0 || (numel > 0 && last >= storage.numel())) fail("a tensor reaches past its storage");
     std::vector<std::int64_t> contiguous(size.size(), 1);  // row-major strides of `size`
@@ -368,9 +372,10 @@ class Interpreter {
     if (!archive_.hasRecord(record)) fail(fmt::format("the record {} of a storage is missing", record));
     auto [data_ptr, bytes] = archive_.getRecord(record);
     const std::size_t element = c10::elementSize(type->dtype);
-    if (numel < 0 || bytes < static_cast<std::size_t>(numel) * element) {
-      fail(fmt::format("storage {} holds {} bytes, {} elements of {} need {}", key, bytes, numel, a[1]->text,
-                       numel * static_cast<std::int64_t>(element)));
+    // numel * element is not formed: for a hostile numel it wraps past 2^64 (2^62 + 32 floats
+    // "needed" 128 bytes), and the tensor read past the record (issue 33).
+    if (numel < 0 || static_cast<std::uint64_t>(numel) > bytes / element) {
+      fail(fmt::format("storage {} holds {} bytes, fewer than {} elements of {} need", key, bytes, numel, a[1]->text));
     }
     auto owner = std::make_shared<at::DataPtr>(std::move(data_ptr));
     void* raw = owner->get();

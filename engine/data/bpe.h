@@ -15,6 +15,10 @@
 
 namespace tfw {
 
+// The largest token id a byte-level BPE tokenizer may have (2^21 - 1: about 8 times the
+// largest vocabularies in use); its id table is allocated up to it.
+inline constexpr std::uint32_t kMaxTokenId = (1u << 21) - 1;
+
 struct ByteLevelBpeSpec {
   std::string name;                                          // what name() returns
   std::vector<std::pair<std::string, std::uint32_t>> vocab;  // symbols (byte-mapped text) -> id

@@ -188,6 +188,17 @@ class ByteLevelBpe : public Tokenizer {
     for (int b = 0; b < 256; ++b) {
       symbol_to_byte_[next_code_point(byte_to_symbol_[b], 0).value] = static_cast<unsigned char>(b);
     }
+    // Ids index a table: a hostile file's id of 4294967295 made `id + 1` wrap to 0 and the
+    // write below land outside it (issue 33). The table is bounded before anything is sized.
+    auto check_id = [&](std::uint32_t id) {
+      if (id <= kMaxTokenId) return;
+      throw UsageError(with_hint(
+          fmt::format("tokenizer {}: the token id {} is above the largest id tfw accepts ({})", spec_.name, id,
+                      kMaxTokenId),
+          "a tokenizer's ids run from 0 to its vocabulary size - 1; is this a real model's tokenizer?"));
+    };
+    for (const auto& [token, id] : spec_.vocab) check_id(id);
+    for (const auto& [token, id] : spec_.added) check_id(id);
     for (const auto& [token, id] : spec_.vocab) {
       ids_.emplace(token, id);
       if (tokens_.size() <= id) tokens_.resize(id + 1);

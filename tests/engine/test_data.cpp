@@ -312,6 +312,18 @@ TEST(Tokenizer, TokenizerJsonOfGpt2GivesGpt2sIds) {
                 .find("the pre-tokenizer is Whitespace, not ByteLevel"),
             std::string::npos);
   EXPECT_NE(error_of("not json").find("not a JSON object"), std::string::npos);
+  // Issue 33: an id of 2^32 - 1 wrapped the id table's size to 0 and wrote outside it.
+  for (const std::string id : {"4294967295", "2097152"}) {
+    std::ofstream(out) << R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "aa": )"
+                       << id << R"(}, "merges": ["a a"]}})";
+    try {
+      byte_level_bpe_create(bpe_spec_from_tokenizer_json(out));
+      ADD_FAILURE() << "the id " << id << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("the token id " + id + " is above the largest id tfw accepts (2097151)"),
+                std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

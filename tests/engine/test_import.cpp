@@ -114,6 +114,32 @@ TEST(Import, OfficialLayoutGivesTheOfficialLogits) {
   }
 }
 
+// Issue 33, finding 5: a storage claiming 2^62 + 32 floats over a 128-byte record made
+// numel * 4 wrap to 128, and a tensor of 64 of them read past the record. Refused, naming it.
+TEST(Import, AStorageLongerThanItsRecordIsRefused) {
+  const fs::path dir = fs::temp_directory_path() / "tfw-test-oversized-storage";
+  fs::create_directories(dir);
+  const std::string script = std::string(TFW_SOURCE_DIR) + "/tests/reference/oversized_storage.py";
+  auto craft = [&](const std::string& name, const std::string& numel, int size) {
+    const std::string file = (dir / name).string();
+    EXPECT_EQ(std::system((std::string(TFW_PYTHON) + " " + script + " " + file + " " + numel + " " + std::to_string(size)).c_str()), 0);
+    return file;
+  };
+  const auto good = torch_state_dict_read(craft("good.pt", "32", 32));  // the same file, honest: read
+  ASSERT_EQ(good.size(), 1u);
+  EXPECT_EQ(good[0].second.numel(), 32);
+  for (const auto& [numel, size] : std::vector<std::pair<std::string, int>>{{"4611686018427387936", 64}, {"33", 33}}) {
+    try {
+      torch_state_dict_read(craft("bad.pt", numel, size));
+      ADD_FAILURE() << numel << " floats over 128 bytes were accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("storage 0 holds 128 bytes, fewer than " + numel + " elements"),
+                std::string::npos) << e.what();
+    }
+  }
+  fs::remove_all(dir);
+}
+
 // The pickle reader keeps values, dtypes, views into a shared storage, non-contiguous strides
 // and storage offsets; a dict holding a state dict under "module" is found.
 TEST(Import, PickleReaderReadsWhatTorchSaveWrites) {
