@@ -2,23 +2,30 @@
 #include "engine/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/files.h"
+#include "engine/safetensors.h"
 
 namespace tfw {
 
@@ -41,64 +48,173 @@ toml::table manifest_read(const std::string& archive) {
   }
 }
 
+// The safetensors dtype of a torch dtype, and back.
+struct DtypePair {
+  torch::ScalarType torch;
+  const char* name;
+};
+constexpr DtypePair kDtypePairs[] = {{torch::kDouble, "F64"}, {torch::kFloat, "F32"},   {torch::kHalf, "F16"},
+                                     {torch::kBFloat16, "BF16"}, {torch::kLong, "I64"},  {torch::kInt, "I32"},
+                                     {torch::kShort, "I16"},   {torch::kChar, "I8"},     {torch::kByte, "U8"},
+                                     {torch::kBool, "BOOL"}};
+
+const char* dtype_name(torch::ScalarType type) {
+  for (const DtypePair& pair : kDtypePairs) {
+    if (pair.torch == type) return pair.name;
+  }
+  throw Error(fmt::format("checkpoint: cannot store a tensor of dtype {}", c10::toString(type)));
+}
+
+torch::ScalarType dtype_of(const std::string& name) {
+  for (const DtypePair& pair : kDtypePairs) {
+    if (name == pair.name) return pair.torch;
+  }
+  throw Error(fmt::format("checkpoint: unknown dtype {}", name));  // safetensors_parse admits only the above
+}
+
+// A read-only mapping of a whole file (pages are read only when touched).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw UsageError(fmt::format("checkpoint '{}' cannot be opened: {}", path, std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw UsageError(fmt::format("checkpoint '{}' is not a regular file", path));
+    }
+    size_ = static_cast<std::size_t>(st.st_size);
+    if (size_ > 0) {
+      void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (mapped == MAP_FAILED) {
+        ::close(fd);
+        throw Error(fmt::format("checkpoint '{}' cannot be mapped: {}", path, std::strerror(errno)));
+      }
+      data_ = static_cast<const char*>(mapped);
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const char* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  const char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 torch::Tensor torch_rng_state() {
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
 }
 
-void torch_rng_state_set(const torch::Tensor& state) {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
+// Tensors to write: each owns a CPU, contiguous copy until the bytes are encoded.
+class TensorsOut {
+ public:
+  void add(const std::string& name, const torch::Tensor& tensor) {
+    torch::Tensor cpu = tensor.detach().to(torch::kCPU).contiguous();
+    SafetensorsEntry entry;
+    entry.name = name;
+    entry.dtype = dtype_name(cpu.scalar_type());
+    entry.shape = cpu.sizes().vec();
+    entry.data = static_cast<const char*>(cpu.data_ptr());
+    keep_.push_back(cpu);
+    entries_.push_back(std::move(entry));
+  }
+  std::string encode(const std::map<std::string, std::string>& metadata) {
+    return safetensors_encode(entries_, metadata);
+  }
+
+ private:
+  std::vector<torch::Tensor> keep_;
+  std::vector<SafetensorsEntry> entries_;
+};
+
+std::string number_text(double value) { return fmt::format("{}", value); }  // shortest round-trip form
+
+// The optimiser's parameters, named as the model names them.
+std::map<const c10::TensorImpl*, std::string> parameter_names(Model& model) {
+  std::map<const c10::TensorImpl*, std::string> names;
+  for (const auto& item : model.named_parameters()) names.emplace(item.value().unsafeGetTensorImpl(), item.key());
+  return names;
 }
 
-void read_into(torch::serialize::InputArchive& archive, const char* key, c10::IValue& value) {
-  if (!archive.try_read(key, value)) throw UsageError(fmt::format("checkpoint lacks '{}'", key));
+// AdamW's state and groups: each parameter's moments and step as tensors
+// (optimizer.state.NAME.{exp_avg,exp_avg_sq,max_exp_avg_sq,step}), and the groups (their
+// parameters by name, and options) as JSON in the metadata entry "optimizer".
+std::string optimizer_write(Model& model, torch::optim::Optimizer& optimizer, TensorsOut& out) {
+  const auto names = parameter_names(model);
+  nlohmann::json groups = nlohmann::json::array();
+  for (auto& group : optimizer.param_groups()) {
+    auto* options = dynamic_cast<torch::optim::AdamWOptions*>(&group.options());
+    if (options == nullptr) throw Error("checkpoint: only AdamW's optimiser state is stored");
+    nlohmann::json params = nlohmann::json::array();
+    for (const torch::Tensor& param : group.params()) {
+      auto name = names.find(param.unsafeGetTensorImpl());
+      if (name == names.end()) throw Error("checkpoint: the optimiser holds a parameter the model does not name");
+      params.push_back(name->second);
+      auto found = optimizer.state().find(param.unsafeGetTensorImpl());
+      if (found == optimizer.state().end()) continue;
+      auto* state = dynamic_cast<torch::optim::AdamWParamState*>(found->second.get());
+      if (state == nullptr) throw Error("checkpoint: only AdamW's optimiser state is stored");
+      const std::string prefix = "optimizer.state." + name->second + ".";
+      out.add(prefix + "step", torch::tensor(state->step(), torch::kLong));
+      out.add(prefix + "exp_avg", state->exp_avg());
+      out.add(prefix + "exp_avg_sq", state->exp_avg_sq());
+      if (state->max_exp_avg_sq().defined()) out.add(prefix + "max_exp_avg_sq", state->max_exp_avg_sq());
+    }
+    groups.push_back({{"params", params},
+                      {"lr", options->lr()},
+                      {"beta1", std::get<0>(options->betas())},
+                      {"beta2", std::get<1>(options->betas())},
+                      {"eps", options->eps()},
+                      {"weight_decay", options->weight_decay()},
+                      {"amsgrad", options->amsgrad()}});
+  }
+  return nlohmann::json({{"kind", "adamw"}, {"groups", groups}}).dump();
 }
 
 }  // namespace
+
+std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& meta) {
+  return {{"format", "tfw-checkpoint"},
+          {"format_version", std::to_string(kCheckpointFormatVersion)},
+          {"step", std::to_string(meta.step)},
+          {"tokens", std::to_string(meta.tokens)},
+          {"examples", std::to_string(meta.examples)},
+          {"flops", number_text(meta.flops)},
+          {"train_loss", number_text(meta.train_loss)},
+          {"val_loss", number_text(meta.val_loss)},
+          {"best_val_loss", number_text(meta.best_val_loss)},
+          {"wall_seconds", number_text(meta.wall_seconds)},
+          {"sampler_state", meta.sampler_state},
+          {"config_toml", meta.config_toml},
+          {"inherited_flops", number_text(meta.inherited_flops)},
+          {"parent_run", std::to_string(meta.parent_run)},
+          {"parent_checkpoint", meta.parent_checkpoint},
+          {"growth_method", meta.growth_method},
+          {"growth_options", meta.growth_options}};
+}
 
 CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::optim::Optimizer* optimizer,
                             const CheckpointMeta& meta) {
   fs::create_directories(dir);
   const std::string stem = fmt::format("{}/step-{:08d}", dir, meta.step);
-  const std::string archive_path = stem + ".pt", temp = stem + ".pt.tmp";
+  const std::string archive_path = stem + kCheckpointExtension, temp = archive_path + ".tmp";
 
-  torch::serialize::OutputArchive root;
-  torch::serialize::OutputArchive model_archive;
-  model.save(model_archive);
-  root.write("model", model_archive);
-  if (optimizer != nullptr) {
-    torch::serialize::OutputArchive optimizer_archive;
-    optimizer->save(optimizer_archive);
-    root.write("optimizer", optimizer_archive);
-  }
-  root.write("format_version", c10::IValue(meta.format_version));
-  root.write("step", c10::IValue(meta.step));
-  root.write("tokens", c10::IValue(meta.tokens));
-  root.write("examples", c10::IValue(meta.examples));
-  root.write("flops", c10::IValue(meta.flops));
-  root.write("train_loss", c10::IValue(meta.train_loss));
-  root.write("val_loss", c10::IValue(meta.val_loss));
-  root.write("best_val_loss", c10::IValue(meta.best_val_loss));
-  root.write("wall_seconds", c10::IValue(meta.wall_seconds));
-  root.write("sampler_state", c10::IValue(meta.sampler_state));
-  root.write("config_toml", c10::IValue(meta.config_toml));
-  root.write("inherited_flops", c10::IValue(meta.inherited_flops));
-  root.write("parent_run", c10::IValue(meta.parent_run));
-  root.write("parent_checkpoint", c10::IValue(meta.parent_checkpoint));
-  root.write("growth_method", c10::IValue(meta.growth_method));
-  root.write("growth_options", c10::IValue(meta.growth_options));
-  root.write("torch_rng", torch_rng_state());
-  // Serialised in memory first, then written by us: LibTorch's file writer throws from its
-  // destructor when the disk fills (std::terminate, a stray .pt.tmp and a run left
-  // "running"); ours reports the full disk as an Error and removes the partial file.
-  std::string bytes;
-  root.save_to([&bytes](const void* data, std::size_t n) {
-    bytes.append(static_cast<const char*>(data), n);
-    return n;
-  });
+  TensorsOut out;
+  for (const auto& item : model.named_parameters()) out.add("model." + item.key(), item.value());
+  for (const auto& item : model.named_buffers()) out.add("model." + item.key(), item.value());
+  std::map<std::string, std::string> metadata = checkpoint_metadata(meta);
+  if (optimizer != nullptr) metadata["optimizer"] = optimizer_write(model, *optimizer, out);
+  out.add("rng.torch_cpu", torch_rng_state());
+  // Encoded in memory, then written by us: a full disk is an Error and leaves no partial file.
+  std::string bytes = out.encode(metadata);
   file_write_durably(temp, bytes.data(), bytes.size());
   bytes = std::string();
   fs::rename(temp, archive_path);
@@ -109,7 +225,7 @@ CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::opti
   info.val_loss = meta.val_loss;
   info.size = fs::file_size(archive_path);
   info.crc32 = file_crc32(archive_path);
-  toml::table manifest{{"format_version", meta.format_version},
+  toml::table manifest{{"format_version", kCheckpointFormatVersion},
                        {"archive", fs::path(archive_path).filename().string()},
                        {"size", static_cast<std::int64_t>(info.size)},
                        {"crc32", static_cast<std::int64_t>(info.crc32)},
@@ -161,11 +277,17 @@ std::vector<CheckpointInfo> checkpoint_list(const std::string& dir) {
     // The file names are the truth (they are written by rename, never edited); a manifest
     // that says otherwise is listed under its own name and fails verification, loudly.
     CheckpointInfo info;
-    info.path = fs::path(path).replace_extension(".pt").string();
+    // The archive the manifest names: step-N.safetensors, or step-N.pt for a legacy one (whose
+    // verification says how to upgrade it). Any other name is listed as .safetensors and fails
+    // verification.
+    info.path = fs::path(path).replace_extension(kCheckpointExtension).string();
     info.step = step_of_name(path);
     info.val_loss = std::numeric_limits<double>::quiet_NaN();
     try {
       toml::table manifest = toml::parse_file(path.string());
+      if (manifest["archive"].value_or(std::string()) == fs::path(path).stem().string() + ".pt") {
+        info.path = fs::path(path).replace_extension(".pt").string();
+      }
       info.val_loss = manifest["val_loss"].value_or(std::numeric_limits<double>::quiet_NaN());
       info.size = static_cast<std::uint64_t>(manifest["size"].value_or(std::int64_t{0}));
       info.crc32 = static_cast<std::uint32_t>(manifest["crc32"].value_or(std::int64_t{0}));
@@ -178,13 +300,20 @@ std::vector<CheckpointInfo> checkpoint_list(const std::string& dir) {
   return found;
 }
 
-void checkpoint_verify(const std::string& path) {
+void checkpoint_verify_version(const std::string& path, std::int64_t expected) {
   if (!fs::exists(path)) throw UsageError(fmt::format("checkpoint '{}' not found", path));
   toml::table manifest = manifest_read(path);
   const std::int64_t version = manifest["format_version"].value_or(std::int64_t{0});
-  if (version != kCheckpointFormatVersion) {
+  if (version != expected) {
+    if (version == kCheckpointLegacyVersion) {
+      throw UsageError(with_hint(
+          fmt::format("checkpoint '{}' is in the old LibTorch archive format (version 1), which tfw no longer "
+                      "loads: loading one can run code stored in it",
+                      path),
+          fmt::format("convert it once, in place: tfw checkpoints upgrade {}", path)));
+    }
     throw UsageError(with_hint(fmt::format("checkpoint '{}' has format version {}, this tfw reads version {}", path,
-                                           version, kCheckpointFormatVersion),
+                                           version, expected),
                                "use the tfw version that wrote it"));
   }
   const std::string archive = manifest["archive"].value_or(std::string());
@@ -206,6 +335,8 @@ void checkpoint_verify(const std::string& path) {
   }
 }
 
+void checkpoint_verify(const std::string& path) { checkpoint_verify_version(path, kCheckpointFormatVersion); }
+
 CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::string>* skipped,
                                        CheckpointMeta* meta) {
   std::vector<CheckpointInfo> all = checkpoint_list(dir);
@@ -215,6 +346,9 @@ CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::
       if (meta != nullptr) *meta = read;
       return *it;
     } catch (const UsageError& e) {
+      // A legacy checkpoint is not damaged: skipping it would resume from an older one, or
+      // start the run again. Its error says how to upgrade it.
+      if (fs::path(it->path).extension() == ".pt") throw;
       if (skipped != nullptr) skipped->push_back(e.what());
     }
   }
@@ -225,103 +359,228 @@ CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::
 
 namespace {
 
-CheckpointMeta meta_from(torch::serialize::InputArchive& root) {
-  auto read = [&](const char* key) {
-    c10::IValue value;
-    read_into(root, key, value);
-    return value;
-  };
+const std::string& metadata_text(const std::map<std::string, std::string>& metadata, const std::string& path,
+                                 const char* key) {
+  auto it = metadata.find(key);
+  if (it == metadata.end()) {
+    throw UsageError(with_hint(fmt::format("checkpoint '{}' lacks the metadata entry '{}'", path, key),
+                               "use another checkpoint of the run; this file is damaged or not a tfw checkpoint"));
+  }
+  return it->second;
+}
+
+std::int64_t metadata_integer(const std::map<std::string, std::string>& metadata, const std::string& path,
+                              const char* key) {
+  const std::string& text = metadata_text(metadata, path, key);
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw UsageError(fmt::format("checkpoint '{}': metadata '{}' is '{}', not an integer", path, key, text.substr(0, 40)));
+  }
+  return value;
+}
+
+double metadata_real(const std::map<std::string, std::string>& metadata, const std::string& path, const char* key) {
+  const std::string& text = metadata_text(metadata, path, key);
+  char* end = nullptr;
+  const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size()) {
+    throw UsageError(fmt::format("checkpoint '{}': metadata '{}' is '{}', not a number", path, key, text.substr(0, 40)));
+  }
+  return value;
+}
+
+CheckpointMeta meta_from(const std::map<std::string, std::string>& metadata, const std::string& path) {
+  if (metadata_text(metadata, path, "format") != "tfw-checkpoint") {
+    throw UsageError(with_hint(fmt::format("'{}' is a safetensors file but not a tfw checkpoint", path),
+                               "tfw import reads other models' weights; a checkpoint comes from tfw train or tfw grow"));
+  }
   CheckpointMeta meta;
-  meta.format_version = read("format_version").toInt();
-  meta.step = read("step").toInt();
-  meta.tokens = read("tokens").toInt();
-  c10::IValue examples;  // absent before examples were counted: -1, for the trainer to derive
-  meta.examples = root.try_read("examples", examples) ? examples.toInt() : -1;
-  meta.flops = read("flops").toDouble();
-  meta.train_loss = read("train_loss").toDouble();
-  meta.val_loss = read("val_loss").toDouble();
-  meta.best_val_loss = read("best_val_loss").toDouble();
-  meta.wall_seconds = read("wall_seconds").toDouble();
-  meta.sampler_state = read("sampler_state").toStringRef();
-  meta.config_toml = read("config_toml").toStringRef();
-  meta.inherited_flops = read("inherited_flops").toDouble();
-  meta.parent_run = read("parent_run").toInt();
-  meta.parent_checkpoint = read("parent_checkpoint").toStringRef();
-  meta.growth_method = read("growth_method").toStringRef();
-  meta.growth_options = read("growth_options").toStringRef();
+  meta.format_version = metadata_integer(metadata, path, "format_version");
+  if (meta.format_version != kCheckpointFormatVersion) {
+    throw UsageError(fmt::format("checkpoint '{}' says format version {} inside, this tfw reads version {}", path,
+                                 meta.format_version, kCheckpointFormatVersion));
+  }
+  meta.step = metadata_integer(metadata, path, "step");
+  meta.tokens = metadata_integer(metadata, path, "tokens");
+  meta.examples = metadata_integer(metadata, path, "examples");
+  meta.flops = metadata_real(metadata, path, "flops");
+  meta.train_loss = metadata_real(metadata, path, "train_loss");
+  meta.val_loss = metadata_real(metadata, path, "val_loss");
+  meta.best_val_loss = metadata_real(metadata, path, "best_val_loss");
+  meta.wall_seconds = metadata_real(metadata, path, "wall_seconds");
+  meta.sampler_state = metadata_text(metadata, path, "sampler_state");
+  meta.config_toml = metadata_text(metadata, path, "config_toml");
+  meta.inherited_flops = metadata_real(metadata, path, "inherited_flops");
+  meta.parent_run = metadata_integer(metadata, path, "parent_run");
+  meta.parent_checkpoint = metadata_text(metadata, path, "parent_checkpoint");
+  meta.growth_method = metadata_text(metadata, path, "growth_method");
+  meta.growth_options = metadata_text(metadata, path, "growth_options");
   return meta;
 }
 
-}  // namespace
+// A verified checkpoint, mapped and parsed.
+struct OpenCheckpoint {
+  std::unique_ptr<MappedFile> file;
+  SafetensorsFile parsed;
+  std::map<std::string, const SafetensorsEntry*> by_name;
+  CheckpointMeta meta;
+};
 
-namespace {
+OpenCheckpoint checkpoint_open(const std::string& path) {
+  checkpoint_verify(path);
+  OpenCheckpoint open;
+  open.file = std::make_unique<MappedFile>(path);
+  open.parsed = safetensors_parse(open.file->data(), open.file->size(), fmt::format("checkpoint '{}'", path));
+  for (const SafetensorsEntry& entry : open.parsed.tensors) open.by_name[entry.name] = &entry;
+  open.meta = meta_from(open.parsed.metadata, path);
+  return open;
+}
 
-// Opens a verified archive. A file whose checksum matches but that is not a LibTorch archive
-// of ours (random bytes with a forged manifest) is a clear error, not a torch stack trace.
-// Tensors land on `device` (the model's), whatever device wrote them.
-void archive_open(torch::serialize::InputArchive& root, const std::string& path, CheckpointMeta* meta,
-                  torch::Device device = torch::kCPU) {
+// A CPU tensor holding a copy of the entry's bytes (the mapping may be unaligned for its type).
+torch::Tensor tensor_of(const SafetensorsEntry& entry) {
+  torch::Tensor tensor = torch::empty(entry.shape, torch::TensorOptions().dtype(dtype_of(entry.dtype)));
+  if (entry.end > entry.begin) std::memcpy(tensor.data_ptr(), entry.data, entry.end - entry.begin);
+  return tensor;
+}
+
+[[noreturn]] void does_not_fit(const std::string& path, const std::string& why) {
+  throw UsageError(with_hint(fmt::format("checkpoint '{}' does not fit this model: {}", path, why),
+                             "build the model from the checkpoint's own config (tfw train --resume does)"));
+}
+
+// Copies the stored tensor into `target` (same name, dtype and shape, else UsageError).
+void load_into(const OpenCheckpoint& open, const std::string& path, const std::string& name, torch::Tensor target) {
+  auto it = open.by_name.find(name);
+  if (it == open.by_name.end()) does_not_fit(path, fmt::format("it holds no tensor '{}'", name));
+  const SafetensorsEntry& entry = *it->second;
+  if (dtype_of(entry.dtype) != target.scalar_type()) {
+    throw UsageError(with_hint(fmt::format("checkpoint '{}' does not fit this model: {} is {} in the file, the "
+                                           "model holds it as {}",
+                                           path, name, c10::toString(dtype_of(entry.dtype)),
+                                           c10::toString(target.scalar_type())),
+                               "the checkpoint was written by another version of the model family"));
+  }
+  if (entry.shape != target.sizes().vec()) {
+    does_not_fit(path, fmt::format("{} has shape {} in the file, {} in the model", name,
+                                   c10::str(c10::IntArrayRef(entry.shape)), c10::str(target.sizes())));
+  }
+  torch::NoGradGuard no_grad;
+  target.copy_(tensor_of(entry));
+}
+
+void optimizer_read(const OpenCheckpoint& open, const std::string& path, Model& model,
+                    torch::optim::Optimizer& optimizer) {
+  auto text = open.parsed.metadata.find("optimizer");
+  if (text == open.parsed.metadata.end()) {
+    throw UsageError(with_hint(fmt::format("checkpoint '{}' holds no optimiser state", path),
+                               "it was written by tfw grow or tfw import: start a run from it with --init-from"));
+  }
+  nlohmann::json state;
   try {
-    root.load_from(path, device);
-    if (meta != nullptr) *meta = meta_from(root);
-  } catch (const c10::Error& e) {
-    const std::string what = e.what_without_backtrace();
-    throw UsageError(with_hint(fmt::format("checkpoint '{}' is not a readable tfw checkpoint archive: {}", path,
-                                           what.substr(0, what.find('\n'))),
-                               "use another checkpoint of the run; this file is damaged or not a checkpoint"));
+    state = nlohmann::json::parse(text->second, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > 4) throw nlohmann::json::other_error::create(501, "nested too deeply", nullptr);
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("checkpoint '{}': its optimiser entry is not valid: {}", path, e.what()));
+  }
+  const auto names = parameter_names(model);
+  auto& groups = optimizer.param_groups();
+  try {
+    const nlohmann::json& stored = state.at("groups");
+    if (state.at("kind") != "adamw" || !stored.is_array() || stored.size() != groups.size()) {
+      does_not_fit(path, fmt::format("its optimiser has {} parameter groups, this run's {}",
+                                     stored.is_array() ? stored.size() : 0, groups.size()));
+    }
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const nlohmann::json& group = stored[g];
+      auto& params = groups[g].params();
+      const nlohmann::json& stored_params = group.at("params");
+      if (!stored_params.is_array() || stored_params.size() != params.size()) {
+        does_not_fit(path, fmt::format("optimiser group {} holds {} parameters in the file, {} in this run", g,
+                                       stored_params.is_array() ? stored_params.size() : 0, params.size()));
+      }
+      auto& options = static_cast<torch::optim::AdamWOptions&>(groups[g].options());
+      options.lr(group.at("lr").get<double>())
+          .betas({group.at("beta1").get<double>(), group.at("beta2").get<double>()})
+          .eps(group.at("eps").get<double>())
+          .weight_decay(group.at("weight_decay").get<double>())
+          .amsgrad(group.at("amsgrad").get<bool>());
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const std::string name = names.at(params[i].unsafeGetTensorImpl());
+        if (stored_params[i] != name) {
+          does_not_fit(path, fmt::format("optimiser group {} names '{}' where this run has '{}'", g,
+                                         stored_params[i].is_string() ? stored_params[i].get<std::string>() : "?", name));
+        }
+        const std::string prefix = "optimizer.state." + name + ".";
+        auto step = open.by_name.find(prefix + "step");
+        if (step == open.by_name.end()) {
+          optimizer.state().erase(params[i].unsafeGetTensorImpl());  // no step taken for it yet
+          continue;
+        }
+        const torch::Tensor step_tensor = tensor_of(*step->second);
+        if (step_tensor.scalar_type() != torch::kLong || step_tensor.numel() != 1) {
+          does_not_fit(path, fmt::format("{}step is not one integer", prefix));
+        }
+        auto moment = [&](const char* key, bool required) {
+          torch::Tensor value;
+          auto it = open.by_name.find(prefix + key);
+          if (it == open.by_name.end()) {
+            if (required) does_not_fit(path, fmt::format("it lacks {}{}", prefix, key));
+            return value;
+          }
+          value = torch::empty_like(params[i]);
+          load_into(open, path, prefix + key, value);
+          return value;
+        };
+        auto adamw = std::make_unique<torch::optim::AdamWParamState>();
+        adamw->step(step_tensor.item<std::int64_t>());
+        adamw->exp_avg(moment("exp_avg", true));
+        adamw->exp_avg_sq(moment("exp_avg_sq", true));
+        adamw->max_exp_avg_sq(moment("max_exp_avg_sq", false));
+        optimizer.state()[params[i].unsafeGetTensorImpl()] = std::move(adamw);
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("checkpoint '{}': its optimiser entry is not valid: {}", path, e.what()));
   }
 }
 
 }  // namespace
 
-CheckpointMeta checkpoint_read_meta(const std::string& path) {
-  checkpoint_verify(path);
-  torch::serialize::InputArchive root;
-  CheckpointMeta meta;
-  archive_open(root, path, &meta);
-  return meta;
-}
+CheckpointMeta checkpoint_read_meta(const std::string& path) { return checkpoint_open(path).meta; }
 
 CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::optim::Optimizer* optimizer) {
-  checkpoint_verify(path);
-  torch::serialize::InputArchive root;
-  CheckpointMeta meta;
-  archive_open(root, path, &meta, module_device(model));
-  // Module::load replaces a buffer with the stored tensor whatever its dtype (set_): a float32
-  // tau read into a float64 slot would pass silently, so dtypes are compared after.
-  std::map<std::string, torch::ScalarType> dtypes;
-  for (const auto& item : model.named_buffers()) dtypes[item.key()] = item.value().scalar_type();
-  for (const auto& item : model.named_parameters()) dtypes[item.key()] = item.value().scalar_type();
-  try {
-    torch::serialize::InputArchive model_archive;
-    root.read("model", model_archive);
-    model.load(model_archive);
-    if (optimizer != nullptr) {
-      torch::serialize::InputArchive optimizer_archive;
-      root.read("optimizer", optimizer_archive);
-      optimizer->load(optimizer_archive);
-    }
-    torch::Tensor rng;
-    root.read("torch_rng", rng);
-    torch_rng_state_set(rng);
-  } catch (const c10::Error& e) {
-    throw UsageError(with_hint(fmt::format("checkpoint '{}' does not fit this model: {}", path,
-                                           e.what_without_backtrace()),
-                               "build the model from the checkpoint's own config (tfw train --resume does)"));
+  const OpenCheckpoint open = checkpoint_open(path);
+  std::set<std::string> expected;
+  for (const auto& item : model.named_parameters()) {
+    load_into(open, path, "model." + item.key(), item.value());
+    expected.insert("model." + item.key());
   }
-  auto check = [&](const std::string& name, const torch::Tensor& t) {
-    auto it = dtypes.find(name);
-    if (it != dtypes.end() && it->second != t.scalar_type()) {
-      throw UsageError(with_hint(fmt::format("checkpoint '{}' does not fit this model: {} is {} in the file, the "
-                                             "model holds it as {}",
-                                             path, name, c10::toString(t.scalar_type()), c10::toString(it->second)),
-                                 "the checkpoint was written by another version of the model family"));
+  for (const auto& item : model.named_buffers()) {
+    load_into(open, path, "model." + item.key(), item.value());
+    expected.insert("model." + item.key());
+  }
+  for (const SafetensorsEntry& entry : open.parsed.tensors) {
+    if (entry.name.rfind("model.", 0) == 0 && expected.count(entry.name) == 0) {
+      does_not_fit(path, fmt::format("it holds '{}', which this model does not have", entry.name));
     }
-  };
-  for (const auto& item : model.named_buffers()) check(item.key(), item.value());
-  for (const auto& item : model.named_parameters()) check(item.key(), item.value());
-  model.set_training_step(meta.step);
-  return meta;
+  }
+  if (optimizer != nullptr) optimizer_read(open, path, model, *optimizer);
+  auto rng = open.by_name.find("rng.torch_cpu");
+  if (rng == open.by_name.end()) throw UsageError(fmt::format("checkpoint '{}' lacks rng.torch_cpu", path));
+  torch::Tensor state = tensor_of(*rng->second);
+  try {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state);
+  } catch (const c10::Error& e) {
+    throw UsageError(fmt::format("checkpoint '{}': its random generator state is not valid ({})", path,
+                                 e.what_without_backtrace()));
+  }
+  model.set_training_step(open.meta.step);
+  return open.meta;
 }
 
 std::vector<std::string> checkpoint_prune(const std::string& dir, std::int64_t keep) {

@@ -1,11 +1,22 @@
 // Checkpoints: model, optimiser, counters, RNG states, data cursor and the resolved config,
-// in one LibTorch archive `step-XXXXXXXX.pt`, written atomically (temp file, fsync, rename).
+// in one safetensors file `step-XXXXXXXX.safetensors` (format version 2), written atomically
+// (temp file, fsync, rename). A checkpoint is plain data: it is read by our own bounded
+// parser (engine/safetensors.h) and nothing in it can run. Its tensors are
+//   model.NAME                              every parameter and buffer, as the model names them
+//   optimizer.state.NAME.{step,exp_avg,exp_avg_sq[,max_exp_avg_sq]}   AdamW's state per parameter
+//   rng.torch_cpu                           torch's CPU generator state
+// and its `__metadata__` holds "format" = "tfw-checkpoint", "format_version", the counters
+// (step, tokens, examples, flops, losses, wall_seconds, as decimal text in the shortest form
+// that reads back bit-exact), sampler_state, config_toml, lineage, and "optimizer": the
+// parameter groups (names and AdamW options) as JSON. docs/store.md describes it for users.
 // Beside it a manifest `step-XXXXXXXX.toml` holds the format version, size and CRC-32 of the
 // archive; it is written last, so a checkpoint without a manifest is incomplete and ignored.
 // Loading checks size and checksum first: a truncated or corrupt file is a clear error.
+// Version 1 (a LibTorch archive `step-XXXXXXXX.pt`) is not loaded: checkpoint_upgrade.h.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,8 +32,15 @@ CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::opti
                             const CheckpointMeta& meta);
 
 // Loads weights (and optimiser state when given) into a model built from the checkpoint's
-// config. Verifies first; a shape mismatch is a UsageError.
+// config, and sets torch's CPU generator. Verifies first; a missing or extra tensor, or a
+// dtype or shape mismatch, is a UsageError.
 CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::optim::Optimizer* optimizer);
+
+// The metadata entries checkpoint_save writes for `meta`.
+std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& meta);
+
+// checkpoint_verify for a given format version (the upgrade verifies version 1 files).
+void checkpoint_verify_version(const std::string& path, std::int64_t expected);
 
 // Deletes all but the last `keep` checkpoints and the one with the best val_loss; returns
 // the archives it deleted.

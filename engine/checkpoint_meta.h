@@ -9,7 +9,12 @@
 
 namespace tfw {
 
-inline constexpr std::int64_t kCheckpointFormatVersion = 1;
+// 2: safetensors (`step-N.safetensors`), plain data read by our own bounded parser.
+// 1: a LibTorch (TorchScript) archive `step-N.pt`; loading one can run code stored in it, so
+//    tfw no longer loads it: `tfw checkpoints upgrade` converts it (checkpoint_upgrade.h).
+inline constexpr std::int64_t kCheckpointFormatVersion = 2;
+inline constexpr std::int64_t kCheckpointLegacyVersion = 1;
+inline constexpr const char* kCheckpointExtension = ".safetensors";
 
 struct CheckpointMeta {
   std::int64_t format_version = kCheckpointFormatVersion;
@@ -34,7 +39,7 @@ struct CheckpointMeta {
 
 
 struct CheckpointInfo {
-  std::string path;     // the .pt archive
+  std::string path;     // the .safetensors file (.pt: a legacy one, to upgrade)
   std::int64_t step = 0;
   double val_loss = 0;  // NaN if none
   std::uint64_t size = 0;
@@ -46,7 +51,8 @@ struct CheckpointInfo {
 std::vector<CheckpointInfo> checkpoint_list(const std::string& dir);
 
 // Checks the manifest against the archive (its name, step, size and CRC-32); throws
-// UsageError naming the problem.
+// UsageError naming the problem. A legacy (version 1) checkpoint is refused with the command
+// that upgrades it.
 void checkpoint_verify(const std::string& path);
 
 // The newest checkpoint in `dir` that verifies and loads, with its metadata in `meta` when

@@ -412,20 +412,60 @@ void DistGroup::share_module(torch::nn::Module& module) {
 }
 
 void DistGroup::share_optimizer(torch::optim::Optimizer& optimizer, const torch::Device& device) {
-  std::string bytes;
-  if (env_.rank == 0) {
-    torch::serialize::OutputArchive archive;
-    optimizer.save(archive);
-    std::ostringstream out;
-    archive.save_to(out);
-    bytes = out.str();
+  // As tensors, not as a serialised archive: nothing a peer sends is parsed or loaded. Every
+  // rank built the same parameter groups from the same config; rank 0 holds the state.
+  (void)device;
+  auto& groups = optimizer.param_groups();
+  std::vector<torch::Tensor> params;
+  for (auto& group : groups) {
+    for (const torch::Tensor& param : group.params()) params.push_back(param);
   }
-  bytes = broadcast_string(bytes, "sending rank 0's optimiser state");
+  // Per parameter: has state, step, has max_exp_avg_sq; per group: lr, beta1, beta2, eps, weight decay, amsgrad.
+  std::vector<torch::Tensor> header{torch::zeros({static_cast<std::int64_t>(params.size()), 3}, torch::kInt64),
+                                    torch::zeros({static_cast<std::int64_t>(groups.size()), 6}, torch::kDouble)};
+  if (env_.rank == 0) {
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      auto found = optimizer.state().find(params[i].unsafeGetTensorImpl());
+      if (found == optimizer.state().end()) continue;
+      auto& state = dynamic_cast<torch::optim::AdamWParamState&>(*found->second);
+      header[0][static_cast<std::int64_t>(i)][0] = 1;
+      header[0][static_cast<std::int64_t>(i)][1] = state.step();
+      header[0][static_cast<std::int64_t>(i)][2] = state.max_exp_avg_sq().defined() ? 1 : 0;
+    }
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      auto& o = dynamic_cast<torch::optim::AdamWOptions&>(groups[g].options());
+      const double values[6] = {o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(),
+                                o.amsgrad() ? 1.0 : 0.0};
+      for (int k = 0; k < 6; ++k) header[1][static_cast<std::int64_t>(g)][k] = values[k];
+    }
+  }
+  broadcast(header, "sending rank 0's optimiser state");
+  const torch::Tensor flags = header[0].contiguous();
+  const torch::Tensor options = header[1].contiguous();
+  std::vector<torch::Tensor> moments;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto* row = flags.data_ptr<std::int64_t>() + 3 * i;
+    if (row[0] == 0) continue;
+    if (env_.rank != 0) {
+      auto state = std::make_unique<torch::optim::AdamWParamState>();
+      state->step(row[1]);
+      state->exp_avg(torch::zeros_like(params[i]));
+      state->exp_avg_sq(torch::zeros_like(params[i]));
+      if (row[2] != 0) state->max_exp_avg_sq(torch::zeros_like(params[i]));
+      optimizer.state()[params[i].unsafeGetTensorImpl()] = std::move(state);
+    }
+    auto& state = dynamic_cast<torch::optim::AdamWParamState&>(*optimizer.state()[params[i].unsafeGetTensorImpl()]);
+    moments.push_back(state.exp_avg());
+    moments.push_back(state.exp_avg_sq());
+    if (row[2] != 0) moments.push_back(state.max_exp_avg_sq());
+  }
+  if (!moments.empty()) broadcast(moments, "sending rank 0's optimiser state");
   if (env_.rank != 0) {
-    std::istringstream in(bytes);
-    torch::serialize::InputArchive archive;
-    archive.load_from(in, device);
-    optimizer.load(archive);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const double* v = options.data_ptr<double>() + 6 * g;
+      dynamic_cast<torch::optim::AdamWOptions&>(groups[g].options())
+          .lr(v[0]).betas({v[1], v[2]}).eps(v[3]).weight_decay(v[4]).amsgrad(v[5] != 0);
+    }
   }
 }
 

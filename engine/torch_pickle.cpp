@@ -32,10 +32,36 @@ struct PyValue {
   Kind kind = Kind::none;
   std::int64_t integer = 0;  // boolean too
   double real = 0;
-  std::string text;          // string, bytes, and a global's "module.name"
+  std::string text;          // string, bytes, and a global's or an object's "module.name"
   std::vector<PyRef> items;  // tuple, list
-  std::vector<std::pair<PyRef, PyRef>> entries;  // dict, in insertion order
+  std::vector<std::pair<PyRef, PyRef>> entries;  // dict, and an object's state dict, in insertion order
+  std::unordered_map<std::string, std::size_t> index;  // a dict's string keys -> entries (linear scans were quadratic)
   torch::Tensor tensor;      // tensor; storage (1-D, its dtype)
+
+  PyValue() = default;
+  PyValue(const PyValue&) = delete;
+  PyValue& operator=(const PyValue&) = delete;
+  // Iterative: a value nested 10^5 deep (a hostile pickle) must not recurse through
+  // destructors and overflow the stack. Children whose last owner is this value are emptied
+  // before they die, so each destructor runs at most one level deep.
+  ~PyValue() {
+    std::vector<PyRef> work;
+    auto take = [&work](PyValue& value) {
+      for (PyRef& item : value.items) work.push_back(std::move(item));
+      for (auto& [key, item] : value.entries) {
+        work.push_back(std::move(key));
+        work.push_back(std::move(item));
+      }
+      value.items.clear();
+      value.entries.clear();
+    };
+    take(*this);
+    while (!work.empty()) {
+      PyRef value = std::move(work.back());
+      work.pop_back();
+      if (value && value.use_count() == 1) take(*value);
+    }
+  }
 };
 
 PyRef make(PyValue::Kind kind) {
@@ -199,7 +225,14 @@ class Interpreter {
           push(make_text(PyValue::Kind::object, cls->text));
           break;
         }
-        case 'b': pop(); top(); break;                           // BUILD: object state is not needed
+        case 'b': {                                              // BUILD: an object's state dict is kept
+          PyRef state = pop();
+          PyRef& object = top();
+          if (object->kind == PyValue::Kind::object && state->kind == PyValue::Kind::dict && object->entries.empty()) {
+            object->entries = state->entries;
+          }
+          break;
+        }
         case 'Q': push(persistent_load(pop())); break;           // BINPERSID
         case '0': pop(); break;                                  // POP
         case '1': pop_to_mark(); break;                          // POP_MARK
@@ -285,16 +318,14 @@ class Interpreter {
     if (items.size() % 2 != 0) fail("SETITEMS with an odd number of values");
     if (target->kind != PyValue::Kind::dict) return;  // an object's items are not needed
     for (std::size_t i = 0; i < items.size(); i += 2) {
-      bool replaced = false;
       if (items[i]->kind == PyValue::Kind::string) {
-        for (auto& entry : target->entries) {
-          if (entry.first->kind == PyValue::Kind::string && entry.first->text == items[i]->text) {
-            entry.second = items[i + 1];
-            replaced = true;
-          }
+        auto [it, inserted] = target->index.emplace(items[i]->text, target->entries.size());
+        if (!inserted) {
+          target->entries[it->second].second = items[i + 1];
+          continue;
         }
       }
-      if (!replaced) target->entries.emplace_back(items[i], items[i + 1]);
+      target->entries.emplace_back(items[i], items[i + 1]);
     }
   }
   void append(const PyRef& target, const std::vector<PyRef>& items) {
@@ -342,6 +373,11 @@ class Interpreter {
       }
     }
     if (offset < 0 || (numel > 0 && last >= storage.numel())) fail("a tensor reaches past its storage");
+    // A view with more elements than its storage repeats elements (a stride of 0): materialising
+    // it would turn a few stored bytes into gigabytes before any shape is checked (issue 33).
+    if (numel > storage.numel()) {
+      fail(fmt::format("a tensor of {} elements over a storage of {} (it repeats elements)", numel, storage.numel()));
+    }
     std::vector<std::int64_t> contiguous(size.size(), 1);  // row-major strides of `size`
     for (std::size_t i = size.size(); i-- > 1;) contiguous[i - 1] = contiguous[i] * std::max<std::int64_t>(size[i], 1);
     PyRef value = make(PyValue::Kind::tensor);
@@ -405,7 +441,12 @@ bool all_tensors(const PyValue& dict) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, torch::Tensor>> torch_state_dict_read(const std::string& path) {
+namespace {
+
+// Opens a torch.save / LibTorch zip archive and runs `body` on its pickle's root value. Errors
+// name the file; a legacy (pre-1.6) file or a non-zip file gets the fix.
+template <typename Body>
+auto with_archive_root(const std::string& path, Body body) {
   {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw UsageError(fmt::format("{}: cannot open the file", path));
@@ -439,6 +480,63 @@ std::vector<std::pair<std::string, torch::Tensor>> torch_state_dict_read(const s
     auto [pickle, bytes] = archive->getRecord("data.pkl");
     Interpreter interpreter(path, *archive, static_cast<const char*>(pickle.get()), bytes);
     PyRef root = interpreter.run();
+    return body(root);
+  } catch (const c10::Error& e) {
+    throw UsageError(with_hint(fmt::format("{}: a corrupt or truncated archive ({})", path, e.what_without_backtrace()),
+                               "download or copy the file again"));
+  }
+}
+
+constexpr int kMaxArchiveDepth = 64;
+
+// Depth-first over dicts and objects' state dicts, with dotted names; bounded depth (a
+// cyclic or hostile nesting is refused, not followed).
+void flatten(const std::string& path, const PyValue& value, const std::string& name, int depth,
+             std::map<std::string, ArchiveLeaf>& out) {
+  if (depth > kMaxArchiveDepth) {
+    throw UsageError(fmt::format("{}: objects nested deeper than {} levels at '{}'", path, kMaxArchiveDepth,
+                                 name.substr(0, 200)));
+  }
+  ArchiveLeaf leaf;
+  switch (value.kind) {
+    case PyValue::Kind::dict:
+    case PyValue::Kind::object:
+      for (const auto& [key, item] : value.entries) {
+        if (key->kind != PyValue::Kind::string) continue;
+        flatten(path, *item, name.empty() ? key->text : name + "." + key->text, depth + 1, out);
+      }
+      return;
+    case PyValue::Kind::tensor: leaf.kind = ArchiveLeaf::Kind::tensor; leaf.tensor = value.tensor; break;
+    case PyValue::Kind::integer: leaf.kind = ArchiveLeaf::Kind::integer; leaf.integer = value.integer; break;
+    case PyValue::Kind::boolean: leaf.kind = ArchiveLeaf::Kind::boolean; leaf.integer = value.integer; break;
+    case PyValue::Kind::real: leaf.kind = ArchiveLeaf::Kind::real; leaf.real = value.real; break;
+    case PyValue::Kind::string: leaf.kind = ArchiveLeaf::Kind::string; leaf.text = value.text; break;
+    case PyValue::Kind::tuple:
+    case PyValue::Kind::list:
+      leaf.kind = ArchiveLeaf::Kind::reals;
+      for (const PyRef& item : value.items) {
+        if (item->kind == PyValue::Kind::real) leaf.reals.push_back(item->real);
+        else if (item->kind == PyValue::Kind::integer) leaf.reals.push_back(static_cast<double>(item->integer));
+        else return;  // not a tuple of numbers: not something a tfw checkpoint holds
+      }
+      break;
+    default: return;
+  }
+  out[name] = std::move(leaf);
+}
+
+}  // namespace
+
+std::map<std::string, ArchiveLeaf> torch_archive_flatten(const std::string& path) {
+  return with_archive_root(path, [&](const PyRef& root) {
+    std::map<std::string, ArchiveLeaf> out;
+    flatten(path, *root, "", 0, out);
+    return out;
+  });
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> torch_state_dict_read(const std::string& path) {
+  return with_archive_root(path, [&](const PyRef& root) {
     const PyValue* dict = root.get();
     if (!all_tensors(*dict) && dict->kind == PyValue::Kind::dict) {
       for (const auto& [key, value] : dict->entries) {
@@ -456,10 +554,7 @@ std::vector<std::pair<std::string, torch::Tensor>> torch_state_dict_read(const s
     std::vector<std::pair<std::string, torch::Tensor>> tensors;
     for (const auto& [key, value] : dict->entries) tensors.emplace_back(key->text, value->tensor);
     return tensors;
-  } catch (const c10::Error& e) {
-    throw UsageError(with_hint(fmt::format("{}: a corrupt or truncated archive ({})", path, e.what_without_backtrace()),
-                               "download or copy the file again"));
-  }
+  });
 }
 
 }  // namespace tfw

@@ -11,6 +11,8 @@
 // optimiser, arguments) still reads as long as its tensors are found.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,5 +27,23 @@ namespace tfw {
 // problem: not a zip archive (the legacy format: say how to re-save it), a truncated or
 // corrupt archive or pickle, no dict of tensors.
 std::vector<std::pair<std::string, torch::Tensor>> torch_state_dict_read(const std::string& path);
+
+// One value of a LibTorch archive read as data.
+struct ArchiveLeaf {
+  enum class Kind { tensor, integer, boolean, real, string, reals };
+  Kind kind = Kind::integer;
+  torch::Tensor tensor;
+  std::int64_t integer = 0;  // integer, boolean
+  double real = 0;
+  std::string text;
+  std::vector<double> reals;  // a tuple or list of numbers
+};
+
+// Every value of a zip archive's pickle under dotted names: dicts, and objects of any class
+// (TorchScript modules included), are descended through their state dicts, so a legacy tfw
+// checkpoint (a LibTorch OutputArchive) reads as "model.layers.0.q.keys", "step", "optimizer.
+// state.<id>.exp_avg", …. No class is constructed and no code in the file runs: `__setstate__`
+// and the archive's code/ folder are never used. Nesting deeper than 64 levels is refused.
+std::map<std::string, ArchiveLeaf> torch_archive_flatten(const std::string& path);
 
 }  // namespace tfw

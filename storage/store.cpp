@@ -421,6 +421,25 @@ std::vector<CheckpointRow> Store::checkpoints(std::int64_t run) {
   return out;
 }
 
+std::int64_t Store::checkpoint_rename(const std::string& from, const std::string& to, const std::string& checksum,
+                                      std::int64_t bytes) {
+  std::int64_t changed = 0;
+  exec(db_, "BEGIN IMMEDIATE");
+  try {
+    Statement a(db_, "UPDATE checkpoints SET path = ?, checksum = ?, bytes = ? WHERE path IN (?, ?)");
+    a.bind(1, to_stored(to)).bind(2, checksum).bind(3, bytes).bind(4, to_stored(from)).bind(5, from).step();
+    changed += sqlite3_changes(db_);
+    Statement b(db_, "UPDATE evaluations SET checkpoint = ? WHERE checkpoint IN (?, ?)");
+    b.bind(1, to_stored(to)).bind(2, to_stored(from)).bind(3, from).step();
+    changed += sqlite3_changes(db_);
+    exec(db_, "COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  return changed;
+}
+
 std::optional<std::int64_t> Store::checkpoint_run(const std::string& path) {
   Statement s(db_, "SELECT run_id FROM checkpoints WHERE path IN (?, ?) ORDER BY created DESC LIMIT 1");
   s.bind(1, to_stored(path)).bind(2, path);

@@ -173,6 +173,10 @@ class Store {
   void checkpoint_add(const CheckpointRow& row);
   void checkpoint_remove(std::int64_t run, const std::string& path);
   std::vector<CheckpointRow> checkpoints(std::int64_t run);
+  // A checkpoint file replaced by another (`tfw checkpoints upgrade`): its checkpoint and
+  // evaluation rows name `to` instead of `from` (absolute paths). Returns the rows changed.
+  std::int64_t checkpoint_rename(const std::string& from, const std::string& to, const std::string& checksum,
+                                 std::int64_t bytes);
   // The run that wrote the checkpoint at `path` (absolute), if the store knows it.
   std::optional<std::int64_t> checkpoint_run(const std::string& path);
   void event_add(const EventRow& row);

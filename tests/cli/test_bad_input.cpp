@@ -95,14 +95,14 @@ const std::vector<Case> kCases = {
     {"init-from a missing file", "good c; $T train c.toml --home $H --name x --init-from /nonexistent.pt", 2,
      "not found"},
     {"init-from random bytes with a forged manifest",
-     "good c; mkdir -p f; head -c 5000 /dev/urandom > f/step-00000005.pt; "
-     "printf 'format_version = 1\\narchive = \"step-00000005.pt\"\\nsize = %d\\ncrc32 = %d\\nstep = 5\\n' "
-     "$(stat -c %s f/step-00000005.pt) $(python3 -c \"import zlib;print(zlib.crc32(open('f/step-00000005.pt','rb')"
-     ".read()))\") > f/step-00000005.toml; $T train c.toml --home $H --name y --init-from f/step-00000005.pt",
-     2, "is not a readable tfw checkpoint archive"},
+     "good c; mkdir -p f; head -c 5000 /dev/urandom > f/step-00000005.safetensors; "
+     "printf 'format_version = 2\\narchive = \"step-00000005.safetensors\"\\nsize = %d\\ncrc32 = %d\\nstep = 5\\n' "
+     "$(stat -c %s f/step-00000005.safetensors) $(python3 -c \"import zlib;print(zlib.crc32(open('f/step-00000005.safetensors','rb')"
+     ".read()))\") > f/step-00000005.toml; $T train c.toml --home $H --name y --init-from f/step-00000005.safetensors",
+     2, "not a valid safetensors file"},
     {"init-from the other family",
      "$T train $M/tiny-transformer.toml --home $H --name other --set train.max_steps=2 --init-from "
-     "$H/runs/base/checkpoints/step-00000006.pt",
+     "$H/runs/base/checkpoints/step-00000006.safetensors",
      2, "does not fit the checkpoint"},
     {"resume a missing run", "$T train --resume nosuchrun --home $H", 2, "not found"},
     {"resume with a model change", "$T train --resume base --home $H --set model.d=32", 2,
@@ -203,21 +203,21 @@ TEST_F(BadInput, DamagedCheckpointsAreSkippedOutLoudOnResume) {
   ASSERT_EQ(copy.code, 0) << copy.output;
   const std::string dir = kWork + "/h2/runs/r/checkpoints/";
   // Step 9: a flipped byte; step 6: a manifest that lies about its step.
-  Result damage = script("printf '\\xff' | dd of=" + dir + "step-00000009.pt bs=1 seek=2000 conv=notrunc 2>/dev/null; "
+  Result damage = script("printf '\\xff' | dd of=" + dir + "step-00000009.safetensors bs=1 seek=2000 conv=notrunc 2>/dev/null; "
                          "sed -i 's/^step = 6/step = 3/' " + dir + "step-00000006.toml");
   ASSERT_EQ(damage.code, 0) << damage.output;
   Result resumed = script("$T train --resume r --home $W/h2 --extend keep --set train.max_steps=10");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("skipped a damaged checkpoint"), std::string::npos) << resumed.output;
-  EXPECT_NE(resumed.output.find("step-00000009.pt' is corrupt: its CRC-32 does not match"), std::string::npos)
+  EXPECT_NE(resumed.output.find("step-00000009.safetensors' is corrupt: its CRC-32 does not match"), std::string::npos)
       << resumed.output;
-  EXPECT_NE(resumed.output.find("step-00000006.pt' has a manifest that does not match it (archive 'step-00000006.pt', step 3)"), std::string::npos)
+  EXPECT_NE(resumed.output.find("step-00000006.safetensors' has a manifest that does not match it (archive 'step-00000006.safetensors', step 3)"), std::string::npos)
       << resumed.output;
-  EXPECT_NE(resumed.output.find("step-00000003.pt at step 3"), std::string::npos) << resumed.output;
-  EXPECT_TRUE(fs::exists(dir + "step-00000009.pt.damaged"));
+  EXPECT_NE(resumed.output.find("step-00000003.safetensors at step 3"), std::string::npos) << resumed.output;
+  EXPECT_TRUE(fs::exists(dir + "step-00000009.safetensors.damaged"));
   EXPECT_EQ(resumed.output.find("picks the last valid one"), std::string::npos) << resumed.output;
   // Every checkpoint damaged: nothing to resume, said plainly.
-  Result all = script("for f in " + dir + "step-*.pt; do printf '\\xff' | dd of=$f bs=1 seek=100 conv=notrunc "
+  Result all = script("for f in " + dir + "step-*.safetensors; do printf '\\xff' | dd of=$f bs=1 seek=100 conv=notrunc "
                       "2>/dev/null; done; $T train --resume r --home $W/h2");
   EXPECT_EQ(all.code, 2) << all.output;
   EXPECT_NE(all.output.find("holds no valid checkpoint"), std::string::npos) << all.output;
@@ -252,13 +252,13 @@ TEST_F(BadInput, ACopiedHomeResumesInTheCopy) {
                       "$T train --resume r --home $W/h4-copy --extend keep --set train.max_steps=9 && "
                       "echo ORIGINAL; ls $W/h4/runs/r/checkpoints; echo COPY; ls $W/h4-copy/runs/r/checkpoints");
   ASSERT_EQ(run.code, 0) << run.output;
-  EXPECT_NE(run.output.find("resumed " + kWork + "/h4-copy/runs/r/checkpoints/step-00000006.pt"), std::string::npos)
+  EXPECT_NE(run.output.find("resumed " + kWork + "/h4-copy/runs/r/checkpoints/step-00000006.safetensors"), std::string::npos)
       << run.output;
   // The original has no step 9; the copy does.
   const std::string original = run.output.substr(run.output.rfind("ORIGINAL"));
   const std::string copy = original.substr(original.find("COPY"));
   EXPECT_EQ(original.substr(0, original.find("COPY")).find("step-00000009"), std::string::npos) << original;
-  EXPECT_NE(copy.find("step-00000009.pt"), std::string::npos) << original;
+  EXPECT_NE(copy.find("step-00000009.safetensors"), std::string::npos) << original;
 }
 
 }  // namespace

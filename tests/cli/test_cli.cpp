@@ -219,7 +219,7 @@ TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
                       " --set train.max_steps=" + std::to_string(newest + 3) + " --extend keep");
   ASSERT_EQ(finish.code, 0) << finish.output;
   EXPECT_NE(finish.output.find("resumed " + home + "/runs/tiny-train-tokenformer/checkpoints/step-" +
-                               fmt::format("{:08d}", newest) + ".pt at step " + std::to_string(newest)),
+                               fmt::format("{:08d}", newest) + ".safetensors at step " + std::to_string(newest)),
             std::string::npos)
       << finish.output;
   EXPECT_NE(finish.output.find("\"steps\": " + std::to_string(newest + 3)), std::string::npos) << finish.output;
@@ -359,7 +359,7 @@ TEST(Cli, MsgGrowThenTrainCarriesTheRamp) {
   const std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("[model.msg]"), std::string::npos) << text;
   EXPECT_NE(text.find("ramp_steps = 10"), std::string::npos) << text;
-  Result evaluated = tfw("eval " + home + "/runs/after/checkpoints/step-00000003.pt --windows 2 --home " + home);
+  Result evaluated = tfw("eval " + home + "/runs/after/checkpoints/step-00000003.safetensors --windows 2 --home " + home);
   EXPECT_EQ(evaluated.code, 0) << evaluated.output;
   EXPECT_NE(evaluated.output.find("msg(from d=64"), std::string::npos) << evaluated.output;
 }

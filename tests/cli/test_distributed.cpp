@@ -88,8 +88,8 @@ TEST(DataParallel, TwoRanksOfHalfTheBatchMatchOneRankOfTheWholeBatchForThirtySte
   EXPECT_GT(summary["comm_seconds"].get<double>(), 0);
   // Every step's loss, and the final weights, within 1e-5 (float32 sums in another order).
   expect_same_losses(train_losses(home + "/runs/two"), train_losses(home + "/runs/one"), 30);
-  EXPECT_LE(weight_difference(home + "/runs/one/checkpoints/step-00000030.pt",
-                              home + "/runs/two/checkpoints/step-00000030.pt"),
+  EXPECT_LE(weight_difference(home + "/runs/one/checkpoints/step-00000030.safetensors",
+                              home + "/runs/two/checkpoints/step-00000030.safetensors"),
             1e-5);
   // Rank 0 alone recorded it, with its world size; the other rank wrote nothing.
   EXPECT_EQ(sql(home, "SELECT COUNT(*) FROM runs"), "2\n");
@@ -114,8 +114,8 @@ TEST(DataParallel, ResumesOnAnotherWorldSizeWithTheSameGlobalBatches) {
   const Result third = tfw("train --resume seg --home " + home + " --nproc 4 --set train.max_steps=30");
   ASSERT_EQ(third.code, 0) << third.output;
   expect_same_losses(train_losses(home + "/runs/seg"), train_losses(home + "/runs/ref"), 30);
-  EXPECT_LE(weight_difference(home + "/runs/ref/checkpoints/step-00000030.pt",
-                              home + "/runs/seg/checkpoints/step-00000030.pt"),
+  EXPECT_LE(weight_difference(home + "/runs/ref/checkpoints/step-00000030.safetensors",
+                              home + "/runs/seg/checkpoints/step-00000030.safetensors"),
             1e-5);
   EXPECT_EQ(sql(home, "SELECT status FROM runs WHERE name = 'seg'"), "finished\n");
 }

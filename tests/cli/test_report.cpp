@@ -382,7 +382,7 @@ TEST(EvalCorpora, AnotherCorpusIsEvaluatedOnTheSameWindowsWithoutChangingTrainin
   // The same windows as a run on gcide: a run started from `with`'s final weights on gcide
   // evaluates them at its step 0 to the same value.
   ASSERT_EQ(tfw("train " + home + "/gcide.toml --name on-gcide --init-from " + home +
-                "/runs/with/checkpoints/step-00000010.pt --home " + home)
+                "/runs/with/checkpoints/step-00000010.safetensors --home " + home)
                 .code,
             0);
   const auto on_gcide = metrics_of(home + "/runs/on-gcide");

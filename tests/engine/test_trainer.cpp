@@ -13,10 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "engine/checkpoint.h"
+#include "engine/checkpoint_upgrade.h"
+#include "engine/files.h"
+#include "engine/safetensors.h"
 #include "engine/data/shards.h"
 #include "engine/error.h"
 #include "engine/home.h"
@@ -238,23 +242,15 @@ TEST(Trainer, Bf16ReachesWithinTwoPercentOfFp32AfterThreeHundredSteps) {
     // Checkpoints stay float32 whatever the precision: no tensor of the model archive is bf16
     // (tau is a float64 buffer by design).
     EXPECT_EQ(checkpoint_read_meta(summary.last_checkpoint).step, 300);
-    torch::serialize::InputArchive root, model;
-    root.load_from(summary.last_checkpoint);
-    root.read("model", model);
+    std::ifstream in(summary.last_checkpoint, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const SafetensorsFile file = safetensors_parse(bytes.data(), bytes.size(), summary.last_checkpoint);
     int tensors = 0;
-    std::function<void(torch::serialize::InputArchive&)> check = [&](torch::serialize::InputArchive& archive) {
-      for (const std::string& key : archive.keys()) {
-        torch::Tensor tensor;
-        torch::serialize::InputArchive child;
-        if (archive.try_read(key, tensor) || archive.try_read(key, tensor, true)) {
-          EXPECT_NE(tensor.scalar_type(), torch::kBFloat16) << key;
-          tensors += tensor.scalar_type() == torch::kFloat32;
-        } else if (archive.try_read(key, child)) {
-          check(child);
-        }
-      }
-    };
-    check(model);
+    for (const SafetensorsEntry& entry : file.tensors) {
+      if (entry.name.rfind("model.", 0) != 0) continue;
+      EXPECT_NE(entry.dtype, "BF16") << entry.name;
+      tensors += entry.dtype == "F32";
+    }
     EXPECT_GT(tensors, 10);
   }
   EXPECT_NE(val[0], val[1]);  // bf16 did change the arithmetic
@@ -290,6 +286,99 @@ TEST(Trainer, ResumeContinuesExactly) {
   EXPECT_FALSE(second.interrupted);
   EXPECT_EQ(second.steps, 60);
 
+  std::vector<double> a = logged(straight.run_dir, "train/loss"), b = logged(interrupted.run_dir, "train/loss");
+  ASSERT_EQ(a.size(), 60u);
+  ASSERT_EQ(b.size(), 60u);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
+  EXPECT_EQ(logged(straight.run_dir, "val/loss"), logged(interrupted.run_dir, "val/loss"));
+}
+
+// A checkpoint as tfw wrote it before issue 33 (format version 1): a LibTorch archive. The
+// writer is the old checkpoint_save's, kept here to make old files; tfw itself no longer
+// reads them except through `tfw checkpoints upgrade`.
+void write_legacy_checkpoint(const std::string& path, Model& model, torch::optim::Optimizer* optimizer,
+                             const CheckpointMeta& meta) {
+  torch::serialize::OutputArchive root, model_archive;
+  model.save(model_archive);
+  root.write("model", model_archive);
+  if (optimizer != nullptr) {
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer->save(optimizer_archive);
+    root.write("optimizer", optimizer_archive);
+  }
+  root.write("format_version", c10::IValue(std::int64_t{1}));
+  root.write("step", c10::IValue(meta.step));
+  root.write("tokens", c10::IValue(meta.tokens));
+  root.write("examples", c10::IValue(meta.examples));
+  root.write("flops", c10::IValue(meta.flops));
+  root.write("train_loss", c10::IValue(meta.train_loss));
+  root.write("val_loss", c10::IValue(meta.val_loss));
+  root.write("best_val_loss", c10::IValue(meta.best_val_loss));
+  root.write("wall_seconds", c10::IValue(meta.wall_seconds));
+  root.write("sampler_state", c10::IValue(meta.sampler_state));
+  root.write("config_toml", c10::IValue(meta.config_toml));
+  root.write("inherited_flops", c10::IValue(meta.inherited_flops));
+  root.write("parent_run", c10::IValue(meta.parent_run));
+  root.write("parent_checkpoint", c10::IValue(meta.parent_checkpoint));
+  root.write("growth_method", c10::IValue(meta.growth_method));
+  root.write("growth_options", c10::IValue(meta.growth_options));
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  torch::Tensor rng;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    rng = generator.get_state();
+  }
+  root.write("torch_rng", rng);
+  root.save_to(path);
+  std::ofstream manifest(fs::path(path).replace_extension(".toml"));
+  manifest << fmt::format("format_version = 1\narchive = '{}'\nsize = {}\ncrc32 = {}\nstep = {}\ntokens = {}\n",
+                          fs::path(path).filename().string(), fs::file_size(path), file_crc32(path), meta.step,
+                          meta.tokens);
+}
+
+// Issue 33: a run stopped at step 30 whose checkpoint is then in the old format is refused
+// with the command that upgrades it; upgraded, it resumes to step 60 with every loss equal,
+// bit for bit, to a run that never stopped. Nothing of the old archive was loaded by LibTorch.
+TEST(Checkpoint, ResumeFromAnUpgradedLegacyCheckpointIsBitExact) {
+  hold_threads_fixed();
+  RunConfig config = config_of(kTokenformer, {"train.max_steps=60", "train.checkpoint_every=1000"});
+  TrainOptions straight = options_for("legacy-straight");
+  train_run(test::plugins(), config, straight);
+
+  TrainOptions interrupted = options_for("legacy-interrupted");
+  std::atomic<bool> stop{false};
+  interrupted.stop = &stop;
+  interrupted.on_progress = [&](const TrainProgress& p) {
+    if (p.step == 30) stop = true;
+  };
+  ASSERT_EQ(train_run(test::plugins(), config, interrupted).steps, 30);
+  const std::string dir = interrupted.run_dir + "/checkpoints";
+  const std::string current = dir + "/step-00000030.safetensors", legacy = dir + "/step-00000030.pt";
+  {  // rewrite it in the old format: same model, optimiser, counters and generator state
+    std::shared_ptr<Model> model = test::plugins().family("tokenformer").build(*config.model.spec, config.train.seed);
+    torch::optim::AdamW optimizer(optimizer_groups(*model, config.train), torch::optim::AdamWOptions(config.train.lr));
+    const CheckpointMeta meta = checkpoint_load(current, *model, &optimizer);
+    write_legacy_checkpoint(legacy, *model, &optimizer, meta);
+    fs::remove(current);
+  }
+  TrainOptions resumed = interrupted;
+  resumed.resume = true;
+  resumed.stop = nullptr;
+  resumed.on_progress = nullptr;
+  try {
+    train_run(test::plugins(), config, resumed);
+    ADD_FAILURE() << "a legacy checkpoint was resumed from";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("tfw checkpoints upgrade " + legacy), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(checkpoint_legacy_find(interrupted.run_dir), std::vector<std::string>{legacy});
+  EXPECT_EQ(checkpoint_upgrade(test::plugins(), legacy), current);
+  EXPECT_FALSE(fs::exists(legacy));
+  EXPECT_TRUE(checkpoint_legacy_find(interrupted.run_dir).empty());
+  checkpoint_verify(current);
+
+  RunConfig stored = train_resume_config(test::plugins(), resumed.run_dir, {});
+  EXPECT_EQ(train_run(test::plugins(), stored, resumed).steps, 60);
   std::vector<double> a = logged(straight.run_dir, "train/loss"), b = logged(interrupted.run_dir, "train/loss");
   ASSERT_EQ(a.size(), 60u);
   ASSERT_EQ(b.size(), 60u);

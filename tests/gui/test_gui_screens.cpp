@@ -172,7 +172,7 @@ TEST_F(GuiScreens, AttentionViewShowsAnImageWithItsPatchGrid) {
   }
   Result trained = tfw("train " + home + "/vision.toml --name vision --home " + home);
   ASSERT_EQ(trained.code, 0) << trained.output;
-  const std::string checkpoint = home + "/runs/vision/checkpoints/step-00000010.pt";
+  const std::string checkpoint = home + "/runs/vision/checkpoints/step-00000010.safetensors";
   Image image = shot("attention", "--checkpoint " + checkpoint + " --image 3 --layer 1 --proj ffn --token 5", home);
   fs::copy_file(kShots + "/attention.png", kShots + "/attention-image.png", fs::copy_options::overwrite_existing);
   // The image is drawn large: its background (pixel 0, Fashion-MNIST's black) is exact black,

@@ -89,7 +89,7 @@ TEST(Record, ARunRecordsToAServiceFromAHomeWithoutAStore) {
   // The checkpoint rows name the node's files: the ones kept after pruning, no more.
   std::set<std::string> files, rows;
   for (const auto& entry : fs::directory_iterator(node + "/runs/tiny-train-tokenformer/checkpoints")) {
-    if (entry.path().extension() == ".pt") files.insert(fs::absolute(entry.path()).string());
+    if (entry.path().extension() == ".safetensors") files.insert(fs::absolute(entry.path()).string());
   }
   for (const CheckpointRow& row : store->checkpoints(runs[0].id)) rows.insert(row.path);
   EXPECT_EQ(rows, files);

@@ -120,7 +120,7 @@ rc=$?
 echo "$out" | tail -5
 check "the resubmitted batch finishes (exit $rc)" test "$rc" = 0
 check "only the two cancelled runs were resubmitted" test "$(sql "$home" "SELECT COUNT(*) FROM cluster_jobs")" = 4
-check "long resumed from its checkpoint" grep -q "resumed .*step-$(printf %08d "$stopped_at").pt at step $stopped_at" "$home/experiments/cancel/long.log"
+check "long resumed from its checkpoint" grep -q "resumed .*step-$(printf %08d "$stopped_at").safetensors at step $stopped_at" "$home/experiments/cancel/long.log"
 check "long finished all its steps" test "$(sql "$home" "SELECT COUNT(*) FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.name = 'long' AND m.key = 'train/loss'")" = 1500
 check "longer finished" test "$(sql "$home" "SELECT status FROM runs WHERE name = 'longer'")" = finished
 

@@ -24,6 +24,7 @@ void add_attention_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_sample_command(CLI::App& app);
 void add_import_command(CLI::App& app);
+void add_checkpoints_command(CLI::App& app);
 void add_gui_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_remote_commands(CLI::App& app);  // submit, jobs, cancel, watch
