@@ -262,3 +262,48 @@ TEST_F(BadInput, ACopiedHomeResumesInTheCopy) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 33, finding 1: a checkpoint whose TorchScript `__setstate__` overwrites a marker file
+// when a TorchScript loader loads it (the script checks that Python's torch.jit.load does run
+// it). Through every command that reads a checkpoint, as an old .pt (version-1 manifest) and
+// renamed to .safetensors (a forged version-2 manifest), the marker stays as it was.
+TEST_F(BadInput, ACheckpointThatRunsCodeWhenLoadedRunsNothing) {
+  const std::string craft = std::string(TFW_PYTHON) + " " TFW_SOURCE_DIR "/tests/reference/code_running_checkpoint.py";
+  Result made = script(
+      "set -e; rm -rf $W/evil; mkdir -p $W/evil/probe; cd $W/evil; " + craft +
+      " probe/step-00000005.pt $W/evil/probe.marker 1; printf '%032d' 0 > probe.marker; " + std::string(TFW_PYTHON) +
+      " -c \"import torch; torch.jit.load('probe/step-00000005.pt')\"; head -c 4 probe.marker | od -An -tx1; "
+      "$T train $M/tiny-train-tokenformer.toml --home $W/evil/home --name r --set train.max_steps=3 >/dev/null");
+  ASSERT_EQ(made.code, 0) << made.output;
+  ASSERT_NE(made.output.find("00 00 82 42"), std::string::npos) << "the probe did not run its code: " << made.output;
+  const std::vector<std::pair<std::string, int>> versions = {{"pt", 1}, {"safetensors", 2}};
+  for (const auto& [extension, version] : versions) {
+    // The run's checkpoints are replaced by the hostile one.
+    const std::string dir = "$W/evil/home/runs/r/checkpoints", file = dir + "/step-00000005." + extension;
+    Result run = script(
+        "cd $W/evil; printf '%032d' 0 > marker; rm -f " + dir + "/*; " + craft + " " + dir +
+        "/step-00000005.pt $W/evil/marker " + std::to_string(version) + "; if [ " + extension +
+        " = safetensors ]; then mv " + dir + "/step-00000005.pt " + file +
+        "; sed -i 's/step-00000005.pt/step-00000005.safetensors/' " + dir + "/step-00000005.toml; fi; "
+        "$T eval " + file + " --windows 1 --home $W/evil/home; echo \"eval=$?\"; "
+        "$T train $M/tiny-train-tokenformer.toml --home $W/evil/home --name x --init-from " + file + "; echo \"init=$?\"; "
+        "$T train --resume r --home $W/evil/home --extend keep --set train.max_steps=9; echo \"resume=$?\"; "
+        "$T sample " + file + " --tokens 2 --home $W/evil/home; echo \"sample=$?\"; "
+        "$T checkpoints upgrade " + file + " --home $W/evil/home; echo \"upgrade=$?\"; "
+        "cat marker; echo");
+    for (const char* command : {"eval=2", "init=2", "resume=2", "sample=2", "upgrade=2"}) {
+      EXPECT_NE(run.output.find(command), std::string::npos) << extension << ": " << command << "\n" << run.output;
+    }
+    EXPECT_NE(run.output.find(version == 1 ? "tfw checkpoints upgrade" : "not a valid safetensors file"),
+              std::string::npos) << run.output;
+    if (version == 1) {  // the upgrade read it as data and found no tfw checkpoint in it
+      EXPECT_NE(run.output.find("the legacy checkpoint lacks"), std::string::npos) << run.output;
+    }
+    EXPECT_NE(run.output.find(std::string(32, '0')), std::string::npos) << "the marker changed: " << run.output;
+    EXPECT_EQ(run.output.find("Segmentation"), std::string::npos) << run.output;
+  }
+}
+
+}  // namespace
