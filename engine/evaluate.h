@@ -28,7 +28,7 @@ class Registry;
 
 struct EvalRequest {
   std::string home;                  // TFW_HOME: prepared data
-  std::string checkpoint;            // the .pt archive
+  std::string checkpoint;            // the checkpoint file (.safetensors)
   std::vector<std::string> corpora;  // built-in names or paths; empty: the checkpoint's own corpus
   std::int64_t windows = 0;          // even windows (0: train.batch_size × train.eval_batches)
   std::int64_t seq_len = 0;          // T (0: the run's)

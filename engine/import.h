@@ -21,7 +21,7 @@ struct ImportRequest {
 };
 
 struct ImportResult {
-  std::string checkpoint;        // out_dir/step-00000000.pt
+  std::string checkpoint;        // out_dir/step-00000000.safetensors
   std::string config;            // out_dir/model.toml: a run config of the imported model
   std::string tokenizer;         // out_dir/tokenizer.json
   std::string model;             // the model's summary

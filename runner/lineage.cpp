@@ -49,14 +49,14 @@ std::string checkpoint_of(const std::string& target, const std::string& home) {
     if (!record) {
       throw UsageError(with_hint(fmt::format("'{}' is not a checkpoint file, a run folder, nor a run in {}", target,
                                              store->path()),
-                                 "list the runs with `tfw runs list`, or pass a checkpoint's .pt path"));
+                                 "list the runs with `tfw runs list`, or pass a checkpoint's .safetensors path"));
     }
     run_dir = record->run_dir;
     run_label = fmt::format("run {} ({})", record->id, record->name);
   } else {
     throw UsageError(with_hint(fmt::format("'{}' is not a checkpoint file or a run folder, and there is no store at {}",
                                            target, home + "/runs.db"),
-                               "pass a checkpoint's .pt path, or set --home / TFW_HOME"));
+                               "pass a checkpoint's .safetensors path, or set --home / TFW_HOME"));
   }
   std::vector<CheckpointInfo> checkpoints = checkpoint_list(run_dir + "/checkpoints");
   if (checkpoints.empty()) {

@@ -122,7 +122,7 @@ void run_attention(const AttentionArgs& args) {
       }
       if (fs::path(base).has_parent_path()) fs::create_directories(fs::path(base).parent_path());
       write_csv(map, base + ".csv");
-      // The run is the checkpoint's run folder (…/RUN/checkpoints/step-N.pt), else the target.
+      // The run is the checkpoint's run folder (…/RUN/checkpoints/step-N.safetensors), else the target.
       const fs::path checkpoint_path(checkpoint);
       const std::string run = checkpoint_path.parent_path().filename() == "checkpoints"
                                   ? checkpoint_path.parent_path().parent_path().filename().string()
@@ -188,7 +188,7 @@ void add_attention_command(CLI::App& app) {
   auto args = std::make_shared<AttentionArgs>();
   CLI::App* command = app.add_subcommand(
       "attention", "Parameter-attention map of a Pattention layer: input tokens × parameter tokens (CSV and PNG)");
-  command->add_option("target", args->target, "a checkpoint (.pt), a run folder, or a run id or name in the store")
+  command->add_option("target", args->target, "a checkpoint (.safetensors), a run folder, or a run id or name in the store")
       ->required();
   command->add_option("--text", args->text, "the input text");
   command->add_option("--text-file", args->text_file, "read the input text from a file");

@@ -123,7 +123,7 @@ void add_grow_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("grow", "Grow a checkpoint's model with a growth method");
   command->add_option("--method", args->request.method, "pattention_grow, net2net, hypercloning")->required();
   command->add_option("--from", args->request.from_checkpoint,
-                      "the checkpoint to grow: a .pt file, or a run (folder or name) for its last checkpoint");
+                      "the checkpoint to grow: a .safetensors file, or a run (folder or name) for its last checkpoint");
   command->add_option("--record-to", args->record_to,
                       "with --from-run: find the run in the store of this `tfw serve` (default: $TFW_RECORD_TO)");
   command->add_option("--token-file", args->token_file, "with --record-to: the service's token file");

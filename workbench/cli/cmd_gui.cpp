@@ -33,7 +33,7 @@ void add_gui_command(CLI::App& app) {
   command->add_flag("--log-x", options->log_x, "curves: log x axis");
   command->add_flag("--log-y", options->log_y, "curves: log y axis");
   command->add_option("--smoothing", options->smoothing, "curves: EMA weight in [0, 1)")->check(CLI::Range(0.0, 0.99));
-  command->add_option("--checkpoint", options->checkpoint, "attention: a checkpoint (.pt)");
+  command->add_option("--checkpoint", options->checkpoint, "attention: a checkpoint (.safetensors)");
   command->add_option("--text", options->text, "attention: the input text");
   command->add_option("--layer", options->layer, "attention: layer")->check(CLI::NonNegativeNumber);
   command->add_option("--proj", options->projection, "attention: q, k, v, o or ffn")
