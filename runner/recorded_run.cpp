@@ -80,7 +80,7 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
     throw UsageError(with_hint(fmt::format("run '{}' already exists at {}", name, run_dir),
                                fmt::format("continue it with `tfw train --resume {}`, or choose another --name", run_dir)));
   }
-  book.clear_name(request.experiment, name, hooks.on_message);
+  book.clear_name(request.experiment, name, run_dir, hooks.on_message);
   std::error_code ec;
   for (const char* stale : {"/metrics.jsonl", "/config.toml"}) fs::remove(run_dir + stale, ec);
   fs::create_directories(run_dir);
@@ -98,6 +98,15 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
   options.home = request.home;
   if (!request.resume.empty()) {
     std::tie(options.run_dir, run_id) = book->resolve(request.resume, request.home);
+    // A run's folder is in its home; a record that names any other folder (one a recording
+    // client claimed, issue 33) is never written to: checkpoints, metrics and pruning stay
+    // inside TFW_HOME.
+    if (!path_inside(options.run_dir, request.home)) {
+      throw UsageError(with_hint(fmt::format("run '{}' has its folder at {}, outside this home ({}): tfw writes a "
+                                             "run only inside its TFW_HOME",
+                                             request.resume, options.run_dir, request.home),
+                                 "a run recorded from another machine resumes there, with --record-to"));
+    }
     config = train_resume_config(registry, options.run_dir, request.overrides, request.extend);
     if (!request.config.empty()) check_same_model(run_config_load(registry, request.config), config);
     if (dist) config = dist_agree_config(*dist, registry, &config);

@@ -37,7 +37,7 @@ class LocalRunBook final : public RunBook {
                                "list the runs with `tfw runs list`"));
   }
 
-  void clear_name(const std::string& experiment, const std::string& name,
+  void clear_name(const std::string& experiment, const std::string& name, const std::string& /*run_dir*/,
                   const std::function<void(const std::string&)>& say) override {
     book_clear_name(*store_, experiment, name, say);
   }
@@ -84,6 +84,12 @@ void book_clear_name(Store& store, const std::string& experiment, const std::str
     throw UsageError(with_hint(fmt::format("run '{}' (id {}) is running (its heartbeat is fresh)", name, old->id),
                                "wait for it, or stop it; a run that died shows as crashed after "
                                "TFW_HEARTBEAT_TIMEOUT seconds"));
+  }
+  // The store's rows decide, not the files the caller sees: a record with checkpoints is a
+  // run's history, and nobody starting a run of the same name may delete it (issue 33).
+  if (!store.checkpoints(old->id).empty()) {
+    throw UsageError(with_hint(fmt::format("run '{}' (id {}) already has checkpoints in the store", name, old->id),
+                               "resume it, choose another name, or delete it first with `tfw runs delete`"));
   }
   store.run_delete(old->id);
   if (say) {

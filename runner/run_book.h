@@ -26,9 +26,10 @@ class RunBook {
   // A run to resume (its id, name or folder): its folder and store id. UsageError when
   // neither knows it.
   virtual std::pair<std::string, std::int64_t> resolve(const std::string& run, const std::string& home) = 0;
-  // Before a new run named `name` starts: a record of that name that never wrote a
-  // checkpoint is deleted (said through `say`); UsageError when it is running.
-  virtual void clear_name(const std::string& experiment, const std::string& name,
+  // Before a new run named `name` starts in `run_dir`: a record of that name that never wrote
+  // a checkpoint is deleted (said through `say`); UsageError when it is running or has
+  // checkpoint rows.
+  virtual void clear_name(const std::string& experiment, const std::string& name, const std::string& run_dir,
                           const std::function<void(const std::string&)>& say) = 0;
   // Records a new running run with the lineage of `source` (when it has a checkpoint); its id.
   virtual std::int64_t create(RunRecord record, const LineageSource* source) = 0;

@@ -130,6 +130,14 @@ CREATE INDEX evaluations_run ON evaluations(run_id);
     R"sql(
 ALTER TABLE evaluations ADD COLUMN blocks TEXT NOT NULL DEFAULT '';
 )sql",
+    // v6: the capability a recording client received for each run it created through the
+    // engine service (issue 33): only its holder may write to or clear that run.
+    R"sql(
+CREATE TABLE record_grants (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+  capability TEXT NOT NULL
+);
+)sql",
 };
   return migrations;
 }

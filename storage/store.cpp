@@ -3,6 +3,7 @@
 #include "storage/migrations.h"
 #include "storage/sqlite_statement.h"
 
+#include <fstream>
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
@@ -330,7 +331,7 @@ void Store::run_delete(std::int64_t run) {
   try {
     for (const char* sql : {"DELETE FROM metrics WHERE run_id = ?", "DELETE FROM checkpoints WHERE run_id = ?",
                             "DELETE FROM events WHERE run_id = ?", "DELETE FROM evaluations WHERE run_id = ?",
-                            "DELETE FROM runs WHERE id = ?"}) {
+                            "DELETE FROM record_grants WHERE run_id = ?", "DELETE FROM runs WHERE id = ?"}) {
       Statement s(db_, sql);
       s.bind(1, run).step();
     }
@@ -419,6 +420,30 @@ std::vector<CheckpointRow> Store::checkpoints(std::int64_t run) {
   std::vector<CheckpointRow> out;
   while (s.step()) out.push_back({s.integer(0), s.integer(1), s.integer(2), from_stored(s.text(3)), s.text(4)});
   return out;
+}
+
+std::string Store::record_grant(std::int64_t run) {
+  unsigned char bytes[16];
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  if (!random.read(reinterpret_cast<char*>(bytes), sizeof bytes)) {
+    throw StoreError("cannot read /dev/urandom for a recording capability");
+  }
+  std::string capability;
+  for (unsigned char b : bytes) capability += fmt::format("{:02x}", b);
+  Statement s(db_, "INSERT OR REPLACE INTO record_grants (run_id, capability) VALUES (?, ?)");
+  s.bind(1, run).bind(2, capability).step();
+  return capability;
+}
+
+bool Store::record_granted(std::int64_t run, const std::string& capability) {
+  Statement s(db_, "SELECT capability FROM record_grants WHERE run_id = ?");
+  s.bind(1, run);
+  if (!s.step()) return false;
+  const std::string stored = s.text(0);
+  if (stored.size() != capability.size() || stored.empty()) return false;
+  unsigned char differ = 0;
+  for (std::size_t i = 0; i < stored.size(); ++i) differ |= static_cast<unsigned char>(stored[i] ^ capability[i]);
+  return differ == 0;
 }
 
 std::int64_t Store::checkpoint_rename(const std::string& from, const std::string& to, const std::string& checksum,

@@ -24,7 +24,7 @@ struct sqlite3;
 
 namespace tfw {
 
-inline constexpr int kStoreSchemaVersion = 5;
+inline constexpr int kStoreSchemaVersion = 6;
 
 // A store that cannot be opened or used: not SQLite, corrupt, a newer schema, locked out.
 class StoreError : public std::runtime_error {
@@ -173,6 +173,12 @@ class Store {
   void checkpoint_add(const CheckpointRow& row);
   void checkpoint_remove(std::int64_t run, const std::string& path);
   std::vector<CheckpointRow> checkpoints(std::int64_t run);
+  // Runs recorded through the engine service (`tfw train --record-to`): a new random
+  // capability (32 hex digits from the system's random source) for `run`, stored; and whether
+  // `capability` is the one stored for `run` (compared in constant time). A run with no grant
+  // (created on this machine) is held by no recording client.
+  std::string record_grant(std::int64_t run);
+  bool record_granted(std::int64_t run, const std::string& capability);
   // A checkpoint file replaced by another (`tfw checkpoints upgrade`): its checkpoint and
   // evaluation rows name `to` instead of `from` (absolute paths). Returns the rows changed.
   std::int64_t checkpoint_rename(const std::string& from, const std::string& to, const std::string& checksum,

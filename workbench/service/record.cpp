@@ -30,6 +30,17 @@ std::int64_t integer(const json& message, const char* key) {
 }
 double real(const json& message, const char* key) { return field(message, key, json::value_t::number_float).get<double>(); }
 
+// A recording client touches only the runs it created: each message about a run carries the
+// capability record_create gave for it (docs/service.md, "Recording runs").
+void require_capability(Store& store, std::int64_t run, const json& message, const std::string& type) {
+  const std::string capability = message.value("capability", "");
+  if (!store.record_granted(run, capability)) {
+    throw BadRequest(fmt::format("{}: run {} is not held by this client (its \"capability\" {}); a recording "
+                                 "client may write only to the runs it created with record_create",
+                                 type, run, capability.empty() ? "is missing" : "does not match"));
+  }
+}
+
 }  // namespace
 
 json Service::Impl::record(const json& message) {
@@ -51,6 +62,8 @@ json Service::Impl::record(const json& message) {
     return {{"type", "record_last_checkpoint"}, {"run", r ? r->id : 0}, {"checkpoint", rows.empty() ? "" : rows.back().path}};
   }
   if (type == "record_clear") {
+    const std::optional<RunRecord> old = store->run_in_experiment(text(message, "experiment"), text(message, "name"));
+    if (old) require_capability(*store, old->id, message, type);
     std::string said;
     runner::book_clear_name(*store, text(message, "experiment"), text(message, "name"),
                             [&](const std::string& line) { said = line; });
@@ -60,7 +73,7 @@ json Service::Impl::record(const json& message) {
   if (type == "record_create") {
     // A create resent after a lost reply gets the run the first one made.
     if (auto it = record_created.find(book); !book.empty() && it != record_created.end()) {
-      return {{"type", "record_created"}, {"run", it->second}};
+      return {{"type", "record_created"}, {"run", it->second.first}, {"capability", it->second.second}};
     }
     const json& r = field(message, "record", json::value_t::object);
     RunRecord record;
@@ -75,6 +88,12 @@ json Service::Impl::record(const json& message) {
     record.host = text(r, "host");
     record.parameters = integer(r, "parameters");
     record.run_dir = text(r, "run_dir");
+    // The folder is on the client's machine. One inside this service's home would be a run
+    // folder of the service's own: a client may not claim it (issue 33).
+    if (record.run_dir.empty() || record.run_dir[0] != '/' || path_inside(record.run_dir, home)) {
+      throw BadRequest(fmt::format("record_create: run_dir '{}' must be an absolute path outside this service's "
+                                   "home; a recording client's runs live on its own machine", record.run_dir));
+    }
     record.inherited_flops = 0;
     store->experiment_ensure(record.experiment);
     std::int64_t id = 0;
@@ -90,13 +109,15 @@ json Service::Impl::record(const json& message) {
     } else {
       id = runner::book_create(*store, record, nullptr);
     }
-    if (!book.empty()) record_created[book] = id;
-    return {{"type", "record_created"}, {"run", id}};
+    const std::string capability = store->record_grant(id);
+    if (!book.empty()) record_created[book] = {id, capability};
+    return {{"type", "record_created"}, {"run", id}, {"capability", capability}};
   }
   if (type == "record_flush") return {{"type", "record_flushed"}};  // everything before it is applied
 
   const std::int64_t run = integer(message, "run");
   if (!store->run_get(run)) throw std::runtime_error(fmt::format("no run {} in this service's store", run));
+  require_capability(*store, run, message, type);
   if (type == "record_resume") {
     store->run_set_status(run, RunStatus::running);
     return {{"type", "record_resumed"}};

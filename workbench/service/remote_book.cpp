@@ -1,7 +1,13 @@
 // See remote_book.h. The wire messages are in docs/service.md ("Recording runs").
 #include "workbench/service/remote_book.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
@@ -29,6 +35,27 @@ using Clock = std::chrono::steady_clock;
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 constexpr std::size_t kBatch = 2000;  // points and events per message (well inside kMaxLine)
+
+// The capability the service gave for a run (record_create) is kept in the run's folder, so a
+// later `tfw train --resume DIR --record-to` holds it too; readable by its owner only.
+constexpr const char* kCapabilityFile = "record-capability";
+
+std::string capability_read(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/" + kCapabilityFile);
+  std::string capability;
+  if (in) std::getline(in, capability);
+  return capability.size() <= 64 ? capability : std::string();
+}
+
+void capability_write(const std::string& run_dir, const std::string& capability) {
+  const std::string path = run_dir + "/" + kCapabilityFile;
+  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  const std::string line = capability + "\n";
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!ok) throw Error(fmt::format("cannot write {}", path));
+}
 
 // One queued item: a message to send as is, or a point/event that is batched.
 struct Item {
@@ -66,6 +93,7 @@ class RemoteRunBook final : public runner::RunBook {
     for (const std::string& dir : {run, home + "/runs/" + run}) {
       if (!fs::is_directory(dir)) continue;
       const json reply = call({{"type", "record_resolve"}, {"run_dir", fs::absolute(dir).string()}});
+      hold(reply.value("id", std::int64_t{0}), capability_read(dir));
       return {dir, reply.value("id", std::int64_t{0})};
     }
     const json reply = call({{"type", "record_resolve"}, {"run", run}});
@@ -78,12 +106,14 @@ class RemoteRunBook final : public runner::RunBook {
                                                  : "has its folder at " + dir + ", which is not on this machine"),
                                  "resume with the run's folder (`tfw train --resume DIR --record-to ...`)"));
     }
+    hold(reply["id"].get<std::int64_t>(), capability_read(dir));
     return {dir, reply["id"].get<std::int64_t>()};
   }
 
-  void clear_name(const std::string& experiment, const std::string& name,
+  void clear_name(const std::string& experiment, const std::string& name, const std::string& run_dir,
                   const std::function<void(const std::string&)>& say) override {
-    const json reply = call({{"type", "record_clear"}, {"experiment", experiment}, {"name", name}});
+    const json reply = call({{"type", "record_clear"}, {"experiment", experiment}, {"name", name},
+                             {"capability", capability_read(run_dir)}});
     if (say && !reply.value("message", "").empty()) say(reply["message"].get<std::string>());
   }
 
@@ -99,7 +129,12 @@ class RemoteRunBook final : public runner::RunBook {
                             {"inherited_flops", source->inherited_flops}, {"growth_method", source->growth_method},
                             {"growth_options", source->growth_options}};
     }
-    return call(message).at("run").get<std::int64_t>();
+    const json reply = call(message);
+    const std::int64_t run = reply.at("run").get<std::int64_t>();
+    const std::string capability = reply.value("capability", "");
+    if (!record.run_dir.empty() && !capability.empty()) capability_write(record.run_dir, capability);
+    hold(run, capability);
+    return run;
   }
 
   void resume(std::int64_t run) override { call({{"type", "record_resume"}, {"run", run}}); }
@@ -142,6 +177,12 @@ class RemoteRunBook final : public runner::RunBook {
   }
 
  private:
+  void hold(std::int64_t run, const std::string& capability) {
+    if (run == 0 || capability.empty()) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    capabilities_[run] = capability;
+  }
+
   std::uint64_t next_ticket() {
     std::lock_guard<std::mutex> lock(mutex_);
     return ++tickets_;
@@ -251,6 +292,11 @@ class RemoteRunBook final : public runner::RunBook {
         }
         message["open_id"] = open_id_;
         message["seq"] = ++seq_;
+        if (message.contains("run") && message["run"].is_number_integer()) {
+          if (auto it = capabilities_.find(message["run"].get<std::int64_t>()); it != capabilities_.end()) {
+            message["capability"] = it->second;
+          }
+        }
       }
       std::string failure;
       json reply = exchange(message, failure);
@@ -289,6 +335,7 @@ class RemoteRunBook final : public runner::RunBook {
   std::condition_variable wake_, done_;
   std::deque<Item> queue_;
   std::map<std::uint64_t, json> replies_;
+  std::map<std::int64_t, std::string> capabilities_;  // run -> the capability the service gave for it
   std::uint64_t tickets_ = 0, seq_ = 0;
   std::int64_t beating_ = 0;
   std::size_t unsent_ = 0;

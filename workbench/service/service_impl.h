@@ -90,7 +90,7 @@ struct Service::Impl {
   // last sequence number applied per recording book, and the run each book created.
   json record(const json& message);
   std::map<std::string, std::uint64_t> record_seq;
-  std::map<std::string, std::int64_t> record_created;
+  std::map<std::string, std::pair<std::int64_t, std::string>> record_created;  // run and capability
   void publish(std::int64_t run, std::vector<Line> lines, std::string status, bool initial);
   void drop(const std::shared_ptr<Connection>& connection);
   void poll_loop();
