@@ -198,7 +198,10 @@ class ByteLevelBpe : public Tokenizer {
           "a tokenizer's ids run from 0 to its vocabulary size - 1; is this a real model's tokenizer?"));
     };
     for (const auto& [token, id] : spec_.vocab) check_id(id);
-    for (const auto& [token, id] : spec_.added) check_id(id);
+    for (const auto& [token, id] : spec_.added) {
+      check_id(id);
+      if (token.empty()) throw UsageError(fmt::format("tokenizer {}: an added token has an empty content", spec_.name));
+    }
     for (const auto& [token, id] : spec_.vocab) {
       ids_.emplace(token, id);
       if (tokens_.size() <= id) tokens_.resize(id + 1);
@@ -513,12 +516,60 @@ ByteLevelBpeSpec bpe_spec_from_gpt2_files(const std::string& dir) {
   return spec;
 }
 
+namespace {
+
+// A tokenizer.json is parsed within limits: GPT-NeoX-20B's is 2.1 MB and nests 5 levels.
+constexpr std::uintmax_t kMaxTokenizerBytes = 256ull << 20;
+constexpr int kMaxTokenizerDepth = 32;
+
+struct TooDeep {};
+
+ByteLevelBpeSpec spec_from_tokenizer_json(const std::string& path);
+
+}  // namespace
+
 ByteLevelBpeSpec bpe_spec_from_tokenizer_json(const std::string& path) {
+  // Wrong types anywhere (an id that is a string, a content that is a number) are the file's
+  // fault: said with its name, as a usage error, never as a raw JSON exception.
+  try {
+    return spec_from_tokenizer_json(path);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(with_hint(fmt::format("{}: a value of the wrong type or shape ({})", path, e.what()),
+                               "a tokenizer.json in the Hugging Face format: model.vocab {token: id}, model.merges, "
+                               "added_tokens [{id, content}]"));
+  }
+}
+
+namespace {
+
+ByteLevelBpeSpec spec_from_tokenizer_json(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw UsageError(fmt::format("the tokenizer file '{}' is a folder", path));
   std::ifstream in(path);
   if (!in) throw UsageError(fmt::format("cannot read the tokenizer file '{}'", path));
-  const nlohmann::json file = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::uintmax_t bytes = fs::file_size(path, ec);
+  if (!ec && bytes > kMaxTokenizerBytes) {
+    throw UsageError(fmt::format("{}: {} bytes, more than the {} MiB a tokenizer.json may have", path, bytes,
+                                 kMaxTokenizerBytes >> 20));
+  }
+  nlohmann::json file;
+  try {
+    file = nlohmann::json::parse(in, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxTokenizerDepth) throw TooDeep{};
+      return true;
+    }, /*allow_exceptions=*/false);
+  } catch (const TooDeep&) {
+    throw UsageError(fmt::format("{}: nests deeper than {} levels: not a tokenizer.json", path, kMaxTokenizerDepth));
+  }
   auto fail = [&](const std::string& what, const std::string& hint) -> void {
     throw UsageError(with_hint(fmt::format("{}: {}", path, what), hint));
+  };
+  // An id as the file gives it, checked before it is narrowed (2^32 + 5 must not become 5).
+  auto id_of = [&](const nlohmann::json& id, const std::string& where) {
+    if (!id.is_number_unsigned() || id.get<std::uint64_t>() > kMaxTokenId) {
+      fail(fmt::format("{} is not a token id from 0 to {}", where, kMaxTokenId), "ids are integers >= 0");
+    }
+    return static_cast<std::uint32_t>(id.get<std::uint64_t>());
   };
   const std::string supported = "tfw reads byte-level BPE tokenizers (GPT-2, GPT-NeoX-20B): model.type \"BPE\" with "
                                 "a ByteLevel pre-tokenizer";
@@ -561,10 +612,11 @@ ByteLevelBpeSpec bpe_spec_from_tokenizer_json(const std::string& path) {
     spec.nfc = true;
   }
   for (const auto& [token, id] : model["vocab"].items()) {
-    if (!id.is_number_unsigned()) fail(fmt::format("model.vocab[\"{}\"] is not an id", token), "ids are integers >= 0");
-    spec.vocab.emplace_back(token, id.get<std::uint32_t>());
+    spec.vocab.emplace_back(token, id_of(id, fmt::format("model.vocab[\"{}\"]", token.substr(0, 64))));
   }
+  std::size_t index = 0;
   for (const nlohmann::json& merge : model["merges"]) {
+    ++index;
     if (merge.is_string()) {  // "first second" (tokenizers < 0.20)
       const std::string text = merge.get<std::string>();
       const std::size_t space = text.find(' ');
@@ -573,17 +625,26 @@ ByteLevelBpeSpec bpe_spec_from_tokenizer_json(const std::string& path) {
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {  // ["a", "b"]
       spec.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
     } else {
-      fail(fmt::format("the merge {} is not two symbols", merge.dump()), "write \"a b\" or [\"a\", \"b\"]");
+      // Named by its place: the value itself may be huge or nested.
+      fail(fmt::format("merge {} of model.merges is not two symbols", index), "write \"a b\" or [\"a\", \"b\"]");
     }
   }
   if (file.contains("added_tokens") && file["added_tokens"].is_array()) {
     for (const nlohmann::json& added : file["added_tokens"]) {
-      if (!added.contains("id") || !added.contains("content")) fail("an added token lacks its id or content", "");
-      spec.added.emplace_back(added["content"].get<std::string>(), added["id"].get<std::uint32_t>());
+      if (!added.is_object() || !added.contains("id") || !added.contains("content") || !added["content"].is_string()) {
+        fail("an added token lacks its id or its content text", "each added_tokens entry is {\"id\": N, \"content\": \"text\"}");
+      }
+      // An empty content matches everywhere and made encode loop forever (issue 33).
+      if (added["content"].get<std::string>().empty()) {
+        fail("an added token has an empty content", "give each added token its text");
+      }
+      spec.added.emplace_back(added["content"].get<std::string>(), id_of(added["id"], "an added token's id"));
     }
   }
   return spec;
 }
+
+}  // namespace
 
 std::unique_ptr<Tokenizer> byte_level_bpe_create(ByteLevelBpeSpec spec) {
   return std::make_unique<ByteLevelBpe>(std::move(spec));

@@ -312,18 +312,36 @@ TEST(Tokenizer, TokenizerJsonOfGpt2GivesGpt2sIds) {
                 .find("the pre-tokenizer is Whitespace, not ByteLevel"),
             std::string::npos);
   EXPECT_NE(error_of("not json").find("not a JSON object"), std::string::npos);
-  // Issue 33: an id of 2^32 - 1 wrapped the id table's size to 0 and wrote outside it.
-  for (const std::string id : {"4294967295", "2097152"}) {
+  // Issue 33: an id of 2^32 - 1 wrapped the id table's size to 0 and wrote outside it; one of
+  // 2^32 + 5 was truncated to 5. Both are refused as the file is read.
+  for (const std::string id : {"4294967295", "2097152", "4294967301"}) {
     std::ofstream(out) << R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "aa": )"
                        << id << R"(}, "merges": ["a a"]}})";
     try {
       byte_level_bpe_create(bpe_spec_from_tokenizer_json(out));
       ADD_FAILURE() << "the id " << id << " was accepted";
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("the token id " + id + " is above the largest id tfw accepts (2097151)"),
+      EXPECT_NE(std::string(e.what()).find("model.vocab[\"aa\"] is not a token id from 0 to 2097151"),
                 std::string::npos) << e.what();
     }
   }
+  // Issue 33: an added token with an empty content made encode loop forever, growing without
+  // bound; wrong types gave raw JSON exceptions naming no file; a merge nested 500,000 deep
+  // overflowed the stack when the error message printed it.
+  const std::string base = "{" + bpe + ", \"merges\": [\"a a\"]}";
+  EXPECT_NE(error_of(base + R"(, "added_tokens": [{"id": 1, "content": ""}]})").find("an added token has an empty content"),
+            std::string::npos);
+  EXPECT_NE(error_of(base + R"(, "added_tokens": [{"id": 1, "content": 7}]})").find("lacks its id or its content text"),
+            std::string::npos);
+  EXPECT_NE(error_of(base + R"(, "added_tokens": [{"id": "one", "content": "x"}]})").find("an added token's id is not a token id"),
+            std::string::npos);
+  const std::string wrong_type = error_of(R"({"normalizer": {"type": 5}, )" +
+                                          bpe + ", \"merges\": [\"a a\"]}}");
+  EXPECT_NE(wrong_type.find(out + ": a value of the wrong type"), std::string::npos) << wrong_type;
+  const std::string deep = error_of("{" + bpe + ", \"merges\": [" + std::string(500000, '[') + std::string(500000, ']') + "]}}");
+  EXPECT_NE(deep.find("nests deeper than 32 levels"), std::string::npos) << deep.substr(0, 200);
+  EXPECT_NE(error_of("{" + bpe + ", \"merges\": [\"a a\", [[[\"a\"]]]]}}").find("merge 2 of model.merges is not two symbols"),
+            std::string::npos);
 }
 
 }  // namespace
