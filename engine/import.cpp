@@ -34,7 +34,19 @@ namespace fs = std::filesystem;
 // A NeoX config file as JSON: NeoX writes its YAML configs in JSON's flow style with `#`
 // comments, Python's True/False/None, single-quoted strings and trailing commas. Those are
 // rewritten; anything else that is not JSON is an error naming the file.
+// Within limits: 16 MiB and 32 levels (the official configs are a few KB, 3 levels deep); a
+// deeper value would make every later dump() in a message recurse that deep.
+constexpr std::uintmax_t kMaxNeoxConfigBytes = 16ull << 20;
+constexpr int kMaxNeoxConfigDepth = 32;
+struct ConfigTooDeep {};
+
 nlohmann::json neox_config_read(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw UsageError(fmt::format("config {}: a folder, not a config file", path));
+  const std::uintmax_t bytes = fs::file_size(path, ec);
+  if (!ec && bytes > kMaxNeoxConfigBytes) {
+    throw UsageError(fmt::format("config {}: {} bytes, more than the 16 MiB a NeoX config may have", path, bytes));
+  }
   std::ifstream in(path);
   if (!in) throw UsageError(fmt::format("config {}: cannot read the file", path));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -90,7 +102,12 @@ nlohmann::json neox_config_read(const std::string& path) {
   }
   nlohmann::json value;
   try {
-    value = nlohmann::json::parse(json);
+    value = nlohmann::json::parse(json, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxNeoxConfigDepth) throw ConfigTooDeep{};
+      return true;
+    });
+  } catch (const ConfigTooDeep&) {
+    throw UsageError(fmt::format("config {}: nests deeper than {} levels: not a NeoX config", path, kMaxNeoxConfigDepth));
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(with_hint(fmt::format("config {}: not a NeoX config in JSON form ({})", path, e.what()),
                                "pass the release's config as in configs/tokenformer/*_eval.yml of Haiyang-W/TokenFormer"));
@@ -393,11 +410,29 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
                                fmt::format("check num_layers ({}) and norm ({}) against the release", L, norm)));
   }
 
-  // ---- The model: a run config, then the family's own model, filled in.
+  // ---- The model: a run config, then the family's own model, filled in. A failure from here
+  // on removes what this import wrote into --out (issue 33: a failed import left model.toml).
+  const bool out_existed = fs::exists(request.out_dir);
   fs::create_directories(request.out_dir);
   const fs::path out = fs::absolute(request.out_dir);
+  std::vector<fs::path> written;
+  struct Cleanup {
+    const std::vector<fs::path>& files;
+    fs::path dir;
+    bool remove_dir;
+    bool done = false;
+    ~Cleanup() {
+      if (done) return;
+      std::error_code ec;
+      for (const fs::path& file : files) fs::remove(file, ec);
+      if (remove_dir) fs::remove(dir, ec);  // only when empty
+    }
+  } cleanup{written, out, !out_existed};
   const fs::path tokenizer_copy = out / "tokenizer.json";
-  if (fs::absolute(tokenizer) != tokenizer_copy) fs::copy_file(tokenizer, tokenizer_copy, fs::copy_options::overwrite_existing);
+  if (fs::absolute(tokenizer) != tokenizer_copy) {
+    written.push_back(tokenizer_copy);
+    fs::copy_file(tokenizer, tokenizer_copy, fs::copy_options::overwrite_existing);
+  }
   fs::path release = fs::path(request.dir).lexically_normal();
   if (release.filename().empty()) release = release.parent_path();  // "DIR/"
   const std::string name = release.filename().string();
@@ -415,6 +450,7 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
       {"data", toml::table{{"tokenizer", "tokenizer.json"}}},
   };
   const std::string config_path = (out / "model.toml").string();
+  written.push_back(config_path);
   {
     std::ofstream file(config_path);
     file << "# Written by `tfw import tokenformer` (docs/import.md).\n" << table << "\n";
@@ -467,6 +503,7 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
   resolved << config.resolved;
   meta.config_toml = resolved.str();
   result.checkpoint = checkpoint_save(out.string(), *lm, nullptr, meta).path;
+  cleanup.done = true;
   result.config = config_path;
   result.tokenizer = tokenizer_copy.string();
   result.model = config.model.spec->summary();

@@ -241,6 +241,26 @@ TEST(Import, BadReleasesAreClearErrors) {
   EXPECT_NE(variant("\"norm_activation_type\": \"l2_norm_gelu\"", "\"norm_activation_type\": \"relu\"")
                 .find("norm_activation_type"),
             std::string::npos);
+  // Issue 33: an attention_config nested 200,000 deep overflowed the stack when printed.
+  EXPECT_NE(variant("\"num_layers\": 2", "\"num_layers\": 2, \"attention_config\": " + std::string(200000, '[') +
+                                             std::string(200000, ']'))
+                .find("nests deeper than 32 levels"),
+            std::string::npos);
+  // Issue 33: a failed import left model.toml (and the tokenizer's copy) in --out. The weights
+  // here do not fit the config, which is found after the config was written.
+  fs::remove_all(dir + "/imported");
+  {
+    std::string both = text;
+    for (const char* key : {"\"qkv_slot_num\": 24", "\"proj_slot_num\": 24"}) {
+      const std::size_t at = both.find(key);
+      ASSERT_NE(at, std::string::npos) << key;
+      both.replace(at + std::string(key).size() - 2, 2, "48");
+    }
+    std::ofstream(dir + "/variant.yaml.txt") << both;
+    const std::string error = import_error(dir, {dir + "/variant.yaml.txt"});
+    EXPECT_NE(error.find("the config's model needs"), std::string::npos) << error;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/imported")) << "a failed import left files in --out";
   fs::rename(original, dir + "/elsewhere.txt");
   EXPECT_NE(import_error(dir).find("no config in"), std::string::npos) << import_error(dir);
   fs::rename(dir + "/elsewhere.txt", original);
