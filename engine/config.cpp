@@ -64,10 +64,24 @@ std::string config_where(const toml::node& node) {
 
 toml::table config_read_file(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status)) {
+    throw UsageError(with_hint(fmt::format("config '{}' is a folder, not a TOML file", path),
+                               "name a .toml file inside it (e.g. experiments/mini/tiny-train-tokenformer.toml)"));
+  }
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw UsageError(with_hint(fmt::format("config '{}' is not a regular file (a device, a pipe or a socket)", path),
+                               "name a .toml file"));
+  }
+  if (!std::filesystem::is_regular_file(status)) {
     throw UsageError(with_hint(fmt::format("config file '{}' not found", path),
                                "check the path; the paper's configurations are in "
                                "experiments/paper/, small ones in experiments/mini/"));
+  }
+  // A config is text a person writes: 16 MiB is far beyond any, and bounds what is read.
+  if (std::filesystem::file_size(path, ec) > (16u << 20)) {
+    throw UsageError(fmt::format("config '{}' is {} bytes, more than the 16 MiB a config may have", path,
+                                 std::filesystem::file_size(path, ec)));
   }
   try {
     return toml::parse_file(path);

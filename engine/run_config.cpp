@@ -222,9 +222,11 @@ TrainConfig train_parse(ConfigTable& t) {
     }
     c.growth.push_back(std::move(event));
   }
+  const bool repeat_given = t.has("growth_repeat");
   ConfigTable repeat = t.sub("growth_repeat");
   GrowthRepeat& r = c.growth_repeat;
-  r.every_steps = at_least<std::int64_t>(repeat, "every_steps", repeat.get_int("every_steps", 0), 0);
+  // A [train.growth_repeat] table that never grows was silently ignored (issue 33).
+  r.every_steps = at_least<std::int64_t>(repeat, "every_steps", repeat.get_int("every_steps", 0), repeat_given ? 1 : 0);
   r.start_step = at_least<std::int64_t>(repeat, "start_step", repeat.get_int("start_step", r.every_steps), 0);
   r.stop_step = at_least<std::int64_t>(repeat, "stop_step", repeat.get_int("stop_step", 0), 0);
   r.add_attn = at_least<std::int64_t>(repeat, "add_attn", repeat.get_int("add_attn", 0), 0);

@@ -100,6 +100,15 @@ std::vector<Stage> growth_schedule(const Registry& registry, const RunConfig& co
   const ModelFamily& family = registry.family(config.model.family);
   std::shared_ptr<const ModelSpec> current = config.model.spec;
   std::vector<Stage> stages;
+  for (const GrowthEvent& event : config.train.growth) {
+    // An event the run never reaches was silently ignored (issue 33).
+    if (event.at_step >= total_steps) {
+      throw UsageError(with_hint(fmt::format("train.growth at_step = {} is not before the run's last step: the run "
+                                             "trains {} steps (0 to {}), so it would never grow",
+                                             event.at_step, total_steps, total_steps - 1),
+                                 "lower at_step, or raise the budget (train.max_steps, train.max_tokens)"));
+    }
+  }
   for (const GrowthEvent& event : growth_events(config, total_steps)) {
     if (event.at_step < first_step || event.at_step >= total_steps) continue;
     Stage stage;

@@ -35,12 +35,23 @@ TrainPlan train_plan(const RunConfig& config) {
   plan.tokens_per_step = plan.examples_per_step * plan.seq_len;
   plan.flops_per_step = static_cast<double>(config.model.spec->flops_per_token(plan.seq_len).training_per_example()) *
                         static_cast<double>(plan.examples_per_step);
+  // A budget in tokens or FLOPs becomes steps through a double: one beyond 2^53 steps (1e30
+  // tokens) overflowed the conversion and silently became a 1-step run (issue 33).
+  auto steps_of = [&](double budget, double per_step, const char* key, const char* unit) {
+    const double steps = std::ceil(budget / per_step);
+    if (!(steps <= 9007199254740992.0)) {
+      throw UsageError(with_hint(fmt::format("train.{} = {:g} is {:.3g} steps of {:g} {}: more than tfw can count "
+                                             "(2^53)", key, budget, steps, per_step, unit),
+                                 fmt::format("give a budget a run can reach, e.g. train.{} = {:g}", key, per_step * 1e6)));
+    }
+    return static_cast<std::int64_t>(steps);
+  };
   if (train.max_steps > 0) {
     plan.total_steps = train.max_steps;
   } else if (train.max_tokens > 0) {
-    plan.total_steps = static_cast<std::int64_t>(std::ceil(train.max_tokens / plan.tokens_per_step));
+    plan.total_steps = steps_of(train.max_tokens, static_cast<double>(plan.tokens_per_step), "max_tokens", "tokens");
   } else if (train.max_flops > 0) {
-    plan.total_steps = static_cast<std::int64_t>(std::ceil(train.max_flops / plan.flops_per_step));
+    plan.total_steps = steps_of(train.max_flops, plan.flops_per_step, "max_flops", "FLOPs");
   } else {
     throw UsageError(with_hint(fmt::format("{}: no training budget is set", config.model.path),
                                "set one of train.max_steps, train.max_tokens or train.max_flops"));

@@ -60,6 +60,8 @@ const std::vector<Case> kCases = {
     {"syntax", "printf '[model\\nd = 1\\n' > bad.toml; $T train bad.toml --home $H", 2, "bad.toml:1"},
     {"empty file", ": > empty.toml; $T train empty.toml --home $H", 2, "empty.toml"},
     {"missing file", "$T train nowhere.toml --home $H", 2, "nowhere.toml"},
+    {"a device as config", "$T train /dev/zero --home $H", 2, "'/dev/zero' is not a regular file"},
+    {"a folder as config", "mkdir -p adir; $T train adir --home $H", 2, "'adir' is a folder, not a TOML file"},
     {"unknown key", "good c; $T train c.toml --home $H --set train.colour=1", 2, "colour"},
     {"wrong type", "good c; $T train c.toml --home $H --set train.max_steps='\"ten\"'", 2, "max_steps"},
     {"lr nan", "good c; $T train c.toml --home $H --set train.lr=nan", 2, "train.lr: must be a finite number"},
@@ -67,6 +69,17 @@ const std::vector<Case> kCases = {
     {"lr negative", "good c; $T train c.toml --home $H --set train.lr=-0.1", 2, "must be at least 0"},
     {"beta1 2.0", "good c; $T train c.toml --home $H --set train.beta1=2.0", 2, "beta1: must be in [0, 1)"},
     {"beta2 negative", "good c; $T train c.toml --home $H --set train.beta2=-0.5", 2, "beta2: must be in [0, 1)"},
+    // Issue 33 (low): silently a 1-step run, or a growth that never happens.
+    {"max_tokens 1e30", "good c; $T train c.toml --home $H --set train.max_steps=0 --set train.max_tokens=1e30", 2,
+     "more than tfw can count (2^53)"},
+    {"max_flops 1e300", "good c; $T train c.toml --home $H --set train.max_steps=0 --set train.max_flops=1e300", 2,
+     "train.max_flops = 1e+300"},
+    {"growth after the last step",
+     "good c; printf '[[train.growth]]\\nat_step = 500\\nmethod = \"pattention_grow\"\\nto = { n_attn = 96 }\\n' >> c.toml; "
+     "$T train c.toml --home $H --name late", 2, "at_step = 500 is not before the run's last step"},
+    {"growth_repeat every 0 steps",
+     "good c; printf '[train.growth_repeat]\\nevery_steps = 0\\nmethod = \"pattention_grow\"\\n' >> c.toml; "
+     "$T train c.toml --home $H --name never", 2, "every_steps"},
     {"d zero", "good c; $T train c.toml --home $H --set model.d=0", 2, "model.d: must be positive"},
     {"d negative", "good c; $T train c.toml --home $H --set model.d=-64", 2, "must be positive"},
     {"d 1e9", "good c; $T train c.toml --home $H --set model.d=1000000000", 2, "larger than this tfw supports"},
