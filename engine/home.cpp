@@ -36,10 +36,18 @@ void name_check(const std::string& name, const std::string& what, const std::str
       "use letters, digits and '_', '-', '.', '+', '=' (at most 128, starting with a letter or digit, no '..')"));
 }
 
+namespace {
+thread_local std::string thread_confine;
+}  // namespace
+
 std::string confine_root() {
+  if (!thread_confine.empty()) return thread_confine;
   const char* env = std::getenv("TFW_CONFINE");
   return env != nullptr ? env : "";
 }
+
+ConfineScope::ConfineScope(std::string root) : previous_(thread_confine) { thread_confine = std::move(root); }
+ConfineScope::~ConfineScope() { thread_confine = previous_; }
 
 bool path_inside(const std::string& path, const std::string& root) {
   std::error_code ec;

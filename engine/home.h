@@ -20,8 +20,21 @@ std::string home_data_dir(const std::string& home);  // <home>/data
 void name_check(const std::string& name, const std::string& what, const std::string& where = "");
 bool name_ok(const std::string& name);
 
-// The folder this process is confined to (TFW_CONFINE), or "" when it is not confined.
+// The folder this process is confined to (TFW_CONFINE), or "" when it is not confined. A
+// ConfineScope confines the calling thread the same way while it lives (the service plans a
+// submission so, with the rules its job will run under).
 std::string confine_root();
+
+class ConfineScope {
+ public:
+  explicit ConfineScope(std::string root);
+  ~ConfineScope();
+  ConfineScope(const ConfineScope&) = delete;
+  ConfineScope& operator=(const ConfineScope&) = delete;
+
+ private:
+  std::string previous_;
+};
 
 // Throws UsageError when this process is confined and `path` (relative paths against the
 // current folder) resolves outside the confinement folder. `what` names the value, e.g.

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "engine/data/tokenizer.h"
+#include "engine/home.h"
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/registry.h"
@@ -19,6 +20,13 @@ namespace tfw {
 std::string mask_label(const std::vector<std::string>& use) { return fmt::format("{}", fmt::join(use, "+")); }
 
 namespace {
+
+void confined_or_fail(ConfigTable& table, const char* key, const std::string& path) {
+  const std::string root = confine_root();
+  if (root.empty() || path_inside(path, root)) return;
+  table.fail(key, fmt::format("'{}' is outside {}, the folder this job may read", path, root),
+             "a job of the engine service reads files only inside TFW_HOME: copy the file there");
+}
 
 // data.tokenizer: byte, gpt2, or a tokenizer.json (relative to the config file's folder;
 // kept absolute in the resolved config, so that checkpoints find it from anywhere).
@@ -31,6 +39,10 @@ std::string tokenizer_parse(ConfigTable& table, const std::string& config_path) 
   }
   std::filesystem::path path(name);
   if (path.is_relative() && !config_path.empty()) path = std::filesystem::path(config_path).parent_path() / path;
+  // Confined (a job of the service, or a submission it plans): the resolved path, the one the
+  // job opens, must be inside; checked before existence, so that the error says nothing of
+  // files outside (issue 33).
+  confined_or_fail(table, "tokenizer", path.string());
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     table.fail("tokenizer", fmt::format("no such tokenizer.json: {}", path.string()),
@@ -45,6 +57,7 @@ ImageDataConfig image_data_parse(ConfigTable& table, const std::string& config_p
   if (image.dataset != "fashion-mnist") {
     std::filesystem::path path(image.dataset);
     if (path.is_relative() && !config_path.empty()) path = std::filesystem::path(config_path).parent_path() / path;
+    confined_or_fail(table, "dataset", path.string());
     std::error_code ec;
     if (!std::filesystem::is_directory(path, ec)) {
       table.fail("dataset", fmt::format("'{}' is neither a built-in dataset nor a folder", image.dataset),

@@ -1,5 +1,6 @@
 // Image datasets in IDX files. See images.h.
 #include "engine/data/images.h"
+#include "engine/home.h"
 
 #include <algorithm>
 #include <cmath>
@@ -66,7 +67,10 @@ ImageSet slice(const ImageSet& set, std::int64_t first, std::int64_t count) {
 }  // namespace
 
 std::string image_dataset_dir(const std::string& dataset) {
-  if (dataset != "fashion-mnist") return dataset;
+  if (dataset != "fashion-mnist") {
+    confine_check(dataset, "data.dataset");
+    return dataset;
+  }
   std::error_code ec;
   if (!fs::is_directory(kFashionMnistDir, ec)) {
     throw UsageError(with_hint(fmt::format("the fashion-mnist dataset is not installed ({} is missing)", kFashionMnistDir),

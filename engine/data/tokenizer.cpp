@@ -1,5 +1,6 @@
 // Built-in tokenizers. See tokenizer.h.
 #include "engine/data/tokenizer.h"
+#include "engine/home.h"
 
 #include <fstream>
 
@@ -53,6 +54,7 @@ std::unique_ptr<Tokenizer> tokenizer_create(const std::string& name) {
   if (name == "byte") return std::make_unique<ByteTokenizer>();
   if (name == "gpt2") return gpt2_tokenizer_create();
   if (tokenizer_is_file(name)) {
+    confine_check(name, "data.tokenizer");
     ByteLevelBpeSpec spec = bpe_spec_from_tokenizer_json(name);
     spec.name = tokenizer_label(name);
     return byte_level_bpe_create(std::move(spec));

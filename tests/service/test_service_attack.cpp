@@ -59,6 +59,7 @@ TEST(ServiceAttack, NothingOutsideTheHomeIsReadOrWritten) {
   fs::create_directories(root + "/decoy");
   std::ofstream(cwd + "/secret.txt") << "the service's working folder: secret\n";
   std::ofstream(root + "/decoy/secret2.txt") << "outside the home: secret\n";
+  std::ofstream(root + "/decoy/real.json") << "{}";
   fs::create_directories(home + "/inside");
   fs::create_symlink(root + "/decoy/secret2.txt", home + "/inside/link.txt");
   // The service runs from `cwd`, as one started by hand in a folder with private files.
@@ -89,6 +90,20 @@ TEST(ServiceAttack, NothingOutsideTheHomeIsReadOrWritten) {
       {header + tiny_run("g", "kjv") + "grid = { \"data.corpus\" = [\"../../../../etc/passwd\"] }\n",
        "is not a usable run name"},
       {header + tiny_run("\"x$(touch${IFS}PWNED)\"", "kjv"), "is not a usable run name"},
+      // Issue 33: data.tokenizer and a vision data.dataset outside the home were read, and the
+      // reply said whether the file existed. Now refused alike, existing or not.
+      {header + "[runs.t]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
+                "vocab = 256, seq_len = 16 }\ndata = { corpus = \"kjv\", tokenizer = \"" + root + "/decoy/real.json\" }\n",
+       "data.tokenizer: '" + root + "/decoy/real.json' is outside"},
+      {header + "[runs.t]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
+                "vocab = 256, seq_len = 16 }\ndata = { corpus = \"kjv\", tokenizer = \"" + root + "/decoy/none.json\" }\n",
+       "data.tokenizer: '" + root + "/decoy/none.json' is outside"},
+      {header + "[runs.t]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
+                "vocab = 256, seq_len = 16 }\ndata = { corpus = \"kjv\", tokenizer = \"../../../decoy/real.json\" }\n",
+       "/decoy/real.json' is outside"},
+      {header + "[runs.v]\nfamily = \"vit\"\nmodel = { layers = 1, d = 16, heads = 2, d_ffn = 32 }\n"
+                "data = { dataset = \"" + root + "/decoy\" }\n",
+       "data.dataset: '" + root + "/decoy' is outside"},
       {header + "[runs.huge]\nfamily = \"tokenformer\"\nmodel = { layers = 64, d = 1048576, heads = 4, n_attn = 64, "
                 "n_ffn = 1048576, vocab = 256, seq_len = 16 }\ntrain = { max_steps = 1 }\n",
        "GB of memory to train"},

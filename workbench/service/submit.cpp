@@ -77,6 +77,7 @@ json Service::Impl::submit(const json& message, const std::string& client) {
   }
   Experiment plan;
   try {
+    ConfineScope confine(home);  // data.tokenizer, data.dataset: the rules the job runs under
     plan = experiment_parse(registry(), table, "experiment.toml", staging.string());
   } catch (const std::exception& e) {
     fs::remove_all(staging);
