@@ -66,6 +66,7 @@ TEST(Record, ARunRecordsToAServiceFromAHomeWithoutAStore) {
   const std::string node = fresh_home("record-node");
   std::ofstream(home + "/token") << "record-token\n";
   std::ofstream(home + "/wrong") << "another\n";
+  for (const char* file : {"/token", "/wrong"}) fs::permissions(home + file, fs::perms::owner_read | fs::perms::owner_write);
   ServeProcess service = serve(home, {"--token-file", home + "/token"});
   ASSERT_NE(service.address(), "") << service.first_line();
 

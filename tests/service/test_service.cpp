@@ -86,6 +86,14 @@ TEST(Service, TokensAreRequiredWhereConfigured) {
   const std::string home = fresh_home("auth");
   std::ofstream(home + "/token") << "s3cret-token\n";
   std::ofstream(home + "/wrong") << "not-the-token\n";
+  // Issue 33: a token file others can read is refused, by the service and by a client.
+  test::Result readable = test::capture(TFW_BINARY " serve --listen 127.0.0.1:0 --home " + home + " --token-file " +
+                                        home + "/token");
+  EXPECT_EQ(readable.code, 2) << readable.output;
+  EXPECT_NE(readable.output.find("can be read or written by other users (mode 0644)"), std::string::npos)
+      << readable.output;
+  EXPECT_NE(readable.output.find("chmod 600 " + home + "/token"), std::string::npos) << readable.output;
+  for (const char* file : {"/token", "/wrong"}) fs::permissions(home + file, fs::perms::owner_read | fs::perms::owner_write);
   ServeProcess guarded = serve(home, {"--token-file", home + "/token"});
   ASSERT_NE(guarded.address(), "") << guarded.first_line();
   try {
@@ -102,6 +110,13 @@ TEST(Service, TokensAreRequiredWhereConfigured) {
   }
   service::Client right(guarded.address(), home + "/token");
   EXPECT_TRUE(right.request({{"type", "jobs"}})["jobs"].empty());
+  fs::permissions(home + "/wrong", fs::perms::others_read, fs::perm_options::add);
+  try {
+    service::Client client(guarded.address(), home + "/wrong");
+    FAIL() << "a client read a token file others can read";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("can be read or written by other users"), std::string::npos) << e.what();
+  }
 
   // A loopback service without a token accepts clients that bring one (it has nothing to check).
   const std::string open_home = fresh_home("auth-open");

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -237,6 +238,80 @@ TEST(ServiceAttack, IdleConnectionsBeyondTheCapAreTurnedAway) {
     }
   }, 10));
   EXPECT_EQ(server.stop(), 0);
+}
+
+}  // namespace
+}  // namespace tfw
+
+namespace tfw {
+namespace {
+
+// Resident memory of a process, in MiB (VmRSS).
+double resident_mib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return -1;
+}
+
+// Issue 33: after 3,500 submit+cancel cycles the jobs reply was 1 MB and `tfw jobs` failed
+// every time; `{"type":"runs","after":1e300}` listed every run; 24 clients that stopped
+// reading grew the service to 2 GB. Jobs are paged, "after" must be an id, and the bytes
+// queued to all clients together are bounded.
+TEST(ServiceAttack, ManyJobsArePagedAndClientsThatStopReadingCannotGrowTheService) {
+  const std::string home = fresh_home("paging");
+  {
+    std::unique_ptr<Store> store = Store::open(home + "/runs.db");
+    for (int i = 0; i < 3500; ++i) {
+      JobRow job;
+      job.name = fmt::format("job-{}", i);
+      job.client = "127.0.0.1:1";
+      const std::int64_t id = store->job_create(job);
+      store->job_set_status(id, JobStatus::cancelled, -1, std::string(200, 'x'));
+    }
+  }
+  ServeProcess server = serve(home);
+  ASSERT_NE(server.address(), "") << server.first_line();
+  {
+    service::Client client(server.address());
+    const json first = client.request({{"type", "jobs"}});
+    EXPECT_TRUE(first["more"].get<bool>());
+    EXPECT_LT(first.dump().size(), service::kMaxLine);
+    EXPECT_LT(first["jobs"].size(), 3500u);
+    EXPECT_EQ(service::jobs_all(client).size(), 3500u);
+  }
+  const test::Result listed = test::capture(TFW_BINARY " jobs --connect " + server.address() + " --json");
+  ASSERT_EQ(listed.code, 0) << listed.output.substr(0, 400);
+  EXPECT_EQ(json::parse(listed.output)["jobs"].size(), 3500u);
+  {
+    service::Client client(server.address());
+    try {
+      client.request({{"type", "runs"}, {"after", 1e300}});
+      ADD_FAILURE() << "after = 1e300 was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("\"after\" must be an integer id"), std::string::npos) << e.what();
+    }
+  }
+  // 24 clients ask for the first page (half a MiB) 200 times each and never read a byte.
+  const double before = resident_mib(server.pid());
+  std::vector<std::unique_ptr<RawSocket>> silent;
+  const std::string hello = json({{"type", "hello"}, {"version", 1}}).dump() + "\n";
+  const std::string ask = json({{"type", "jobs"}}).dump() + "\n";
+  for (int c = 0; c < 24; ++c) {
+    auto socket = std::make_unique<RawSocket>(server.address());
+    ASSERT_GE(socket->fd, 0);
+    socket->send_text(hello);
+    for (int i = 0; i < 200; ++i) socket->send_text(ask);
+    silent.push_back(std::move(socket));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const double after = resident_mib(server.pid());
+  std::cout << "service resident memory: " << before << " MiB before, " << after << " MiB with 24 silent clients\n";
+  EXPECT_LT(after - before, 300.0) << "the clients' queues grew past the 256 MiB bound";
+  // The service still answers others.
+  service::Client other(server.address());
+  EXPECT_EQ(other.request({{"type", "jobs"}, {"after", 3499}})["jobs"].size(), 1u);
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ void submit(const Connect& connect, const std::string& file, const std::string& 
 
 void jobs(const Connect& connect) {
   service::Client client = connect.open();
-  nlohmann::json reply = client.request({{"type", "jobs"}});
+  const nlohmann::json reply = {{"type", "jobs"}, {"jobs", service::jobs_all(client)}};
   if (connect.json) return print_json(reply);
   fmt::print("{:>4}  {:<24} {:<10} {:<10} {:>9} {:>9} {:>9}  {}\n", "job", "name", "kind", "status", "submitted",
              "started", "ended", "error");

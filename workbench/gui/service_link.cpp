@@ -54,7 +54,11 @@ nlohmann::json ServiceLink::submit_file(const std::string& experiment_file) {
 
 nlohmann::json ServiceLink::cancel(std::int64_t job) { return request({{"type", "cancel"}, {"job", job}}); }
 
-nlohmann::json ServiceLink::jobs() { return request({{"type", "jobs"}}); }
+nlohmann::json ServiceLink::jobs() {
+  if (!error_.empty()) throw std::runtime_error(error_);
+  service::Client client(address_, token_file_, 10);
+  return {{"type", "jobs"}, {"jobs", service::jobs_all(client)}};
+}
 
 std::int64_t ServiceLink::running_job_of(const std::string& experiment) {
   const nlohmann::json reply = jobs();

@@ -1,6 +1,7 @@
 // See client.h.
 #include "workbench/service/client.h"
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <fmt/format.h>
 
@@ -90,6 +91,19 @@ nlohmann::json Client::request(const nlohmann::json& message) {
   nlohmann::json reply = receive(60);
   if (reply.value("type", "") == "error") throw UsageError(reply.value("error", "the service answered an error"));
   return reply;
+}
+
+nlohmann::json jobs_all(Client& client) {
+  nlohmann::json all = nlohmann::json::array();
+  std::int64_t after = 0;
+  while (true) {
+    nlohmann::json reply = client.request({{"type", "jobs"}, {"after", after}});
+    for (nlohmann::json& job : reply["jobs"]) {
+      after = std::max(after, job.value("id", std::int64_t{0}));
+      all.push_back(std::move(job));
+    }
+    if (!reply.value("more", false) || reply["jobs"].empty()) return all;
+  }
 }
 
 }  // namespace tfw::service

@@ -32,4 +32,7 @@ class Client {
   nlohmann::json hello_;
 };
 
+// Every job of the service, following its pages ({"type":"jobs","after":ID} while "more").
+nlohmann::json jobs_all(Client& client);
+
 }  // namespace tfw::service

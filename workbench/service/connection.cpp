@@ -60,10 +60,24 @@ void Connection::read() {
 void Connection::send(Line line) {
   if (closed) return;
   pending += line->size();
+  service.pending_total += line->size();
   if (pending > service.options.max_pending) {
     closing = true;  // too slow: drop it rather than buffer without bound
     service.drop(shared_from_this());
     return;
+  }
+  // All clients together are bounded too: clients that stop reading each stayed under the
+  // per-client bound while the service grew to gigabytes (issue 33). The one holding the most
+  // is dropped until the total fits.
+  while (service.pending_total > service.options.max_pending_total) {
+    std::shared_ptr<Connection> largest;
+    for (const std::shared_ptr<Connection>& other : service.connections) {
+      if (!other->closed && (!largest || other->pending > largest->pending)) largest = other;
+    }
+    if (!largest) break;
+    largest->closing = true;
+    service.drop(largest);
+    if (largest.get() == this) return;
   }
   output.push_back(std::move(line));
   if (!writing) write();
@@ -84,6 +98,7 @@ void Connection::write() {
                         return;
                       }
                       self->pending -= self->output.front()->size();
+                      self->service.pending_total -= self->output.front()->size();
                       self->output.pop_front();
                       self->writing = false;
                       if (!self->output.empty()) self->write();
@@ -101,6 +116,8 @@ void Connection::fail(const std::string& error) {
 void Service::Impl::drop(const std::shared_ptr<Connection>& connection) {
   if (connection->closed) return;
   connection->closed = true;
+  pending_total -= connection->pending;  // its queue is freed with it
+  connection->pending = 0;
   boost::system::error_code ignored;
   connection->timer.cancel();
   connection->write_timer.cancel();
@@ -164,9 +181,13 @@ void Service::Impl::handle(const std::shared_ptr<Connection>& c, const json& mes
   try {
     if (type == "submit") return reply(submit(message, c->peer));
     if (type == "jobs") {
-      json list = json::array();
-      for (const JobRow& job : store->jobs()) list.push_back(job_json(job));
-      return reply({{"type", "jobs"}, {"jobs", list}});
+      json body;
+      try {
+        body = read_jobs(message);
+      } catch (const BadRequest& e) {
+        return c->fail(e.what());
+      }
+      return reply(body);
     }
     if (type == "cancel") {
       if (!message.contains("job") || !message["job"].is_number_integer()) return c->fail("cancel needs \"job\": ID");

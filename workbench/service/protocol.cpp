@@ -1,6 +1,8 @@
 // See protocol.h.
 #include "workbench/service/protocol.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -38,6 +40,14 @@ std::string address_resolve(const std::string& flag) {
 std::string token_read(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw UsageError(with_hint(fmt::format("cannot read the token file {}", path), "check the path"));
+  // A secret others can read is no secret: refused as ssh refuses a readable private key.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    throw UsageError(with_hint(fmt::format("the token file {} can be read or written by other users (mode {:04o}): "
+                                           "anyone on this machine could use the service as you",
+                                           path, st.st_mode & 07777),
+                               fmt::format("chmod 600 {}", path)));
+  }
   std::stringstream text;
   text << in.rdbuf();
   std::string token = text.str();

@@ -22,7 +22,8 @@ struct ServiceOptions {
   double handshake_timeout = 10;          // seconds for a new connection's hello
   double idle_timeout = 300;              // seconds without a request (subscribers exempt)
   double write_timeout = 30;              // a client that takes longer to accept a write is dropped
-  std::size_t max_pending = 64u << 20;    // bytes queued to one client before it counts as too slow
+  std::size_t max_pending = 16u << 20;    // bytes queued to one client before it counts as too slow
+  std::size_t max_pending_total = 256u << 20;  // bytes queued to all clients: the largest queue is dropped
   double poll_interval = 0.02;            // seconds between store reads for watched runs
   std::size_t max_connections = 256;      // more are answered with an error and closed
 };

@@ -63,6 +63,7 @@ struct Service::Impl {
   };
   std::map<std::int64_t, Feed> feeds;
   std::set<std::shared_ptr<Connection>> connections;
+  std::size_t pending_total = 0;  // bytes queued to all clients (bounded by options.max_pending_total)
 
   // Watched runs: io thread -> poller.
   std::mutex watched_mutex;
@@ -85,6 +86,7 @@ struct Service::Impl {
   json read_runs(const json& message);
   json read_history(const json& message);
   json read_checkpoints(const json& message);
+  json read_jobs(const json& message);
   void subscribe(const std::shared_ptr<Connection>& connection, std::int64_t run);
   // Runs recording to this service from elsewhere (`tfw train --record-to`, record.cpp): the
   // last sequence number applied per recording book, and the run each book created.
