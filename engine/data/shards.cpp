@@ -1,6 +1,9 @@
 // Token shards: prepare, read, list. See shards.h.
 #include "engine/data/shards.h"
 
+#include <cerrno>
+#include <cstring>
+#include <csignal>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -53,6 +56,21 @@ class ShardWriter {
   std::uint64_t count_ = 0;
 };
 
+// Removes train.bin/val.bin/meta.toml.tmpPID files whose process is gone.
+void sweep_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* stem : {"train.bin.tmp", "val.bin.tmp", "meta.toml.tmp"}) {
+      if (name.rfind(stem, 0) != 0) continue;
+      const std::string digits = name.substr(std::strlen(stem));
+      if (digits.empty() || digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      const pid_t pid = static_cast<pid_t>(std::stoll(digits));
+      if (pid == ::getpid() || (::kill(pid, 0) != 0 && errno == ESRCH)) fs::remove(entry.path(), ec);
+    }
+  }
+}
+
 std::string name_of(const std::string& path) {
   fs::path p = fs::path(path).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
@@ -81,9 +99,22 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
   const int width = meta.dtype == "uint16" ? 2 : 4;
 
   // Temporary names carry the pid: two processes preparing the same corpus do not collide,
-  // and the renames below make the last complete one win.
+  // and the renames below make the last complete one win. Files an earlier attempt left
+  // (a process that died, or a disk that filled) are removed first, and this attempt's are
+  // removed if it fails: each retry on a full disk used to add three more (issue 33).
+  sweep_stale_temporaries(out_dir);
   const std::string suffix = fmt::format(".tmp{}", ::getpid());
   const std::string train_tmp = out_dir + "/train.bin" + suffix, val_tmp = out_dir + "/val.bin" + suffix;
+  const std::string meta_tmp = out_dir + "/meta.toml" + suffix;
+  struct RemoveOnFailure {
+    std::vector<std::string> paths;
+    bool done = false;
+    ~RemoveOnFailure() {
+      if (done) return;
+      std::error_code ec;
+      for (const std::string& path : paths) fs::remove(path, ec);
+    }
+  } temporaries{{train_tmp, val_tmp, meta_tmp}};
   ShardWriter train(train_tmp, width), val(val_tmp, width);
   std::string block(options.block_bytes, '\0');
   std::vector<std::uint32_t> ids;
@@ -119,7 +150,10 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
       in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
       if (!in) throw Error(fmt::format("cannot re-read '{}'", train_tmp));
     }
-    std::ofstream(val_tmp, std::ios::binary | std::ios::trunc).write(tail.data(), static_cast<std::streamsize>(tail.size()));
+    std::ofstream rewritten(val_tmp, std::ios::binary | std::ios::trunc);
+    rewritten.write(tail.data(), static_cast<std::streamsize>(tail.size()));
+    rewritten.flush();
+    if (!rewritten) throw Error(fmt::format("writing '{}' failed (disk full?)", val_tmp));
     fs::resize_file(train_tmp, kept * static_cast<std::uint64_t>(width));
     meta.train_tokens = kept;
     meta.val_tokens = moved;
@@ -132,15 +166,17 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
                     {"val_tokens", static_cast<std::int64_t>(meta.val_tokens)},
                     {"block_bytes", static_cast<std::int64_t>(meta.block_bytes)},
                     {"val_every", static_cast<std::int64_t>(meta.val_every)}};
-  const std::string meta_tmp = out_dir + "/meta.toml" + suffix;
   {
     std::ofstream out(meta_tmp);
     out << "# tfw token shards: train.bin / val.bin, little-endian " << meta.dtype << "\n" << table << "\n";
+    out.flush();
+    if (!out) throw Error(fmt::format("writing '{}' failed (disk full?)", meta_tmp));
   }
   for (const std::string& path : {train_tmp, val_tmp, meta_tmp}) path_fsync(path);
   fs::rename(train_tmp, out_dir + "/train.bin");
   fs::rename(val_tmp, out_dir + "/val.bin");
   fs::rename(meta_tmp, out_dir + "/meta.toml");
+  temporaries.done = true;
   path_fsync(out_dir);
   return meta;
 }

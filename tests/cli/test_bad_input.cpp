@@ -320,3 +320,24 @@ TEST_F(BadInput, ACheckpointThatRunsCodeWhenLoadedRunsNothing) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 33 (low): `tfw data prepare` on a full disk left train.bin.tmpPID files behind, and
+// each retry added more. A file-size limit stands in for the full disk (the writes fail with
+// EFBIG, as with ENOSPC); then a retry with room succeeds and leaves nothing either.
+TEST_F(BadInput, DataPrepareOnAFullDiskLeavesNoTemporaryFiles) {
+  Result full = script("rm -rf $W/fd; for attempt in 1 2; do (ulimit -f 64; trap '' XFSZ; "
+                       "$T data prepare kjv --home $W/fd); echo \"code=$?\"; done; "
+                       "echo \"left=$(find $W/fd -name '*.tmp*' | wc -l)\"");
+  EXPECT_NE(full.output.find("code=1"), std::string::npos) << full.output;
+  EXPECT_NE(full.output.find("disk full"), std::string::npos) << full.output;
+  EXPECT_NE(full.output.find("left=0"), std::string::npos) << full.output;
+  EXPECT_EQ(full.output.find("code=0"), std::string::npos) << full.output;
+  Result room = script("$T data prepare kjv --home $W/fd >/dev/null; echo \"code=$?\"; "
+                       "echo \"left=$(find $W/fd -name '*.tmp*' | wc -l)\"; ls $W/fd/data/*/");
+  EXPECT_NE(room.output.find("code=0\nleft=0\n"), std::string::npos) << room.output;
+  EXPECT_NE(room.output.find("train.bin"), std::string::npos) << room.output;
+}
+
+}  // namespace
