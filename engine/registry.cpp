@@ -136,13 +136,6 @@ std::vector<PluginEntry> Registry::entries() const {
   return all;
 }
 
-std::string executable_dir() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return ".";
-  return exe.parent_path().string();
-}
-
 Registry& registry() {
   static Registry instance;
   static std::once_flag loaded;

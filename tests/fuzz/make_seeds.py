@@ -1,0 +1,79 @@
+"""Writes the seed corpora of the fuzz targets (tests/fuzz/seeds/TARGET/): valid inputs made
+by the real writers (PyPI's safetensors, a tokenizer.json in Hugging Face's layout, the
+service's messages) and the hostile inputs of the unit tests. Run once; the files are
+committed. usage: make_seeds.py OUT_DIR"""
+import json
+import os
+import struct
+import sys
+
+import torch
+from safetensors.torch import save
+
+out = sys.argv[1]
+
+
+def write(target, name, data):
+    os.makedirs(os.path.join(out, target), exist_ok=True)
+    with open(os.path.join(out, target, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+# safetensors: real files, then the hostile headers of tests/engine/test_safetensors.cpp.
+write("safetensors", "two-tensors", save({"w": torch.arange(6, dtype=torch.float32).reshape(2, 3),
+                                           "n": torch.tensor([1, -2], dtype=torch.int64)}, metadata={"k": "v"}))
+write("safetensors", "every-dtype", save({d: torch.zeros(2, dtype=getattr(torch, t)) for d, t in [
+    ("f64", "float64"), ("f32", "float32"), ("f16", "float16"), ("bf16", "bfloat16"), ("i64", "int64"),
+    ("i32", "int32"), ("i16", "int16"), ("i8", "int8"), ("u8", "uint8"), ("b", "bool")]}))
+write("safetensors", "empty-and-scalar", save({"e": torch.zeros(0, 3), "s": torch.tensor(2.5)}))
+
+
+def header(obj, data=b""):
+    text = json.dumps(obj).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+write("safetensors", "shape-overflow", header({"t": {"dtype": "F32", "shape": [2**62, 4], "data_offsets": [0, 4]}}, b"\0" * 4))
+write("safetensors", "overlap", header({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                                        "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8))
+write("safetensors", "short-record", header({"t": {"dtype": "F32", "shape": [16], "data_offsets": [0, 64]}}, b"\1" * 16))
+write("safetensors", "huge-length", b"\xff" * 8 + b"{}")
+
+# tokenizer.json: a small byte-level BPE in Hugging Face's layout, with variants.
+byte_symbols = {}
+n = 0
+for b in range(256):
+    if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255:
+        byte_symbols[b] = chr(b)
+    else:
+        byte_symbols[b] = chr(256 + n)
+        n += 1
+vocab = {byte_symbols[b]: i for i, b in enumerate(range(256))}
+merges = ["h e", "l l", "he ll", "Ġ w", "o r"]
+for m in merges:
+    vocab[m.replace(" ", "")] = len(vocab)
+tok = {"version": "1.0", "added_tokens": [{"id": len(vocab), "content": "<|endoftext|>", "special": True}],
+       "normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+       "model": {"type": "BPE", "vocab": vocab, "merges": merges}}
+write("tokenizer_json", "small-bpe", json.dumps(tok))
+tok2 = dict(tok, normalizer={"type": "NFC"}, model=dict(tok["model"], merges=[m.split(" ") for m in merges]))
+write("tokenizer_json", "nfc-pairs", json.dumps(tok2))
+write("tokenizer_json", "empty-added", json.dumps(dict(tok, added_tokens=[{"id": 3, "content": ""}])))
+write("tokenizer_json", "big-id", json.dumps(dict(tok, model=dict(tok["model"], vocab=dict(vocab, zz=4294967301)))))
+write("tokenizer_json", "deep-merge", '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [' + "[" * 100 + "]" * 100 + "]}}")
+
+# service messages: the protocol's requests, and nesting past the limit.
+for name, message in {
+    "hello": {"type": "hello", "version": 1, "token": "t", "id": 7},
+    "submit": {"type": "submit", "run": "[model]\nd = 1\n", "name": "x"},
+    "jobs": {"type": "jobs", "after": 3},
+    "runs": {"type": "runs", "after": 1e300},
+    "history": {"type": "history", "run": 1, "cursor": {"points": 3, "events": 1}},
+    "record": {"type": "record", "run": 1, "capability": "00", "open_id": "b", "seq": 2,
+               "points": [["train/loss", 1, 2, 3.0, 4.0, None]], "events": [[1, "nan", "{}"]]},
+    "record_create": {"type": "record_create", "open_id": "b", "record": {"experiment": "e", "name": "n",
+                      "family": "tokenformer", "config": "", "seed": 0, "git_commit": "", "host": "h",
+                      "parameters": 1, "run_dir": "/x"}},
+}.items():
+    write("service_message", name, json.dumps(message))
+write("service_message", "deep", '{"type":"hello","version":1,"id":' + "[" * 70 + "]" * 70 + "}")

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The parsers of outside bytes under libFuzzer with AddressSanitizer and UBSan (issue 33):
+# builds each target with clang, then runs it over its seed corpus (the hostile inputs of the
+# unit tests, in tests/fuzz/seeds/TARGET/) and for a fixed number of new executions.
+#   bash tests/fuzz/run.sh [RUNS] [TARGET...]     RUNS default 100000 (CI); 0 = until stopped
+#   TFW_FUZZ_SECONDS=600 bash tests/fuzz/run.sh 0  each target for 10 minutes
+# Exit status: 0 when no target crashed, leaked or tripped a sanitizer; the findings are in
+# build/fuzz/TARGET/ (crash-*, the log).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+out=${TFW_FUZZ_DIR:-$root/build/fuzz}
+runs=${1:-100000}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors tokenizer_json service_message)
+mkdir -p "$out"
+
+flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+       -I"$root" -DTOML_HEADER_ONLY=1)
+sources_of() {
+  case "$1" in
+    safetensors) echo "engine/safetensors.cpp engine/error.cpp" ;;
+    tokenizer_json) echo "engine/data/gpt2_tokenizer.cpp engine/data/tokenizer.cpp engine/error.cpp engine/home.cpp engine/files.cpp engine/executable_dir.cpp" ;;
+    service_message) echo "workbench/service/protocol.cpp engine/error.cpp" ;;
+    *) echo "unknown fuzz target $1" >&2; exit 2 ;;
+  esac
+}
+libs_of() {
+  case "$1" in
+    tokenizer_json) echo "-lfmt -licuuc -lz" ;;
+    *) echo "-lfmt" ;;
+  esac
+}
+
+failed=0
+for target in "${targets[@]}"; do
+  dir="$out/$target"
+  mkdir -p "$dir/corpus"
+  binary="$dir/fuzz_$target"
+  read -r -a sources <<< "$(sources_of "$target")"
+  read -r -a libs <<< "$(libs_of "$target")"
+  (cd "$root" && clang++ "${flags[@]}" "tests/fuzz/fuzz_$target.cpp" "${sources[@]}" -o "$binary" "${libs[@]}")
+  seeds="$root/tests/fuzz/seeds/$target"
+  start=$(date +%s%N)
+  set +e
+  (cd "$dir" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "$binary" -runs="$runs" ${TFW_FUZZ_SECONDS:+-max_total_time=$TFW_FUZZ_SECONDS} -max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    corpus "$seeds" > log.txt 2>&1)
+  code=$?
+  set -e
+  seconds=$(( ($(date +%s%N) - start) / 1000000000 ))
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$dir/log.txt" | grep -o '[0-9]*$' || echo "?")
+  cov=$(grep -o 'cov: [0-9]*' "$dir/log.txt" | tail -1 | grep -o '[0-9]*' || echo "?")
+  echo "fuzz $target: exit $code, $execs executions in $seconds s, coverage $cov edges, corpus $(ls "$dir/corpus" | wc -l) inputs"
+  if [ $code -ne 0 ]; then
+    failed=1
+    tail -40 "$dir/log.txt"
+  fi
+done
+exit $failed
