@@ -113,6 +113,16 @@ const std::vector<Case> kCases = {
      "$(stat -c %s f/step-00000005.safetensors) $(python3 -c \"import zlib;print(zlib.crc32(open('f/step-00000005.safetensors','rb')"
      ".read()))\") > f/step-00000005.toml; $T train c.toml --home $H --name y --init-from f/step-00000005.safetensors",
      2, "not a valid safetensors file"},
+    // Issue 33, finding 5: a checkpoint whose data is shorter than its tensors, with a manifest
+    // that matches the shortened file; tfw eval computed a loss of nan on heap memory.
+    {"a checkpoint shorter than its tensors",
+     "mkdir -p short; cp $H/runs/base/checkpoints/step-00000006.safetensors short/step-00000006.safetensors; "
+     "truncate -s -64 short/step-00000006.safetensors; "
+     "printf 'format_version = 2\\narchive = \"step-00000006.safetensors\"\\nsize = %d\\ncrc32 = %d\\nstep = 6\\n' "
+     "$(stat -c %s short/step-00000006.safetensors) $(python3 -c \"import zlib;print(zlib.crc32(open("
+     "'short/step-00000006.safetensors','rb').read()))\") > short/step-00000006.toml; "
+     "$T eval short/step-00000006.safetensors --windows 1 --home $H",
+     2, "not a valid safetensors file"},
     {"init-from the other family",
      "$T train $M/tiny-transformer.toml --home $H --name other --set train.max_steps=2 --init-from "
      "$H/runs/base/checkpoints/step-00000006.safetensors",

@@ -3,6 +3,7 @@
 // logits of an independent float64 implementation of the official forward pass, imported and
 // run by the workbench's model; the PyTorch pickle reader on the cases a state dict can hold;
 // and the importer's errors.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -137,6 +138,36 @@ TEST(Import, AStorageLongerThanItsRecordIsRefused) {
                 std::string::npos) << e.what();
     }
   }
+  fs::remove_all(dir);
+}
+
+// Issue 33: lists nested 100,000 deep crashed the reader's destructors (recursion); a dict of
+// 200,000 keys took over a minute (a linear scan per key); a stride-0 view of one float
+// materialised 2^28 of them (1 GiB) before any shape was checked.
+TEST(Import, HostilePicklesAreReadWithinBounds) {
+  const fs::path dir = fs::temp_directory_path() / "tfw-test-hostile-pickles";
+  fs::remove_all(dir);
+  ASSERT_EQ(std::system((std::string(TFW_PYTHON) + " " TFW_SOURCE_DIR "/tests/reference/hostile_pickles.py " +
+                         dir.string()).c_str()),
+            0);
+  auto error_of = [&](const std::string& name) -> std::string {
+    try {
+      torch_state_dict_read((dir / name).string());
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(error_of("deep.pt").find("holds no state dict"), std::string::npos) << error_of("deep.pt");
+  const auto start = std::chrono::steady_clock::now();
+  const auto tensors = torch_state_dict_read((dir / "keys.pt").string());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(tensors.size(), 1u);
+  EXPECT_EQ(tensors[0].first, "w");
+  EXPECT_EQ(tensors[0].second[3].item<float>(), 3.0f);
+  EXPECT_LT(seconds, 10.0) << "200,000 dict keys took " << seconds << " s";
+  EXPECT_NE(error_of("stride0.pt").find("a tensor of 268435456 elements over a storage of 1"), std::string::npos)
+      << error_of("stride0.pt");
   fs::remove_all(dir);
 }
 
