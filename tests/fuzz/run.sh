@@ -10,6 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${TFW_FUZZ_DIR:-$root/build/fuzz}
 runs=${1:-100000}
+[ "$runs" != 0 ] || runs=-1  # libFuzzer's "no limit"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(safetensors tokenizer_json service_message)
