@@ -198,7 +198,8 @@ std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& met
           {"parent_run", std::to_string(meta.parent_run)},
           {"parent_checkpoint", meta.parent_checkpoint},
           {"growth_method", meta.growth_method},
-          {"growth_options", meta.growth_options}};
+          {"growth_options", meta.growth_options},
+          {"threads", std::to_string(meta.threads)}};
 }
 
 CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::optim::Optimizer* optimizer,
@@ -416,6 +417,7 @@ CheckpointMeta meta_from(const std::map<std::string, std::string>& metadata, con
   meta.parent_checkpoint = metadata_text(metadata, path, "parent_checkpoint");
   meta.growth_method = metadata_text(metadata, path, "growth_method");
   meta.growth_options = metadata_text(metadata, path, "growth_options");
+  meta.threads = metadata.count("threads") ? metadata_integer(metadata, path, "threads") : 0;
   return meta;
 }
 

@@ -35,6 +35,7 @@ struct CheckpointMeta {
   std::string parent_checkpoint;
   std::string growth_method;
   std::string growth_options;     // TOML
+  std::int64_t threads = 0;       // torch threads the run trained with (0: not recorded)
 };
 
 

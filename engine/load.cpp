@@ -70,8 +70,10 @@ double LoadMeter::other_cpu_share() const {
 double LoadMeter::seconds() const { return wall_now() - start_wall_; }
 
 ThreadGovernor::ThreadGovernor(double window_seconds) : window_seconds_(window_seconds) {
-  const char* fixed = std::getenv("TFW_FIXED_THREADS");
-  enabled_ = !(fixed && std::strcmp(fixed, "1") == 0) && runtime_threads() > 1;
+  // Off unless asked for: a different thread count splits the reductions differently, so the
+  // same config and seed would no longer give the same numbers (issue 34).
+  const char* adapt = std::getenv("TFW_ADAPT_THREADS");
+  enabled_ = adapt && std::strcmp(adapt, "1") == 0 && runtime_threads() > 1;
 }
 
 std::optional<std::string> ThreadGovernor::update() {

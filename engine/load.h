@@ -34,8 +34,12 @@ bool load_contended(double other_cpu_share, int threads);
 // governor reads the other processes' CPU use over the window (LoadMeter) and uses
 //   threads = clamp(round(cores − other processes' cores), 1, runtime_threads()),
 // through runtime_use_threads(). It only lowers the count below what the run asked for, and
-// raises it again when the load goes. TFW_FIXED_THREADS=1 turns it off (benchmarks that
-// must hold the thread count fixed).
+// raises it again when the load goes. It is off unless TFW_ADAPT_THREADS=1: changing the
+// thread count changes how reductions are split, so a run that adapts is faster beside other
+// work but no longer gives the same numbers for the same seed. By default a run keeps the
+// count it starts with (and records it in its checkpoints), and the CPU waits passively in
+// OpenMP barriers (OMP_WAIT_POLICY=PASSIVE, set by `tfw train`), which costs a busy machine
+// less without changing the arithmetic.
 class ThreadGovernor {
  public:
   explicit ThreadGovernor(double window_seconds = 1.0);

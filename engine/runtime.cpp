@@ -11,9 +11,11 @@ namespace tfw {
 namespace {
 int current_threads = 0;
 int active_threads = 0;
+bool explicit_threads = false;
 }  // namespace
 
 void runtime_init(int threads) {
+  explicit_threads = threads > 0;
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads <= 0) threads = 1;
   torch::set_num_threads(threads);
@@ -22,6 +24,7 @@ void runtime_init(int threads) {
 }
 
 int runtime_threads() { return current_threads; }
+bool runtime_threads_explicit() { return explicit_threads; }
 
 void runtime_use_threads(int threads) {
   if (threads < 1) threads = 1;

@@ -6,8 +6,11 @@
 
 namespace tfw {
 
-// Sets torch's thread count to `threads`, or to the machine's core count when 0.
+// Sets torch's thread count to `threads`, or to the machine's core count when 0. A count
+// given (threads > 0, e.g. --threads) is explicit: a resumed run then keeps it instead of
+// the count it recorded.
 void runtime_init(int threads = 0);
+bool runtime_threads_explicit();
 
 // The thread count runtime_init() set (0 before it is called): the most a run uses.
 int runtime_threads();

@@ -1,6 +1,7 @@
 // The training loop. See trainer.h. Shapes: B batch, T sequence length, V vocabulary.
 #include "engine/trainer.h"
 
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -272,6 +273,16 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     optimizer_loaded = true;
     data->sampler_restore(state.sampler_state);
     say(fmt::format("resumed {} at step {} ({} tokens)", latest.path, state.step, state.tokens));
+    // The thread count the run trained with, unless --threads says otherwise: another count
+    // splits the reductions differently, and the losses would not continue exactly.
+    if (state.threads > 0 && state.threads != runtime_threads() && !runtime_threads_explicit() && dist == nullptr) {
+      const int cores = static_cast<int>(std::thread::hardware_concurrency());
+      runtime_init(static_cast<int>(state.threads));
+      say(fmt::format("threads: {}, as the run recorded{}", state.threads,
+                      cores > 0 && cores < state.threads
+                          ? fmt::format(" (this machine has {} cores: slower, but the same arithmetic)", cores)
+                          : ""));
+    }
   } else if (!options.init_from.empty()) {
     CheckpointMeta origin = checkpoint_load(options.init_from, *model, nullptr);
     state.inherited_flops = origin.inherited_flops + origin.flops;
@@ -331,6 +342,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     if (options.before_checkpoint) options.before_checkpoint();
     state.sampler_state = data->sampler_state();
     state.config_toml = config_text(config.resolved);
+    state.threads = runtime_active_threads();
     CheckpointInfo saved = checkpoint_save(checkpoint_dir, *model, optimizer.get(), state);
     summary.last_checkpoint = saved.path;
     if (options.on_checkpoint) options.on_checkpoint(saved.path, saved.step, saved.crc32, saved.size);

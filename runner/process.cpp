@@ -33,6 +33,11 @@ std::string self_executable() {
   return exe;
 }
 
+void process_restart_with(const std::string& name, const std::string& value, char** argv) {
+  ::setenv(name.c_str(), value.c_str(), 1);
+  ::execv(self_executable().c_str(), argv);
+}
+
 std::string program_path(const std::string& program) {
   if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0 ? program : "";
   const char* path = std::getenv("PATH");

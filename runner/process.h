@@ -26,6 +26,11 @@ struct ProcessSpec {
 // "... (deleted)": the path then names the new build, which is the one to run.
 std::string self_executable();
 
+// Replaces this process with itself, the same arguments, and NAME=VALUE in its environment
+// (for settings a library reads only as it loads, e.g. OMP_WAIT_POLICY). Returns only when
+// that fails, and the caller goes on as it is.
+void process_restart_with(const std::string& name, const std::string& value, char** argv);
+
 // The path of `program` found on $PATH (as a shell would), or "" when there is none.
 std::string program_path(const std::string& program);
 

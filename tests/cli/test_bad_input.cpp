@@ -19,7 +19,9 @@ namespace fs = std::filesystem;
 using tfw::test::capture;
 using tfw::test::Result;
 
-const std::string kWork = "/tmp/tfw-test-bad-input";
+// Per process: ctest runs each test in a process of its own, two at a time, and each sets the
+// suite up; a shared folder was wiped by one while the other used it (tests then skipped).
+const std::string kWork = "/tmp/tfw-test-bad-input-" + std::to_string(::getpid());
 const std::string kHome = kWork + "/home";
 
 // Runs a bash script with T (tfw), H (the shared home), W (a scratch folder) and M (the
@@ -183,6 +185,9 @@ const std::vector<Case> kCases = {
 
 class BadInput : public ::testing::Test {
  protected:
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(kWork);
+  }
   static void SetUpTestSuite() {
     fs::remove_all(kWork);
     fs::create_directories(kWork);

@@ -365,3 +365,46 @@ TEST(Cli, MsgGrowThenTrainCarriesTheRamp) {
 }
 
 }  // namespace
+
+namespace {
+
+// (key, step, value) of every point of a run folder's metrics.jsonl, in order; wall times and
+// speeds (which depend on the machine's load) left out.
+std::vector<std::string> points_of(const std::string& run_dir) {
+  std::vector<std::string> points;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json point = nlohmann::json::parse(line);
+    const std::string key = point["key"];
+    if (key.rfind("train/", 0) != 0 && key.rfind("val/", 0) != 0) continue;
+    if (key == "train/tokens_per_s" || key == "train/mfu" || key == "train/step_seconds") continue;
+    points.push_back(fmt::format("{} {} {}", key, point["step"].get<std::int64_t>(), point["value"].dump()));
+  }
+  return points;
+}
+
+// Issue 34: the same experiment file run twice gave different losses (1.9414 and 1.9439):
+// the thread governor dropped a run from 2 threads to 1 beside a busy process, which splits
+// the reductions differently. The same config and seed now give bit-identical points, with
+// two busy processes started during the second run; the run records its thread count.
+TEST(Cli, TheSameConfigAndSeedGiveTheSameNumbersBesideBusyProcesses) {
+  const std::string a = "/tmp/tfw-test-same-a", b = "/tmp/tfw-test-same-b";
+  const std::string train = kMini + "tiny-train-tokenformer.toml --name r --set train.max_steps=120 "
+                            "--set train.eval_every=40 --set train.checkpoint_every=60";
+  Result first = tfw_shell("rm -rf " + a + " " + b + "; " TFW_BINARY " train " + train + " --home " + a);
+  ASSERT_EQ(first.code, 0) << first.output;
+  Result second = tfw_shell("for i in 1 2; do (while :; do :; done) & done; sleep 0.5; " TFW_BINARY " train " + train +
+                            " --home " + b + "; code=$?; kill $(jobs -p); exit $code");
+  ASSERT_EQ(second.code, 0) << second.output;
+  const std::vector<std::string> pa = points_of(a + "/runs/r"), pb = points_of(b + "/runs/r");
+  ASSERT_GT(pa.size(), 120u);
+  EXPECT_EQ(pa, pb);
+  EXPECT_EQ(second.output.find("threads 2 -> 1"), std::string::npos) << second.output;
+  // The checkpoint records the thread count it trained with.
+  Result meta = tfw_shell(std::string(TFW_PYTHON) + " -c \"from safetensors import safe_open; print('threads=' + "
+                          "safe_open('" + b + "/runs/r/checkpoints/step-00000120.safetensors', 'pt').metadata()['threads'])\"");
+  EXPECT_NE(meta.output.find(fmt::format("threads={}", std::thread::hardware_concurrency())), std::string::npos)
+      << meta.output;
+}
+
+}  // namespace

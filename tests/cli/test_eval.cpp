@@ -1,5 +1,7 @@
 // `tfw eval` end to end: the real binary against the trainer's own validation loss, strided
 // windows against even ones over the same text, the store's evaluations table, and bad input.
+#include <unistd.h>
+
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -20,7 +22,8 @@ using tfw::test::capture;
 using tfw::test::Result;
 using tfw::test::trainer_val_loss;
 
-const std::string kHome = "/tmp/tfw-test-eval";
+// Per process (ctest runs tests two at a time, each setting the suite up).
+const std::string kHome = "/tmp/tfw-test-eval-" + std::to_string(::getpid());
 const std::string kTiny = std::string(TFW_SOURCE_DIR) + "/experiments/mini/tiny-train-tokenformer.toml";
 
 Result tfw(const std::string& arguments, const std::string& environment = "") {
@@ -47,6 +50,7 @@ std::string shards_from_kjv(const std::string& name, std::size_t val_tokens) {
 
 class Eval : public ::testing::Test {
  protected:
+  static void TearDownTestSuite() { fs::remove_all(kHome); }
   static void SetUpTestSuite() {
     fs::remove_all(kHome);
     const Result trained = tfw("train " + kTiny + " --set train.max_steps=60 --set train.eval_every=60");

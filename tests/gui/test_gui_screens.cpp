@@ -26,8 +26,10 @@ namespace fs = std::filesystem;
 using tfw::test::capture;
 using tfw::test::Result;
 
-const std::string kHome = "/tmp/tfw-test-gui-home";
-const std::string kShots = "/tmp/tfw-test-gui-shots";
+// Per process: ctest runs each test in a process of its own, two at a time, and each sets the
+// suite up; a shared folder was wiped by one while the other used it (tests then skipped).
+const std::string kHome = "/tmp/tfw-test-gui-home-" + std::to_string(::getpid());
+const std::string kShots = "/tmp/tfw-test-gui-shots-" + std::to_string(::getpid());
 
 Result tfw(const std::string& arguments) { return capture(std::string(TFW_BINARY) + " " + arguments); }
 Result gui(const std::string& arguments) {
@@ -68,6 +70,10 @@ struct Image {
 
 class GuiScreens : public ::testing::Test {
  protected:
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(kHome);
+    std::filesystem::remove_all(kShots);
+  }
   static void SetUpTestSuite() {
     fs::remove_all(kHome);
     fs::remove_all(kShots);

@@ -107,8 +107,12 @@ TEST(RecordRights, ARecordNeverMakesTheServiceWriteOutsideItsHome) {
                 {"record", {{"experiment", "okexp"}, {"name", "base"}, {"family", "tokenformer"}, {"config", ""},
                             {"seed", 0}, {"git_commit", ""}, {"host", "h"}, {"parameters", 1}, {"run_dir", run_dir}}}};
   };
-  // A folder of the service's own home cannot be claimed, nor a relative one.
-  EXPECT_NE(refusal(server.address(), create(home + "/runs/okexp/base")).find("outside this service's home"), std::string::npos);
+  // Another run's folder in the service's home cannot be claimed, nor a relative one. (The
+  // run's own folder there can: a cluster's nodes write into the service's shared home.)
+  EXPECT_NE(refusal(server.address(), create(home + "/runs/other/run")).find("a client may not claim another run's folder"),
+            std::string::npos);
+  EXPECT_NE(refusal(server.address(), create(home + "/runs/okexp/base/../../other/run")).find("may not claim"),
+            std::string::npos);
   EXPECT_NE(refusal(server.address(), create("runs/okexp/base")).find("must be an absolute path"), std::string::npos);
   // Another folder can be named (it is the client's own machine's), but the service never
   // writes there: a submitted experiment with the same names fails, saying why.

@@ -1,15 +1,43 @@
 // tfw: the Tokenformer Workbench command line. Exit codes: 0 success, 1 runtime failure,
 // 2 usage or configuration error (the message names the file, key and fix).
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "engine/error.h"
 #include "engine/runtime.h"
+#include "runner/process.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
 
+namespace {
+
+// OpenMP reads its wait policy once, as its runtime loads (before main). A training sets a
+// passive one for itself by starting again with it: a thread then sleeps at a barrier
+// instead of spinning, which costs far less beside other work and changes no arithmetic
+// (engine/load.h). Any other command, or a policy the user set, is left alone.
+void wait_passively_when_training(int argc, char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  bool training = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads") {
+      ++i;
+      continue;
+    }
+    if (arg.rfind("-", 0) == 0) continue;
+    training = arg == "train";
+    break;
+  }
+  if (training) tfw::runner::process_restart_with("OMP_WAIT_POLICY", "PASSIVE", argv);  // on failure, as it is
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  wait_passively_when_training(argc, argv);
   CLI::App app{"tfw: Tokenformer Workbench. Train, grow, record and compare Tokenformer and "
                "Transformer language models.",
                "tfw"};

@@ -4,13 +4,17 @@
 // docs/service.md, "Recording runs". A resent batch (its reply was lost) carries the sequence
 // number already applied and is acknowledged without being applied twice.
 #include <cmath>
+#include <filesystem>
 
 #include "engine/error.h"
 #include "engine/home.h"
+#include "runner/lineage.h"
 #include "runner/run_book.h"
 #include "workbench/service/service_impl.h"
 
 namespace tfw::service {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -88,11 +92,21 @@ json Service::Impl::record(const json& message) {
     record.host = text(r, "host");
     record.parameters = integer(r, "parameters");
     record.run_dir = text(r, "run_dir");
-    // The folder is on the client's machine. One inside this service's home would be a run
-    // folder of the service's own: a client may not claim it (issue 33).
-    if (record.run_dir.empty() || record.run_dir[0] != '/' || path_inside(record.run_dir, home)) {
-      throw BadRequest(fmt::format("record_create: run_dir '{}' must be an absolute path outside this service's "
-                                   "home; a recording client's runs live on its own machine", record.run_dir));
+    // The folder is the client's. Outside this service's home the service never writes to it
+    // (run_recorded refuses to resume a run there). Inside it (a cluster's shared home), it
+    // must be the folder of this very experiment and name: a client may not claim another
+    // run's folder, which a job of the service would then resume and write into (issue 33).
+    if (record.run_dir.empty() || record.run_dir[0] != '/') {
+      throw BadRequest(fmt::format("record_create: run_dir '{}' must be an absolute path", record.run_dir));
+    }
+    if (path_inside(record.run_dir, home)) {
+      const std::string own = runner::run_dir_of(home, record.experiment, record.name);
+      std::error_code ec;
+      if (fs::weakly_canonical(record.run_dir, ec) != fs::weakly_canonical(own, ec)) {
+        throw BadRequest(fmt::format("record_create: run_dir '{}' is inside this service's home but is not the "
+                                     "folder of run '{}' of experiment '{}' ({}): a client may not claim another "
+                                     "run's folder", record.run_dir, record.name, record.experiment, own));
+      }
     }
     record.inherited_flops = 0;
     store->experiment_ensure(record.experiment);
