@@ -37,9 +37,9 @@ bool load_contended(double other_cpu_share, int threads);
 // raises it again when the load goes. It is off unless TFW_ADAPT_THREADS=1: changing the
 // thread count changes how reductions are split, so a run that adapts is faster beside other
 // work but no longer gives the same numbers for the same seed. By default a run keeps the
-// count it starts with (and records it in its checkpoints), and the CPU waits passively in
-// OpenMP barriers (OMP_WAIT_POLICY=PASSIVE, set by `tfw train`), which costs a busy machine
-// less without changing the arithmetic.
+// count it starts with (and records it in its checkpoints); a training that starts beside
+// busy processes makes OpenMP's threads wait passively at barriers (OMP_WAIT_POLICY=PASSIVE,
+// workbench/cli/main.cpp), which costs a busy machine less without changing the arithmetic.
 class ThreadGovernor {
  public:
   explicit ThreadGovernor(double window_seconds = 1.0);

@@ -1,12 +1,15 @@
 // tfw: the Tokenformer Workbench command line. Exit codes: 0 success, 1 runtime failure,
 // 2 usage or configuration error (the message names the file, key and fix).
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "engine/error.h"
+#include "engine/load.h"
 #include "engine/runtime.h"
 #include "runner/process.h"
 #include "storage/store.h"
@@ -14,10 +17,12 @@
 
 namespace {
 
-// OpenMP reads its wait policy once, as its runtime loads (before main). A training sets a
-// passive one for itself by starting again with it: a thread then sleeps at a barrier
-// instead of spinning, which costs far less beside other work and changes no arithmetic
-// (engine/load.h). Any other command, or a policy the user set, is left alone.
+// OpenMP reads its wait policy once, as its runtime loads (before main). A training that
+// starts beside other busy processes sets a passive one for itself by starting again with
+// it: a thread then sleeps at a barrier instead of spinning, which beside one busy process
+// on 2 cores trained 2x faster, and changes no arithmetic. On an idle machine spinning is
+// faster (about 1.6x on the tiny model), so libgomp's default stays (bench/busy_machine.sh,
+// engine/load.h). Any other command, or a policy the user set, is left alone.
 void wait_passively_when_training(int argc, char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   bool training = false;
@@ -31,7 +36,11 @@ void wait_passively_when_training(int argc, char** argv) {
     training = arg == "train";
     break;
   }
-  if (training) tfw::runner::process_restart_with("OMP_WAIT_POLICY", "PASSIVE", argv);  // on failure, as it is
+  if (!training) return;
+  tfw::LoadMeter meter;  // a quarter of a second of the other processes' CPU use
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  const double busy_cores = meter.other_cpu_share() * static_cast<double>(std::thread::hardware_concurrency());
+  if (busy_cores > 0.5) tfw::runner::process_restart_with("OMP_WAIT_POLICY", "PASSIVE", argv);  // on failure, as it is
 }
 
 }  // namespace
