@@ -22,6 +22,7 @@
 #include "engine/checkpoint.h"
 #include "engine/data/tokenizer.h"
 #include "engine/error.h"
+#include "engine/neox_config.h"
 #include "engine/run_config.h"
 #include "engine/torch_pickle.h"
 
@@ -31,90 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A NeoX config file as JSON: NeoX writes its YAML configs in JSON's flow style with `#`
-// comments, Python's True/False/None, single-quoted strings and trailing commas. Those are
-// rewritten; anything else that is not JSON is an error naming the file.
-// Within limits: 16 MiB and 32 levels (the official configs are a few KB, 3 levels deep); a
-// deeper value would make every later dump() in a message recurse that deep.
-constexpr std::uintmax_t kMaxNeoxConfigBytes = 16ull << 20;
-constexpr int kMaxNeoxConfigDepth = 32;
-struct ConfigTooDeep {};
-
-nlohmann::json neox_config_read(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw UsageError(fmt::format("config {}: a folder, not a config file", path));
-  const std::uintmax_t bytes = fs::file_size(path, ec);
-  if (!ec && bytes > kMaxNeoxConfigBytes) {
-    throw UsageError(fmt::format("config {}: {} bytes, more than the 16 MiB a NeoX config may have", path, bytes));
-  }
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("config {}: cannot read the file", path));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string json;
-  json.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    const char c = text[i];
-    if (c == '"' || c == '\'') {  // a string: copied as a double-quoted one
-      json.push_back('"');
-      std::size_t j = i + 1;
-      for (; j < text.size() && text[j] != c; ++j) {
-        if (text[j] == '\\' && j + 1 < text.size()) {
-          json.push_back(text[j]);
-          json.push_back(text[++j]);
-        } else if (text[j] == '"') {
-          json += "\\\"";
-        } else {
-          json.push_back(text[j]);
-        }
-      }
-      json.push_back('"');
-      i = j + 1;
-    } else if (c == '#') {
-      while (i < text.size() && text[i] != '\n') ++i;
-    } else if (std::isalpha(static_cast<unsigned char>(c))) {
-      std::size_t j = i;
-      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
-      const std::string word = text.substr(i, j - i);
-      if (word == "True" || word == "true") json += "true";
-      else if (word == "False" || word == "false") json += "false";
-      else if (word == "None" || word == "null") json += "null";
-      else json += word;  // not JSON: the parser below says where
-      i = j;
-    } else if (c == ',') {
-      std::size_t j = i + 1;
-      while (j < text.size() && std::isspace(static_cast<unsigned char>(text[j]))) ++j;
-      if (j < text.size() && text[j] == '#') {  // a comment after the comma: look past it
-        std::size_t k = j;
-        while (k < text.size()) {
-          while (k < text.size() && text[k] != '\n') ++k;
-          while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
-          if (k < text.size() && text[k] == '#') continue;
-          break;
-        }
-        j = k;
-      }
-      if (j >= text.size() || (text[j] != '}' && text[j] != ']')) json.push_back(',');
-      ++i;
-    } else {
-      json.push_back(c);
-      ++i;
-    }
-  }
-  nlohmann::json value;
-  try {
-    value = nlohmann::json::parse(json, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      if (depth > kMaxNeoxConfigDepth) throw ConfigTooDeep{};
-      return true;
-    });
-  } catch (const ConfigTooDeep&) {
-    throw UsageError(fmt::format("config {}: nests deeper than {} levels: not a NeoX config", path, kMaxNeoxConfigDepth));
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(with_hint(fmt::format("config {}: not a NeoX config in JSON form ({})", path, e.what()),
-                               "pass the release's config as in configs/tokenformer/*_eval.yml of Haiyang-W/TokenFormer"));
-  }
-  if (!value.is_object()) throw UsageError(fmt::format("config {}: not a table of settings", path));
-  return value;
-}
 
 // The settings the import reads, from NeoX's names (or Hugging Face GPT-NeoX's aliases).
 class Settings {

@@ -77,3 +77,16 @@ for name, message in {
 }.items():
     write("service_message", name, json.dumps(message))
 write("service_message", "deep", '{"type":"hello","version":1,"id":' + "[" * 70 + "]" * 70 + "}")
+
+# NeoX configs: the official layout's flow style, with comments, Python literals, trailing commas.
+write("neox_config", "eval-yml", """# GPT-NeoX config
+{
+  "num_layers": 2, "hidden_size": 32, 'num_attention_heads': 4,  # heads
+  "attention_config": [[["tokenformer"], 2]],
+  "norm": "layernorm_nonparam", "use_bias_in_norms": True, "precision": None,
+  "qkv_slot_num": 24, "proj_slot_num": 24, "ffn_slot_num": 48,
+  "norm_activation_type": "l2_norm_gelu", # trailing comma next
+}
+""")
+write("neox_config", "deep", '{"attention_config": ' + "[" * 40 + "]" * 40 + "}")
+write("neox_config", "strings", "{'a': 'it\\'s', \"b\": \"say \\\"hi\\\"\", 'c': False,}")

@@ -13,7 +13,7 @@ runs=${1:-100000}
 [ "$runs" != 0 ] || runs=-1  # libFuzzer's "no limit"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors tokenizer_json service_message)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors tokenizer_json service_message neox_config)
 mkdir -p "$out"
 
 flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
@@ -23,6 +23,7 @@ sources_of() {
     safetensors) echo "engine/safetensors.cpp engine/error.cpp" ;;
     tokenizer_json) echo "engine/data/gpt2_tokenizer.cpp engine/data/tokenizer.cpp engine/error.cpp engine/home.cpp engine/files.cpp engine/executable_dir.cpp" ;;
     service_message) echo "workbench/service/protocol.cpp engine/error.cpp" ;;
+    neox_config) echo "engine/neox_config.cpp engine/error.cpp" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
   esac
 }
