@@ -45,6 +45,50 @@ std::uint64_t json_count(const nlohmann::json& value, const std::string& what, c
   refuse(what, fmt::format("{} holds {}, not a non-negative integer", field, value.is_number() ? "a negative or fractional number" : value.type_name()));
 }
 
+// One tensor's header entry, checked against the format and the `data_size` bytes of data.
+SafetensorsEntry entry_parse(const std::string& name, const nlohmann::json& value, std::uint64_t data_size,
+                             const std::string& what) {
+  if (name.empty() || name.size() > kSafetensorsMaxName) {
+    refuse(what, fmt::format("a tensor name of {} bytes (1 to {} allowed)", name.size(), kSafetensorsMaxName));
+  }
+  if (!value.is_object()) refuse(what, fmt::format("tensor '{}' is not an object", name));
+  const auto dtype = value.find("dtype"), shape = value.find("shape"), offsets = value.find("data_offsets");
+  if (dtype == value.end() || shape == value.end() || offsets == value.end() || value.size() != 3) {
+    refuse(what, fmt::format("tensor '{}' needs exactly dtype, shape and data_offsets", name));
+  }
+  SafetensorsEntry entry;
+  entry.name = name;
+  if (!dtype->is_string()) refuse(what, fmt::format("tensor '{}' has a dtype that is not a string", name));
+  entry.dtype = dtype->get<std::string>();
+  const std::size_t element = safetensors_element_size(entry.dtype);
+  if (element == 0) refuse(what, fmt::format("tensor '{}' has the unknown dtype '{}'", name, entry.dtype.substr(0, 16)));
+  if (!shape->is_array() || shape->size() > kSafetensorsMaxRank) {
+    refuse(what, fmt::format("tensor '{}' has a shape that is not an array of at most {} sizes", name, kSafetensorsMaxRank));
+  }
+  std::uint64_t bytes_needed = element;
+  for (const nlohmann::json& dim : *shape) {
+    const std::uint64_t n = json_count(dim, what, fmt::format("the shape of '{}'", name));
+    if (n > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(bytes_needed, n, &bytes_needed)) {
+      refuse(what, fmt::format("tensor '{}' has a shape whose size overflows 64 bits", name));
+    }
+    entry.shape.push_back(static_cast<std::int64_t>(n));
+  }
+  if (!offsets->is_array() || offsets->size() != 2) {
+    refuse(what, fmt::format("tensor '{}' has data_offsets that are not [begin, end]", name));
+  }
+  entry.begin = json_count((*offsets)[0], what, fmt::format("the data_offsets of '{}'", name));
+  entry.end = json_count((*offsets)[1], what, fmt::format("the data_offsets of '{}'", name));
+  if (entry.begin > entry.end || entry.end > data_size) {
+    refuse(what, fmt::format("tensor '{}' has the byte range [{}, {}), outside the {} bytes of data", name,
+                             entry.begin, entry.end, data_size));
+  }
+  if (entry.end - entry.begin != bytes_needed) {
+    refuse(what, fmt::format("tensor '{}' of shape {} and dtype {} needs {} bytes, its range holds {}", name,
+                             shape->dump(), entry.dtype, bytes_needed, entry.end - entry.begin));
+  }
+  return entry;
+}
+
 }  // namespace
 
 std::size_t safetensors_element_size(const std::string& dtype) {
@@ -105,44 +149,7 @@ SafetensorsFile safetensors_parse(const char* bytes, std::size_t size, const std
     if (file.tensors.size() >= kSafetensorsMaxTensors) {
       refuse(what, fmt::format("more than {} tensors", kSafetensorsMaxTensors));
     }
-    if (name.empty() || name.size() > kSafetensorsMaxName) {
-      refuse(what, fmt::format("a tensor name of {} bytes (1 to {} allowed)", name.size(), kSafetensorsMaxName));
-    }
-    if (!value.is_object()) refuse(what, fmt::format("tensor '{}' is not an object", name));
-    const auto dtype = value.find("dtype"), shape = value.find("shape"), offsets = value.find("data_offsets");
-    if (dtype == value.end() || shape == value.end() || offsets == value.end() || value.size() != 3) {
-      refuse(what, fmt::format("tensor '{}' needs exactly dtype, shape and data_offsets", name));
-    }
-    SafetensorsEntry entry;
-    entry.name = name;
-    if (!dtype->is_string()) refuse(what, fmt::format("tensor '{}' has a dtype that is not a string", name));
-    entry.dtype = dtype->get<std::string>();
-    const std::size_t element = safetensors_element_size(entry.dtype);
-    if (element == 0) refuse(what, fmt::format("tensor '{}' has the unknown dtype '{}'", name, entry.dtype.substr(0, 16)));
-    if (!shape->is_array() || shape->size() > kSafetensorsMaxRank) {
-      refuse(what, fmt::format("tensor '{}' has a shape that is not an array of at most {} sizes", name, kSafetensorsMaxRank));
-    }
-    std::uint64_t bytes_needed = element;
-    for (const nlohmann::json& dim : *shape) {
-      const std::uint64_t n = json_count(dim, what, fmt::format("the shape of '{}'", name));
-      if (n > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(bytes_needed, n, &bytes_needed)) {
-        refuse(what, fmt::format("tensor '{}' has a shape whose size overflows 64 bits", name));
-      }
-      entry.shape.push_back(static_cast<std::int64_t>(n));
-    }
-    if (!offsets->is_array() || offsets->size() != 2) {
-      refuse(what, fmt::format("tensor '{}' has data_offsets that are not [begin, end]", name));
-    }
-    entry.begin = json_count((*offsets)[0], what, fmt::format("the data_offsets of '{}'", name));
-    entry.end = json_count((*offsets)[1], what, fmt::format("the data_offsets of '{}'", name));
-    if (entry.begin > entry.end || entry.end > data_size) {
-      refuse(what, fmt::format("tensor '{}' has the byte range [{}, {}), outside the {} bytes of data", name,
-                               entry.begin, entry.end, data_size));
-    }
-    if (entry.end - entry.begin != bytes_needed) {
-      refuse(what, fmt::format("tensor '{}' of shape {} and dtype {} needs {} bytes, its range holds {}", name,
-                               shape->dump(), entry.dtype, bytes_needed, entry.end - entry.begin));
-    }
+    SafetensorsEntry entry = entry_parse(name, value, data_size, what);
     entry.data = data + entry.begin;
     file.tensors.push_back(std::move(entry));
   }

@@ -47,6 +47,62 @@ void require_capability(Store& store, std::int64_t run, const json& message, con
 
 }  // namespace
 
+// A new run recorded by a client: its folder checked, its record created, and the capability
+// that lets this client (and only it) write to the run.
+json Service::Impl::record_create(const json& message, const std::string& book) {
+  // A create resent after a lost reply gets the run the first one made.
+  if (auto it = record_created.find(book); !book.empty() && it != record_created.end()) {
+    return {{"type", "record_created"}, {"run", it->second.first}, {"capability", it->second.second}};
+  }
+  const json& r = field(message, "record", json::value_t::object);
+  RunRecord record;
+  record.experiment = text(r, "experiment");
+  record.name = text(r, "name");
+  name_check(record.name, "run name", "record_create");
+  name_check(record.experiment, "experiment name", "record_create");
+  record.family = text(r, "family");
+  record.config = text(r, "config");
+  record.seed = integer(r, "seed");
+  record.git_commit = text(r, "git_commit");
+  record.host = text(r, "host");
+  record.parameters = integer(r, "parameters");
+  record.run_dir = text(r, "run_dir");
+  // The folder is the client's. Outside this service's home the service never writes to it
+  // (run_recorded refuses to resume a run there). Inside it (a cluster's shared home), it
+  // must be the folder of this very experiment and name: a client may not claim another
+  // run's folder, which a job of the service would then resume and write into (issue 33).
+  if (record.run_dir.empty() || record.run_dir[0] != '/') {
+    throw BadRequest(fmt::format("record_create: run_dir '{}' must be an absolute path", record.run_dir));
+  }
+  if (path_inside(record.run_dir, home)) {
+    const std::string own = runner::run_dir_of(home, record.experiment, record.name);
+    std::error_code ec;
+    if (fs::weakly_canonical(record.run_dir, ec) != fs::weakly_canonical(own, ec)) {
+      throw BadRequest(fmt::format("record_create: run_dir '{}' is inside this service's home but is not the "
+                                   "folder of run '{}' of experiment '{}' ({}): a client may not claim another "
+                                   "run's folder", record.run_dir, record.name, record.experiment, own));
+    }
+  }
+  record.inherited_flops = 0;
+  store->experiment_ensure(record.experiment);
+  std::int64_t id = 0;
+  if (message.contains("lineage") && message["lineage"].is_object()) {
+    const json& l = message["lineage"];
+    runner::LineageSource source;
+    source.checkpoint = text(l, "checkpoint");
+    source.parent_run = integer(l, "parent_run");
+    source.inherited_flops = real(l, "inherited_flops");
+    source.growth_method = text(l, "growth_method");
+    source.growth_options = text(l, "growth_options");
+    id = runner::book_create(*store, record, &source);
+  } else {
+    id = runner::book_create(*store, record, nullptr);
+  }
+  const std::string capability = store->record_grant(id);
+  if (!book.empty()) record_created[book] = {id, capability};
+  return {{"type", "record_created"}, {"run", id}, {"capability", capability}};
+}
+
 json Service::Impl::record(const json& message) {
   const std::string type = message["type"];
   if (type == "record_resolve") {
@@ -74,59 +130,7 @@ json Service::Impl::record(const json& message) {
     return {{"type", "record_cleared"}, {"message", said}};
   }
   const std::string book = message.value("open_id", "");
-  if (type == "record_create") {
-    // A create resent after a lost reply gets the run the first one made.
-    if (auto it = record_created.find(book); !book.empty() && it != record_created.end()) {
-      return {{"type", "record_created"}, {"run", it->second.first}, {"capability", it->second.second}};
-    }
-    const json& r = field(message, "record", json::value_t::object);
-    RunRecord record;
-    record.experiment = text(r, "experiment");
-    record.name = text(r, "name");
-    name_check(record.name, "run name", "record_create");
-    name_check(record.experiment, "experiment name", "record_create");
-    record.family = text(r, "family");
-    record.config = text(r, "config");
-    record.seed = integer(r, "seed");
-    record.git_commit = text(r, "git_commit");
-    record.host = text(r, "host");
-    record.parameters = integer(r, "parameters");
-    record.run_dir = text(r, "run_dir");
-    // The folder is the client's. Outside this service's home the service never writes to it
-    // (run_recorded refuses to resume a run there). Inside it (a cluster's shared home), it
-    // must be the folder of this very experiment and name: a client may not claim another
-    // run's folder, which a job of the service would then resume and write into (issue 33).
-    if (record.run_dir.empty() || record.run_dir[0] != '/') {
-      throw BadRequest(fmt::format("record_create: run_dir '{}' must be an absolute path", record.run_dir));
-    }
-    if (path_inside(record.run_dir, home)) {
-      const std::string own = runner::run_dir_of(home, record.experiment, record.name);
-      std::error_code ec;
-      if (fs::weakly_canonical(record.run_dir, ec) != fs::weakly_canonical(own, ec)) {
-        throw BadRequest(fmt::format("record_create: run_dir '{}' is inside this service's home but is not the "
-                                     "folder of run '{}' of experiment '{}' ({}): a client may not claim another "
-                                     "run's folder", record.run_dir, record.name, record.experiment, own));
-      }
-    }
-    record.inherited_flops = 0;
-    store->experiment_ensure(record.experiment);
-    std::int64_t id = 0;
-    if (message.contains("lineage") && message["lineage"].is_object()) {
-      const json& l = message["lineage"];
-      runner::LineageSource source;
-      source.checkpoint = text(l, "checkpoint");
-      source.parent_run = integer(l, "parent_run");
-      source.inherited_flops = real(l, "inherited_flops");
-      source.growth_method = text(l, "growth_method");
-      source.growth_options = text(l, "growth_options");
-      id = runner::book_create(*store, record, &source);
-    } else {
-      id = runner::book_create(*store, record, nullptr);
-    }
-    const std::string capability = store->record_grant(id);
-    if (!book.empty()) record_created[book] = {id, capability};
-    return {{"type", "record_created"}, {"run", id}, {"capability", capability}};
-  }
+  if (type == "record_create") return record_create(message, book);
   if (type == "record_flush") return {{"type", "record_flushed"}};  // everything before it is applied
 
   const std::int64_t run = integer(message, "run");

@@ -91,6 +91,7 @@ struct Service::Impl {
   // Runs recording to this service from elsewhere (`tfw train --record-to`, record.cpp): the
   // last sequence number applied per recording book, and the run each book created.
   json record(const json& message);
+  json record_create(const json& message, const std::string& book);
   std::map<std::string, std::uint64_t> record_seq;
   std::map<std::string, std::pair<std::int64_t, std::string>> record_created;  // run and capability
   void publish(std::int64_t run, std::vector<Line> lines, std::string status, bool initial);
