@@ -90,3 +90,20 @@ write("neox_config", "eval-yml", """# GPT-NeoX config
 """)
 write("neox_config", "deep", '{"attention_config": ' + "[" * 40 + "]" * 40 + "}")
 write("neox_config", "strings", "{'a': 'it\\'s', \"b\": \"say \\\"hi\\\"\", 'c': False,}")
+
+# torch.save pickles (data.pkl only; the target supplies storages "0" to "3" of 256 bytes).
+import io
+import zipfile
+
+
+def pickle_of(obj):
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    archive = zipfile.ZipFile(io.BytesIO(buffer.getvalue()))
+    return archive.read([n for n in archive.namelist() if n.endswith("data.pkl")][0])
+
+
+write("torch_pickle", "state-dict", pickle_of({"w": torch.arange(4.0), "t": torch.zeros(2, 3).t(), "h": torch.ones(2, dtype=torch.float16)}))
+write("torch_pickle", "nested", pickle_of({"model": {"a": torch.zeros(3)}, "args": [1, 2.5, "x", None, True], "step": 7}))
+write("torch_pickle", "stride0", pickle_of({"w": torch.zeros(1).expand(64)}))
+write("torch_pickle", "deep", b"\x80\x02" + b"]" * 5000 + b"a" * 4999 + b".")

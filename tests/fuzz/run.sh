@@ -13,7 +13,7 @@ runs=${1:-100000}
 [ "$runs" != 0 ] || runs=-1  # libFuzzer's "no limit"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors tokenizer_json service_message neox_config)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors tokenizer_json service_message neox_config torch_pickle)
 mkdir -p "$out"
 
 flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
@@ -24,12 +24,30 @@ sources_of() {
     tokenizer_json) echo "engine/data/gpt2_tokenizer.cpp engine/data/tokenizer.cpp engine/error.cpp engine/home.cpp engine/files.cpp engine/executable_dir.cpp" ;;
     service_message) echo "workbench/service/protocol.cpp engine/error.cpp" ;;
     neox_config) echo "engine/neox_config.cpp engine/error.cpp" ;;
+    torch_pickle) echo "engine/torch_pickle.cpp engine/error.cpp" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
+  esac
+}
+# The pickle reader links LibTorch (the project's venv, or TFW_TORCH_PYTHON's): its headers
+# after our fmt (the wheel ships another fmt), libstdc++ first (pytorch/pytorch#133437).
+torch_dir() {
+  local python=${TFW_TORCH_PYTHON:-$root/.venv/bin/python}
+  "$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))'
+}
+extra_flags_of() {
+  case "$1" in
+    torch_pickle)
+      local torch; torch=$(torch_dir)
+      mkdir -p "$out/fmt-include"; ln -sfn /usr/include/fmt "$out/fmt-include/fmt"
+      echo "-fno-sanitize=vptr -DFMT_SHARED -I$out/fmt-include -isystem $torch/include -isystem $torch/include/torch/csrc/api/include" ;;
   esac
 }
 libs_of() {
   case "$1" in
     tokenizer_json) echo "-lfmt -licuuc -lz" ;;
+    torch_pickle)
+      local torch; torch=$(torch_dir)
+      echo "-Wl,--push-state,--no-as-needed,-lstdc++,--pop-state -L$torch/lib -Wl,-rpath,$torch/lib -ltorch_cpu -lc10 -lfmt" ;;
     *) echo "-lfmt" ;;
   esac
 }
@@ -41,11 +59,14 @@ for target in "${targets[@]}"; do
   binary="$dir/fuzz_$target"
   read -r -a sources <<< "$(sources_of "$target")"
   read -r -a libs <<< "$(libs_of "$target")"
-  (cd "$root" && clang++ "${flags[@]}" "tests/fuzz/fuzz_$target.cpp" "${sources[@]}" -o "$binary" "${libs[@]}")
+  read -r -a extra <<< "$(extra_flags_of "$target")"
+  (cd "$root" && clang++ "${flags[@]}" ${extra[@]+"${extra[@]}"} "tests/fuzz/fuzz_$target.cpp" "${sources[@]}" -o "$binary" "${libs[@]}")
+  leaks=1
+  [ "$target" = torch_pickle ] && leaks=0  # LibTorch's own start-up allocations are never freed
   seeds="$root/tests/fuzz/seeds/$target"
   start=$(date +%s%N)
   set +e
-  (cd "$dir" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  (cd "$dir" && ASAN_OPTIONS=detect_leaks=$leaks UBSAN_OPTIONS=print_stacktrace=1 \
     "$binary" -runs="$runs" ${TFW_FUZZ_SECONDS:+-max_total_time=$TFW_FUZZ_SECONDS} -max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     corpus "$seeds" > log.txt 2>&1)
   code=$?
