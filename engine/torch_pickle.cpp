@@ -125,7 +125,10 @@ class Interpreter {
         }
         case 0x85: case 0x86: case 0x87: {                       // TUPLE1, TUPLE2, TUPLE3
           const std::size_t n = op - 0x84;
-          if (stack_.size() < n) fail("a tuple opcode finds too few values");
+          // Never below the innermost MARK: a later pop_to_mark would point past the stack.
+          if (stack_.size() < n || (!marks_.empty() && stack_.size() - n < marks_.back())) {
+            fail("a tuple opcode finds too few values");
+          }
           PyRef value = make(PyValue::Kind::tuple);
           value->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
           stack_.resize(stack_.size() - n);
@@ -305,6 +308,7 @@ class Interpreter {
     if (marks_.empty()) fail("MARK is missing");
     const std::size_t mark = marks_.back();
     marks_.pop_back();
+    if (mark > stack_.size()) fail("a MARK points past the stack");  // found by fuzzing (issue 33)
     std::vector<PyRef> items(stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
     stack_.resize(mark);
     return items;

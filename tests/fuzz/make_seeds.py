@@ -1,7 +1,8 @@
 """Writes the seed corpora of the fuzz targets (tests/fuzz/seeds/TARGET/): valid inputs made
 by the real writers (PyPI's safetensors, a tokenizer.json in Hugging Face's layout, the
 service's messages) and the hostile inputs of the unit tests. Run once; the files are
-committed. usage: make_seeds.py OUT_DIR"""
+committed. Files named regression-* are inputs the fuzzers found (kept by hand, not written
+here), so that CI runs each again. usage: make_seeds.py OUT_DIR"""
 import json
 import os
 import struct
