@@ -181,6 +181,13 @@ std::string optimizer_write(Model& model, torch::optim::Optimizer& optimizer, Te
 
 }  // namespace
 
+std::vector<std::pair<std::string, torch::Tensor>> checkpoint_model_tensors(Model& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& item : model.named_parameters()) tensors.emplace_back(item.key(), item.value());
+  for (const auto& item : model.named_buffers()) tensors.emplace_back(item.key(), item.value());
+  return tensors;
+}
+
 std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& meta) {
   return {{"format", "tfw-checkpoint"},
           {"format_version", std::to_string(kCheckpointFormatVersion)},
@@ -209,8 +216,7 @@ CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::opti
   const std::string archive_path = stem + kCheckpointExtension, temp = archive_path + ".tmp";
 
   TensorsOut out;
-  for (const auto& item : model.named_parameters()) out.add("model." + item.key(), item.value());
-  for (const auto& item : model.named_buffers()) out.add("model." + item.key(), item.value());
+  for (const auto& [name, tensor] : checkpoint_model_tensors(model)) out.add("model." + name, tensor);
   std::map<std::string, std::string> metadata = checkpoint_metadata(meta);
   if (optimizer != nullptr) metadata["optimizer"] = optimizer_write(model, *optimizer, out);
   out.add("rng.torch_cpu", torch_rng_state());
@@ -556,13 +562,9 @@ CheckpointMeta checkpoint_read_meta(const std::string& path) { return checkpoint
 CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::optim::Optimizer* optimizer) {
   const OpenCheckpoint open = checkpoint_open(path);
   std::set<std::string> expected;
-  for (const auto& item : model.named_parameters()) {
-    load_into(open, path, "model." + item.key(), item.value());
-    expected.insert("model." + item.key());
-  }
-  for (const auto& item : model.named_buffers()) {
-    load_into(open, path, "model." + item.key(), item.value());
-    expected.insert("model." + item.key());
+  for (const auto& [name, tensor] : checkpoint_model_tensors(model)) {
+    load_into(open, path, "model." + name, tensor);
+    expected.insert("model." + name);
   }
   for (const SafetensorsEntry& entry : open.parsed.tensors) {
     if (entry.name.rfind("model.", 0) == 0 && expected.count(entry.name) == 0) {

@@ -36,6 +36,9 @@ CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::opti
 // dtype or shape mismatch, is a UsageError.
 CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::optim::Optimizer* optimizer);
 
+// Every tensor a checkpoint stores of `model`: its parameters, then its buffers, by name.
+std::vector<std::pair<std::string, torch::Tensor>> checkpoint_model_tensors(Model& model);
+
 // The metadata entries checkpoint_save writes for `meta`.
 std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& meta);
 

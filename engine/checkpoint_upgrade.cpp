@@ -160,10 +160,9 @@ void check_same(const std::string& path, const Built& a, const Built& b) {
       throw Error(fmt::format("{}: the upgraded checkpoint reads back a different '{}'; the old file was kept", path, name));
     }
   };
-  auto pa = a.model->named_parameters(), pb = b.model->named_parameters();
-  for (const auto& item : pa) same(item.value(), pb[item.key()], item.key());
-  auto ba = a.model->named_buffers(), bb = b.model->named_buffers();
-  for (const auto& item : ba) same(item.value(), bb[item.key()], item.key());
+  const auto ta = checkpoint_model_tensors(*a.model), tb = checkpoint_model_tensors(*b.model);
+  if (ta.size() != tb.size()) throw Error(fmt::format("{}: the upgraded model reads back another shape", path));
+  for (std::size_t i = 0; i < ta.size(); ++i) same(ta[i].second, tb[i].second, ta[i].first);
   if (!a.optimizer) return;
   const auto& ga = a.optimizer->param_groups();
   const auto& gb = b.optimizer->param_groups();
@@ -225,15 +224,9 @@ std::string checkpoint_upgrade(const Registry& registry, const std::string& lega
   for (const auto& [key, leaf] : leaves.all()) has_optimizer = has_optimizer || key.rfind("optimizer.", 0) == 0;
 
   Built upgraded = build(registry, config, has_optimizer);
-  std::size_t model_tensors = 0;
-  for (const auto& item : upgraded.model->named_parameters()) {
-    copy_checked(legacy_path, item.key(), leaves.tensor("model." + item.key()), item.value());
-    ++model_tensors;
-  }
-  for (const auto& item : upgraded.model->named_buffers()) {
-    copy_checked(legacy_path, item.key(), leaves.tensor("model." + item.key()), item.value());
-    ++model_tensors;
-  }
+  const auto tensors = checkpoint_model_tensors(*upgraded.model);
+  for (const auto& [name, tensor] : tensors) copy_checked(legacy_path, name, leaves.tensor("model." + name), tensor);
+  const std::size_t model_tensors = tensors.size();
   std::size_t stored = 0;
   for (const auto& [key, leaf] : leaves.all()) stored += key.rfind("model.", 0) == 0 && leaf.kind == ArchiveLeaf::Kind::tensor;
   if (stored != model_tensors) {

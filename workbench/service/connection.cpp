@@ -180,15 +180,6 @@ void Service::Impl::handle(const std::shared_ptr<Connection>& c, const json& mes
   }
   try {
     if (type == "submit") return reply(submit(message, c->peer));
-    if (type == "jobs") {
-      json body;
-      try {
-        body = read_jobs(message);
-      } catch (const BadRequest& e) {
-        return c->fail(e.what());
-      }
-      return reply(body);
-    }
     if (type == "cancel") {
       if (!message.contains("job") || !message["job"].is_number_integer()) return c->fail("cancel needs \"job\": ID");
       return reply(cancel(message["job"].get<std::int64_t>()));
@@ -205,10 +196,13 @@ void Service::Impl::handle(const std::shared_ptr<Connection>& c, const json& mes
       reply({{"type", "watching"}, {"run", run_json(*run)}});
       return subscribe(c, run->id);
     }
-    if (type == "runs" || type == "history" || type == "checkpoints") {
+    if (type == "runs" || type == "history" || type == "checkpoints" || type == "jobs") {
       json body;
       try {
-        body = type == "runs" ? read_runs(message) : type == "history" ? read_history(message) : read_checkpoints(message);
+        body = type == "runs"      ? read_runs(message)
+               : type == "history" ? read_history(message)
+               : type == "jobs"    ? read_jobs(message)
+                                   : read_checkpoints(message);
       } catch (const BadRequest& e) {
         return c->fail(e.what());
       } catch (const std::exception& e) {

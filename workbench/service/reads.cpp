@@ -33,19 +33,16 @@ std::int64_t after_of(const json& message) {
   return message["after"].get<std::int64_t>();
 }
 
-}  // namespace
-
-// {"type":"jobs"} lists the jobs by id, from "after" (exclusive) when given, as many as fit
-// the budget ("more": true when there are others): 3,500 jobs made one reply of 1 MB, past
-// what a client reads (issue 33).
-json Service::Impl::read_jobs(const json& message) {
-  const std::int64_t after = after_of(message);
+// The records with ids above `after`, as JSON, as many as fit the reply budget; `more` says
+// whether others were left out.
+template <typename Records, typename ToJson>
+json page_of(const Records& records, std::int64_t after, ToJson to_json, bool& more) {
   json list = json::array();
-  bool more = false;
+  more = false;
   std::size_t bytes = 0;
-  for (const JobRow& job : store->jobs()) {
-    if (job.id <= after) continue;
-    json item = job_json(job);
+  for (const auto& record : records) {
+    if (record.id <= after) continue;
+    json item = to_json(record);
     const std::size_t size = item.dump().size() + 1;
     if (!list.empty() && bytes + size > kReplyBudget) {
       more = true;
@@ -54,6 +51,17 @@ json Service::Impl::read_jobs(const json& message) {
     bytes += size;
     list.push_back(std::move(item));
   }
+  return list;
+}
+
+}  // namespace
+
+// {"type":"jobs"} lists the jobs by id, from "after" (exclusive) when given, as many as fit
+// the budget ("more": true when there are others): 3,500 jobs made one reply of 1 MB, past
+// what a client reads (issue 33).
+json Service::Impl::read_jobs(const json& message) {
+  bool more = false;
+  json list = page_of(store->jobs(), after_of(message), job_json, more);
   return {{"type", "jobs"}, {"jobs", std::move(list)}, {"more", more}};
 }
 
@@ -70,19 +78,7 @@ json Service::Impl::read_runs(const json& message) {
   if (message.contains("run")) {
     if (std::optional<RunRecord> run = reader().run(run_id(message))) list.push_back(run_stored_json(*run));
   } else {
-    const std::int64_t after = after_of(message);
-    std::size_t bytes = 0;
-    for (const RunRecord& run : reader().runs()) {
-      if (run.id <= after) continue;
-      json item = run_stored_json(run);
-      const std::size_t size = item.dump().size() + 1;
-      if (!list.empty() && bytes + size > kReplyBudget) {
-        more = true;
-        break;
-      }
-      bytes += size;
-      list.push_back(std::move(item));
-    }
+    list = page_of(reader().runs(), after_of(message), run_stored_json, more);
   }
   return {{"type", "runs"}, {"runs", std::move(list)}, {"more", more}};
 }
