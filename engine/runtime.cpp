@@ -1,7 +1,9 @@
 #include "engine/runtime.h"
 
+#include <fstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -56,6 +58,30 @@ std::string build_description() {
   text += std::string(", CUDA ") + TFW_TORCH_CUDA + ", ";
   if (devices == 0) return text + "no CUDA device";
   return text + std::to_string(devices) + " CUDA device" + (devices == 1 ? "" : "s");
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model, flags;
+  while (std::getline(in, line) && (model.empty() || flags.empty())) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name" && model.empty()) model = value;
+    if (key == "flags" && flags.empty()) flags = " " + value + " ";
+  }
+  if (model.empty()) return "unknown";
+  if (flags.find(" amx_tile ") != std::string::npos) model += " (AMX)";
+  return model;
+}
+
+std::string compute_device_name(const std::string& device) {
+  // The GPU's name needs the CUDA runtime's headers, which the engine does not compile
+  // against yet (issue 35): the device and the LibTorch's CUDA say what ran.
+  if (device.rfind("cuda", 0) == 0) return fmt::format("CUDA device {} of {}", device, cuda_device_count());
+  return cpu_model();
 }
 
 bool fused_attention_available() { return TORCH_VERSION_MAJOR >= 2; }

@@ -34,6 +34,15 @@ int cuda_device_count();
 // One line for tfw --version and reports: "LibTorch 2.11.0, CUDA 13.0, no CUDA device".
 std::string build_description();
 
+// The processor's name as /proc/cpuinfo gives it ("AMD EPYC 9R14 96-Core Processor"), with
+// " (AMX)" when it has AMX tiles, which change which bf16 kernels run; "unknown" where
+// /proc/cpuinfo cannot be read.
+std::string cpu_model();
+
+// What computes on `device` ("cpu", "cuda", "cuda:1"): the CPU's model, or for CUDA the
+// device and how many there are (the GPU's name is not read yet).
+std::string compute_device_name(const std::string& device);
+
 // True when causal attention uses the fused scaled_dot_product_attention (LibTorch >= 2).
 bool fused_attention_available();
 

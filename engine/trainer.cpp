@@ -427,6 +427,19 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
                                     {"master", fmt::format("{}:{}", dist->env().master_addr, dist->env().master_port)}}
                          .dump());
   }
+  // What produced the numbers from here on (issue 34): a resume on another machine, LibTorch
+  // or thread count adds its own event, and reports warn when a group's runs differ.
+  if (options.on_event) {
+    nlohmann::json provenance = {{"libtorch", torch_version()},
+                                 {"cuda", torch_cuda_version()},
+                                 {"device", train.device},
+                                 {"processor", compute_device_name(train.device)},
+                                 {"threads", runtime_threads()},
+                                 {"precision", train.precision},
+                                 {"world_size", world}};
+    for (const auto& [key, value] : options.provenance) provenance[key] = value;
+    options.on_event("provenance", state.step, provenance.dump());
+  }
   // Gradients are averaged in buckets of at most this many bytes (as DDP's default).
   constexpr std::int64_t kBucketBytes = 25 << 20;
   double step_seconds_total = 0, data_seconds_total = 0, comm_seconds_total = 0;

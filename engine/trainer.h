@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ struct TrainOptions {
   // the sinks above); the others need no run_dir. On resume or --init-from, rank 0 reads the
   // checkpoint and sends weights, optimiser state and counters to the others.
   std::shared_ptr<DistGroup> dist;
+  // The caller's part of the "provenance" event the trainer records as it starts (the commit
+  // and host of the binary that recorded it); the engine adds LibTorch, device, processor,
+  // threads and precision.
+  std::map<std::string, std::string> provenance;
 };
 
 struct TrainSummary {

@@ -1,6 +1,8 @@
 // See batch.h.
 #include "runner/batch.h"
 
+#include "engine/config_diff.h"
+
 #include <fnmatch.h>
 
 #include <chrono>
@@ -114,21 +116,29 @@ std::string option_text(const toml::node& node) {
 // A finished run whose config the file has since changed would be skipped silently, and its
 // old numbers read as the new config's: refused before anything runs.
 void refuse_changed(Store& store, const Experiment& experiment, const std::vector<const ExperimentRun*>& runs) {
-  std::vector<std::string> changed;
+  std::vector<std::string> changed, keys;
   for (const ExperimentRun* run : runs) {
     std::optional<RunRecord> record = store.run_in_experiment(experiment.name, run->name);
     if (!record || record->status != RunStatus::finished) continue;
     try {
-      if (toml::parse(record->config) != run->config.resolved) changed.push_back(run->name);
+      if (toml::parse(record->config) == run->config.resolved) continue;
+      std::ostringstream now;
+      now << run->config.resolved;
+      changed.push_back(run->name);
+      // What differs, as the store has it (the config that ran) against the file's.
+      for (const ConfigDifference& d : config_differences(record->config, now.str())) {
+        keys.push_back(fmt::format("    {}: {} = {} in the store, {} in the file", run->name, d.key,
+                                   d.a.empty() ? "(absent)" : d.a, d.b.empty() ? "(absent)" : d.b));
+      }
     } catch (const std::exception&) {
       changed.push_back(run->name);
     }
   }
   if (changed.empty()) return;
   throw UsageError(with_hint(
-      fmt::format("{} finished run{} of experiment {} ha{} a different config in the store than in {} now: {}",
+      fmt::format("{} finished run{} of experiment {} ha{} a different config in the store than in {} now: {}\n{}",
                   changed.size(), changed.size() == 1 ? "" : "s", experiment.name, changed.size() == 1 ? "s" : "ve",
-                  experiment.path, fmt::join(changed, ", ")),
+                  experiment.path, fmt::join(changed, ", "), fmt::join(keys, "\n")),
       "to re-run them with the file's config, delete the old ones first (tfw runs delete NAME... --files); to keep "
       "both, give the changed entries new names"));
 }

@@ -21,9 +21,7 @@
 #include "runner/run_book.h"
 #include "storage/store.h"
 
-#ifndef TFW_GIT_COMMIT
-#define TFW_GIT_COMMIT "unknown"
-#endif
+#include "tfw_commit.h"  // TFW_GIT_COMMIT, stamped at build time (cmake/commit_stamp.cmake)
 
 namespace tfw::runner {
 
@@ -160,7 +158,11 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
       run_id = book->create(record, nullptr);
     }
   } else {
-    book->resume(run_id);
+    // The store's config becomes the one that runs (--set, --extend), from this checkpoint on.
+    std::ostringstream config_text;
+    config_text << config.resolved;
+    const CheckpointInfo latest = checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr);
+    book->resume(run_id, config_text.str(), latest.step);
   }
 
   book->beat(run_id, true);
@@ -184,6 +186,7 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
   options.on_event = [&](const std::string& kind, std::int64_t step, const std::string& payload) {
     book->event({run_id, step, kind, payload, 0});
   };
+  options.provenance = {{"git_commit", TFW_GIT_COMMIT}, {"host", host_name()}};
   options.stop = stop;
   options.dist = dist;
   options.on_message = hooks.on_message;

@@ -1,6 +1,10 @@
 // See run_book.h.
 #include "runner/run_book.h"
 
+#include <nlohmann/json.hpp>
+
+#include "engine/config_diff.h"
+
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -44,7 +48,9 @@ class LocalRunBook final : public RunBook {
   std::int64_t create(RunRecord record, const LineageSource* source) override {
     return book_create(*store_, std::move(record), source);
   }
-  void resume(std::int64_t run) override { store_->run_set_status(run, RunStatus::running); }
+  void resume(std::int64_t run, const std::string& config, std::int64_t step) override {
+    book_resume(*store_, run, config, step);
+  }
   void beat(std::int64_t run, bool on) override {
     if (on) writer_->heartbeat_add(run);
     else writer_->heartbeat_remove(run);
@@ -108,6 +114,22 @@ std::int64_t book_create(Store& store, RunRecord record, const LineageSource* so
     record.growth_options = lineage.growth_options;
   }
   return store.run_create(record);
+}
+
+}  // namespace tfw::runner
+
+namespace tfw::runner {
+
+void book_resume(Store& store, std::int64_t run, const std::string& config, std::int64_t step) {
+  std::optional<RunRecord> record = store.run_get(run);
+  if (record && !config.empty() && record->config != config) {
+    nlohmann::json changes = nlohmann::json::array();
+    for (const ConfigDifference& d : config_differences(record->config, config)) {
+      changes.push_back({{"key", d.key}, {"old", d.a}, {"new", d.b}});
+    }
+    store.run_set_config(run, config, {run, step, "config", nlohmann::json{{"changes", changes}, {"reason", "resume"}}.dump(), 0, 0});
+  }
+  store.run_set_status(run, RunStatus::running);
 }
 
 }  // namespace tfw::runner

@@ -33,7 +33,11 @@ class RunBook {
                           const std::function<void(const std::string&)>& say) = 0;
   // Records a new running run with the lineage of `source` (when it has a checkpoint); its id.
   virtual std::int64_t create(RunRecord record, const LineageSource* source) = 0;
-  virtual void resume(std::int64_t run) = 0;  // a known run is running again
+  // A known run is running again, from the checkpoint of `step`, with `config` (the resolved
+  // TOML it resumes with): when that differs from the stored config (`--resume --set/--extend`),
+  // the store's config becomes it, with a "config" event of the keys' old and new values, in
+  // one transaction.
+  virtual void resume(std::int64_t run, const std::string& config, std::int64_t step) = 0;
   virtual void beat(std::int64_t run, bool on) = 0;  // keep its heartbeat fresh while on
   virtual void metric(const MetricPoint& point) = 0;
   virtual void event(const EventRow& row) = 0;
@@ -53,5 +57,6 @@ std::unique_ptr<RunBook> local_run_book(const std::string& home);
 void book_clear_name(Store& store, const std::string& experiment, const std::string& name,
                      const std::function<void(const std::string&)>& say);
 std::int64_t book_create(Store& store, RunRecord record, const LineageSource* source);
+void book_resume(Store& store, std::int64_t run, const std::string& config, std::int64_t step);
 
 }  // namespace tfw::runner

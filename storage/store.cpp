@@ -284,6 +284,47 @@ std::int64_t Store::run_create(const RunRecord& run) {
   return sqlite3_last_insert_rowid(db_);
 }
 
+std::int64_t Store::run_insert(const RunRecord& run) {
+  const std::int64_t experiment = experiment_ensure(run.experiment);
+  Statement s(db_,
+              "INSERT INTO runs (experiment_id, name, family, config, status, heartbeat, seed, git_commit, host, "
+              "started, ended, parent_run_id, growth_method, growth_options, stage, parameters, tokens, flops, "
+              "inherited_flops, cumulative_flops, final_metrics, error, run_dir) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
+              "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, experiment).bind(2, run.name).bind(3, run.family).bind(4, run.config)
+      .bind(5, std::string(status_name(run.status))).bind(6, run.heartbeat).bind(7, run.seed)
+      .bind(8, run.git_commit).bind(9, run.host).bind(10, run.started).bind(11, run.ended);
+  if (run.parent != 0) s.bind(12, run.parent); else s.bind_null(12);
+  s.bind(13, run.growth_method).bind(14, run.growth_options).bind(15, run.stage).bind(16, run.parameters)
+      .bind(17, run.tokens).bind(18, run.flops).bind(19, run.inherited_flops).bind(20, run.cumulative_flops)
+      .bind(21, run.final_metrics.empty() ? std::string("{}") : run.final_metrics).bind(22, run.error)
+      .bind(23, to_stored(run.run_dir));
+  s.step();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Store::transaction(const std::function<void()>& body) {
+  exec(db_, "BEGIN IMMEDIATE");
+  try {
+    body();
+    exec(db_, "COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+void Store::run_set_config(std::int64_t run, const std::string& config, const EventRow& event) {
+  transaction([&] {
+    Statement s(db_, "UPDATE runs SET config = ? WHERE id = ?");
+    s.bind(1, config).bind(2, run).step();
+    if (sqlite3_changes(db_) != 1) throw StoreError(fmt::format("store: run {} does not exist", run));
+    EventRow row = event;
+    row.run = run;
+    event_add(row);
+  });
+}
+
 void Store::run_set_status(std::int64_t run, RunStatus status, const std::string& error) {
   Statement s(db_, "UPDATE runs SET status = ?, error = ?, heartbeat = ?, ended = CASE WHEN ? = 'running' THEN NULL "
                    "ELSE ended END WHERE id = ?");
@@ -486,24 +527,21 @@ std::vector<EventRow> Store::events(std::int64_t run) {
   return out;
 }
 
+void Store::metrics_append(const std::vector<MetricPoint>& points) {
+  // Replace: a resumed run re-logs the steps after its last checkpoint.
+  Statement s(db_, "INSERT OR REPLACE INTO metrics (run_id, key, step, tokens, flops, wall, value) VALUES "
+                   "(?, ?, ?, ?, ?, ?, ?)");
+  for (const MetricPoint& p : points) {
+    s.bind(1, p.run).bind(2, p.key).bind(3, p.step).bind(4, p.tokens).bind(5, p.flops).bind(6, p.wall);
+    if (std::isfinite(p.value)) s.bind(7, p.value); else s.bind_null(7);
+    s.step();
+    s.reset();
+  }
+}
+
 void Store::metrics_insert(const std::vector<MetricPoint>& points) {
   if (points.empty()) return;
-  exec(db_, "BEGIN IMMEDIATE");
-  try {
-    // Replace: a resumed run re-logs the steps after its last checkpoint.
-    Statement s(db_, "INSERT OR REPLACE INTO metrics (run_id, key, step, tokens, flops, wall, value) VALUES "
-                     "(?, ?, ?, ?, ?, ?, ?)");
-    for (const MetricPoint& p : points) {
-      s.bind(1, p.run).bind(2, p.key).bind(3, p.step).bind(4, p.tokens).bind(5, p.flops).bind(6, p.wall);
-      if (std::isfinite(p.value)) s.bind(7, p.value); else s.bind_null(7);
-      s.step();
-      s.reset();
-    }
-    exec(db_, "COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  transaction([&] { metrics_append(points); });
 }
 
 std::vector<MetricPoint> Store::metrics(std::int64_t run, const std::string& key) {

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -169,6 +170,19 @@ class Store {
   // Removes a run's record: its metrics, checkpoint rows, events and the run itself, in one
   // transaction (files are the caller's). Refused while other runs were grown from it.
   void run_delete(std::int64_t run);
+
+  // A resumed run whose config changed (`tfw train --resume --set/--extend`): the stored config
+  // becomes `config` in the same transaction as `event`, which records the old and new values.
+  void run_set_config(std::int64_t run, const std::string& config, const EventRow& event);
+
+  // Run bundles (runner/bundle.h). `body` runs inside one transaction: committed when it
+  // returns, rolled back when it throws.
+  void transaction(const std::function<void()>& body);
+  // A run exactly as another home recorded it: status, times, heartbeat, lineage (`parent`, an
+  // id of this store), inherited and cumulative FLOPs, final metrics, error. Its id. Inside a
+  // transaction(); metrics_append and event_add/checkpoint_add then add the rest.
+  std::int64_t run_insert(const RunRecord& run);
+  void metrics_append(const std::vector<MetricPoint>& points);  // inside the caller's transaction
 
   void checkpoint_add(const CheckpointRow& row);
   void checkpoint_remove(std::int64_t run, const std::string& path);

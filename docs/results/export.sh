@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates docs/results/ from a TFW_HOME in which the mini experiments were run:
+# Regenerates docs/results/ from a TFW_HOME in which the mini experiments were run, and ships
+# their runs as bundles in docs/results/data/:
 #   for e in e3-new-data e4-growth-methods e5-ablations e1-progressive-scaling e6-expressiveness \
 #            e7-online-growth e7-masking e8-vision; do
 #     build/tfw run experiments/mini/$e.toml --home HOME; done
@@ -17,6 +18,13 @@ experiments=("$@")
 cd "$root"
 files=()
 for e in "${experiments[@]}"; do files+=("experiments/mini/$e.toml"); done
+# The data first (issue 34): each experiment's stopped runs as a bundle in docs/results/data/,
+# so that every number below can be rebuilt from what ships (tests/results_rebuild.sh).
+mkdir -p docs/results/data
+for e in "${experiments[@]}"; do
+  name=$(sed -n '/^\[experiment\]/,/^\[/s/^name *= *"\(.*\)"/\1/p' "experiments/mini/$e.toml" | head -1)
+  build/tfw runs export --experiment "$name" --out "docs/results/data/$e.tfwb" --home "$home"
+done
 build/tfw report "${files[@]}" --home "$home" --out docs/results --preface docs/results/preface.md
 build/tfw export experiments/mini/e2-flops-vs-length.toml --home "$home" --figures docs/results/figures/e2-mini 2>&1 |
   grep -v '^no runs'

@@ -20,6 +20,7 @@
 #include "engine/registry.h"
 #include "engine/run_config.h"
 #include "storage/store.h"
+#include "workbench/cli/bundle_home.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 #include "workbench/results/figures.h"
@@ -36,10 +37,16 @@ using namespace tfw::results;
 
 struct ExportArgs {
   std::string experiment, format = "md", table, out, curves, home, paper_results, figures;
+  std::vector<std::string> bundles;  // --bundle: read the runs from these instead of a home
 };
 
 void run_export(const ExportArgs& args) {
-  const std::string home = home_resolve(args.home);
+  std::unique_ptr<BundleHome> shipped;
+  if (!args.bundles.empty()) {
+    if (!args.home.empty()) throw UsageError(with_hint("--bundle and --home both name runs", "give one of them"));
+    shipped = std::make_unique<BundleHome>(args.bundles);
+  }
+  const std::string home = shipped ? shipped->home() : home_resolve(args.home);
   auto store = Store::open_readonly(home + "/runs.db");
   // EXPERIMENT is a file (then the plan gives order, seeds, parents, paper references and
   // comparisons) or a name in the store.
@@ -151,6 +158,7 @@ void add_export_command(CLI::App& app) {
   command->add_option("--paper-results", args->paper_results,
                       "the paper's numbers (default: assets/paper_results.toml next to the build)");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  command->add_option("--bundle", args->bundles, "read the runs from this bundle (tfw runs export); repeatable");
   command->callback([args] { run_export(*args); });
 }
 

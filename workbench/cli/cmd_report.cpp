@@ -15,6 +15,7 @@
 #include "engine/registry.h"
 #include "engine/runtime.h"
 #include "storage/store.h"
+#include "workbench/cli/bundle_home.h"
 #include "workbench/cli/commands.h"
 #include "workbench/results/report.h"
 
@@ -27,17 +28,25 @@ namespace fs = std::filesystem;
 struct ReportArgs {
   std::vector<std::string> experiments;
   std::string out = "report", home, paper_results, preface, index = "README.md";
+  std::vector<std::string> bundles;  // --bundle: read the runs from these instead of a home
 };
 
 void run_report(const ReportArgs& args) {
-  const std::string home = home_resolve(args.home);
+  std::unique_ptr<BundleHome> shipped;
+  if (!args.bundles.empty()) {
+    if (!args.home.empty()) throw UsageError(with_hint("--bundle and --home both name runs", "give one of them"));
+    shipped = std::make_unique<BundleHome>(args.bundles);
+  }
+  const std::string home = shipped ? shipped->home() : home_resolve(args.home);
   auto store = Store::open_readonly(home + "/runs.db");
   results::ReportOptions options;
+  if (shipped) options.source = shipped->describe();
   options.out_dir = args.out;
   options.paper_results = args.paper_results.empty() ? executable_dir() + "/../assets/paper_results.toml" : args.paper_results;
   options.tool_version = std::string("tfw ") + TFW_VERSION + ", LibTorch " + torch_version();
   options.command = "tfw report";
   for (const std::string& e : args.experiments) options.command += " " + e;
+  for (const std::string& b : args.bundles) options.command += " --bundle " + b;
   if (args.out != "report") options.command += " --out " + args.out;
   if (!args.preface.empty()) {
     std::ifstream in(args.preface);
@@ -97,6 +106,7 @@ void add_report_command(CLI::App& app) {
   command->add_option("--paper-results", args->paper_results,
                       "the paper's numbers (default: assets/paper_results.toml next to the build)");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  command->add_option("--bundle", args->bundles, "read the runs from this bundle (tfw runs export); repeatable");
   command->callback([args] { run_report(*args); });
 }
 

@@ -1,14 +1,19 @@
-// `tfw runs list|show|compare`: the run store, read-only; `tfw runs delete`: remove records.
+// `tfw runs list|show|compare|diff`: the run store, read-only; `tfw runs delete`: remove records;
+// `tfw runs export|import`: run bundles (runner/bundle.h).
 #include <cmath>
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "engine/config_diff.h"
 #include "engine/error.h"
 #include "engine/home.h"
+#include "runner/bundle.h"
 #include "storage/store.h"
 #include "workbench/results/results.h"
 #include "workbench/results/summary.h"
@@ -29,6 +34,10 @@ struct RunsArgs {
   std::vector<std::string> runs;
   bool json = false;
   bool files = false;
+  bool all_keys = false;       // compare: every config key, not only those that differ
+  std::string out;             // export: the bundle file
+  std::string bundle;          // import: the bundle file
+  runner::BundleExport what;   // export: --experiment, --checkpoints
 };
 
 std::string metric(const RunRecord& r, const char* key) {
@@ -199,7 +208,7 @@ void run_compare(const RunsArgs& args) {
     for (const RunRecord& r : runs) std::cout << fmt::format(" {:>20}", cell(r));
     std::cout << "\n";
   };
-  row("run", [](const RunRecord& r) { return fmt::format("{} {}", r.id, r.name.substr(0, 16)); });
+  row("run", [](const RunRecord& r) { return fmt::format("{} {}", r.id, r.name); });
   row("family", [](const RunRecord& r) { return r.family; });
   row("status", [](const RunRecord& r) { return std::string(status_name(r.status)); });
   row("parameters", [](const RunRecord& r) { return grouped(r.parameters); });
@@ -211,6 +220,24 @@ void run_compare(const RunsArgs& args) {
   row("train loss", [](const RunRecord& r) { return metric(r, "train_loss"); });
   row("tokens/s", [](const RunRecord& r) { return metric(r, "tokens_per_second"); });
   row("host", [](const RunRecord& r) { return r.host; });
+  // Config keys: those that differ between the runs (every key with --all-keys).
+  std::vector<std::map<std::string, std::string>> configs;
+  std::set<std::string> keys;
+  for (const RunRecord& r : runs) {
+    configs.push_back(config_flatten(r.config, fmt::format("run {}'s config", r.id)));
+    for (const auto& [key, value] : configs.back()) keys.insert(key);
+  }
+  std::size_t shown = 0;
+  for (const std::string& key : keys) {
+    std::set<std::string> values;
+    for (const auto& c : configs) values.insert(c.count(key) ? c.at(key) : "-");
+    if (values.size() < 2 && !args.all_keys) continue;
+    if (shown++ == 0) std::cout << (args.all_keys ? "config:\n" : "config keys that differ (--all-keys: every key):\n");
+    std::cout << fmt::format("{:<{}}", "  " + key, std::max<std::size_t>(18, key.size() + 2));
+    for (const auto& c : configs) std::cout << fmt::format(" {:>20}", c.count(key) ? c.at(key) : "-");
+    std::cout << "\n";
+  }
+  if (shown == 0) std::cout << "config: the same for every run\n";
   if (groups.size() == runs.size()) return;  // no two runs differ only in seed
   std::cout << "\ngroups that differ only in seed (final val loss, mean and 95% Student-t CI):\n";
   for (const results::SeedGroup& g : groups) {
@@ -264,6 +291,59 @@ void run_delete(const RunsArgs& args) {
   }
 }
 
+// The config keys that differ between two runs.
+void run_diff(const RunsArgs& args) {
+  if (args.runs.size() != 2) throw UsageError(with_hint("tfw runs diff compares two runs", "tfw runs diff A B"));
+  auto store = open_store(home_resolve(args.home));
+  const RunRecord a = find(*store, args.runs[0]), b = find(*store, args.runs[1]);
+  const std::vector<ConfigDifference> differences = config_differences(a.config, b.config);
+  if (args.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const ConfigDifference& d : differences) {
+      list.push_back({{"key", d.key}, {"a", d.a.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.a)},
+                      {"b", d.b.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.b)}});
+    }
+    print_json({{"a", a.id}, {"b", b.id}, {"differences", list}});
+    return;
+  }
+  const std::string la = fmt::format("{} {}", a.id, a.name), lb = fmt::format("{} {}", b.id, b.name);
+  if (differences.empty()) {
+    std::cout << fmt::format("runs {} and {} have the same config\n", la, lb);
+    return;
+  }
+  std::size_t width = 3;
+  for (const ConfigDifference& d : differences) width = std::max(width, d.key.size());
+  std::size_t width_a = la.size();
+  for (const ConfigDifference& d : differences) width_a = std::max(width_a, d.a.size());
+  std::cout << fmt::format("{:<{}}  {:<{}}  {}\n", "key", width, la, width_a, lb);
+  for (const ConfigDifference& d : differences) {
+    std::cout << fmt::format("{:<{}}  {:<{}}  {}\n", d.key, width, d.a.empty() ? "-" : d.a, width_a,
+                             d.b.empty() ? "-" : d.b);
+  }
+}
+
+void run_export(const RunsArgs& args) {
+  auto store = open_store(home_resolve(args.home));
+  runner::BundleExport what = args.what;
+  what.runs = args.runs;
+  const runner::BundleSummary s = runner::bundle_export(*store, what, args.out);
+  for (const std::string& skipped : s.skipped) std::cerr << "skipped " << skipped << ": it has not stopped\n";
+  if (!s.ancestors.empty()) {
+    std::cerr << fmt::format("added {} ancestor run{}: {}\n", s.ancestors.size(), s.ancestors.size() == 1 ? "" : "s",
+                             fmt::join(s.ancestors, ", "));
+  }
+  std::cout << fmt::format("wrote {}: {} run{}, {} checkpoint file{}, {} bytes\n", args.out, s.runs.size(),
+                           s.runs.size() == 1 ? "" : "s", s.files, s.files == 1 ? "" : "s", grouped(s.bytes));
+}
+
+void run_import(const RunsArgs& args) {
+  const std::string home = home_resolve(args.home);
+  const runner::BundleSummary s = runner::bundle_import(args.bundle, home);
+  const std::size_t added = s.runs.size() - s.unchanged.size();
+  std::cout << fmt::format("imported {} run{} into {} ({} already there and identical), {} checkpoint file{}\n", added,
+                           added == 1 ? "" : "s", home, s.unchanged.size(), s.files, s.files == 1 ? "" : "s");
+}
+
 }  // namespace
 
 void add_runs_command(CLI::App& app) {
@@ -285,13 +365,28 @@ void add_runs_command(CLI::App& app) {
   remove->add_flag("--files", args->files, "also remove the run folders (only inside TFW_HOME)");
   remove->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   remove->callback([args] { run_delete(*args); });
-  for (CLI::App* command : {list, show, compare}) {
+  CLI::App* diff = runs->add_subcommand("diff", "The config keys that differ between two runs");
+  diff->add_option("runs", args->runs, "two run ids or names")->required()->expected(2);
+  compare->add_flag("--all-keys", args->all_keys, "show every config key, not only those that differ");
+  CLI::App* out = runs->add_subcommand("export", "Write runs (records, configs, metrics, events, lineage) to a bundle file");
+  out->add_option("runs", args->runs, "run ids or names (their ancestors come too)");
+  out->add_option("--experiment", args->what.experiment, "every stopped run of this experiment");
+  out->add_option("--out", args->out, "the bundle file to write")->required();
+  out->add_flag("--checkpoints", args->what.checkpoints, "also the checkpoint files");
+  out->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  out->callback([args] { run_export(*args); });
+  CLI::App* in = runs->add_subcommand("import", "Read a bundle's runs into a home: all of them, or none");
+  in->add_option("bundle", args->bundle, "the bundle file (tfw runs export)")->required();
+  in->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  in->callback([args] { run_import(*args); });
+  for (CLI::App* command : {list, show, compare, diff}) {
     command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
     command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
   }
   list->callback([args] { run_list(*args); });
   show->callback([args] { run_show(*args); });
   compare->callback([args] { run_compare(*args); });
+  diff->callback([args] { run_diff(*args); });
 }
 
 }  // namespace tfw::cli

@@ -92,6 +92,86 @@ std::string measured_section(const ExperimentResults& results) {
   return out.str();
 }
 
+// What produced a run's numbers, one line per start of it (a resume adds one): its
+// "provenance" events (issue 34); empty for runs recorded before them.
+std::set<std::string> run_provenance(Store& store, const RunRecord& run) {
+  std::set<std::string> out;
+  for (const EventRow& e : store.events(run.id)) {
+    if (e.kind != "provenance") continue;
+    const nlohmann::json p = nlohmann::json::parse(e.payload, nullptr, false);
+    if (!p.is_object()) continue;
+    auto field = [&](const char* key) {
+      if (!p.contains(key)) return std::string("?");
+      return p[key].is_string() ? p[key].get<std::string>() : p[key].dump();
+    };
+    std::string device = field("device");
+    out.insert(fmt::format("commit {}, LibTorch {}{}, {}{}, {} thread{}, {}", field("git_commit"), field("libtorch"),
+                           field("cuda").empty() ? "" : " (CUDA " + field("cuda") + ")", field("processor"),
+                           device == "cpu" ? "" : " (" + device + ")", field("threads"),
+                           field("threads") == "1" ? "" : "s", field("precision")));
+  }
+  return out;
+}
+
+// A run and its ancestors: a grown run's numbers depend on every stage before it.
+std::set<std::string> lineage_provenance(Store& store, const RunRecord& run) {
+  std::set<std::string> out;
+  for (const RunRecord& r : store.lineage(run.id)) {
+    const std::set<std::string> own = run_provenance(store, r);
+    if (own.empty()) out.insert("not recorded (a run from before tfw recorded provenance)");
+    out.insert(own.begin(), own.end());
+  }
+  return out;
+}
+
+// What produced the numbers, and a warning wherever runs that are averaged or compared
+// were produced differently (another commit, LibTorch, processor, thread count or precision).
+std::string provenance_section(const ExperimentResults& results, const std::vector<ComparisonResult>& comparisons) {
+  std::map<std::string, std::set<std::string>> of_variant;
+  std::map<std::string, std::size_t> counts;  // provenance line -> finished runs
+  for (const Variant& v : results.variants()) {
+    for (const RunResult* r : v.finished()) {
+      const std::set<std::string> p = lineage_provenance(results.store(), *r->record);
+      of_variant[v.name].insert(p.begin(), p.end());
+      for (const std::string& line : run_provenance(results.store(), *r->record)) counts[line] += 1;
+    }
+  }
+  std::ostringstream out;
+  out << "## Provenance\n\n";
+  if (counts.empty()) {
+    out << "The runs do not record what produced them (they were recorded before tfw did). Their numbers cannot be "
+           "traced to a commit, a LibTorch or a processor.\n\n";
+    return out.str();
+  }
+  out << "What produced the numbers (each start of a run, a resume included, records one):\n\n";
+  for (const auto& [line, n] : counts) out << fmt::format("- {} ({} run{})\n", line, n, n == 1 ? "" : "s");
+  std::vector<std::string> warnings;
+  for (const auto& [variant, lines] : of_variant) {
+    if (lines.size() > 1) {
+      warnings.push_back(fmt::format("the runs of group `{}` (or their ancestors) were produced differently: {}", variant,
+                                     fmt::join(lines, "; ")));
+    }
+  }
+  for (const ComparisonResult& c : comparisons) {
+    const auto a = of_variant.find(c.spec.a), b = of_variant.find(c.spec.b);
+    if (a == of_variant.end() || b == of_variant.end()) continue;
+    std::set<std::string> both = a->second;
+    both.insert(b->second.begin(), b->second.end());
+    if (both.size() > 1 && a->second.size() == 1 && b->second.size() == 1) {
+      warnings.push_back(fmt::format("comparison `{}` sets runs produced differently against each other: a by {}; b by {}",
+                                     c.spec.name, *a->second.begin(), *b->second.begin()));
+    }
+  }
+  out << "\n";
+  if (warnings.empty()) {
+    out << "Every group and every comparison was produced alike.\n\n";
+  } else {
+    for (const std::string& w : warnings) out << "- **Warning:** " << w << ".\n";
+    out << "\n";
+  }
+  return out.str();
+}
+
 }  // namespace
 
 std::vector<ClaimLine> report_write(const ExperimentResults& results, const ReportOptions& options,
@@ -104,8 +184,8 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
 
   std::ostringstream out;
   out << "# " << e.name << (e.description.empty() ? "" : ": " + e.description) << "\n\n";
-  out << fmt::format("Generated on {} by `{}` ({}) from the run store. Regenerate it with the same command.\n\n", today(),
-                     options.command, options.tool_version);
+  out << fmt::format("Generated on {} by `{}` ({}) from {}. Regenerate it with the same command.\n\n", today(),
+                     options.command, options.tool_version, options.source);
   out << measured_section(results);
 
   out << "## Verdict rule\n\n" << verdict_rule() << "\n\n";
@@ -150,6 +230,8 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
     claims.push_back({e.name, c.spec.claim, c.spec.paper, c.verdict, file});
   }
   if (number == 0) out << "This experiment's file names no claims (`claim = \"...\"` in a `[comparisons.NAME]` table).\n\n";
+
+  out << provenance_section(results, comparisons);
 
   // Figures.
   const std::vector<std::string> figures = figures_write(results, (fs::path(options.out_dir) / figure_dir).string());

@@ -16,6 +16,7 @@ struct ReportOptions {
   std::string command;            // the command line, quoted in the report
   std::string tool_version;       // "tfw 0.x (LibTorch 1.13.0)"
   std::string preface;            // Markdown put at the top of the index (several experiments)
+  std::string source = "the run store";  // where the runs were read: "the run store", "the bundle FILE"
 };
 
 struct ClaimLine {

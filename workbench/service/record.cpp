@@ -137,7 +137,10 @@ json Service::Impl::record(const json& message) {
   if (!store->run_get(run)) throw std::runtime_error(fmt::format("no run {} in this service's store", run));
   require_capability(*store, run, message, type);
   if (type == "record_resume") {
-    store->run_set_status(run, RunStatus::running);
+    // The config it resumes with (a client before issue 34 sends none: the stored one stays).
+    const std::string config = message.contains("config") ? text(message, "config") : std::string();
+    const std::int64_t step = message.contains("step") ? integer(message, "step") : 0;
+    runner::book_resume(*store, run, config, step);
     return {{"type", "record_resumed"}};
   }
   if (type == "record_finish") {

@@ -137,7 +137,9 @@ class RemoteRunBook final : public runner::RunBook {
     return run;
   }
 
-  void resume(std::int64_t run) override { call({{"type", "record_resume"}, {"run", run}}); }
+  void resume(std::int64_t run, const std::string& config, std::int64_t step) override {
+    call({{"type", "record_resume"}, {"run", run}, {"config", config}, {"step", step}});
+  }
 
   void beat(std::int64_t run, bool on) override {
     std::lock_guard<std::mutex> lock(mutex_);
