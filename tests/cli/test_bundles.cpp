@@ -275,6 +275,27 @@ TEST_F(Bundles, EveryRunRecordsWhatProducedIt) {
   EXPECT_EQ(n, 3u);  // one start per run
 }
 
+// A group whose seeds were produced by different thread counts (one run's provenance edited
+// in the store, as another machine would have recorded it) is named in the report's warning;
+// so is a comparison whose two sides differ, and the runs' bundle carries the edit.
+TEST_F(Bundles, TheReportWarnsWhenAGroupWasProducedDifferently) {
+  const std::string home = root_ + "/mixed", seeds = std::string(TFW_SOURCE_DIR) + "/tests/data/tiny-seeds.toml";
+  fs::remove_all(home);
+  Result made = shell(fmt::format("{} run {} --home {}", kTfw, seeds, home));
+  ASSERT_EQ(made.code, 0) << made.output;
+  Result edit = capture(fmt::format(
+      "sqlite3 {}/runs.db \"UPDATE events SET payload = json_set(payload, '$.threads', 7) WHERE kind = 'provenance' AND "
+      "run_id = (SELECT id FROM runs WHERE name = 'baseline-s1')\"", home));
+  ASSERT_EQ(edit.code, 0) << edit.output;
+  Result report = shell(fmt::format("{} report {} --out {}/report --home {}", kTfw, seeds, root_, home));
+  ASSERT_EQ(report.code, 0) << report.output;
+  const std::string text = read(root_ + "/report/tiny-seeds.md");
+  EXPECT_NE(text.find("**Warning:** the runs of group `baseline` (or their ancestors) were produced differently"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("7 threads, fp32 (1 run)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Every group and every comparison was produced alike."), std::string::npos) << text;
+}
+
 // Issue 34: after `--resume --set train.max_steps=... --extend keep`, the run folder's config
 // said the new budget but the store kept the old one, so `runs compare` grouped the longer
 // run with a shorter one "as seeds". The store's config is now the one that runs, with an

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -70,6 +71,16 @@ std::string measured_section(const ExperimentResults& results) {
       most_other = std::max(most_other, m["other_cpu_share"].get<double>());
     }
   }
+  // How many runs ran at once, at most (`tfw run --jobs N`): their [started, ended] spans.
+  std::vector<std::pair<double, int>> edges;
+  for (const RunResult& r : results.runs()) {
+    if (!r.finished() || r.record->ended <= r.record->started) continue;
+    edges.emplace_back(r.record->started, 1);
+    edges.emplace_back(r.record->ended, -1);
+  }
+  std::sort(edges.begin(), edges.end());  // an end before a start at the same instant
+  int running = 0, at_most = 1;
+  for (const auto& [when, change] : edges) at_most = std::max(at_most, running += change);
   auto join = [](const auto& items) {
     std::string out;
     for (const auto& item : items) out += (out.empty() ? "" : ", ") + fmt::format("{}", item);
@@ -83,7 +94,8 @@ std::string measured_section(const ExperimentResults& results) {
   out << fmt::format("- **Scale:** {} to {} parameters; {} training tokens in all; data {}.\n", grouped(low),
                      grouped(high), grouped(tokens), join(results.corpora()));
   out << fmt::format("- **Compute:** {:.3e} training FLOPs in all (each run's own, so a lineage counts once).\n", flops);
-  out << fmt::format("- **Wall time:** {} summed over the runs, which ran one at a time on {}.\n", seconds_text(wall),
+  out << fmt::format("- **Wall time:** {} summed over the runs, which ran {} on {}.\n", seconds_text(wall),
+                     at_most == 1 ? std::string("one at a time") : fmt::format("up to {} at a time", at_most),
                      join(hosts));
   out << fmt::format("- **Contention:** {} of {} runs shared the CPU with other work for more than a quarter of their "
                      "time (the largest share of other work: {:.0f}%). Loss values do not depend on it; wall times do.\n",
