@@ -335,7 +335,10 @@ TEST_F(Report, FitUsesTheFamilysRunsFromScratchAndRefusesTooFew) {
   EXPECT_EQ(json["runs"], 12);
   EXPECT_EQ(json["distinct_points"], 7);
   EXPECT_EQ(json["corpus"], "kjv");
-  EXPECT_GT(json["law"]["E"].get<double>(), 0);
+  // E = exp(e) >= 0. On some hosts of this machine kind the best fit of these 7 tiny points
+  // puts E at the boundary (exp underflows to 0.0; the tfw of a399711 gives the same there), so
+  // only its sign is asserted; the fit's quality is the error bound below.
+  EXPECT_GE(json["law"]["E"].get<double>(), 0);
   EXPECT_LT(json["rms_log_error"].get<double>(), 0.1);
   out = tfw("fit tokenformer --experiment tiny-fit --json --home " + home(), false);
   ASSERT_EQ(out.code, 0) << out.output;
