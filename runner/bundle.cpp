@@ -18,6 +18,7 @@
 #include "engine/error.h"
 #include "engine/files.h"
 #include "engine/home.h"
+#include "engine/json_depth.h"
 #include "engine/sha256.h"
 #include "runner/lineage.h"
 
@@ -338,26 +339,6 @@ class GzReader {
   std::size_t pos_ = 0;
 };
 
-int json_nesting(const std::string& text, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 // A run as read from a bundle, checked, with its files staged.
 struct IncomingRun {
   RunRecord record;
@@ -502,7 +483,7 @@ std::vector<IncomingRun> read_bundle(const std::string& bundle, const BundleLimi
   const std::string not_bundle = "name a file that `tfw runs export` wrote";
   const std::optional<std::string> first = reader.line(limits.header_bytes, "the header line");
   if (reader.direct()) refuse("it is not a tfw bundle (not gzip-compressed)", not_bundle);
-  json header = first && json_nesting(*first, limits.depth) <= limits.depth ? json::parse(*first, nullptr, false)
+  json header = first && json_nesting_depth(*first, limits.depth) <= limits.depth ? json::parse(*first, nullptr, false)
                                                                             : json(nullptr);
   if (!header.is_object() || header.value("format", json()) != "tfw-bundle" ||
       !header.value("format_version", json()).is_number_integer()) {
@@ -525,7 +506,7 @@ std::vector<IncomingRun> read_bundle(const std::string& bundle, const BundleLimi
     const std::string where = fmt::format("line {}", index + 2);
     const std::optional<std::string> line = reader.line(limits.run_bytes, where);
     if (!line) refuse("it ends before its last line", "the file is truncated: copy or export it again");
-    if (json_nesting(*line, limits.depth) > limits.depth) {
+    if (json_nesting_depth(*line, limits.depth) > limits.depth) {
       refuse(fmt::format("{} is nested deeper than {} levels", where, limits.depth), not_bundle);
     }
     json parsed = json::parse(*line, nullptr, false);

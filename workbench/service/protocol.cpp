@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/json_depth.h"
 
 namespace tfw::service {
 
@@ -60,25 +61,7 @@ std::string token_read(const std::string& path) {
   return token.substr(begin, end - begin + 1);
 }
 
-int json_depth(const std::string& text, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
+int json_depth(const std::string& text, int limit) { return json_nesting_depth(text, limit); }
 
 bool token_equal(const std::string& a, const std::string& b) {
   unsigned char difference = a.size() == b.size() ? 0 : 1;
