@@ -217,6 +217,45 @@ TEST_F(Report, FiguresHaveOnePathPerRunAndEveryGroupsColour) {
   EXPECT_TRUE(fs::exists(dir + "/flops_vs_length.svg"));
 }
 
+// E1's stage-budget runs are evaluated once, at their end: the figure must still show them
+// (they are in its legend), as a dot in their colour, and the caption must say what a dot is.
+TEST(Figures, ARunWithASingleEvaluationIsADotNotDropped) {
+  const std::string home = (fs::temp_directory_path() / ("tfw-figure-dot-" + std::to_string(getpid()))).string();
+  fs::remove_all(home);
+  fs::create_directories(home);
+  const std::string experiment = home + "/dot.toml";
+  {
+    std::ofstream out(experiment);
+    out << "[experiment]\nname = \"dot\"\n[experiment.figures]\nloss_vs_flops = \"Fig. 3\"\n"
+           "[defaults]\ndata = { corpus = \"kjv\" }\n"
+           "train = { batch_size = 4, lr = 3e-3, warmup_steps = 1, eval_every = 50, eval_batches = 1 }\n"
+           "[runs.once]\nfamily = \"tokenformer\"\n"
+           "model = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, vocab = 256, seq_len = 16 }\n"
+           "train = { max_steps = 3 }\n"
+           "[runs.often]\nfamily = \"tokenformer\"\n"
+           "model = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, vocab = 256, seq_len = 16 }\n"
+           "train = { max_steps = 6, eval_every = 2 }\n";
+  }
+  ASSERT_EQ(tfw("run " + experiment + " --home " + home).code, 0);
+  const auto out = tfw("export " + experiment + " --home " + home + " --figures " + home + "/fig");
+  ASSERT_EQ(out.code, 0) << out.output;
+  const auto parsed = tfw::test::capture(
+      std::string(TFW_PYTHON) + " -c \"import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
+      "ns = '{http://www.w3.org/2000/svg}'; "
+      "print([(c.get('data-run'), c.get('fill')) for c in r.iter(ns + 'circle') if c.get('class') == 'point']); "
+      "print(sorted(p.get('data-run') for p in r.iter(ns + 'path') if p.get('class') == 'run'))\" " + home +
+      "/fig/loss_vs_flops.svg");
+  ASSERT_EQ(parsed.code, 0) << parsed.output;
+  // "once" is the first group: tab10's first colour. "often" has a line and no dot.
+  EXPECT_NE(parsed.output.find("[('once', '#1f77b4')]"), std::string::npos) << parsed.output;
+  EXPECT_NE(parsed.output.find("['often', 'once']"), std::string::npos) << parsed.output;
+  std::ifstream svg(home + "/fig/loss_vs_flops.svg");
+  std::stringstream text;
+  text << svg.rdbuf();
+  EXPECT_NE(text.str().find("a dot is a run with a single evaluation"), std::string::npos);
+  fs::remove_all(home);
+}
+
 TEST_F(Report, NamesEachClaimWithAVerdict) {
   const std::string out_dir = home() + "/report";
   const auto out = tfw("report " + kExperiment + " --home " + home() + " --out " + out_dir);

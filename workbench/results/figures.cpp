@@ -150,7 +150,7 @@ Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirror
   Figure f = figure_of(results, "loss_vs_flops", "validation loss against cumulative training compute",
                        "cumulative training FLOPs (log scale)", loss_label(results));
   std::size_t colour = 0;
-  bool grown = false;
+  bool grown = false, single = false;
   for (const Variant& v : results.variants()) {
     FigureSeries s;
     s.colour = colour++;
@@ -169,6 +169,7 @@ Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirror
         s.markers.push_back(line.front());
         grown = true;
       }
+      single = single || line.size() == 1;
       s.run_names.push_back(run->name);
       s.lines.push_back(std::move(line));
     }
@@ -180,6 +181,7 @@ Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirror
                          std::string("Validation loss of every run (one line per run) against the cumulative FLOPs of "
                                      "its lineage; the band spans the seeds' minimum to maximum") +
                              (grown ? "; circles mark growth points (a grown run's first evaluation)" : "") +
+                             (single ? "; a dot is a run with a single evaluation" : "") +
                              (results.corpora().size() > 1 ? ". Each run's loss is on its own training corpus, so a jump at "
                                                          "a growth point can be the change of data"
                                                        : ""),
@@ -384,6 +386,15 @@ std::string svg_render(const Figure& f) {
         first = false;
       }
       out << "\"/>\n";
+      // A run evaluated once has no line to draw: a dot in its colour shows it (the legend
+      // names it, so it must be on the plot).
+      if (s.lines[k].size() == 1) {
+        const double x = sx(s.lines[k].front().x), y = sy(s.lines[k].front().y);
+        if (std::isfinite(x) && std::isfinite(y)) {
+          out << fmt::format("<circle class=\"point\" data-run=\"{}\" cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3.5\" fill=\"{}\"/>\n",
+                             xml_escape(s.run_names[k]), x, y, hex(s.colour));
+        }
+      }
     }
     for (const analysis::CurvePoint& m : s.markers) {
       out << fmt::format("<circle class=\"growth\" cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"4\" fill=\"white\" stroke=\"{}\" "
