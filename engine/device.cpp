@@ -18,6 +18,16 @@ std::string precision_name(Precision precision) { return precision == Precision:
 
 bool cuda_available() { return torch::cuda::is_available(); }
 
+torch::Tensor to_device(const torch::Tensor& host, torch::Device device) {
+  if (!device.is_cuda() || !host.device().is_cpu()) return host.to(device);
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+void cuda_set_tf32(bool allowed) {
+  at::globalContext().setAllowTF32CuBLAS(allowed);
+  at::globalContext().setAllowTF32CuDNN(allowed);
+}
+
 std::optional<DeviceProblem> device_problem(const std::string& name) {
   if (name == "cpu") return std::nullopt;
   const bool cuda = name == "cuda" || (name.rfind("cuda:", 0) == 0 && name.size() > 5 &&

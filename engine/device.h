@@ -31,6 +31,15 @@ std::optional<DeviceProblem> device_problem(const std::string& name);
 // `name` as a device of this LibTorch; throws UsageError with device_problem()'s words.
 torch::Device device_resolve(const std::string& name);
 
+// A batch from host memory onto `device`: on CUDA through pinned memory with a non-blocking
+// copy (the step does not wait for it; LibTorch's pinned allocator keeps the host block until
+// the copy is done); on the CPU the tensor itself.
+torch::Tensor to_device(const torch::Tensor& host, torch::Device device);
+
+// Whether float32 matrix products on CUDA may use TF32 (cuBLAS and cuDNN; train.tf32). A
+// process-wide setting of LibTorch: the trainer sets it from the config before its first step.
+void cuda_set_tf32(bool allowed);
+
 // The device of a module's first parameter (the CPU for a module without parameters).
 torch::Device module_device(const torch::nn::Module& module);
 

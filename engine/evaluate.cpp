@@ -102,11 +102,21 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
   const CheckpointMeta meta = checkpoint_read_meta(request.checkpoint);  // verifies: a corrupt file is a UsageError
   RunConfig config;
   try {
-    config = run_config_parse(registry, toml::parse(std::string_view(meta.config_toml), request.checkpoint), request.checkpoint);
+    toml::table table = toml::parse(std::string_view(meta.config_toml), request.checkpoint);
+    if (!request.device.empty()) {
+      toml::table* train = table["train"].as_table();
+      if (train == nullptr) train = table.insert_or_assign("train", toml::table{}).first->second.as_table();
+      train->insert_or_assign("device", request.device);
+      if (request.device == "cpu") train->erase("tf32");  // a CUDA setting
+    }
+    config = run_config_parse(registry, table, request.checkpoint);
   } catch (const UsageError& e) {
-    throw UsageError(with_hint(fmt::format("cannot rebuild the model of {}: {}", request.checkpoint, first_line(e.what())),
-                               "the checkpoint needs the plugin of its model family: `tfw plugins` lists the loaded "
-                               "ones (TFW_PLUGIN_PATH adds folders)"));
+    const std::string message = first_line(e.what());
+    const bool device = message.find("train.device") != std::string::npos;
+    throw UsageError(with_hint(fmt::format("cannot rebuild the model of {}: {}", request.checkpoint, message),
+                               device ? "evaluate it on another device with --device cpu (checkpoints are device-free)"
+                                      : "the checkpoint needs the plugin of its model family: `tfw plugins` lists the "
+                                        "loaded ones (TFW_PLUGIN_PATH adds folders)"));
   }
   if (config.data.task == kImageClassificationTask) return evaluate_images(registry, request, config, meta, on_message);
   const ModelShape shape = config.model.spec->shape();

@@ -38,6 +38,9 @@ struct EvalRequest {
   // Parameter blocks (train.mask) to evaluate with: unset, the checkpoint's own train.mask.use;
   // empty, every token.
   std::optional<std::vector<std::string>> blocks;
+  // Where to evaluate: "cpu", "cuda" or "cuda:N"; empty: the checkpoint's train.device.
+  // Checkpoints are device-free, so a run trained on a GPU evaluates on the CPU (issue 35).
+  std::string device;
 };
 
 struct EvalResult {

@@ -31,7 +31,50 @@ double measure() {
   return best;
 }
 
+// Dense matrix products on a CUDA device, timed between device synchronisations.
+double measure_cuda(const std::string& device, const std::string& precision) {
+  torch::NoGradGuard no_grad;
+  const std::int64_t n = 8192;
+  const auto options =
+      torch::TensorOptions().device(torch::Device(device)).dtype(precision == "bf16" ? torch::kBFloat16 : torch::kFloat32);
+  torch::Tensor a = torch::randn({n, n}, options), b = torch::randn({n, n}, options), c = torch::empty({n, n}, options);
+  for (int i = 0; i < 3; ++i) torch::matmul_out(c, a, b);
+  torch::cuda::synchronize();
+  double best = 0;
+  for (int round = 0; round < 5; ++round) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 10; ++i) torch::matmul_out(c, a, b);
+    torch::cuda::synchronize();
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 10 * 2.0 * n * n * n / seconds);
+  }
+  return best;
+}
+
 }  // namespace
+
+double peak_flops_resolve(const std::string& home, double configured, const std::string& device,
+                          const std::string& precision) {
+  if (configured > 0 || device.rfind("cuda", 0) != 0) return peak_flops_resolve(home, configured);
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  const std::string key = fmt::format("{}-{}-{}", host, device == "cuda" ? "cuda:0" : device, precision);
+  const std::string path = home + "/machine.toml";
+  toml::table table;
+  try {
+    if (std::filesystem::exists(path)) table = toml::parse_file(path);
+  } catch (const toml::parse_error&) {
+    table = toml::table{};
+  }
+  if (auto cached = table["peak_flops"][key].value<double>()) return *cached;
+  const double peak = measure_cuda(device, precision);
+  if (!table.contains("peak_flops")) table.insert("peak_flops", toml::table{});
+  table["peak_flops"].as_table()->insert_or_assign(key, peak);
+  std::filesystem::create_directories(home);
+  std::ofstream(path) << "# tfw: measured matmul peak FLOP/s (for MFU), per host and thread count or device\n"
+                      << table << "\n";
+  return peak;
+}
 
 double peak_flops_resolve(const std::string& home, double configured) {
   if (configured > 0) return configured;

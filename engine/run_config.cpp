@@ -221,6 +221,11 @@ TrainConfig train_parse(ConfigTable& t) {
   if (std::optional<DeviceProblem> problem = device_problem(c.device)) {
     t.fail("device", problem->message, problem->hint);
   }
+  c.tf32 = t.get_bool("tf32", c.tf32);
+  if (c.tf32 && c.device == "cpu") {
+    t.fail("tf32", "TF32 matrix products are a CUDA setting, and train.device is \"cpu\"",
+           "remove train.tf32, or set train.device = \"cuda\"");
+  }
   for (ConfigTable& event_table : t.sub_array("growth")) {
     GrowthEvent event;
     event.at_step = at_least<std::int64_t>(event_table, "at_step", event_table.require_int("at_step"), 1);
@@ -272,6 +277,7 @@ toml::table train_to_toml(const TrainConfig& c) {
   if (c.peak_flops > 0) t.insert("peak_flops", c.peak_flops);
   if (c.precision != "fp32") t.insert("precision", c.precision);
   if (c.device != "cpu") t.insert("device", c.device);
+  if (c.tf32) t.insert("tf32", true);
   if (c.schedule_steps > 0) t.insert("schedule_steps", c.schedule_steps);
   if (!c.growth.empty()) {
     toml::array events;

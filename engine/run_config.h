@@ -129,6 +129,9 @@ struct TrainConfig {
   // normalisations and loss (engine/device.h). Evaluation follows it; checkpoints stay fp32.
   std::string precision = "fp32";
   std::string device = "cpu";         // "cpu", "cuda" or "cuda:N" (checked when training starts)
+  // float32 matrix products on CUDA in TF32 (cuBLAS and cuDNN): faster, with a 10-bit
+  // mantissa. Off by default, so that fp32 means fp32; only for a CUDA device.
+  bool tf32 = false;
   std::vector<GrowthEvent> growth;    // [[train.growth]], by step
   GrowthRepeat growth_repeat;         // [train.growth_repeat] (every_steps = 0: none)
   MaskConfig mask;                    // [train.mask] (no blocks used: no mask)

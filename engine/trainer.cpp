@@ -211,6 +211,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   train_memory_check(config, plan);
   const std::int64_t T = plan.seq_len, B = train.batch_size;
   const torch::Device device = device_resolve(train.device);  // a UsageError before any work
+  if (device.is_cuda()) cuda_set_tf32(train.tf32);             // fp32 means fp32 unless asked
   const Precision precision = precision_parse(train.precision);
   auto say = [&](const std::string& message) {
     if (options.on_message) options.on_message(message);
@@ -326,7 +327,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   summary.inherited_flops = state.inherited_flops;
   // MFU is over the world's peak: each rank's threads have the peak rank 0 measured (or took
   // from TFW_HOME/machine.toml) for its own thread count.
-  summary.peak_flops = writer ? peak_flops_resolve(options.home, train.peak_flops) : 0;
+  summary.peak_flops = writer ? peak_flops_resolve(options.home, train.peak_flops, train.device, train.precision) : 0;
   if (dist != nullptr) {
     std::vector<torch::Tensor> peak{torch::tensor({summary.peak_flops}, torch::kFloat64)};
     dist->broadcast(peak, "sending rank 0's peak FLOP/s");
@@ -437,6 +438,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
                                  {"threads", runtime_threads()},
                                  {"precision", train.precision},
                                  {"world_size", world}};
+    if (train.device != "cpu") provenance["tf32"] = train.tf32;
     for (const auto& [key, value] : options.provenance) provenance[key] = value;
     options.on_event("provenance", state.step, provenance.dump());
   }

@@ -1,5 +1,6 @@
 #include "engine/train/eval.h"
 
+#include "engine/device.h"
 #include "engine/dist_group.h"
 
 namespace tfw {
@@ -7,7 +8,7 @@ namespace tfw {
 torch::Tensor loss_of(Model& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
                       Precision precision, torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction) {
   const torch::Device device = module_device(model);
-  const torch::Tensor tokens = batch.to(device);
+  const torch::Tensor tokens = to_device(batch, device);
   torch::Tensor logits;  // (B, T, V)
   {
     const AutocastGuard autocast(precision, device);

@@ -10,6 +10,7 @@
 
 #include "engine/data/images.h"
 #include "engine/data/shards.h"
+#include "engine/device.h"
 #include "engine/dist_group.h"
 #include "engine/error.h"
 #include "engine/home.h"
@@ -231,8 +232,8 @@ class ImageClassificationData : public TaskData {
   std::pair<torch::Tensor, std::int64_t> sums(Model& model, const Batch& batch, Precision precision) {
     const torch::Device device = module_device(model);
     const torch::Tensor parameter = model.parameters().front();
-    const torch::Tensor images = batch.input.to(device, parameter.scalar_type());
-    const torch::Tensor labels = batch.target.to(device);
+    const torch::Tensor images = to_device(batch.input, device).to(parameter.scalar_type());
+    const torch::Tensor labels = to_device(batch.target, device);
     torch::Tensor logits;  // (B, K)
     {
       const AutocastGuard autocast(precision, device);
@@ -265,7 +266,7 @@ Batch random_batch(Model& model, const ModelShape& shape, std::int64_t B, std::i
 
 torch::Tensor batch_loss(Model& model, const Batch& batch, Precision precision) {
   const torch::Device device = module_device(model);
-  torch::Tensor input = batch.input.to(device);
+  torch::Tensor input = to_device(batch.input, device);
   if (input.is_floating_point()) input = input.to(model.parameters().front().scalar_type());
   torch::Tensor logits;
   {
@@ -273,7 +274,7 @@ torch::Tensor batch_loss(Model& model, const Batch& batch, Precision precision) 
     logits = model.forward(input);
   }
   logits = at_least_float32(logits);
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), batch.target.to(device).reshape({-1}));
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), to_device(batch.target, device).reshape({-1}));
 }
 
 std::unique_ptr<TaskData> task_data_open(const RunConfig& config, const std::string& home, std::int64_t batch_size,

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/device.h"
 #include "tests/cli/run_command.h"
 
 namespace {
@@ -87,6 +88,25 @@ TEST_F(Eval, EqualsTheTrainersValidationLossOnTheSameWindows) {
     }
   }
   EXPECT_TRUE(found) << shown.output;
+}
+
+// --device (issue 35): checkpoints are device-free, and evaluation may run elsewhere than the
+// run trained. Here: the CPU gives the trainer's loss; CUDA on a machine without a device is
+// a clear error that points at --device cpu (a GPU run's checkpoint on a laptop).
+TEST_F(Eval, DeviceChoosesWhereItRunsAndAMissingGpuIsAClearError) {
+  const Result cpu = tfw("eval tiny-train-tokenformer --device cpu --json --no-record");
+  ASSERT_EQ(cpu.code, 0) << cpu.output;
+  EXPECT_NEAR(json_of(cpu)["results"][0]["loss"].get<double>(), trainer_val_loss(kHome + "/runs/tiny-train-tokenformer"),
+              1e-6);
+  const Result bad = tfw("eval tiny-train-tokenformer --device tpu --no-record");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("\"tpu\" is not a device"), std::string::npos) << bad.output;
+  if (!tfw::cuda_available()) {
+    const Result cuda = tfw("eval tiny-train-tokenformer --device cuda --no-record");
+    EXPECT_EQ(cuda.code, 2) << cuda.output;
+    EXPECT_NE(cuda.output.find("there is no CUDA device on this machine"), std::string::npos) << cuda.output;
+    EXPECT_NE(cuda.output.find("--device cpu"), std::string::npos) << cuda.output;
+  }
 }
 
 TEST_F(Eval, StridedWindowsOfOneWindowLengthAreTheEvenWindowsTheyCoincideWith) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/error.h"
+#include "engine/run_config.h"
 #include "tests/support.h"
 
 namespace tfw {
@@ -95,6 +96,20 @@ TEST(Config, BadValuesAreRefusedWithTheReason) {
   text.replace(text.find("d = 16"), 6, "d = -16");
   message = usage_error([&] { test::config_from_text(text, "n.toml"); });
   EXPECT_NE(message.find("model.d: must be positive, got -16"), std::string::npos) << message;
+}
+
+// train.tf32 (issue 35): off unless asked, kept in the resolved config when on, and refused
+// on the CPU, where it would mean nothing.
+TEST(Config, Tf32IsOffByDefaultAndOnlyForCuda) {
+  const std::string base = std::string(kTiny) + "[train]\nmax_steps = 3\n";
+  RunConfig plain = run_config_load(test::plugins(), write_temp("plain.toml", base));
+  EXPECT_FALSE(plain.train.tf32);
+  EXPECT_FALSE(plain.resolved["train"]["tf32"]);
+  std::string message =
+      usage_error([&] { run_config_load(test::plugins(), write_temp("tf32.toml", base + "tf32 = true\n")); });
+  EXPECT_NE(message.find("tf32.toml:11:8: train.tf32: TF32 matrix products are a CUDA setting"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("set train.device = \"cuda\""), std::string::npos) << message;
 }
 
 TEST(Config, MissingKeyAndUnknownFamily) {

@@ -164,6 +164,8 @@ void add_eval_command(CLI::App& app) {
   command->add_option("--blocks", args->blocks,
                       "parameter blocks of the run's train.mask to evaluate with: NAME[,NAME...], or all (default: "
                       "the run's train.mask.use)");
+  command->add_option("--device", args->request.device,
+                      "cpu, cuda or cuda:N (default: the run's train.device; a GPU run evaluates on the CPU too)");
   command->add_flag("--no-record", args->no_record, "print only; do not keep the results in the store");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
   command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");

@@ -53,7 +53,7 @@ void add_gui_command(CLI::App& app) {
     if (command->count("--size") && !command->count("--height")) options->height = options->width * 5 / 8;
     if (const int status = gui::gui_run(*options); status != 0) throw Error("the screenshot could not be written");
 #else
-    throw UsageError(with_hint("this tfw was built without the GUI", "configure with -DTFW_BUILD_GUI=ON (needs "
+    throw UsageError(with_hint("this tfw was built without the GUI", "configure with -DTFW_GUI=ON (needs "
                                                                      "libimgui-dev and libglfw3-dev)"));
 #endif
   });

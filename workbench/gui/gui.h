@@ -33,7 +33,7 @@ struct GuiOptions {
   bool bench_zoom = false;          // ... zooming in and out on every frame (no cached downsampling)
 };
 
-// Whether this build has the GUI (TFW_BUILD_GUI).
+// Whether this build has the GUI (TFW_GUI).
 bool gui_available();
 
 // Opens the window (or, with `screenshot`, renders one view headless and writes the PNG).
