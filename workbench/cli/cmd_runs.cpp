@@ -338,7 +338,16 @@ void run_export(const RunsArgs& args) {
 
 void run_import(const RunsArgs& args) {
   const std::string home = home_resolve(args.home);
-  const runner::BundleSummary s = runner::bundle_import(args.bundle, home);
+  // A refused bundle imports nothing: into a home that did not exist, that means no folder.
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(home, ec);
+  runner::BundleSummary s;
+  try {
+    s = runner::bundle_import(args.bundle, home);
+  } catch (...) {
+    if (!existed) std::filesystem::remove_all(home, ec);
+    throw;
+  }
   const std::size_t added = s.runs.size() - s.unchanged.size();
   std::cout << fmt::format("imported {} run{} into {} ({} already there and identical), {} checkpoint file{}\n", added,
                            added == 1 ? "" : "s", home, s.unchanged.size(), s.files, s.files == 1 ? "" : "s");
