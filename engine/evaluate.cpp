@@ -94,13 +94,11 @@ EvalReport evaluate_images(const Registry& registry, const EvalRequest& request,
 
 }  // namespace
 
-EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& request,
-                               const std::function<void(const std::string&)>& on_message) {
-  if (request.windows < 0 || request.seq_len < 0 || request.stride < 0) {
-    throw UsageError("--windows, --seq-len and --stride take numbers >= 1");
-  }
-  const CheckpointMeta meta = checkpoint_read_meta(request.checkpoint);  // verifies: a corrupt file is a UsageError
-  RunConfig config;
+namespace {
+
+// The run config a checkpoint holds, on request.device when one is asked for (checkpoints are
+// device-free: a GPU run's config names "cuda", and the CPU evaluates it with --device cpu).
+RunConfig checkpoint_config(const Registry& registry, const EvalRequest& request, const CheckpointMeta& meta) {
   try {
     toml::table table = toml::parse(std::string_view(meta.config_toml), request.checkpoint);
     if (!request.device.empty()) {
@@ -109,7 +107,7 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
       train->insert_or_assign("device", request.device);
       if (request.device == "cpu") train->erase("tf32");  // a CUDA setting
     }
-    config = run_config_parse(registry, table, request.checkpoint);
+    return run_config_parse(registry, table, request.checkpoint);
   } catch (const UsageError& e) {
     const std::string message = first_line(e.what());
     const bool device = message.find("train.device") != std::string::npos;
@@ -118,6 +116,17 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
                                       : "the checkpoint needs the plugin of its model family: `tfw plugins` lists the "
                                         "loaded ones (TFW_PLUGIN_PATH adds folders)"));
   }
+}
+
+}  // namespace
+
+EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& request,
+                               const std::function<void(const std::string&)>& on_message) {
+  if (request.windows < 0 || request.seq_len < 0 || request.stride < 0) {
+    throw UsageError("--windows, --seq-len and --stride take numbers >= 1");
+  }
+  const CheckpointMeta meta = checkpoint_read_meta(request.checkpoint);  // verifies: a corrupt file is a UsageError
+  const RunConfig config = checkpoint_config(registry, request, meta);
   if (config.data.task == kImageClassificationTask) return evaluate_images(registry, request, config, meta, on_message);
   const ModelShape shape = config.model.spec->shape();
   const std::int64_t T = request.seq_len > 0 ? request.seq_len : train_seq_len(config), V = shape.vocab;

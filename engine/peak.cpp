@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -51,14 +52,21 @@ double measure_cuda(const std::string& device, const std::string& precision) {
   return best;
 }
 
-}  // namespace
+struct Probe {
+  double flops = 0;
+  bool cacheable = true;  // false: measured beside busy processes, serves this run only
+};
 
-double peak_flops_resolve(const std::string& home, double configured, const std::string& device,
-                          const std::string& precision) {
-  if (configured > 0 || device.rfind("cuda", 0) != 0) return peak_flops_resolve(home, configured);
+std::string host_name() {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  const std::string key = fmt::format("{}-{}-{}", host, device == "cuda" ? "cuda:0" : device, precision);
+  return host;
+}
+
+// The peak cached in TFW_HOME/machine.toml under `key` (host and thread count, or host, device
+// and precision), or else `probe()`'s, cached when it is cacheable. A damaged cache is
+// measured again.
+double cached_peak(const std::string& home, const std::string& key, const std::function<Probe()>& probe) {
   const std::string path = home + "/machine.toml";
   toml::table table;
   try {
@@ -67,40 +75,36 @@ double peak_flops_resolve(const std::string& home, double configured, const std:
     table = toml::table{};
   }
   if (auto cached = table["peak_flops"][key].value<double>()) return *cached;
-  const double peak = measure_cuda(device, precision);
+  const Probe measured = probe();
+  if (!measured.cacheable) return measured.flops;
   if (!table.contains("peak_flops")) table.insert("peak_flops", toml::table{});
-  table["peak_flops"].as_table()->insert_or_assign(key, peak);
+  table["peak_flops"].as_table()->insert_or_assign(key, measured.flops);
   std::filesystem::create_directories(home);
   std::ofstream(path) << "# tfw: measured matmul peak FLOP/s (for MFU), per host and thread count or device\n"
                       << table << "\n";
-  return peak;
+  return measured.flops;
+}
+
+}  // namespace
+
+double peak_flops_resolve(const std::string& home, double configured, const std::string& device,
+                          const std::string& precision) {
+  if (configured > 0 || device.rfind("cuda", 0) != 0) return peak_flops_resolve(home, configured);
+  const std::string key = fmt::format("{}-{}-{}", host_name(), device == "cuda" ? "cuda:0" : device, precision);
+  return cached_peak(home, key, [&] { return Probe{measure_cuda(device, precision), true}; });
 }
 
 double peak_flops_resolve(const std::string& home, double configured) {
   if (configured > 0) return configured;
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  const std::string key = fmt::format("{}-threads{}", host, torch::get_num_threads());
-  const std::string path = home + "/machine.toml";
-  toml::table table;
-  try {
-    if (std::filesystem::exists(path)) table = toml::parse_file(path);
-  } catch (const toml::parse_error&) {
-    table = toml::table{};  // a damaged cache is re-measured
-  }
-  if (auto cached = table["peak_flops"][key].value<double>()) return *cached;
-  // A probe beside other busy processes reads low (seen: 60 GFLOP/s beside a training, where
-  // this machine's idle figure is 203), and a cached low peak would inflate every later run's
-  // MFU. So a contended probe serves this run only and is measured again next time.
-  const LoadMeter load;
-  const double peak = measure();
-  if (load_contended(load.other_cpu_share(), torch::get_num_threads())) return peak;
-  if (!table.contains("peak_flops")) table.insert("peak_flops", toml::table{});
-  table["peak_flops"].as_table()->insert_or_assign(key, peak);
-  std::filesystem::create_directories(home);
-  std::ofstream(path) << "# tfw: measured float32 matmul peak FLOP/s (for MFU), per host and thread count\n"
-                      << table << "\n";
-  return peak;
+  const std::string key = fmt::format("{}-threads{}", host_name(), torch::get_num_threads());
+  return cached_peak(home, key, [] {
+    // A probe beside other busy processes reads low (seen: 60 GFLOP/s beside a training, where
+    // this machine's idle figure is 203), and a cached low peak would inflate every later run's
+    // MFU. So a contended probe serves this run only and is measured again next time.
+    const LoadMeter load;
+    const double peak = measure();
+    return Probe{peak, !load_contended(load.other_cpu_share(), torch::get_num_threads())};
+  });
 }
 
 }  // namespace tfw
