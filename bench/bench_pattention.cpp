@@ -9,7 +9,13 @@
 //  3. the peak resident memory of one forward+backward at d 256, n 4096, T 1024 (B 1),
 //     fused against reference: VmHWM after resetting it (/proc/self/clear_refs) minus the
 //     resident memory before the step (large blocks mapped and unmapped one by one).
-// Usage: bench_pattention [--quick] [--threads N] [--precision fp32|bf16|both]
+// With --device cuda (issue 35), one part instead, on the GPU: d 768/1024/2048 × n
+// 768..8192, T·B = 8192, forward+backward of Pattention with the fused CUDA kernels
+// (engine/pattention_cuda.cu), with the composition, and of the MLP, in bf16 (autocast) by
+// default; each figure is the median of 15 interleaved repetitions of 5 steps, timed by the
+// host clock between device synchronisations, divided by 5. "agree" is the largest difference
+// between the fused and the composed layer's outputs, over the largest output.
+// Usage: bench_pattention [--quick] [--threads N] [--precision fp32|bf16|both] [--device cuda]
 #include <malloc.h>
 
 #include <cstring>
@@ -50,18 +56,99 @@ double peak_mib(const std::function<void()>& body) {
 
 void use(tfw::PattentionImplementation implementation) { tfw::pattention_set_implementation(implementation); }
 
+int cuda_part(bool quick, const std::string& precisions) {
+  if (!tfw::cuda_available()) {
+    std::cerr << "bench_pattention --device cuda: no CUDA device here (LibTorch " << tfw::torch_version() << ")\n";
+    return 1;
+  }
+  const torch::Device device(torch::kCUDA, 0);
+  const std::int64_t rows = 8192;
+  const std::vector<std::int64_t> widths = quick ? std::vector<std::int64_t>{768} : std::vector<std::int64_t>{768, 1024, 2048};
+  const std::vector<std::int64_t> tokens =
+      quick ? std::vector<std::int64_t>{768, 4096} : std::vector<std::int64_t>{768, 2048, 4096, 8192};
+  const int repeats = 15, steps = 5;
+  std::vector<tfw::Precision> runs;
+  if (precisions == "fp32" || precisions == "both") runs.push_back(tfw::Precision::fp32);
+  if (precisions != "fp32") runs.push_back(tfw::Precision::bf16);
+  std::cout << fmt::format("Pattention (l2_gelu) vs MLP d->n->d on {}, forward+backward, T·B = {}, LibTorch {}; "
+                           "median of {} interleaved repetitions of {} steps\n",
+                           tfw::compute_device_name("cuda"), rows, tfw::torch_version(), repeats, steps);
+  std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>11} {:>9}\n", "prec", "d", "n",
+                           "fused ms", "mlp ms", "comp ms", "fused/mlp", "comp/mlp", "fused TF/s", "agree");
+  for (tfw::Precision precision : runs) {
+    for (std::int64_t d : widths) {
+      for (std::int64_t n : tokens) {
+        torch::manual_seed(0);
+        tfw::Pattention layer(tfw::PattentionOptions(d, d, n));
+        torch::nn::Linear up(torch::nn::LinearOptions(d, n).bias(false));
+        torch::nn::Linear down(torch::nn::LinearOptions(n, d).bias(false));
+        layer->to(device);
+        up->to(device);
+        down->to(device);
+        torch::Tensor x = torch::randn({rows, d}, torch::TensorOptions().device(device).requires_grad(true));
+        torch::Tensor grad = torch::randn({rows, d}, torch::TensorOptions().device(device));
+        auto forward = [&](const std::function<torch::Tensor()>& body) {
+          const tfw::AutocastGuard autocast(precision, device);
+          return body();
+        };
+        auto timed = [&](const std::function<torch::Tensor()>& body) {
+          return [&, body] {
+            for (int k = 0; k < steps; ++k) {
+              torch::Tensor out = forward(body);
+              out.backward(grad.to(out.scalar_type()));
+            }
+            torch::cuda::synchronize();
+          };
+        };
+        auto pattention = [&] { return layer->forward(x); };
+        auto with_kernels = [&](bool fused, const std::function<torch::Tensor()>& body) {
+          return [&, fused, body] {
+            tfw::pattention_set_cuda_fused(fused);
+            const torch::Tensor out = body();
+            tfw::pattention_set_cuda_fused(true);  // the default
+            return out;
+          };
+        };
+        auto mlp = [&] { return down->forward(torch::gelu(up->forward(x))); };
+        torch::cuda::synchronize();
+        std::vector<double> t = tfw::bench::interleaved(
+            {timed(with_kernels(true, pattention)), timed(mlp), timed(with_kernels(false, pattention))}, repeats);
+        for (double& seconds : t) seconds /= steps;
+        double agree = 0;
+        {
+          torch::NoGradGuard no_grad;
+          const torch::Tensor a = forward(with_kernels(true, pattention)).to(torch::kFloat32);
+          const torch::Tensor b = forward(with_kernels(false, pattention)).to(torch::kFloat32);
+          agree = (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+        }
+        const double flops = 3.0 * 4.0 * rows * n * d;  // forward 4·T·n·d, backward 2x
+        std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10.3f} {:>10.3f} {:>10.3f} {:>9.3f} {:>8.3f} {:>11.1f} {:>9.1e}\n",
+                                 tfw::precision_name(precision), d, n, 1e3 * t[0], 1e3 * t[1], 1e3 * t[2],
+                                 t[0] / t[1], t[2] / t[1], flops / t[0] / 1e12, agree);
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
   int threads = 0;
-  std::string precisions = "both";
+  std::string precisions = "both", device = "cpu";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc) precisions = argv[++i];
+    else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
   }
   tfw::runtime_init(threads);
+  if (device == "cuda") return cuda_part(quick, precisions);
+  if (device != "cpu") {
+    std::cerr << "bench_pattention: --device is cpu or cuda\n";
+    return 2;
+  }
   using tfw::PattentionImplementation;
   const std::int64_t rows = 4096;
   std::vector<std::int64_t> widths = quick ? std::vector<std::int64_t>{256} : std::vector<std::int64_t>{256, 512, 1024};

@@ -131,14 +131,18 @@ torch::Tensor PattentionImpl::forward(const torch::Tensor& x) {
   // Under a mask only the active rows of K and V take part (their gradient scatters back).
   const torch::Tensor k = active_.defined() ? keys.index_select(0, active_) : keys;      // (n, d_in)
   const torch::Tensor v = active_.defined() ? values.index_select(0, active_) : values;  // (n, d_out)
-  // The fused operator is CPU code and takes the multiplier as a number; on a GPU Θ is the
-  // composition, with the multiplier as a tensor: reading a CUDA buffer into a number would
-  // wait for the GPU in every projection (issue 35).
+  // On the CPU the fused operator takes the multiplier as a number. On a GPU the multiplier
+  // stays a tensor there (reading a CUDA buffer into a number would wait for the GPU in every
+  // projection, issue 35), and Θ is the composition unless pattention_cuda_fused() chooses the
+  // CUDA kernels.
   const torch::Tensor s = torch::matmul(x, k.t());                               // (..., n)
+  const bool fused = pattention_implementation() == PattentionImplementation::fused &&
+                     (s.device().is_cpu() || pattention_cuda_fused());
   torch::Tensor a =
-      pattention_implementation() == PattentionImplementation::fused && s.device().is_cpu()
+      !fused ? pattention_scores_normalise(at_least_float32(s), options_.norm(), multiplier(), options_.eps())
+      : s.device().is_cpu()
           ? pattention_scores_normalise_fused(s, options_.norm(), multiplier_value(), options_.eps())
-          : pattention_scores_normalise(at_least_float32(s), options_.norm(), multiplier(), options_.eps());
+          : pattention_scores_normalise_fused(s, options_.norm(), multiplier(), options_.eps());
   if (ScoreCapture* capture = active_capture) capture->record(options_.label(), a);
   return torch::matmul(a, v);                                                     // (..., d_out)
 }

@@ -24,13 +24,19 @@
 #include "engine/device.h"
 #include "engine/env_choice.h"
 #include "engine/error.h"
+#include "engine/pattention_cuda.h"
 #include "engine/pattention_kernels.h"
+
+#ifdef TFW_CUDA_KERNELS
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 namespace tfw {
 
 namespace {
 
 EnvChoice reference_chosen("TFW_PATTENTION", "reference");
+EnvChoice cuda_composition_chosen("TFW_PATTENTION_CUDA", "composition");
 
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
@@ -181,31 +187,59 @@ void backward_rows(const T* saved, const double* stat, const T* da, T* ds, std::
   });
 }
 
+pattention_cuda::Type cuda_type(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat32: return pattention_cuda::Type::f32;
+    case torch::kFloat64: return pattention_cuda::Type::f64;
+    case torch::kBFloat16: return pattention_cuda::Type::bf16;
+    default: throw Error("the fused Pattention on CUDA takes float32, float64 or bf16 scores");
+  }
+}
+
+// The stream LibTorch queues work on for this tensor's GPU (the kernels join it).
+void* cuda_stream(const torch::Tensor& t) {
+#ifdef TFW_CUDA_KERNELS
+  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+#else
+  (void)t;
+  throw Error("this build of tfw has no CUDA kernels: its LibTorch has no CUDA");
+#endif
+}
+
 class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
  public:
+  // `multiplier`: a float64 scalar tensor, on the scores' device for CUDA (read there by the
+  // kernels) and on the CPU for the CPU (read once here).
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& scores, std::int64_t norm,
-                               double multiplier, double eps) {
+                               const torch::Tensor& multiplier, double eps) {
     const torch::Tensor s = scores.contiguous();
     const std::int64_t n = s.size(-1), rows = n == 0 ? 0 : s.numel() / n;
     torch::Tensor a = torch::empty_like(s);
     torch::Tensor stat = torch::empty({rows}, s.options().dtype(torch::kFloat64));
     const auto which = static_cast<PattentionNorm>(norm);
+    ctx->saved_data["norm"] = norm;
+    ctx->saved_data["multiplier"] = multiplier;
+    ctx->save_for_backward({which == PattentionNorm::softmax ? a : s, stat});
+    if (s.is_cuda()) {
+      pattention_cuda::forward(cuda_type(s), s.data_ptr(), a.data_ptr(), stat.data_ptr<double>(),
+                               multiplier.data_ptr<double>(), rows, n, static_cast<int>(which), eps,
+                               cuda_stream(s));
+      return a;
+    }
+    const double m = multiplier.item<double>();
     if (s.scalar_type() == torch::kBFloat16) {  // only when pattention_fused_vectorised()
       const auto* in = reinterpret_cast<const std::uint16_t*>(s.data_ptr<at::BFloat16>());
       auto* out = reinterpret_cast<std::uint16_t*>(a.data_ptr<at::BFloat16>());
       double* stats = stat.data_ptr<double>();
       at::parallel_for(0, rows, grain(n), [&](std::int64_t begin, std::int64_t end) {
-        pattention_kernels::forward_bf16_avx2(in, out, stats, begin, end, n, static_cast<int>(which), multiplier, eps);
+        pattention_kernels::forward_bf16_avx2(in, out, stats, begin, end, n, static_cast<int>(which), m, eps);
       });
     } else {
       AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "pattention_fused_forward", [&] {
         forward_rows<scalar_t>(s.data_ptr<scalar_t>(), a.data_ptr<scalar_t>(), stat.data_ptr<double>(), rows, n,
-                               which, multiplier, eps);
+                               which, m, eps);
       });
     }
-    ctx->saved_data["norm"] = norm;
-    ctx->saved_data["multiplier"] = multiplier;
-    ctx->save_for_backward({which == PattentionNorm::softmax ? a : s, stat});
     return a;
   }
 
@@ -218,7 +252,15 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
     const std::int64_t n = kept.size(-1), rows = n == 0 ? 0 : kept.numel() / n;
     torch::Tensor ds = torch::empty_like(kept);
     const auto which = static_cast<PattentionNorm>(ctx->saved_data["norm"].toInt());
-    const double multiplier = ctx->saved_data["multiplier"].toDouble();
+    const torch::Tensor multiplier_tensor = ctx->saved_data["multiplier"].toTensor();
+    if (kept.is_cuda()) {
+      const torch::Tensor grad = da.to(kept.scalar_type());  // a no-op: the gradient of an output of that type
+      pattention_cuda::backward(cuda_type(kept), kept.data_ptr(), stat.data_ptr<double>(), grad.data_ptr(),
+                                ds.data_ptr(), multiplier_tensor.data_ptr<double>(), rows, n, static_cast<int>(which),
+                                cuda_stream(kept));
+      return {ds, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
+    const double multiplier = multiplier_tensor.item<double>();
     if (kept.scalar_type() == torch::kBFloat16) {
       const torch::Tensor da16 = da.to(torch::kBFloat16);  // a no-op: the gradient of a bf16 output
       const auto* in = reinterpret_cast<const std::uint16_t*>(kept.data_ptr<at::BFloat16>());
@@ -257,25 +299,47 @@ void pattention_set_implementation(PattentionImplementation implementation) {
   reference_chosen.set(implementation == PattentionImplementation::reference);
 }
 
+bool pattention_cuda_fused() { return !cuda_composition_chosen.on(); }
+
+void pattention_set_cuda_fused(bool fused) { cuda_composition_chosen.set(!fused); }
+
 torch::Tensor pattention_scores_normalise_fused(const torch::Tensor& s, PattentionNorm norm, double multiplier,
                                                 double eps) {
-  if (!s.device().is_cpu()) {  // the kernels are CPU code; elsewhere Θ is the composition of torch ops
-    return pattention_scores_normalise(at_least_float32(s), norm,
-                                       torch::scalar_tensor(multiplier, s.options().dtype(torch::kFloat64)), eps);
-  }
+  const auto device = s.is_cuda() ? s.device() : torch::Device(torch::kCPU);
+  return pattention_scores_normalise_fused(
+      s, norm, torch::scalar_tensor(multiplier, torch::TensorOptions().dtype(torch::kFloat64).device(device)), eps);
+}
+
+torch::Tensor pattention_scores_normalise_fused(const torch::Tensor& s, PattentionNorm norm,
+                                                const torch::Tensor& multiplier, double eps) {
   const auto type = s.scalar_type();
+  if (s.is_cuda() && pattention_cuda::compiled()) {
+    // bf16, float32 and float64 rows as they are (bf16 computed in float32); fp16 on a float32
+    // copy. The multiplier as a float64 scalar on the scores' GPU.
+    const torch::Tensor m = multiplier.to(s.device(), torch::kFloat64).reshape({});
+    const torch::Tensor rows = type == torch::kHalf ? s.to(torch::kFloat32) : s;
+    if (rows.scalar_type() != torch::kFloat32 && rows.scalar_type() != torch::kFloat64 &&
+        rows.scalar_type() != torch::kBFloat16) {
+      throw Error("the fused Pattention takes float32, float64, bf16 or fp16 scores");
+    }
+    return FusedNormalise::apply(rows, static_cast<std::int64_t>(norm), m, eps);
+  }
+  if (!s.device().is_cpu()) {  // a device without our kernels: Θ is the composition of torch ops
+    return pattention_scores_normalise(at_least_float32(s), norm, multiplier.to(s.device(), torch::kFloat64), eps);
+  }
+  const torch::Tensor m = multiplier.to(torch::kCPU, torch::kFloat64);
   if (type == torch::kBFloat16 || type == torch::kHalf) {
     // bf16 rows are computed in float32 row by row and stay bf16 in memory (the AVX2 kernels);
     // elsewhere, and for fp16, Θ runs on a float32 copy and returns float32.
     if (type == torch::kBFloat16 && pattention_fused_vectorised()) {
-      return FusedNormalise::apply(s, static_cast<std::int64_t>(norm), multiplier, eps);
+      return FusedNormalise::apply(s, static_cast<std::int64_t>(norm), m, eps);
     }
-    return FusedNormalise::apply(s.to(torch::kFloat32), static_cast<std::int64_t>(norm), multiplier, eps);
+    return FusedNormalise::apply(s.to(torch::kFloat32), static_cast<std::int64_t>(norm), m, eps);
   }
   if (type != torch::kFloat32 && type != torch::kFloat64) {
     throw Error("the fused Pattention takes float32, float64 or bf16 scores");
   }
-  return FusedNormalise::apply(s, static_cast<std::int64_t>(norm), multiplier, eps);
+  return FusedNormalise::apply(s, static_cast<std::int64_t>(norm), m, eps);
 }
 
 }  // namespace tfw

@@ -116,7 +116,8 @@ class HyperCloning : public GrowthMethod {
     Multipliers mult = multipliers(from, to);
     const std::int64_t k = mult.k, m = mult.m;
     std::shared_ptr<Model> grown = family.build(to, seed);
-    grown->to(model.parameters().front().scalar_type());
+    const torch::Tensor first = model.parameters().front();
+    grown->to(first.device(), first.scalar_type());  // where the model lives (a GPU too) and its type
     std::map<std::string, torch::Tensor> source = parameters_by_name(model);
     torch::Generator generator = at::detail::createCPUGenerator(seed);
     torch::NoGradGuard no_grad;

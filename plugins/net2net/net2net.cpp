@@ -148,7 +148,7 @@ class Net2Net : public GrowthMethod {
     const std::vector<std::int64_t> g_d = map_of("d"), g_h = map_of("heads"), g_f = map_of("d_ffn");
     std::shared_ptr<Model> grown = family.build(to, seed);
     const auto options = model.parameters().front().options();
-    grown->to(model.parameters().front().scalar_type());
+    grown->to(options.device(), options.dtype().toScalarType());  // where the model lives (a GPU too) and its type
     const Dimension hidden = dimension(g_d, counts(g_d, spec_int(from, "d")), 1, options);
     const Dimension heads = dimension(g_h, counts(g_h, spec_int(from, "heads")), dh, options);
     const Dimension ffn = dimension(g_f, counts(g_f, spec_int(from, "d_ffn")), 1, options);
