@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 
+#include "engine/cuda_info.h"
 #include "engine/error.h"
 #include "engine/task.h"
 
@@ -91,12 +95,24 @@ double train_memory_bytes(const RunConfig& config, const TrainPlan& plan) {
 
 void train_memory_check(const RunConfig& config, const TrainPlan& plan) {
   const double need = train_memory_bytes(config, plan);
-  const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  // On a GPU the memory that counts is what the device has free now (other processes and
+  // this one's earlier allocations taken off); on the CPU the machine's physical memory.
+  const std::string& device = config.train.device;
+  double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  std::string where = fmt::format("this machine has {:.3g} GB", have / 1e9);
+  if (device.rfind("cuda", 0) == 0) {
+    const int index = device.size() > 5 ? std::atoi(device.c_str() + 5) : 0;  // "cuda" or "cuda:N"
+    if (const std::optional<CudaMemory> memory = cuda_memory(index)) {
+      have = static_cast<double>(memory->free_bytes);
+      where = fmt::format("GPU cuda:{} has {:.3g} GB free of {:.3g} GB", index, have / 1e9,
+                          static_cast<double>(memory->total_bytes) / 1e9);
+    }
+  }
   if (have > 0 && need > have) {
     throw UsageError(with_hint(fmt::format("{} needs about {:.3g} GB of memory to train (model {}, batch {} x {} "
-                                           "tokens); this machine has {:.3g} GB",
+                                           "tokens); {}",
                                            config.model.name, need / 1e9, config.model.spec->summary(), config.train.batch_size,
-                                           plan.seq_len, have / 1e9),
+                                           plan.seq_len, where),
                                "use a smaller model or train.batch_size (with train.grad_accum for the same batch)"));
   }
 }

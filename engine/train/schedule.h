@@ -39,8 +39,9 @@ double lr_at(const TrainConfig& train, const TrainPlan& plan, std::int64_t step)
 // plus 2·vocab logits per token). Coarse by design: it tells 10 GB from 10 TB.
 double train_memory_bytes(const RunConfig& config, const TrainPlan& plan);
 
-// Throws UsageError, with the estimate and the machine's memory, when the estimate exceeds
-// the machine's physical memory: an absurd model fails at once instead of in the allocator.
+// Throws UsageError, with the estimate and the memory there is, when the estimate exceeds
+// the machine's physical memory, or on a GPU (train.device = "cuda[:N]") the memory that
+// device has free (cudaMemGetInfo): an absurd model fails at once instead of in the allocator.
 void train_memory_check(const RunConfig& config, const TrainPlan& plan);
 
 }  // namespace tfw

@@ -270,6 +270,19 @@ nlohmann::json train_json(const std::string& arguments) {
   return nlohmann::json::parse(out.output.substr(brace), nullptr, false);
 }
 
+// The memory check counts the GPU's free memory on CUDA (cudaMemGetInfo), not the host's: a
+// batch that needs about 1 TB is refused before anything is allocated, naming the device.
+TEST(Gpu, TheMemoryCheckNamesTheGpusFreeMemory) {
+  TFW_REQUIRE_CUDA();
+  const std::string home = fresh_home("memory");
+  const test::Result out = tfw("train " + write_config(home, "huge", "device = \"cuda\"") +
+                               " --set train.batch_size=300000 --home " + home);
+  EXPECT_EQ(out.code, 2) << out.output;
+  EXPECT_NE(out.output.find("GB of memory to train"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("GPU cuda:0 has"), std::string::npos) << out.output;
+  fs::remove_all(home);
+}
+
 // bf16 (autocast, fp32 master weights) against fp32 on CUDA, 300 steps of a small Tokenformer:
 // within 1% in validation loss, with the fused CUDA kernels (the default) and with the
 // composition (TFW_PATTENTION_CUDA=composition).
