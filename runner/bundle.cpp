@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -67,7 +68,20 @@ json run_object(Store& store, const RunRecord& r) {
   for (const CheckpointRow& c : store.checkpoints(r.id)) {
     checkpoints.push_back(json::array({c.step, fs::path(c.path).filename().string(), c.checksum, c.bytes}));
   }
-  return json{{"experiment", r.experiment}, {"name", r.name}, {"family", r.family}, {"config", r.config},
+  // `tfw eval` results of the run's checkpoints ([experiment.eval]), by checkpoint file name,
+  // in a fixed order so that the same runs give the same bytes.
+  std::vector<EvaluationRow> rows = store.evaluations(r.id);
+  std::sort(rows.begin(), rows.end(), [](const EvaluationRow& a, const EvaluationRow& b) {
+    return std::tie(a.step, a.corpus, a.blocks, a.mode, a.metric, a.created, a.checkpoint) <
+           std::tie(b.step, b.corpus, b.blocks, b.mode, b.metric, b.created, b.checkpoint);
+  });
+  json evaluations = json::array();
+  for (const EvaluationRow& e : rows) {
+    evaluations.push_back(json::array({fs::path(e.checkpoint).filename().string(), e.step, e.corpus, e.metric,
+                                       std::isfinite(e.value) ? json(e.value) : json(nullptr), e.windows, e.tokens,
+                                       e.mode, e.created, e.blocks}));
+  }
+  json object{{"experiment", r.experiment}, {"name", r.name}, {"family", r.family}, {"config", r.config},
               {"status", status_name(r.status)}, {"heartbeat", r.heartbeat}, {"seed", r.seed},
               {"git_commit", r.git_commit}, {"host", r.host}, {"started", r.started}, {"ended", r.ended},
               {"parent", parent}, {"growth_method", r.growth_method}, {"growth_options", r.growth_options},
@@ -75,6 +89,8 @@ json run_object(Store& store, const RunRecord& r) {
               {"inherited_flops", r.inherited_flops}, {"cumulative_flops", r.cumulative_flops},
               {"final_metrics", r.final_metrics}, {"error", r.error}, {"metrics", metrics}, {"events", events},
               {"checkpoints", checkpoints}};
+  if (!evaluations.empty()) object["evaluations"] = evaluations;  // bundles of runs without any stay as they were
+  return object;
 }
 
 // The checkpoint files of a run that travel with --checkpoints: each row's file and its
@@ -346,6 +362,7 @@ struct IncomingRun {
   std::vector<MetricPoint> metrics;
   std::vector<EventRow> events;
   std::vector<CheckpointRow> checkpoints;  // path: the file name
+  std::vector<EvaluationRow> evaluations;  // checkpoint: the file name
   std::string hash;
   std::vector<std::pair<std::string, std::string>> files;  // name, staged path
 };
@@ -445,6 +462,30 @@ class RunReader {
       if (!checkpoint_file_name_ok(file)) fail(fmt::format("checkpoint file name '{}' is not step-N.safetensors", file));
       in.checkpoints.push_back({0, integer_value(c[0], "checkpoints"), integer_value(c[3], "checkpoints"), file,
                                 c[2].get<std::string>()});
+    }
+    if (object.contains("evaluations")) {  // optional: absent where the run has none
+      for (const json& e : array(at(object, "evaluations"), "evaluations")) {
+        array(e, "evaluations", 10);
+        for (const int i : {0, 2, 3, 7, 9}) {
+          if (!e[i].is_string() || e[i].get_ref<const std::string&>().size() > 256) {
+            fail("an evaluation's checkpoint, corpus, metric, mode and blocks must be strings of at most 256 bytes");
+          }
+        }
+        const std::string file = e[0].get<std::string>();
+        if (!checkpoint_file_name_ok(file)) fail(fmt::format("evaluated checkpoint '{}' is not step-N.safetensors", file));
+        EvaluationRow row;
+        row.checkpoint = file;
+        row.step = integer_value(e[1], "evaluations");
+        row.corpus = e[2].get<std::string>();
+        row.metric = e[3].get<std::string>();
+        row.value = e[4].is_null() ? std::nan("") : real_value(e[4], "evaluations");
+        row.windows = integer_value(e[5], "evaluations");
+        row.tokens = integer_value(e[6], "evaluations");
+        row.mode = e[7].get<std::string>();
+        row.created = real_value(e[8], "evaluations");
+        row.blocks = e[9].get<std::string>();
+        in.evaluations.push_back(std::move(row));
+      }
     }
     return in;
   }
@@ -670,6 +711,11 @@ BundleSummary bundle_import(const std::string& bundle, const std::string& home, 
         c.path = (checkpoints / c.path).string();
         store->checkpoint_add(c);
       }
+      for (EvaluationRow& e : in->evaluations) {
+        e.run = id;
+        e.checkpoint = (checkpoints / e.checkpoint).string();
+      }
+      store->evaluations_add(in->evaluations);
       for (const auto& [name, staged] : in->files) {
         const fs::path target = checkpoints / name;
         fs::rename(staged, target);

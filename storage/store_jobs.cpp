@@ -97,21 +97,25 @@ ClusterJobRow cluster_job_from(Statement& s) {
 }  // namespace
 
 void Store::evaluations_add(const std::vector<EvaluationRow>& rows) {
-  exec(db_, "BEGIN IMMEDIATE");
-  try {
+  if (rows.empty()) return;
+  // A row's own `created` where it has one (an imported run keeps its evaluations' times), now
+  // otherwise. Inside the caller's transaction when there is one (tfw runs import).
+  auto insert = [&] {
     for (const EvaluationRow& row : rows) {
       Statement s(db_, "INSERT INTO evaluations (run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, "
                        "created, blocks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
       if (row.run > 0) s.bind(1, row.run);
       s.bind(2, row.checkpoint).bind(3, row.step).bind(4, row.corpus).bind(5, row.metric);
       if (std::isfinite(row.value)) s.bind(6, row.value);
-      s.bind(7, row.windows).bind(8, row.tokens).bind(9, row.mode).bind(10, store_now()).bind(11, row.blocks);
+      s.bind(7, row.windows).bind(8, row.tokens).bind(9, row.mode);
+      s.bind(10, row.created > 0 ? row.created : store_now()).bind(11, row.blocks);
       s.step();
     }
-    exec(db_, "COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
+  };
+  if (sqlite3_get_autocommit(db_) == 0) {
+    insert();
+  } else {
+    transaction(insert);
   }
 }
 

@@ -340,4 +340,33 @@ TEST_F(Bundles, TheChangedConfigRefusalNamesTheKeys) {
       << run.output;
 }
 
+// `tfw eval` results ([experiment.eval]) travel with their run: the imported home holds the
+// same evaluations (checkpoint in its own run folder, same values and times), a report can
+// read them, and re-exporting gives the same bytes.
+TEST_F(Bundles, EvaluationsTravelWithTheirRun) {
+  const std::string a = root_ + "/a", home = root_ + "/evaluated", file = root_ + "/evaluated.tfwb";
+  fs::remove_all(home);
+  Result eval = shell(fmt::format("{} eval baseline --corpus fortunes --windows 8 --home {}", kTfw, a));
+  ASSERT_EQ(eval.code, 0) << eval.output;
+  Result out = shell(fmt::format("{} runs export baseline --out {} --home {}", kTfw, file, a));
+  ASSERT_EQ(out.code, 0) << out.output;
+  Result in = shell(fmt::format("{} runs import {} --home {}", kTfw, file, home));
+  ASSERT_EQ(in.code, 0) << in.output;
+  // Every column but the ids, with the checkpoint's folder named relative to its home.
+  const std::string query = fmt::format(
+      "{} -c \"import sqlite3, sys; home = sys.argv[1]; rows = sqlite3.connect(home + '/runs.db').execute("
+      "'SELECT checkpoint, step, corpus, metric, value, windows, tokens, mode, created, blocks FROM evaluations "
+      "ORDER BY step, corpus, metric').fetchall(); print(len(rows)); "
+      "[print(r[0].replace(home, 'HOME'), *r[1:]) for r in rows]\"",
+      kPython);
+  Result from_a = capture(query + " " + a), from_home = capture(query + " " + home);
+  ASSERT_EQ(from_a.code, 0) << from_a.output;
+  EXPECT_NE(from_a.output.rfind("0\n", 0), 0u) << "no evaluation was recorded: " << from_a.output;
+  EXPECT_NE(from_a.output.find("fortunes"), std::string::npos) << from_a.output;
+  EXPECT_EQ(from_a.output, from_home.output);
+  Result again = shell(fmt::format("{} runs export baseline --out {}.2 --home {}", kTfw, file, home));
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_EQ(read(file), read(file + ".2"));
+}
+
 }  // namespace
