@@ -27,6 +27,7 @@
 #include "workbench/results/results.h"
 #include "workbench/results/summary.h"
 #include "workbench/results/tables.h"
+#include "workbench/results/tracking.h"
 
 namespace tfw::cli {
 
@@ -36,7 +37,7 @@ namespace fs = std::filesystem;
 using namespace tfw::results;
 
 struct ExportArgs {
-  std::string experiment, format = "md", table, out, curves, home, paper_results, figures;
+  std::string experiment, format = "md", table, out, curves, home, paper_results, figures, tensorboard, mlflow;
   std::vector<std::string> bundles;  // --bundle: read the runs from these instead of a home
 };
 
@@ -114,8 +115,11 @@ void run_export(const ExportArgs& args) {
       if (!comparisons.empty()) text += "\n";
     }
   }
-  if (args.out.empty()) {
+  const bool to_tracker = !args.tensorboard.empty() || !args.mlflow.empty();
+  if (args.out.empty() && !to_tracker) {
     std::cout << text;
+  } else if (args.out.empty()) {
+    // --tensorboard / --mlflow: the tables only where --out says.
   } else {
     std::ofstream(args.out) << text;
     std::cerr << "wrote " << args.out << "\n";
@@ -127,9 +131,10 @@ void run_export(const ExportArgs& args) {
       if (!run.record) continue;
       for (const char* key : {"train/loss", "val/loss"}) {
         for (const MetricPoint& p : store->metrics(run.record->id, key)) {
-          curves << fmt::format("{},{},{},{},{:.6e},{:.6e},{}\n", run.name, key, p.step, p.tokens, p.flops,
-                                run.record->inherited_flops + p.flops,
-                                std::isfinite(p.value) ? fmt::format("{:.6g}", p.value) : "");
+          // Full precision: the shortest text that reads back to the same double.
+          curves << fmt::format("{},{},{},{},{},{},{}\n", run.name, key, p.step, p.tokens, p.flops,
+                                std::max(0.0, run.record->inherited_flops) + p.flops,
+                                std::isfinite(p.value) ? fmt::format("{}", p.value) : "");
         }
       }
     }
@@ -137,6 +142,17 @@ void run_export(const ExportArgs& args) {
   }
   if (!args.figures.empty()) {
     for (const std::string& written : figures_write(*set, args.figures)) std::cerr << "wrote " << written << "\n";
+  }
+  if (!args.tensorboard.empty()) {
+    const std::vector<std::string> files = tensorboard_write(*set, args.tensorboard);
+    std::cerr << fmt::format("wrote {} TensorBoard event file{} under {} (open: tensorboard --logdir {})\n", files.size(),
+                             files.size() == 1 ? "" : "s", args.tensorboard, args.tensorboard);
+  }
+  if (!args.mlflow.empty()) {
+    const std::vector<std::string> runs = mlflow_write(*set, args.mlflow);
+    std::cerr << fmt::format("wrote {} MLflow run{} under {} (open: MLFLOW_ALLOW_FILE_STORE=true mlflow ui "
+                             "--backend-store-uri {})\n",
+                             runs.size(), runs.size() == 1 ? "" : "s", args.mlflow, args.mlflow);
   }
 }
 
@@ -155,6 +171,12 @@ void add_export_command(CLI::App& app) {
   command->add_option("--out", args->out, "write the tables to FILE (default: stdout)");
   command->add_option("--curves", args->curves, "write train and val loss curves as CSV to FILE");
   command->add_option("--figures", args->figures, "write the experiment's figures (SVG and PNG) into DIR");
+  command->add_option("--tensorboard", args->tensorboard,
+                      "write every run's metrics as TensorBoard event files under DIR/EXPERIMENT/RUN (tables then only "
+                      "with --out)");
+  command->add_option("--mlflow", args->mlflow,
+                      "write the runs into an MLflow file store at DIR: params, metrics, tags, lineage (tables then "
+                      "only with --out)");
   command->add_option("--paper-results", args->paper_results,
                       "the paper's numbers (default: assets/paper_results.toml next to the build)");
   command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
