@@ -31,6 +31,7 @@
 #include "engine/train/optim.h"
 #include "engine/train/task.h"
 #include "engine/train/schedule.h"
+#include "engine/train/step_times.h"
 
 namespace tfw {
 
@@ -410,6 +411,10 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     return results.front().value;
   };
 
+  // This process's time starts here, so that its breakdown (steps, data, evaluation,
+  // checkpoints, growth) adds up to it: the first evaluation below is part of it.
+  const double wall_before = state.wall_seconds;
+  const auto process_start = Clock::now();
   // A run started from a grown checkpoint is evaluated before its first step, so that its
   // validation curve starts where the growth happened (no gap on cumulative FLOPs). The
   // evaluation reads fixed windows and draws no random numbers: training is unchanged.
@@ -444,12 +449,10 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   }
   // Gradients are averaged in buckets of at most this many bytes (as DDP's default).
   constexpr std::int64_t kBucketBytes = 25 << 20;
-  double step_seconds_total = 0, data_seconds_total = 0, comm_seconds_total = 0;
+  StepTimes times;  // this process's steps: the one source of tokens/s, MFU and the ETA
+  double comm_seconds_total = 0;
   bool peers_stop = false;  // a rank was asked to stop (agreed at the last step's all-reduce)
-  std::int64_t steps_this_process = 0;
   ThreadGovernor governor;
-  const double wall_before = state.wall_seconds;
-  const auto process_start = Clock::now();
   while (state.step < plan.total_steps) {
     const bool stop_here = options.stop != nullptr && options.stop->load();
     // Ranks stop together, at the step after one of them was asked to.
@@ -511,10 +514,7 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     state.examples += plan.examples_per_step;
     state.flops += plan.flops_per_step;
     state.train_loss = loss;
-    const double step_seconds = seconds_since(step_start) - data_seconds;
-    step_seconds_total += step_seconds;
-    data_seconds_total += data_seconds;
-    steps_this_process += 1;
+    times.add(seconds_since(step_start) - data_seconds, data_seconds);
 
     TrainProgress progress;
     progress.step = state.step;
@@ -525,15 +525,15 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
     progress.loss = loss;
     progress.lr = lr;
     progress.grad_norm = grad_norm;
-    const double mean_step = step_seconds_total / static_cast<double>(steps_this_process);
-    progress.tokens_per_second = static_cast<double>(plan.tokens_per_step) / mean_step;
-    progress.mfu = plan.flops_per_step / mean_step / summary.peak_flops;
-    progress.eta_seconds = mean_step * static_cast<double>(plan.total_steps - state.step);
+    // What the user watches: the recent pace (StepTimes::kWindow steps).
+    progress.tokens_per_second = times.tokens_per_second(static_cast<double>(plan.tokens_per_step), true);
+    progress.mfu = times.mfu(plan.flops_per_step, summary.peak_flops, true);
+    progress.eta_seconds = times.eta_seconds(plan.total_steps - state.step);
     progress.elapsed_seconds = wall_before + seconds_since(process_start);
-    progress.step_seconds = mean_step;
-    progress.data_seconds = data_seconds_total / static_cast<double>(steps_this_process);
+    progress.step_seconds = times.recent_step_mean();
+    progress.data_seconds = times.recent_wall_mean() - times.recent_step_mean();
     progress.threads = runtime_active_threads();
-    progress.comm_seconds = comm_seconds_total / static_cast<double>(steps_this_process);
+    progress.comm_seconds = comm_seconds_total / static_cast<double>(times.steps());
     progress.world_size = world;
 
     metrics.write(state.step, state.tokens, state.flops, wall, "train/loss", loss);
@@ -580,16 +580,14 @@ TrainSummary train_run(const Registry& registry, const RunConfig& initial, const
   summary.best_val_loss = state.best_val_loss;
   summary.seconds = state.wall_seconds;
   summary.process_seconds = seconds_since(process_start);
-  summary.step_seconds = step_seconds_total;
-  summary.data_seconds = data_seconds_total;
+  summary.step_seconds = times.step_total();
+  summary.data_seconds = times.data_total();
   summary.comm_seconds = comm_seconds_total;
   summary.world_size = world;
   summary.threads = runtime_active_threads();
-  if (steps_this_process > 0) {
-    const double mean_step = step_seconds_total / static_cast<double>(steps_this_process);
-    summary.tokens_per_second = static_cast<double>(plan.tokens_per_step) / mean_step;
-    summary.mfu = plan.flops_per_step / mean_step / summary.peak_flops;
-  }
+  // The summary: over every step of this process.
+  summary.tokens_per_second = times.tokens_per_second(static_cast<double>(plan.tokens_per_step), false);
+  summary.mfu = times.mfu(plan.flops_per_step, summary.peak_flops, false);
   if (summary.last_checkpoint.empty()) {
     std::vector<CheckpointInfo> checkpoints = checkpoint_list(checkpoint_dir);
     if (!checkpoints.empty()) summary.last_checkpoint = checkpoints.back().path;

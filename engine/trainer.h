@@ -27,8 +27,9 @@ struct TrainProgress {
   std::vector<Metric> val_metrics;  // on a step that evaluated: its metrics, the loss first (engine/task.h)
   bool evaluated = false;  // this step ran an evaluation
   // Measured time (docs/cli.md, "Where the time goes"), in this process: the mean step
-  // (forward, backward, clipping, update) and the mean batch draw per step; evaluation,
-  // checkpoint and growth time in total. tokens_per_second is training tokens over step time.
+  // (forward, backward, clipping, update) and the mean batch draw per step over the last
+  // StepTimes::kWindow steps, as are tokens_per_second (training tokens over step time), mfu
+  // and eta_seconds; evaluation, checkpoint and growth time in total.
   double step_seconds = 0, data_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
   int threads = 0;  // torch threads in use (the ThreadGovernor may lower them)
   // Data-parallel runs: the mean time per step spent averaging gradients (inside

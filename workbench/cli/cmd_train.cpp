@@ -138,12 +138,14 @@ void run_train(TrainArgs& args) {
     std::cout << fmt::format("  val loss {:.4f} (best {:.4f}){}, train loss {:.4f}, {:.0f} tokens/s, MFU {:.1f}%\n",
                              summary.val_loss, summary.best_val_loss, headline_metrics(summary.val_metrics, ","),
                              summary.train_loss, summary.tokens_per_second, 100 * summary.mfu);
-    std::cout << fmt::format("  time: steps {:.2f} s, data {:.2f} s, evaluation {:.2f} s, checkpoints {:.2f} s{} "
-                             "(of {:.2f} s in this process)\n",
+    const double other = summary.process_seconds - summary.step_seconds - summary.data_seconds -
+                         summary.eval_seconds - summary.checkpoint_seconds - summary.growth_seconds;
+    std::cout << fmt::format("  time: steps {:.2f} s, data {:.2f} s, evaluation {:.2f} s, checkpoints {:.2f} s{}, "
+                             "other {:.2f} s, of {:.2f} s in this process\n",
                              summary.step_seconds, summary.data_seconds, summary.eval_seconds,
                              summary.checkpoint_seconds,
                              summary.growth_seconds > 0 ? fmt::format(", growth {:.2f} s", summary.growth_seconds) : "",
-                             summary.process_seconds);
+                             std::max(0.0, other), summary.process_seconds);
     if (summary.world_size > 1) {
       std::cout << fmt::format("  data parallel: {} ranks (Gloo); averaging gradients took {:.2f} s of the steps' "
                                "{:.2f} s\n",
