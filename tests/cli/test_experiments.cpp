@@ -184,12 +184,23 @@ TEST(Experiments, TinyExperimentRunsSkipsWhenRunAgainAndExports) {
   EXPECT_NE(latex.output.find("\\begin{tabular}"), std::string::npos);
   EXPECT_NE(latex.output.find("grown & tokenformer & small & pattention\\_grow"), std::string::npos) << latex.output;
   EXPECT_NE(latex.output.find("($10^4\\,T^2$)"), std::string::npos) << latex.output;
-  // The LaTeX compiles as it is, inside a minimal document.
-  std::ofstream(home + "/tables.tex") << "\\documentclass{article}\n\\usepackage[landscape,margin=1cm]{geometry}\n"
-                                         "\\begin{document}\n\\tiny\n" << latex.output << "\\end{document}\n";
+  // Paper-ready: booktabs rules, numbers right-aligned, FLOPs as m\times10^{e}, and no column
+  // that is empty in every row (this experiment has no accuracy: no "val accuracy" column).
+  EXPECT_NE(latex.output.find("\\toprule"), std::string::npos) << latex.output;
+  EXPECT_NE(latex.output.find("\\bottomrule"), std::string::npos) << latex.output;
+  EXPECT_EQ(latex.output.find("\\hline"), std::string::npos) << latex.output;
+  EXPECT_NE(latex.output.find("\\times10^{"), std::string::npos) << latex.output;
+  EXPECT_EQ(latex.output.find("e+1"), std::string::npos) << latex.output;
+  EXPECT_EQ(latex.output.find("val accuracy"), std::string::npos) << latex.output;
+  EXPECT_NE(latex.output.find("{llllr"), std::string::npos) << latex.output;  // run, family, grown from, growth | parameters
+  // It compiles as it is in a plain portrait article, and every table fits the page: no
+  // overfull box in the log.
+  std::ofstream(home + "/tables.tex") << "\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
+                                         "\\begin{document}\n" << latex.output << "\\end{document}\n";
   Output compiled = shell("cd " + home + " && pdflatex -halt-on-error -interaction=nonstopmode tables.tex");
   EXPECT_EQ(compiled.code, 0) << compiled.output;
   EXPECT_TRUE(fs::exists(home + "/tables.pdf"));
+  EXPECT_EQ(compiled.output.find("Overfull"), std::string::npos) << compiled.output;
   std::ifstream curves(home + "/curves.csv");
   std::string header;
   std::getline(curves, header);

@@ -128,7 +128,21 @@ TEST_F(Report, APairedComparisonIsTheMeanOfPerSeedDifferences) {
   EXPECT_NEAR(std::stod(c.at("ci95_low")), mean - half, 1e-11);
   EXPECT_NEAR(std::stod(c.at("ci95_high")), mean + half, 1e-11);
   const int less = (d[0] < 0) + (d[1] < 0) + (d[2] < 0);
-  EXPECT_EQ(c.at("seeds_a_less"), std::to_string(less) + "/3");
+  EXPECT_EQ(c.at("seeds_a_less"), std::to_string(less));  // a count: its denominator is `pairs`
+  EXPECT_EQ(c.at("pairs"), "3");
+  // One row per seed, tidy: the same per-seed values and differences.
+  const auto seeds = tfw("export " + kExperiment + " --home " + home() + " --format csv --table comparison_seeds", false);
+  ASSERT_EQ(seeds.code, 0) << seeds.output;
+  int rows = 0;
+  for (auto& row : csv(seeds.output)) {
+    if (row["comparison"] != "grown-vs-scratch") continue;
+    const std::string seed = row["seed"];
+    EXPECT_DOUBLE_EQ(std::stod(row["a"]), losses.at("grown-s" + seed));
+    EXPECT_DOUBLE_EQ(std::stod(row["b"]), losses.at("scratch-s" + seed));
+    EXPECT_DOUBLE_EQ(std::stod(row["difference"]), d[std::stoi(seed)]);
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
   // The verdict follows the written rule.
   const std::string expected = mean + half < 0 ? "supported" : mean - half > 0 ? "not supported" : "inconclusive";
   EXPECT_EQ(c.at("verdict"), expected);

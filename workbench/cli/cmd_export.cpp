@@ -38,6 +38,7 @@ using namespace tfw::results;
 
 struct ExportArgs {
   std::string experiment, format = "md", table, out, curves, home, paper_results, figures, tensorboard, mlflow;
+  bool no_title = false;  // --no-title: figures without title and caption
   std::vector<std::string> bundles;  // --bundle: read the runs from these instead of a home
 };
 
@@ -62,7 +63,7 @@ void run_export(const ExportArgs& args) {
   for (const RunResult& run : set->runs()) any = any || run.record.has_value();
   if (!any && !args.figures.empty() && set->from_file()) {
     // Figures drawn from the configs alone (flops_vs_length) need no runs.
-    for (const std::string& written : figures_write(*set, args.figures)) std::cerr << "wrote " << written << "\n";
+    for (const std::string& written : figures_write(*set, args.figures, !args.no_title)) std::cerr << "wrote " << written << "\n";
     std::cerr << fmt::format("no runs of experiment '{}' in the store: only the figures (those drawn from its configs "
                              "show something)\n", name);
     return;
@@ -78,7 +79,8 @@ void run_export(const ExportArgs& args) {
   const std::vector<Table> groups = groups_tables(*set);
   // Comparisons only when their table is shown: the other tables of a batch still running
   // can be exported (a comparison with an empty side is an error).
-  const bool wants_comparisons = args.table.empty() || args.table == "all" || args.table == "comparisons";
+  const bool wants_comparisons = args.table.empty() || args.table == "all" || args.table == "comparisons" ||
+                                 args.table == "comparison_seeds";
   const std::vector<ComparisonResult> comparisons = wants_comparisons ? compare_all(*set) : std::vector<ComparisonResult>{};
   Table compared = comparisons_table(name, comparisons);
   const Table evaluated = evaluations_table(*set);
@@ -86,12 +88,15 @@ void run_export(const ExportArgs& args) {
   for (const Table& g : groups) all.push_back(&g);
   if (!evaluated.rows.empty() || args.table == "evaluations") all.push_back(&evaluated);
   if (!comparisons.empty()) all.push_back(&compared);
+  // Per-seed pairs: only when asked for by name (the comparisons table summarises them).
+  const Table per_seed = comparison_seeds_table(name, comparisons);
+  if (args.table == "comparison_seeds") all.push_back(&per_seed);
   all.push_back(&per_run.ledger);
   std::vector<Table> tables;
   for (const Table* t : all) {
     if (args.table.empty() || args.table == "all" || args.table == t->name) tables.push_back(*t);
   }
-  if (args.table == "comparisons" && tables.empty()) {
+  if ((args.table == "comparisons" || args.table == "comparison_seeds") && tables.empty()) {
     throw UsageError(with_hint(fmt::format("experiment {} has no {} table", name, args.table),
                                "comparisons come from [comparisons.NAME] tables of the experiment file"));
   }
@@ -101,7 +106,8 @@ void run_export(const ExportArgs& args) {
     const std::string which = args.table.empty() ? "results" : args.table;
     if (which == "all") {
       throw UsageError(with_hint("CSV holds one table per file",
-                                 "choose --table results, groups, groups_accuracy, evaluations, comparisons or ledger"));
+                                 "choose --table results, groups, groups_accuracy, evaluations, comparisons, "
+                                 "comparison_seeds or ledger"));
     }
     text = render_csv(tables.front());
   } else {
@@ -141,7 +147,7 @@ void run_export(const ExportArgs& args) {
     std::cerr << "wrote " << args.curves << "\n";
   }
   if (!args.figures.empty()) {
-    for (const std::string& written : figures_write(*set, args.figures)) std::cerr << "wrote " << written << "\n";
+    for (const std::string& written : figures_write(*set, args.figures, !args.no_title)) std::cerr << "wrote " << written << "\n";
   }
   if (!args.tensorboard.empty()) {
     const std::vector<std::string> files = tensorboard_write(*set, args.tensorboard);
@@ -166,11 +172,15 @@ void add_export_command(CLI::App& app) {
   command->add_option("--format", args->format, "md, csv or latex")->check(CLI::IsMember({"md", "csv", "latex"}));
   command->add_option("--table", args->table,
                       "results, groups (mean and CI over seeds), groups_accuracy (the same for image classifiers' "
-                      "accuracy), evaluations (tfw eval), comparisons, ledger or all (default: all; for csv: results)")
-      ->check(CLI::IsMember({"results", "groups", "groups_accuracy", "evaluations", "comparisons", "ledger", "all"}));
+                      "accuracy), evaluations (tfw eval), comparisons, comparison_seeds (each pair, one row per "
+                      "seed), ledger or all (default: all; for csv: results)")
+      ->check(CLI::IsMember({"results", "groups", "groups_accuracy", "evaluations", "comparisons", "comparison_seeds",
+                             "ledger", "all"}));
   command->add_option("--out", args->out, "write the tables to FILE (default: stdout)");
   command->add_option("--curves", args->curves, "write train and val loss curves as CSV to FILE");
   command->add_option("--figures", args->figures, "write the experiment's figures (SVG and PNG) into DIR");
+  command->add_flag("--no-title", args->no_title,
+                    "figures without their title and caption (for a paper, whose caption says what they show)");
   command->add_option("--tensorboard", args->tensorboard,
                       "write every run's metrics as TensorBoard event files under DIR/EXPERIMENT/RUN (tables then only "
                       "with --out)");

@@ -288,7 +288,7 @@ Figure flops_vs_length(const ExperimentResults& results, const std::string& mirr
   const Experiment& e = results.experiment();
   std::string list;
   for (const std::string& m : models) list += (list.empty() ? "" : ", ") + m;
-  f.caption = fmt::format("{}{}. Forward FLOPs per token from the families' formulas (docs/plugins.md), T = 64 to 65,536; "
+  f.caption = fmt::format("{}{}. Forward FLOPs per token from the paper's Table 3 (Wang et al., 2024), T = 64 to 65,536; "
                           "one line per model configuration. Models (parameters): {}.{}",
                           e.name, e.description.empty() ? "" : ": " + e.description, list,
                           mirrors.empty() ? "" : fmt::format(" Mirrors the paper's {} at CPU scale.", mirrors));
@@ -324,9 +324,10 @@ std::vector<Figure> figures_of(const ExperimentResults& results) {
   return figures;
 }
 
-std::string svg_render(const Figure& f) {
-  const double left = 86, top = 52, width = 560, height = 360, legend_x = left + width + 24;
-  const std::vector<std::string> caption = wrap(f.caption, 118);
+std::string svg_render(const Figure& f, bool titled) {
+  // Untitled (for a paper, whose own caption says it): no title above, no caption below.
+  const double left = 86, top = titled ? 52 : 16, width = 560, height = 360, legend_x = left + width + 24;
+  const std::vector<std::string> caption = titled ? wrap(f.caption, 118) : std::vector<std::string>{};
   const double total_width = 900, total_height = top + height + 74 + 17.0 * static_cast<double>(caption.size()) + 12;
   const gui::AxisMap ax = fit_axis(f, true), ay = fit_axis(f, false);
   auto sx = [&](double x) { return left + width * ax.unit(x); };
@@ -335,9 +336,11 @@ std::string svg_render(const Figure& f) {
   out << fmt::format(R"svg(<?xml version="1.0" encoding="UTF-8"?>
 <svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1:.0f}" viewBox="0 0 {0} {1:.0f}" font-family="DejaVu Sans, sans-serif">
 <rect x="0" y="0" width="{0}" height="{1:.0f}" fill="white"/>
-<text x="{2}" y="28" font-size="16" font-weight="bold">{3}</text>
-)svg",
-                     total_width, total_height, left, xml_escape(f.title));
+{2})svg",
+                     total_width, total_height,
+                     titled ? fmt::format("<text x=\"{}\" y=\"28\" font-size=\"16\" font-weight=\"bold\">{}</text>\n", left,
+                                          xml_escape(f.title))
+                            : std::string());
   // Grid and ticks.
   out << "<g font-size=\"12\" fill=\"#333333\">\n";
   for (const gui::Tick& t : gui::axis_ticks(ax, 7)) {
@@ -441,7 +444,7 @@ std::string svg_render(const Figure& f) {
   return out.str();
 }
 
-std::vector<std::string> figures_write(const ExperimentResults& results, const std::string& dir) {
+std::vector<std::string> figures_write(const ExperimentResults& results, const std::string& dir, bool titled) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw UsageError(with_hint(fmt::format("cannot create the figures folder {}: {}", dir, ec.message()), "choose a writable folder"));
@@ -450,7 +453,7 @@ std::vector<std::string> figures_write(const ExperimentResults& results, const s
   for (const Figure& f : figures_of(results)) {
     const std::string svg = (fs::path(dir) / (f.id + ".svg")).string();
     const std::string png = (fs::path(dir) / (f.id + ".png")).string();
-    const std::string text = svg_render(f);
+    const std::string text = svg_render(f, titled);
     file_write_durably(svg, text.data(), text.size());
     written.push_back(svg);
     // PNG: Debian's rsvg-convert rasterises the same SVG (twice the size, for screens).

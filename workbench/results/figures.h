@@ -32,10 +32,12 @@ struct Figure {
 // The figures the experiment asks for ([experiment.figures]) from its results.
 std::vector<Figure> figures_of(const ExperimentResults& results);
 
-std::string svg_render(const Figure& figure);
+// titled = false: without the title above and the caption below (for a paper, whose own
+// caption describes the figure; `tfw export --figures DIR --no-title`).
+std::string svg_render(const Figure& figure, bool titled = true);
 
 // Writes DIR/ID.svg and DIR/ID.png for each figure; returns the paths written. Without
 // rsvg-convert the PNGs are skipped with a warning on stderr (the SVGs are the figures).
-std::vector<std::string> figures_write(const ExperimentResults& results, const std::string& dir);
+std::vector<std::string> figures_write(const ExperimentResults& results, const std::string& dir, bool titled = true);
 
 }  // namespace tfw::results

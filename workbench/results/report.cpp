@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -101,6 +102,88 @@ std::string measured_section(const ExperimentResults& results) {
                      "time (the largest share of other work: {:.0f}%). Loss values do not depend on it; wall times do.\n",
                      contended, finished, 100 * most_other);
   out << "\n";
+  return out.str();
+}
+
+// The setup of each group, from its first finished run's resolved config: model, data,
+// tokens, batch, learning-rate schedule, optimiser and growth; then the experiment file.
+std::string setup_section(const ExperimentResults& results) {
+  std::vector<std::vector<Cell>> rows;
+  auto text = [](const toml::node_view<const toml::node>& node) -> std::string {
+    if (const auto* d = node.as_floating_point()) return float_text(d->get());
+    if (const auto* i = node.as_integer()) return std::to_string(i->get());
+    if (const auto* s = node.as_string()) return s->get();
+    if (const auto* b = node.as_boolean()) return b->get() ? "true" : "false";
+    return "";
+  };
+  for (const Variant& v : results.variants()) {
+    const std::vector<const RunResult*> finished = v.finished();
+    if (finished.empty()) continue;
+    const RunRecord& r = *finished.front()->record;
+    toml::table config;
+    try {
+      config = toml::parse(r.config);
+    } catch (const toml::parse_error&) {
+      continue;
+    }
+    const toml::node_view<const toml::node> model = std::as_const(config)["model"], train = std::as_const(config)["train"],
+                                            data = std::as_const(config)["data"];
+    std::string shape;
+    for (const char* key : {"layers", "d", "heads", "n_attn", "n_ffn", "d_ffn", "patch", "image_size"}) {
+      const std::string value = text(model[key]);
+      if (!value.empty()) shape += (shape.empty() ? "" : ", ") + fmt::format("{} {}", key, value);
+    }
+    std::string corpus = text(data["corpus"]);
+    if (corpus.empty()) corpus = text(data["dataset"]);
+    const std::string seq = text(train["seq_len"]) == "0" || text(train["seq_len"]).empty() ? text(model["seq_len"])
+                                                                                          : text(train["seq_len"]);
+    const std::string batch = seq.empty() ? text(train["batch_size"]) : fmt::format("{} × {}", text(train["batch_size"]), seq);
+    std::string schedule = fmt::format("{}, {} warm-up steps, cosine to {}×", text(train["lr"]), text(train["warmup_steps"]),
+                                       text(train["min_lr_ratio"]));
+    if (text(train["min_lr_ratio"]) == "1.0") schedule = fmt::format("{} constant, {} warm-up steps", text(train["lr"]),
+                                                                    text(train["warmup_steps"]));
+    const std::string optimiser = fmt::format("AdamW β {}, {}; decay {}; clip {}", text(train["beta1"]), text(train["beta2"]),
+                                              text(train["weight_decay"]), text(train["grad_clip"]));
+    std::string growth = "-";
+    if (!r.growth_method.empty()) {
+      growth = r.growth_method;
+      try {  // the options as the store keeps them: TOML (key_init = 'zero')
+        const toml::table options = toml::parse(r.growth_options);
+        std::string listed;
+        for (const auto& [key, value] : options) {
+          listed += (listed.empty() ? "" : ", ") + std::string(key.str()) + " = " +
+                    text(toml::node_view<const toml::node>(&value));
+        }
+        if (!listed.empty()) growth += " (" + listed + ")";
+      } catch (const toml::parse_error&) {
+      }
+    }
+    rows.push_back({text_cell(v.name), text_cell(r.family), count(r.parameters), text_cell(shape), text_cell(corpus),
+                    count(r.tokens), text_cell(batch), text_cell(schedule), text_cell(optimiser), text_cell(growth)});
+  }
+  std::ostringstream out;
+  out << "## Setup\n\n";
+  if (!rows.empty()) {
+    Table table{"setup", "",
+                {column("group", "group"), column("family", "family"), column("parameters", "parameters"),
+                 column("model", "model"), column("data", "data"), column("tokens per run", "tokens"),
+                 column("batch × length", "batch"), column("learning rate", "lr"), column("optimiser", "optimiser"),
+                 column("grown by", "growth")},
+                std::move(rows)};
+    std::string md = render_md({table});
+    md = md.substr(md.find('\n') + 2);  // the table without its (empty) heading
+    out << "Each group's model and training, from its first finished run's resolved config (the seeds differ only in "
+           "`train.seed`):\n\n"
+        << md;
+  }
+  const std::string& path = results.experiment().path;
+  std::ifstream file(path);
+  if (!path.empty() && file) {
+    std::ostringstream body;
+    body << file.rdbuf();
+    out << fmt::format("The experiment file, `{}`:\n\n```toml\n{}{}```\n\n", fs::path(path).filename().string(),
+                       body.str(), body.str().empty() || body.str().back() == '\n' ? "" : "\n");
+  }
   return out.str();
 }
 
@@ -199,6 +282,7 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
   out << fmt::format("Generated on {} by `{}` ({}) from {}. Regenerate it with the same command.\n\n", today(),
                      options.command, options.tool_version, options.source);
   out << measured_section(results);
+  out << setup_section(results);
 
   out << "## Verdict rule\n\n" << verdict_rule() << "\n\n";
   out << "## Claims\n\n";

@@ -189,10 +189,35 @@ Table comparisons_table(const std::string& experiment, const std::vector<Compari
     }
     std::size_t a_less = 0;  // an unreached target counts as infinite compute
     for (std::size_t i = 0; i < c.a.size(); ++i) a_less += c.a[i] < c.b[i];
-    row.push_back(text_cell(fmt::format("{}/{}", a_less, c.seeds.size())));
+    // Read as "2/3"; in CSV the count alone (its denominator is the pairs column).
+    row.push_back(Cell{fmt::format("{}/{}", a_less, c.seeds.size()), std::to_string(a_less)});
     row.push_back(text_cell(c.spec.expect));
     row.push_back(text_cell(c.verdict));
     table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+Table comparison_seeds_table(const std::string& experiment, const std::vector<ComparisonResult>& comparisons) {
+  Table table{"comparison_seeds",
+              fmt::format("{}: each comparison's pairs, one row per seed (the quantity on each side, and a - b)",
+                          experiment),
+              {column("comparison", "comparison"), column("seed", "seed"), column("a", "a"), column("b", "b"),
+               column("a - b", "difference")},
+              {}};
+  for (const ComparisonResult& c : comparisons) {
+    for (std::size_t i = 0; i < c.seeds.size() && i < c.a.size() && i < c.b.size(); ++i) {
+      // Compute is compared on log10 FLOPs; the sides are shown as FLOPs, the difference as
+      // the ratio's log10 (as in the comparisons table). An unreached target is infinite: empty.
+      const bool log = c.log_scale;
+      auto side = [&](double x) {
+        if (!std::isfinite(x)) return Cell{"not reached", ""};
+        return log ? Cell{fmt::format("{:.3e}", x), fmt::format("{}", x)} : Cell{fmt::format("{:.4f}", x), fmt::format("{}", x)};
+      };
+      const double d = log ? std::log10(c.a[i]) - std::log10(c.b[i]) : c.a[i] - c.b[i];
+      table.rows.push_back({text_cell(c.spec.name), count(c.seeds[i]), side(c.a[i]), side(c.b[i]),
+                            std::isfinite(d) ? Cell{fmt::format("{:+.4f}", d), fmt::format("{}", d)} : Cell{"-", ""}});
+    }
   }
   return table;
 }

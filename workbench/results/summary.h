@@ -28,6 +28,9 @@ std::vector<Table> groups_tables(const ExperimentResults& results);
 Table evaluations_table(const ExperimentResults& results);
 std::vector<ComparisonResult> compare_all(const ExperimentResults& results);
 Table comparisons_table(const std::string& experiment, const std::vector<ComparisonResult>& comparisons);
+// Tidy per-seed rows of every comparison: comparison, seed, a, b, a - b (log10 of the ratio for
+// compute).
+Table comparison_seeds_table(const std::string& experiment, const std::vector<ComparisonResult>& comparisons);
 
 // "1.5123 ± 0.0101 (95% CI, n = 3)" or "1.5123 (n = 1: no interval)".
 std::string mean_text(const analysis::MeanInterval& m, const char* format = "{:.4f}");

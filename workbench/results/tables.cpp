@@ -1,7 +1,11 @@
 // See tables.h.
 #include "workbench/results/tables.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -68,17 +72,71 @@ std::string latex_escape(const std::string& text) {
   return out;
 }
 
+namespace {
+
+bool numeric_raw(const std::string& raw) {
+  if (raw.empty()) return false;
+  char* end = nullptr;
+  std::strtod(raw.c_str(), &end);
+  return end == raw.c_str() + raw.size();
+}
+
+// "1.810e+11" -> "$1.810\times10^{11}$"; any other text escaped as it is.
+std::string latex_cell(const std::string& text) {
+  static const std::regex scientific(R"(([+-]?[0-9]+(\.[0-9]+)?)e([+-][0-9]+))");
+  std::smatch m;
+  if (std::regex_match(text, m, scientific)) {
+    return fmt::format("${}\\times10^{{{}}}$", m[1].str(), std::stoi(m[3].str()));
+  }
+  std::string escaped = latex_escape(text);
+  for (std::size_t at = 0; (at = escaped.find("\u00b1", at)) != std::string::npos;) {  // "± 0.0279"
+    escaped.replace(at, 2, "$\\pm$");
+    at += 5;
+  }
+  return escaped;
+}
+
+}  // namespace
+
 std::string render_latex(const std::vector<Table>& tables) {
   std::ostringstream out;
   for (const Table& t : tables) {
-    out << "% " << t.title << "\n\\begin{tabular}{" << std::string(t.columns.size(), 'l') << "}\n\\hline\n";
-    for (std::size_t i = 0; i < t.columns.size(); ++i) out << (i ? " & " : "") << t.columns[i].latex;
-    out << " \\\\\n\\hline\n";
+    // Columns that are empty in every row are left out; a column whose values are all numbers
+    // is aligned right; a text column with long cells (a paper's source) wraps in a
+    // paragraph column, so that the table need not shrink far.
+    std::vector<std::size_t> kept;
+    std::string align;
+    for (std::size_t i = 0; i < t.columns.size(); ++i) {
+      bool any = false, numbers = true;
+      std::size_t longest = 0;
+      for (const auto& row : t.rows) {
+        if (i >= row.size() || row[i].raw.empty()) continue;
+        any = true;
+        numbers = numbers && numeric_raw(row[i].raw);
+        longest = std::max(longest, row[i].text.size());
+      }
+      if (!any && !t.rows.empty()) continue;
+      kept.push_back(i);
+      align += any && numbers ? "r" : longest > 24 ? "p{3cm}" : "l";
+    }
+    // A table float with the title as its caption; booktabs rules; shrunk to the line width
+    // only when it is wider (graphicx).
+    std::string label;
+    for (char c : t.title.substr(0, t.title.find(':'))) label += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+    out << "% " << t.title << "\n% needs \\usepackage{booktabs} and \\usepackage{graphicx}\n"
+        << "\\begin{table}[htbp]\n\\centering\n\\caption{" << latex_escape(t.title) << "}\n\\label{tab:" << label
+        << "-" << t.name << "}\n"
+        << "\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%\n"
+        << "\\begin{tabular}{" << align << "}\n\\toprule\n";
+    for (std::size_t k = 0; k < kept.size(); ++k) out << (k ? " & " : "") << t.columns[kept[k]].latex;
+    out << " \\\\\n\\midrule\n";
     for (const auto& row : t.rows) {
-      for (std::size_t i = 0; i < row.size(); ++i) out << (i ? " & " : "") << latex_escape(row[i].text);
+      for (std::size_t k = 0; k < kept.size(); ++k) {
+        out << (k ? " & " : "") << (kept[k] < row.size() ? latex_cell(row[kept[k]].text) : "");
+      }
       out << " \\\\\n";
     }
-    out << "\\hline\n\\end{tabular}\n\n";
+    out << "\\bottomrule\n\\end{tabular}}\n\\end{table}\n\n";
   }
   return out.str();
 }
