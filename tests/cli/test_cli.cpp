@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 #include <chrono>
 
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/run_command.h"
+#include "workbench/common/first_steps.h"
 
 namespace {
 
@@ -240,27 +242,106 @@ TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
 
 namespace {
 
+// docs/cli.md lists every command the binary has, and every subcommand of those that have some.
+TEST(Cli, DocsListEveryCommand) {
+  std::ifstream in(std::string(TFW_SOURCE_DIR) + "/docs/cli.md");
+  const std::string docs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(docs.empty());
+  // The names under "Subcommands:" in a help text.
+  auto subcommands = [](const std::string& help) {
+    std::vector<std::string> names;
+    const std::size_t at = help.find("Subcommands:\n");
+    if (at == std::string::npos) return names;
+    std::istringstream lines(help.substr(at + 13));
+    for (std::string line; std::getline(lines, line) && line.rfind("  ", 0) == 0;) {
+      std::istringstream words(line);
+      std::string name;
+      words >> name;
+      names.push_back(name);
+    }
+    return names;
+  };
+  const std::vector<std::string> commands = subcommands(tfw("--help").output);
+  ASSERT_GE(commands.size(), 20u);
+  for (const std::string& command : commands) {
+    EXPECT_NE(docs.find("`tfw " + command), std::string::npos) << "docs/cli.md does not list tfw " << command;
+    for (const std::string& sub : subcommands(tfw(command + " --help").output)) {
+      EXPECT_NE(docs.find("`tfw " + command + " " + sub), std::string::npos)
+          << "docs/cli.md does not list tfw " << command << " " << sub;
+    }
+  }
+}
+
+// What an empty store suggests (the GUI's runs view, `tfw runs list`) works as written, from
+// the repository's folder, in an empty home.
+TEST(Cli, TheFirstCommandAnEmptyStoreSuggestsWorks) {
+  const std::string home = "/tmp/tfw-test-cli-first-steps";
+  std::system(("rm -rf " + home).c_str());
+  Result empty = tfw("runs list --home " + home);
+  EXPECT_EQ(empty.code, 2) << empty.output;  // no store there: an error whose hint is the first command
+  EXPECT_NE(empty.output.find(tfw::kFirstTrainCommand), std::string::npos) << empty.output;
+  const std::string command = std::string(tfw::kFirstTrainCommand).substr(4);  // without "tfw "
+  Result first = capture(std::string("cd " TFW_SOURCE_DIR " && " TFW_BINARY " ") + command + " --home " + home);
+  ASSERT_EQ(first.code, 0) << first.output;
+  Result list = tfw("runs list --json --home " + home);
+  const nlohmann::json runs = nlohmann::json::parse(list.output)["runs"];
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["status"], "finished");
+}
+
 TEST(Cli, RunsListShowCompareAndBadStores) {
   const std::string home = "/tmp/tfw-test-cli-runs";
   std::system(("rm -rf " + home).c_str());
-  for (const char* name : {"a", "b"}) {
+  // b's name is longer than any fixed column: nothing may cut it.
+  const std::string b = "b-a-run-name-longer-than-any-column-s0";
+  for (const std::string& name : {std::string("a"), b}) {
     Result run = tfw("train " + kMini + "tiny-train-tokenformer.toml --json --name " + name + " --home " + home +
-                     " --set train.max_steps=5");
+                     " --set train.max_steps=5" + (name == "a" ? " --set train.lr=0.002" : ""));
     ASSERT_EQ(run.code, 0) << run.output;
   }
   Result list = tfw("runs list --json --status finished --sort name --desc --home " + home);
   ASSERT_EQ(list.code, 0) << list.output;
   nlohmann::json runs = nlohmann::json::parse(list.output)["runs"];
   ASSERT_EQ(runs.size(), 2u);
-  EXPECT_EQ(runs[0]["name"], "b");
+  EXPECT_EQ(runs[0]["name"], b);
   EXPECT_EQ(runs[0]["tokens"].get<std::int64_t>(), 5 * 16 * 64);
   EXPECT_GT(runs[0]["final_metrics"]["val_loss"].get<double>(), 0.0);
+  // --sort by any final metric, both ways.
+  std::vector<double> losses = {runs[0]["final_metrics"]["val_loss"].get<double>(),
+                                runs[1]["final_metrics"]["val_loss"].get<double>()};
+  for (const char* order : {"", " --desc"}) {
+    Result by_loss = tfw(std::string("runs list --json --sort val_loss") + order + " --home " + home);
+    ASSERT_EQ(by_loss.code, 0) << by_loss.output;
+    const nlohmann::json sorted = nlohmann::json::parse(by_loss.output)["runs"];
+    const double first = sorted[0]["final_metrics"]["val_loss"], second = sorted[1]["final_metrics"]["val_loss"];
+    EXPECT_TRUE(*order ? first >= second : first <= second) << by_loss.output;
+  }
+  Result by_speed = tfw("runs list --sort tokens_per_second --home " + home);
+  ASSERT_EQ(by_speed.code, 0) << by_speed.output;
+  EXPECT_NE(by_speed.output.find("tokens_per_second"), std::string::npos) << by_speed.output;  // its own column
+  EXPECT_NE(by_speed.output.find(b), std::string::npos) << by_speed.output;
+  // show: the duration, final metrics as a table, and floats as written in the config.
   Result show = tfw("runs show a --home " + home);
   EXPECT_NE(show.output.find("checkpoints:"), std::string::npos) << show.output;
   EXPECT_NE(show.output.find("crc32:"), std::string::npos) << show.output;
-  Result compare = tfw("runs compare a b --json --home " + home);
+  EXPECT_NE(show.output.find("  duration "), std::string::npos) << show.output;
+  EXPECT_NE(show.output.find("final metrics:\n"), std::string::npos) << show.output;
+  EXPECT_NE(show.output.find("lr = 0.002\n"), std::string::npos) << show.output;
+  EXPECT_EQ(show.output.find("0.00200000"), std::string::npos) << show.output;
+  EXPECT_EQ(show.output.find("0.90000000000000002"), std::string::npos) << show.output;
+  Result compare = tfw("runs compare a " + b + " --json --home " + home);
   ASSERT_EQ(compare.code, 0) << compare.output;
   EXPECT_EQ(nlohmann::json::parse(compare.output)["runs"].size(), 2u);
+  // The table: b's whole name, tokens/s as integers, and lr as written.
+  Result table = tfw("runs compare a " + b + " --home " + home);
+  ASSERT_EQ(table.code, 0) << table.output;
+  EXPECT_NE(table.output.find(b), std::string::npos) << table.output;
+  const std::size_t speed = table.output.find("tokens/s");
+  ASSERT_NE(speed, std::string::npos) << table.output;
+  const std::string speed_line = table.output.substr(speed, table.output.find('\n', speed) - speed);
+  EXPECT_EQ(speed_line.find('.'), std::string::npos) << speed_line;
+  EXPECT_NE(table.output.find("0.002 "), std::string::npos) << table.output;  // a's lr, beside b's 0.003
+  EXPECT_NE(table.output.find(" 0.003\n"), std::string::npos) << table.output;
   Result missing = tfw("runs show nosuchrun --home " + home);
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.output.find("no run 'nosuchrun'"), std::string::npos) << missing.output;
@@ -305,9 +386,17 @@ TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
   EXPECT_FALSE(nlohmann::json::parse(normal.output)["declared_exact"].get<bool>());
   EXPECT_GT(nlohmann::json::parse(normal.output)["max_abs_logit_diff"].get<double>(), 1e-3);
   // Train from the grown checkpoint: a child of run 1, whose budget includes run 1's FLOPs.
-  Result child = tfw("train " + kMini + "growth-tokenformer-large.toml --init-from " + g["checkpoint"].get<std::string>() +
+  Result child = tfw_json("train " + kMini + "growth-tokenformer-large.toml --init-from " + g["checkpoint"].get<std::string>() +
                      " --name grown --json --home " + home + " --set train.max_steps=5");
   ASSERT_EQ(child.code, 0) << child.output;
+  // Its time breakdown adds up: steps, data, evaluations (the one before the first step
+  // included), checkpoints and growth fit in this process's time.
+  const nlohmann::json time = nlohmann::json::parse(child.output)["time"];
+  const double parts = time["step"].get<double>() + time["data"].get<double>() + time["eval"].get<double>() +
+                       time["checkpoint"].get<double>() + time["growth"].get<double>();
+  EXPECT_GT(time["eval"].get<double>(), 0.0);
+  EXPECT_LE(parts, time["process"].get<double>() + 1e-6) << time.dump();
+  EXPECT_GT(parts, 0.5 * time["process"].get<double>()) << time.dump();
   Result shown = tfw_json("runs show grown --json --home " + home);
   nlohmann::json run = nlohmann::json::parse(shown.output);
   EXPECT_EQ(run["parent"].get<std::int64_t>(), 1);

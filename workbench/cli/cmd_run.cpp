@@ -74,18 +74,19 @@ void print_plan(const Experiment& experiment, const std::vector<const Experiment
     return;
   }
   std::cout << fmt::format("experiment {} ({}): {} runs\n", experiment.name, experiment.path, runs.size());
-  std::cout << fmt::format("{:<34} {:<26} {:<12} {:>12} {:>12} {:>11} {:>11} {:>8}\n", "run", "parent (method)", "family",
-                           "parameters", "tokens", "FLOPs", "cum. FLOPs", "est.");
+  std::vector<std::vector<std::string>> rows = {
+      {"run", "parent (method)", "family", "parameters", "tokens", "FLOPs", "cum. FLOPs", "est."}};
   for (const auto& row : list) {
     std::string parent = row["parent"].is_null() ? "-"
                                                  : fmt::format("{} ({})", row["parent"].get<std::string>(),
                                                                row["growth_method"].get<std::string>());
-    std::cout << fmt::format("{:<34} {:<26} {:<12} {:>12} {:>12} {:>11.3e} {:>11.3e} {:>8}\n",
-                             row["name"].get<std::string>(), parent, row["family"].get<std::string>(),
-                             grouped(row["parameters"].get<std::int64_t>()), grouped(row["tokens"].get<std::int64_t>()),
-                             row["training_flops"].get<double>(), row["cumulative_flops"].get<double>(),
-                             duration_text(row["estimated_seconds"].get<double>()));
+    rows.push_back({row["name"].get<std::string>(), parent, row["family"].get<std::string>(),
+                    grouped(row["parameters"].get<std::int64_t>()), grouped(row["tokens"].get<std::int64_t>()),
+                    fmt::format("{:.3e}", row["training_flops"].get<double>()),
+                    fmt::format("{:.3e}", row["cumulative_flops"].get<double>()),
+                    duration_text(row["estimated_seconds"].get<double>())});
   }
+  std::cout << text_table(rows, {false, false, false, true, true, true, true, true});
   std::cout << fmt::format("estimated {} at {:.0f}% of the measured peak {:.3e} FLOP/s\n", duration_text(total_seconds),
                            100 * efficiency, peak);
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "workbench/results/summary.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
+#include "workbench/common/first_steps.h"
 #include "workbench/common/records_json.h"
 
 namespace tfw::cli {
@@ -44,6 +46,26 @@ std::string metric(const RunRecord& r, const char* key) {
   nlohmann::json metrics = json_or_empty(r.final_metrics);
   if (!metrics.contains(key) || !metrics[key].is_number()) return "-";
   return fmt::format("{:.4f}", metrics[key].get<double>());
+}
+
+// A final metric as a person reads it: integers grouped, other numbers to 6 significant
+// digits, booleans as yes/no, "-" when the run has none.
+std::string metric_value_text(const nlohmann::json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_number_integer()) return grouped(v.get<std::int64_t>());
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) return grouped(static_cast<std::int64_t>(d));
+    return fmt::format("{:.6g}", d);
+  }
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+std::string metric_text(const RunRecord& r, const std::string& key) {
+  nlohmann::json metrics = json_or_empty(r.final_metrics);
+  if (!metrics.contains(key)) return "-";
+  return metric_value_text(metrics[key]);
 }
 
 std::unique_ptr<Store> open_store(const std::string& home) { return Store::open_readonly(home + "/runs.db"); }
@@ -76,23 +98,72 @@ void run_list(const RunsArgs& args) {
                                  "choose " + run_status_choices()));
     }
   }
-  auto store = open_store(home_resolve(args.home));
+  // --sort: a column of the store, or any final metric (val_loss, tokens_per_second, mfu, ...):
+  // runs without that metric come last, in id order.
+  static const std::set<std::string> columns = {"id", "name", "started", "tokens", "flops", "cumulative_flops",
+                                                "parameters", "family", "status"};
+  const std::string by_metric = columns.count(filter.sort) ? "" : filter.sort;
+  if (!by_metric.empty()) filter.sort = "id";
+  const std::string home = home_resolve(args.home);
+  if (!fs::exists(home + "/runs.db")) {
+    throw UsageError(with_hint(fmt::format("no store at '{}/runs.db'", home),
+                               fmt::format("runs are recorded there by `tfw train` (a first one, from the "
+                                           "repository's folder: {} --home {}); or check --home / TFW_HOME",
+                                           kFirstTrainCommand, home)));
+  }
+  auto store = open_store(home);
   std::vector<RunRecord> runs = store->runs(filter);
+  if (!by_metric.empty()) {
+    std::set<std::string> known;
+    auto value = [&](const RunRecord& r) -> std::optional<double> {
+      const nlohmann::json m = json_or_empty(r.final_metrics);
+      for (const auto& [key, v] : m.items()) {
+        if (v.is_number()) known.insert(key);
+      }
+      if (m.contains(by_metric) && m[by_metric].is_number()) return m[by_metric].get<double>();
+      return std::nullopt;
+    };
+    std::vector<std::pair<std::optional<double>, RunRecord>> keyed;
+    for (RunRecord& r : runs) keyed.emplace_back(value(r), std::move(r));
+    if (!keyed.empty() && std::none_of(keyed.begin(), keyed.end(), [](const auto& k) { return k.first.has_value(); })) {
+      throw UsageError(with_hint(fmt::format("cannot sort runs by '{}': it is neither a column nor a final metric of "
+                                             "any listed run",
+                                             by_metric),
+                                 fmt::format("sort by a column (id, name, family, status, started, tokens, flops, "
+                                             "cumulative_flops, parameters) or a final metric ({})",
+                                             known.empty() ? std::string("none recorded yet") : fmt::format("{}", fmt::join(known, ", ")))));
+    }
+    std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+      if (a.first.has_value() != b.first.has_value()) return a.first.has_value();
+      if (!a.first) return false;
+      return filter.descending ? *a.first > *b.first : *a.first < *b.first;
+    });
+    runs.clear();
+    for (auto& [v, r] : keyed) runs.push_back(std::move(r));
+  }
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const RunRecord& r : runs) list.push_back(run_json(r));
     print_json({{"runs", list}});
     return;
   }
-  std::cout << fmt::format("{:>4}  {:<12} {:<28} {:<12} {:<9} {:>10} {:>12} {:>11} {:>11} {:>9}  {}\n", "id",
-                           "experiment", "name", "family", "status", "params", "tokens", "FLOPs", "cum. FLOPs",
-                           "val loss", "started");
-  for (const RunRecord& r : runs) {
-    std::cout << fmt::format("{:>4}  {:<12} {:<28} {:<12} {:<9} {:>10} {:>12} {:>11.3e} {:>11.3e} {:>9}  {}\n", r.id,
-                             r.experiment, r.name, r.family, status_name(r.status), short_count(r.parameters), grouped(r.tokens),
-                             r.flops, r.cumulative_flops, metric(r, "val_loss"), local_time(r.started));
+  if (runs.empty()) {
+    std::cout << fmt::format("(no runs in {})\nstart one from the repository's folder: {}\n", store->path(),
+                             kFirstTrainCommand);
+    return;
   }
-  if (runs.empty()) std::cout << "(no runs)\n";
+  std::vector<std::vector<std::string>> rows = {{"id", "experiment", "name", "family", "status", "params", "tokens",
+                                                 "FLOPs", "cum. FLOPs", "val loss", "started"}};
+  if (!by_metric.empty()) rows.front().insert(rows.front().begin() + 10, by_metric);
+  for (const RunRecord& r : runs) {
+    rows.push_back({std::to_string(r.id), r.experiment, r.name, r.family, status_name(r.status), short_count(r.parameters),
+                    grouped(r.tokens), fmt::format("{:.3e}", r.flops), fmt::format("{:.3e}", r.cumulative_flops),
+                    metric(r, "val_loss"), local_time(r.started)});
+    if (!by_metric.empty()) rows.back().insert(rows.back().begin() + 10, metric_text(r, by_metric));
+  }
+  std::vector<bool> right = {true, false, false, false, false, true, true, true, true, true, false};
+  if (!by_metric.empty()) right.insert(right.begin() + 10, true);
+  std::cout << text_table(rows, right);
 }
 
 void run_show(const RunsArgs& args) {
@@ -131,11 +202,23 @@ void run_show(const RunsArgs& args) {
   }
   std::cout << fmt::format("run {} '{}' ({}), experiment '{}': {}\n", r.id, r.name, r.family, r.experiment,
                            status_name(r.status));
-  std::cout << fmt::format("  started {}  ended {}  host {}  git {}  seed {}\n", local_time(r.started), local_time(r.ended), r.host,
-                           r.git_commit, r.seed);
+  const bool ended = r.ended > 0 && r.ended >= r.started;
+  std::cout << fmt::format("  started {}  ended {}  duration {}  host {}  git {}  seed {}\n", local_time(r.started),
+                           local_time(r.ended),
+                           ended ? duration_text(r.ended - r.started)
+                                 : fmt::format("{} so far", duration_text(r.heartbeat - r.started)),
+                           r.host, r.git_commit, r.seed);
   std::cout << fmt::format("  parameters {}  tokens {}  own FLOPs {:.3e}  cumulative FLOPs {:.3e}\n",
                            grouped(r.parameters), grouped(r.tokens), r.flops, r.cumulative_flops);
-  std::cout << fmt::format("  final metrics {}\n", r.final_metrics);
+  const nlohmann::json finals = json_or_empty(r.final_metrics);
+  if (finals.empty()) {
+    std::cout << "  final metrics: none yet\n";
+  } else {
+    std::cout << "  final metrics:\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [key, value] : finals.items()) rows.push_back({"   ", key, metric_value_text(value)});
+    std::cout << text_table(rows, {false, false, true});
+  }
   if (!r.error.empty()) std::cout << "  error: " << r.error << "\n";
   std::cout << "  lineage:";
   for (const RunRecord& ancestor : lineage) {
@@ -158,7 +241,7 @@ void run_show(const RunsArgs& args) {
   std::cout << fmt::format("  {} metric points, {} events; run folder {}\n", store->metrics_count(r.id), events.size(),
                            r.run_dir);
   std::cout << "  config:\n";
-  std::istringstream config(r.config);
+  std::istringstream config(toml_as_written(r.config));  // floats as written: 0.9, not 0.90000000000000002
   for (std::string line; std::getline(config, line);) std::cout << "    " << line << "\n";
 }
 
@@ -203,10 +286,12 @@ void run_compare(const RunsArgs& args) {
     print_json({{"runs", list}, {"groups", groups_json(groups)}});
     return;
   }
-  auto row = [&](const char* label, auto&& cell) {
-    std::cout << fmt::format("{:<18}", label);
-    for (const RunRecord& r : runs) std::cout << fmt::format(" {:>20}", cell(r));
-    std::cout << "\n";
+  // One table: a label column and one column per run, each as wide as its widest cell (no
+  // name is cut).
+  std::vector<std::vector<std::string>> rows;
+  auto row = [&](const std::string& label, auto&& cell) {
+    rows.push_back({label});
+    for (const RunRecord& r : runs) rows.back().push_back(cell(r));
   };
   row("run", [](const RunRecord& r) { return fmt::format("{} {}", r.id, r.name); });
   row("family", [](const RunRecord& r) { return r.family; });
@@ -218,24 +303,40 @@ void run_compare(const RunsArgs& args) {
   row("val loss", [](const RunRecord& r) { return metric(r, "val_loss"); });
   row("best val loss", [](const RunRecord& r) { return metric(r, "best_val_loss"); });
   row("train loss", [](const RunRecord& r) { return metric(r, "train_loss"); });
-  row("tokens/s", [](const RunRecord& r) { return metric(r, "tokens_per_second"); });
+  row("tokens/s", [](const RunRecord& r) {
+    const nlohmann::json m = json_or_empty(r.final_metrics);
+    if (!m.contains("tokens_per_second") || !m["tokens_per_second"].is_number()) return std::string("-");
+    return grouped(static_cast<std::int64_t>(std::llround(m["tokens_per_second"].get<double>())));
+  });
   row("host", [](const RunRecord& r) { return r.host; });
-  // Config keys: those that differ between the runs (every key with --all-keys).
+  // Config keys: those that differ between the runs (every key with --all-keys), floats as written.
   std::vector<std::map<std::string, std::string>> configs;
   std::set<std::string> keys;
   for (const RunRecord& r : runs) {
     configs.push_back(config_flatten(r.config, fmt::format("run {}'s config", r.id)));
+    for (auto& [key, value] : configs.back()) value = toml_value_as_written(value);
     for (const auto& [key, value] : configs.back()) keys.insert(key);
   }
+  const std::size_t fixed_rows = rows.size();
   std::size_t shown = 0;
   for (const std::string& key : keys) {
     std::set<std::string> values;
     for (const auto& c : configs) values.insert(c.count(key) ? c.at(key) : "-");
     if (values.size() < 2 && !args.all_keys) continue;
-    if (shown++ == 0) std::cout << (args.all_keys ? "config:\n" : "config keys that differ (--all-keys: every key):\n");
-    std::cout << fmt::format("{:<{}}", "  " + key, std::max<std::size_t>(18, key.size() + 2));
-    for (const auto& c : configs) std::cout << fmt::format(" {:>20}", c.count(key) ? c.at(key) : "-");
-    std::cout << "\n";
+    ++shown;
+    rows.push_back({"  " + key});
+    for (const auto& c : configs) rows.back().push_back(c.count(key) ? c.at(key) : "-");
+  }
+  const std::vector<bool> right(runs.size() + 1, true);
+  std::vector<bool> aligned = right;
+  aligned[0] = false;
+  const std::string table = text_table(rows, aligned);
+  // The config rows under their own heading, in the same columns.
+  std::size_t line = 0, at = 0;
+  for (; line < fixed_rows && at != std::string::npos; ++line) at = table.find('\n', at) + 1;
+  std::cout << table.substr(0, at);
+  if (shown > 0) {
+    std::cout << (args.all_keys ? "config:\n" : "config keys that differ (--all-keys: every key):\n") << table.substr(at);
   }
   if (shown == 0) std::cout << "config: the same for every run\n";
   if (groups.size() == runs.size()) return;  // no two runs differ only in seed
@@ -363,7 +464,9 @@ void add_runs_command(CLI::App& app) {
   list->add_option("--experiment", args->filter.experiment, "only this experiment");
   list->add_option("--status", args->status, run_status_choices());
   list->add_option("--family", args->filter.family, "only this model family");
-  list->add_option("--sort", args->filter.sort, "id, name, family, status, started, tokens, flops, cumulative_flops, parameters");
+  list->add_option("--sort", args->filter.sort,
+                   "id, name, family, status, started, tokens, flops, cumulative_flops, parameters, or any final "
+                   "metric (val_loss, tokens_per_second, mfu, ...; runs without it last)");
   list->add_flag("--desc", args->filter.descending, "sort descending");
   CLI::App* show = runs->add_subcommand("show", "One run: config, lineage, budgets, final metrics, checkpoints");
   show->add_option("run", args->runs, "run id or name")->required()->expected(1);

@@ -1,7 +1,9 @@
 // See format.h.
 #include "workbench/common/format.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -32,10 +34,73 @@ std::string scientific(double value) { return fmt::format("{:.3e}", value); }
 
 std::string duration_text(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
+  constexpr double kDay = 86400, kYear = 365.25 * kDay;
+  if (seconds >= 10 * kYear) return grouped(static_cast<std::int64_t>(std::llround(seconds / kYear))) + " years";
+  if (seconds >= kYear) return fmt::format("{:.1f} years", seconds / kYear);
   const auto s = static_cast<long>(seconds);
+  if (s >= 2 * 86400) return fmt::format("{}d{:02}h", s / 86400, (s % 86400) / 3600);
   if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
   if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
   return fmt::format("{}s", s);
+}
+
+std::string float_text(double value) {
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";  // n: nan, inf
+  return text;
+}
+
+std::string toml_value_as_written(const std::string& text) {
+  // Only a plain float literal: digits with a '.' or an exponent (not a string, date or array).
+  if (text.empty() || text.find_first_of(".eE") == std::string::npos) return text;
+  if (text.find_first_not_of("0123456789+-.eE_") != std::string::npos) return text;
+  std::string digits;
+  for (char c : text) {
+    if (c != '_') digits += c;
+  }
+  char* end = nullptr;
+  const double value = std::strtod(digits.c_str(), &end);
+  if (end != digits.c_str() + digits.size()) return text;
+  return float_text(value);
+}
+
+std::string toml_as_written(const std::string& text) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    const std::size_t eq = line.find(" = ");
+    if (eq != std::string::npos && line.find_first_of("\"'[") > eq) {
+      line = line.substr(0, eq + 3) + toml_value_as_written(line.substr(eq + 3));
+    }
+    out += line;
+    if (end < text.size()) out += '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string text_table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows) {
+    if (row.size() > width.size()) width.resize(row.size(), 0);
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const bool is_right = i < right.size() && right[i];
+      const bool last = i + 1 == row.size();
+      if (i > 0) line += "  ";
+      if (is_right) line += std::string(width[i] - row[i].size(), ' ') + row[i];
+      else line += last ? row[i] : row[i] + std::string(width[i] - row[i].size(), ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
 }
 
 std::string local_time(double unix_seconds, const char* format) {

@@ -4,13 +4,30 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tfw {
 
 std::string grouped(std::int64_t value);   // 151881216 -> "151,881,216"
 std::string short_count(double value);     // 151881216 -> "151.9M", 1.3e9 -> "1.310B"
 std::string scientific(double value);      // 3.1e14 -> "3.10e+14"
-std::string duration_text(double seconds); // 3725 -> "1h02m", 75 -> "1m15s", NaN -> "?"
+// 75 -> "1m15s", 3725 -> "1h02m", 2 days and more -> "3d04h", a year and more -> "2.4 years",
+// ten years and more -> "5,478 years"; NaN or negative -> "?".
+std::string duration_text(double seconds);
 std::string local_time(double unix_seconds, const char* format = "%Y-%m-%d %H:%M");  // "-" for 0
+
+// A number as a person would write it: the shortest text that reads back as the same double
+// (0.9, not 0.90000000000000002), still looking like a float ("1.0", not "1").
+std::string float_text(double value);
+// A TOML value's text with a float in it written as above ("0.90000000000000002" -> "0.9");
+// any other text (strings, integers, arrays) as it is.
+std::string toml_value_as_written(const std::string& text);
+// A TOML document's `key = float` lines written as above, everything else as it is (for showing
+// a stored config; the stored text itself is not changed).
+std::string toml_as_written(const std::string& text);
+
+// Columns padded to their widest cell, two spaces apart; `right[i]`: column i aligned right
+// (numbers). The first row is the header. No cell is cut.
+std::string text_table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right = {});
 
 }  // namespace tfw

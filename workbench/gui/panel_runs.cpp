@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "workbench/common/first_steps.h"
 #include "workbench/gui/app.h"
 
 namespace tfw::gui {
@@ -72,10 +73,10 @@ class RunsPanel : public Panel {
     }
     if (!snapshot.exists || snapshot.runs.empty()) {
       empty_state("No runs yet",
-                  fmt::format("Reading {}.\n\nStart one from a terminal:\n  tfw train experiments/mini/tiny-tokenformer.toml\n"
-                              "  tfw run experiments/quickstart.toml\nor design a schedule in the Designer tab and "
-                              "launch it. Runs appear here as they start, and update live.",
-                              snapshot.where()));
+                  fmt::format("Reading {}.\n\nStart one from a terminal, in the repository's folder:\n  {}\n  {}\n"
+                              "or design a schedule in the Designer tab and launch it. Runs appear here as they "
+                              "start, and update live.",
+                              snapshot.where(), kFirstTrainCommand, kFirstExperimentCommand));
       return;
     }
     toolbar(app, snapshot);

@@ -85,8 +85,16 @@ FamilyFit family_fit(Store& store, const std::string& family, const std::string&
     out.runs.push_back(c.name);
   }
   if (points.empty()) {
-    throw UsageError(with_hint(fmt::format("no finished runs of '{}' from scratch on corpus '{}'", family, chosen),
-                               "check the corpus name"));
+    // There are finished runs of the family, on other data: say which, so the user can train
+    // on this corpus or fit one of those.
+    std::vector<std::string> listed;
+    for (const auto& [name, count] : corpora) listed.push_back(fmt::format("{} ({} run{})", name, count, count == 1 ? "" : "s"));
+    throw UsageError(with_hint(fmt::format("no finished runs of '{}' from scratch on corpus '{}'; the finished ones are "
+                                           "on {}",
+                                           family, chosen, fmt::join(listed, ", ")),
+                               fmt::format("train some on '{}' first (a grid over model sizes and budgets), or fit "
+                                           "one of those corpora",
+                                           chosen)));
   }
   out.fit = analysis::scaling_law_fit(points);
   return out;
