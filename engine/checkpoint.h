@@ -45,6 +45,10 @@ std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& met
 // checkpoint_verify for a given format version (the upgrade verifies version 1 files).
 void checkpoint_verify_version(const std::string& path, std::int64_t expected);
 
+// Moves every checkpoint after `step` aside (manifest and archive renamed to *.damaged, kept
+// for inspection), so that a resume from `step` rewrites those steps; returns their archives.
+std::vector<std::string> checkpoint_set_aside_newer(const std::string& dir, std::int64_t step);
+
 // Deletes all but the last `keep` checkpoints and the one with the best val_loss; returns
 // the archives it deleted.
 std::vector<std::string> checkpoint_prune(const std::string& dir, std::int64_t keep);

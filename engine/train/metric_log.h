@@ -1,23 +1,28 @@
 // The trainer's metrics.jsonl: one JSON line per metric, flushed, so that a crash loses
-// nothing already written; each line also goes to TrainOptions::on_metric (the run store).
+// nothing already written; each line also goes to a sink (the run store's, through
+// TrainOptions::on_metric).
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
-#include "engine/trainer.h"
 
 namespace tfw {
 
 // A data-parallel rank other than 0 gets a disabled log (an empty path): it writes nothing.
 class MetricLog {
  public:
-  MetricLog(const std::string& path, const TrainOptions& options) : options_(options) {
+  using Sink = std::function<void(const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
+                                  double value)>;
+
+  MetricLog(const std::string& path, Sink sink) : sink_(std::move(sink)) {
     if (path.empty()) return;
     out_.open(path, std::ios::app);
     if (!out_) throw Error(fmt::format("cannot write metrics to '{}'", path));
@@ -25,7 +30,7 @@ class MetricLog {
   void write(std::int64_t step, std::int64_t tokens, double flops, double wall, const std::string& key,
              double value) {
     if (!out_.is_open()) return;
-    if (options_.on_metric) options_.on_metric(key.c_str(), step, tokens, flops, wall, value);
+    if (sink_) sink_(key.c_str(), step, tokens, flops, wall, value);
     out_ << fmt::format(R"({{"step":{},"tokens":{},"flops":{:.6e},"wall":{:.3f},"key":{},"value":{}}})", step, tokens,
                         flops, wall, nlohmann::json(key).dump(), std::isfinite(value) ? fmt::format("{:.9g}", value) : "null")
          << '\n';
@@ -36,7 +41,7 @@ class MetricLog {
 
  private:
   std::ofstream out_;
-  const TrainOptions& options_;
+  Sink sink_;
 };
 
 }  // namespace tfw

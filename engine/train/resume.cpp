@@ -1,0 +1,67 @@
+// Resuming a run: the config stored in its newest valid checkpoint, with train.* overrides
+// and an explicit choice when a new budget would change the learning-rate schedule. See
+// trainer.h.
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "engine/checkpoint_meta.h"
+#include "engine/config.h"
+#include "engine/error.h"
+#include "engine/registry.h"
+#include "engine/run_config.h"
+#include "engine/train/schedule.h"
+#include "engine/trainer.h"
+
+namespace tfw {
+
+RunConfig train_resume_config(const Registry& registry, const std::string& run_dir,
+                              const std::vector<std::string>& overrides, const std::string& extend) {
+  for (const std::string& item : overrides) {
+    if (item.rfind("train.", 0) != 0) {
+      throw UsageError(with_hint(fmt::format("--set {}: only train.* keys can change on resume", item),
+                                 "the model and data of a run are fixed; start a new run to change them"));
+    }
+  }
+  if (checkpoint_list(run_dir + "/checkpoints").empty()) {
+    throw UsageError(with_hint(fmt::format("run '{}' has no complete checkpoint to resume from", run_dir),
+                               "start it again with `tfw train CONFIG --name NAME` (a run that never checkpointed "
+                               "is replaced), or `tfw run` the experiment again"));
+  }
+  if (!extend.empty() && extend != "keep" && extend != "stretch") {
+    throw UsageError(with_hint(fmt::format("--extend {}: expected keep or stretch", extend),
+                               "keep: the schedule stays as it was; stretch: it is recomputed over the new budget"));
+  }
+  CheckpointMeta meta;
+  const CheckpointInfo latest = checkpoint_latest_valid(run_dir + "/checkpoints", nullptr, &meta);
+  toml::table table = toml::parse(meta.config_toml, latest.path);
+  const RunConfig stored = run_config_parse(registry, table, run_dir + "/config.toml");
+  config_apply_overrides(table, overrides);
+  RunConfig config = run_config_parse(registry, table, run_dir + "/config.toml");
+  // A changed budget would silently re-stretch the learning-rate schedule (the lr jumps at
+  // the resume step): that takes an explicit choice.
+  const TrainPlan before = train_plan(stored), after = train_plan(config);
+  if (after.schedule_steps != before.schedule_steps || after.warmup_steps != before.warmup_steps) {
+    const double lr_then = lr_at(stored.train, before, meta.step - 1), lr_now = lr_at(config.train, after, meta.step);
+    if (extend.empty()) {
+      throw UsageError(with_hint(
+          fmt::format("the new budget changes the run's learning-rate schedule from {} to {} steps: the lr would go "
+                      "from {:.3g} at step {} to {:.3g} at step {}",
+                      before.schedule_steps, after.schedule_steps, lr_then, meta.step, lr_now, meta.step + 1),
+          "choose: --extend keep (the schedule stays; past its end the lr stays at its minimum) or --extend stretch "
+          "(the cosine is recomputed over the new budget)"));
+    }
+    if (extend == "keep") {
+      if (table.get("train") == nullptr) table.insert("train", toml::table{});
+      toml::table* train = table["train"].as_table();
+      train->insert_or_assign("schedule_steps", before.schedule_steps);
+      train->insert_or_assign("warmup_steps", before.warmup_steps);
+      config = run_config_parse(registry, table, run_dir + "/config.toml");
+    }
+  }
+  return config;
+}
+
+}  // namespace tfw
