@@ -22,7 +22,7 @@
 #include "engine/run_config.h"
 #include "engine/train/eval.h"
 #include "engine/train/schedule.h"
-#include "engine/train/task.h"
+#include "engine/train/task_data.h"
 #include "engine/task.h"
 
 namespace tfw {

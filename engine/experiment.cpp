@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -477,8 +478,9 @@ Experiment experiment_build(const Registry& registry, const toml::table& file, c
   top.finish();
 
   std::map<std::string, std::vector<std::int64_t>> seeds_of;  // entry -> its seeds (for pairing children)
+  // A deque keeps its elements where they are as it grows: by_name's pointers stay valid.
   std::map<std::string, const ExperimentRun*> by_name;
-  std::vector<ExperimentRun> planned;
+  std::deque<ExperimentRun> planned;
   for (const std::string& name : entries_in_order(file, runs, source.name)) {
     const Entry entry = read_entry(file, name, experiment.seeds, seeds_of);
     seeds_of[name] = entry.seeds;
@@ -486,11 +488,10 @@ Experiment experiment_build(const Registry& registry, const toml::table& file, c
       ExperimentRun run = plan_run(registry, source, entry, x, merge_run(source, entry, x), file, by_name);
       if (by_name.count(run.name)) throw UsageError(fmt::format("{}: two runs are named '{}'", source.name, run.name));
       planned.push_back(std::move(run));
-      by_name.clear();
-      for (const ExperimentRun& r : planned) by_name[r.name] = &r;
+      by_name[planned.back().name] = &planned.back();
     }
   }
-  experiment.runs = std::move(planned);
+  experiment.runs.assign(std::make_move_iterator(planned.begin()), std::make_move_iterator(planned.end()));
   // experiment.eval.blocks: a run that defines parameter blocks must define at least one of
   // those each corpus names (names it does not define are left out for it).
   for (const ExperimentRun& run : experiment.runs) {

@@ -8,7 +8,7 @@
 #include "engine/error.h"
 #include "engine/model.h"
 #include "engine/registry.h"
-#include "engine/train/task.h"
+#include "engine/train/task_data.h"
 
 namespace tfw {
 

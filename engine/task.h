@@ -1,6 +1,6 @@
 // Tasks: what a model family's models do (ModelFamily::task, engine/plugin_api.h). The task
 // decides the [data] table (run_config.h), how batches are drawn, the loss, the validation
-// metrics and what an example is (engine/train/task.h); the trainer, checkpoints, growth,
+// metrics and what an example is (engine/train/task_data.h); the trainer, checkpoints, growth,
 // the store and exports are the same code for every task. Torch-free.
 #pragma once
 

@@ -35,7 +35,7 @@
 #include "engine/train/optim.h"
 #include "engine/train/schedule.h"
 #include "engine/train/step_times.h"
-#include "engine/train/task.h"
+#include "engine/train/task_data.h"
 
 namespace tfw {
 
@@ -188,7 +188,7 @@ Trainer::Trainer(const Registry& registry, const RunConfig& config, const TrainO
   state_.best_val_loss = std::numeric_limits<double>::infinity();
 }
 
-// Data (engine/train/task.h). Rank 0 prepares it first; the others then find it prepared (in
+// Data (engine/train/task_data.h). Rank 0 prepares it first; the others then find it prepared (in
 // a shared TFW_HOME) or prepare their own copy.
 void Trainer::open_data() {
   if (dist_ != nullptr && !writer_) dist_->barrier("waiting for rank 0 to prepare the data");

@@ -35,6 +35,8 @@ check "engine includes storage, runner or workbench" '#include *[<"](storage/|ru
 check "storage includes the engine, runner or workbench" '#include *[<"](engine/|runner/|workbench/)' storage
 check "runner includes workbench (the runner serves the clients, not the other way)" '#include *[<"]workbench/' runner
 check "runner includes torch (use the engine's torch-free headers)" "$torch" runner
+check "the headless results, the service or workbench/common include the GUI" '#include *[<"]workbench/gui/' workbench/results workbench/service workbench/common
+check "a trainer helper includes the trainer (engine/train/ serves engine/trainer.cpp)" '#include *[<"]engine/trainer\.h' engine/train/*.h
 check "bench includes tests" '#include *[<"](tests/|\.\./tests/)' bench
 # Process supervision has one home (runner/process.cpp): nothing else forks, spawns or reaps.
 spawners=$(grep -rlE '\b(fork|vfork|posix_spawnp?|waitpid|wait4|execve|execvp?)[[:space:]]*\(' engine storage runner workbench plugins bench \

@@ -1,4 +1,4 @@
-// The plot widget's arithmetic (workbench/gui/plot_math.h) against hand-computed values:
+// The plot widget's arithmetic (workbench/common/plot_math.h) against hand-computed values:
 // tick positions and labels, axis fitting on log axes, min/max downsampling that keeps every
 // column's extremes, bias-corrected EMA, nearest-point search in screen space.
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "workbench/gui/plot_math.h"
+#include "workbench/common/plot_math.h"
 
 namespace tfw::gui {
 namespace {

@@ -19,7 +19,7 @@
 #include "engine/model.h"
 #include "engine/smoke.h"
 #include "engine/train/schedule.h"
-#include "engine/train/task.h"
+#include "engine/train/task_data.h"
 #include "engine/trainer.h"
 #include "tests/support.h"
 

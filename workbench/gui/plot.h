@@ -12,7 +12,7 @@
 
 #include <imgui.h>
 
-#include "workbench/gui/plot_math.h"
+#include "workbench/common/plot_math.h"
 
 namespace tfw::gui {
 

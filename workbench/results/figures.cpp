@@ -22,7 +22,7 @@
 #include "runner/process.h"
 #include "workbench/colormap.h"
 #include "workbench/common/format.h"
-#include "workbench/gui/plot_math.h"
+#include "workbench/common/plot_math.h"
 
 
 namespace tfw::results {
@@ -296,7 +296,7 @@ Figure flops_vs_length(const ExperimentResults& results, const std::string& mirr
 }
 
 // The drawable range of the lines, padded (log axes pad in log units).
-gui::AxisMap fit_axis(const Figure& f, bool x_axis) {
+AxisMap fit_axis(const Figure& f, bool x_axis) {
   std::vector<double> values;
   for (const FigureSeries& s : f.series) {
     for (const auto& line : s.lines) {
@@ -306,9 +306,9 @@ gui::AxisMap fit_axis(const Figure& f, bool x_axis) {
       for (const analysis::CurvePoint& p : *band) values.push_back(x_axis ? p.x : p.y);
     }
   }
-  gui::AxisMap axis;
+  AxisMap axis;
   const bool log = x_axis ? f.log_x : f.log_y;
-  if (!gui::axis_fit({&values}, log, x_axis ? 0.02 : 0.05, axis)) axis = gui::AxisMap{0, 1, log};
+  if (!axis_fit({&values}, log, x_axis ? 0.02 : 0.05, axis)) axis = AxisMap{0, 1, log};
   return axis;
 }
 
@@ -329,7 +329,7 @@ std::string svg_render(const Figure& f, bool titled) {
   const double left = 86, top = titled ? 52 : 16, width = 560, height = 360, legend_x = left + width + 24;
   const std::vector<std::string> caption = titled ? wrap(f.caption, 118) : std::vector<std::string>{};
   const double total_width = 900, total_height = top + height + 74 + 17.0 * static_cast<double>(caption.size()) + 12;
-  const gui::AxisMap ax = fit_axis(f, true), ay = fit_axis(f, false);
+  const AxisMap ax = fit_axis(f, true), ay = fit_axis(f, false);
   auto sx = [&](double x) { return left + width * ax.unit(x); };
   auto sy = [&](double y) { return top + height * (1 - ay.unit(y)); };
   std::ostringstream out;
@@ -343,7 +343,7 @@ std::string svg_render(const Figure& f, bool titled) {
                             : std::string());
   // Grid and ticks.
   out << "<g font-size=\"12\" fill=\"#333333\">\n";
-  for (const gui::Tick& t : gui::axis_ticks(ax, 7)) {
+  for (const Tick& t : axis_ticks(ax, 7)) {
     const double x = sx(t.value);
     if (x < left - 0.5 || x > left + width + 0.5) continue;
     out << fmt::format("<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"#e3e3e3\"/>\n", x, top, top + height);
@@ -352,7 +352,7 @@ std::string svg_render(const Figure& f, bool titled) {
                          xml_escape(t.label));
     }
   }
-  for (const gui::Tick& t : gui::axis_ticks(ay, 7)) {
+  for (const Tick& t : axis_ticks(ay, 7)) {
     const double y = sy(t.value);
     if (y < top - 0.5 || y > top + height + 0.5) continue;
     out << fmt::format("<line x1=\"{0}\" y1=\"{1:.2f}\" x2=\"{2}\" y2=\"{1:.2f}\" stroke=\"#e3e3e3\"/>\n", left, y, left + width);

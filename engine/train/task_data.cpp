@@ -1,5 +1,5 @@
 // The language-model and image-classification tasks' data, loss and metrics. See task.h.
-#include "engine/train/task.h"
+#include "engine/train/task_data.h"
 
 #include <cmath>
 #include <filesystem>

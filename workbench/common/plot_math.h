@@ -1,4 +1,5 @@
-// The arithmetic under the plot widget, free of ImGui so that tests check it directly:
+// The arithmetic under the GUI's plot widget and the exported figures (workbench/results/figures.cpp),
+// free of ImGui so that tests check it directly and the headless results need no GUI code:
 // axis transforms (linear, log10), "nice" tick positions, min/max downsampling of long
 // series to the pixel columns they cover, EMA smoothing, nearest-point search.
 #pragma once
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace tfw::gui {
+namespace tfw {
 
 // An axis maps data values to [0, 1] linearly or on log10 (values <= 0 are not drawable).
 struct AxisMap {
@@ -61,4 +62,4 @@ std::ptrdiff_t nearest_point(const std::vector<double>& x, const std::vector<dou
 // left; ties go to the earlier corner.
 int least_covered_corner(const std::vector<std::pair<double, double>>& points, double w, double h);
 
-}  // namespace tfw::gui
+}  // namespace tfw

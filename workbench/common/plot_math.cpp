@@ -1,5 +1,5 @@
 // See plot_math.h.
-#include "workbench/gui/plot_math.h"
+#include "workbench/common/plot_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-namespace tfw::gui {
+namespace tfw {
 
 double AxisMap::forward(double value) const {
   if (!log) return value;
@@ -224,4 +224,4 @@ int least_covered_corner(const std::vector<std::pair<double, double>>& points, d
   return best;
 }
 
-}  // namespace tfw::gui
+}  // namespace tfw
