@@ -118,17 +118,18 @@ std::string join(const std::vector<std::string>& items, std::size_t most = 6) {
   return text;
 }
 
-}  // namespace
+// ---- The files.
 
-ImportResult import_tokenformer(const Registry& registry, const ImportRequest& request) {
+void check_request(const ImportRequest& request) {
   std::error_code ec;
   if (!fs::is_directory(request.dir, ec)) {
     throw UsageError(with_hint(fmt::format("import: no such release folder: {}", request.dir),
                                "name the folder that holds the release's pytorch_model.bin and tokenizer.json"));
   }
   if (request.out_dir.empty()) throw UsageError("import: --out CHECKPOINT_DIR is required");
+}
 
-  // ---- The files.
+std::vector<std::string> find_configs(const ImportRequest& request) {
   std::vector<std::string> configs = request.configs;
   if (configs.empty()) {
     configs = files_with(request.dir, {".yml", ".yaml"});
@@ -145,6 +146,10 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
                                  "choose with --config FILE (repeat it to merge several, later ones win, as NeoX does)"));
     }
   }
+  return configs;
+}
+
+std::string find_weights(const ImportRequest& request) {
   std::string weights = request.weights;
   if (weights.empty()) {
     const fs::path bin = fs::path(request.dir) / "pytorch_model.bin";
@@ -161,64 +166,104 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
       weights = found.front();
     }
   }
+  return weights;
+}
+
+std::string find_tokenizer(const ImportRequest& request) {
   const std::string tokenizer = request.tokenizer.empty() ? (fs::path(request.dir) / "tokenizer.json").string()
                                                           : request.tokenizer;
+  std::error_code ec;
   if (!fs::is_regular_file(tokenizer, ec)) {
     throw UsageError(with_hint(fmt::format("import: no tokenizer.json in {}", request.dir),
                                "the releases use GPT-NeoX-20B's tokenizer.json: put it in the folder, or name it "
                                "with --tokenizer FILE"));
   }
-  const std::unique_ptr<Tokenizer> text_tokenizer = tokenizer_create(tokenizer);  // checks the file
+  return tokenizer;
+}
 
-  // ---- The settings.
-  Settings s;
-  for (const std::string& path : configs) s.merge(neox_config_read(path), path);
-  ImportResult result;
-  const std::int64_t L = s.integer("num_layers"), d = s.integer("hidden_size"), heads = s.integer("num_attention_heads");
-  const std::int64_t n_qkv = s.integer("qkv_slot_num"), n_proj = s.integer("proj_slot_num");
-  const std::int64_t n_ffn = s.integer("ffn_slot_num");
-  const std::int64_t seq_len = s.integer("seq_length", s.has("max_position_embeddings")
-                                                           ? std::optional<std::int64_t>(s.integer("max_position_embeddings"))
-                                                           : std::optional<std::int64_t>(2048));
-  if (d % heads != 0) unsupported(s, "num_attention_heads", fmt::format("does not divide hidden_size {}", d));
-  if (n_proj != n_qkv) {
+// ---- The settings.
+
+// The official model's settings, checked to be ones the tokenformer family represents exactly.
+struct ModelSettings {
+  std::int64_t layers = 0, d = 0, heads = 0, n_qkv = 0, n_ffn = 0, seq_len = 0;
+  double rotary_pct = 0, rotary_base = 0;
+  std::int64_t dh = 0, rotary_ndims = 0;
+  std::string norm, final_norm;
+  double eps = 0;
+  std::string activation, our_norm;
+
+  bool block_affine() const { return norm == "layernorm"; }
+  bool final_affine() const { return final_norm == "layernorm"; }
+};
+
+// The sizes, the attention and the rotary embedding.
+void read_shape(const Settings& s, ModelSettings& m) {
+  m.layers = s.integer("num_layers");
+  m.d = s.integer("hidden_size");
+  m.heads = s.integer("num_attention_heads");
+  m.n_qkv = s.integer("qkv_slot_num");
+  const std::int64_t n_proj = s.integer("proj_slot_num");
+  m.n_ffn = s.integer("ffn_slot_num");
+  m.seq_len = s.integer("seq_length", s.has("max_position_embeddings")
+                                          ? std::optional<std::int64_t>(s.integer("max_position_embeddings"))
+                                          : std::optional<std::int64_t>(2048));
+  if (m.d % m.heads != 0) unsupported(s, "num_attention_heads", fmt::format("does not divide hidden_size {}", m.d));
+  if (n_proj != m.n_qkv) {
     unsupported(s, "proj_slot_num", fmt::format("differs from qkv_slot_num {}; the family has one token count for "
-                                                "the q, k, v and output projections", n_qkv));
+                                                "the q, k, v and output projections", m.n_qkv));
   }
   if (s.has("attention_config")) {
     const std::string text = s.raw("attention_config").dump();
     if (text.find("tokenformer") == std::string::npos) unsupported(s, "attention_config", "not a TokenFormer");
   }
   if (s.string("pos_emb", "learned") != "rotary") unsupported(s, "pos_emb", "only rotary embeddings are supported");
-  const double rotary_pct = s.number("rotary_pct", 1.0);
-  const double rotary_base = s.number("rotary_emb_base", 10000.0);
-  const std::int64_t dh = d / heads;
-  const auto rotary_ndims = static_cast<std::int64_t>(static_cast<double>(dh) * rotary_pct);
-  if (rotary_ndims % 2 != 0) unsupported(s, "rotary_pct", fmt::format("gives an odd rotary width {}", rotary_ndims));
+  m.rotary_pct = s.number("rotary_pct", 1.0);
+  m.rotary_base = s.number("rotary_emb_base", 10000.0);
+  m.dh = m.d / m.heads;
+  m.rotary_ndims = static_cast<std::int64_t>(static_cast<double>(m.dh) * m.rotary_pct);
+  if (m.rotary_ndims % 2 != 0) {
+    unsupported(s, "rotary_pct", fmt::format("gives an odd rotary width {}", m.rotary_ndims));
+  }
+}
+
+// The head, the residual, the norms and the Pattention normalisation.
+void read_blocks(const Settings& s, ModelSettings& m, ImportResult& result) {
   if (s.boolean("no_weight_tying", false)) unsupported(s, "no_weight_tying", "the family ties the head to the embedding");
   if (s.boolean("gpt_j_residual", false)) unsupported(s, "gpt_j_residual", "the family's residual is sequential");
-  const std::string norm = s.string("norm", "layernorm");
-  const std::string final_norm = s.string("final_norm", norm);
-  if (norm != "layernorm" && norm != "layernorm_nonparam") unsupported(s, "norm", "only LayerNorms are supported");
-  if (final_norm != "layernorm" && final_norm != "layernorm_nonparam") {
+  m.norm = s.string("norm", "layernorm");
+  m.final_norm = s.string("final_norm", m.norm);
+  if (m.norm != "layernorm" && m.norm != "layernorm_nonparam") unsupported(s, "norm", "only LayerNorms are supported");
+  if (m.final_norm != "layernorm" && m.final_norm != "layernorm_nonparam") {
     unsupported(s, "final_norm", "only LayerNorms are supported");
   }
-  const double eps = s.number("layernorm_epsilon", 1e-5);
-  const std::string activation = s.string("norm_activation_type", "l2_norm_gelu");
-  std::string our_norm;
-  if (activation == "l2_norm_gelu") our_norm = "l2_gelu";
-  else if (activation == "gelu_l2_norm") our_norm = "gelu_l2";
-  else if (activation == "softmax") our_norm = "softmax";
+  m.eps = s.number("layernorm_epsilon", 1e-5);
+  m.activation = s.string("norm_activation_type", "l2_norm_gelu");
+  if (m.activation == "l2_norm_gelu") m.our_norm = "l2_gelu";
+  else if (m.activation == "gelu_l2_norm") m.our_norm = "gelu_l2";
+  else if (m.activation == "softmax") m.our_norm = "softmax";
   else unsupported(s, "norm_activation_type", "known: l2_norm_gelu, gelu_l2_norm, softmax");
   if (s.has("use_bias_in_attn_linear") && s.boolean("use_bias_in_attn_linear", false)) {
     result.notes.push_back("use_bias_in_attn_linear = true has no effect: Pattention layers have no bias");
   }
+}
 
-  // ---- The weights.
-  std::vector<std::pair<std::string, torch::Tensor>> tensors = torch_state_dict_read(weights);
-  result.tensors = static_cast<std::int64_t>(tensors.size());
-  std::map<std::string, torch::Tensor> by_key;
-  for (auto& [key, tensor] : tensors) {
+ModelSettings read_settings(const Settings& s, ImportResult& result) {
+  ModelSettings m;
+  read_shape(s, m);
+  read_blocks(s, m, result);
+  return m;
+}
+
+// ---- The weights.
+
+using Tensors = std::vector<std::pair<std::string, torch::Tensor>>;
+using TensorMap = std::map<std::string, torch::Tensor>;
+using Mapping = std::vector<std::pair<std::string, std::string>>;  // our names -> official keys
+
+// The state dict by key, without the wrappers' "module." and "sequential." prefixes.
+TensorMap by_official_key(const std::string& weights, const Tensors& tensors) {
+  TensorMap by_key;
+  for (const auto& [key, tensor] : tensors) {
     std::string k = key;
     for (const char* prefix : {"module.", "sequential."}) {
       if (k.rfind(prefix, 0) == 0) k = k.substr(std::strlen(prefix));
@@ -227,6 +272,10 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
       throw UsageError(fmt::format("{}: the tensor {} appears twice", weights, k));
     }
   }
+  return by_key;
+}
+
+std::string embedding_key_of(const std::string& weights, const TensorMap& by_key, const Tensors& tensors) {
   const std::string embedding_key =
       by_key.count("tied_modules.embed.word_embeddings.weight") ? "tied_modules.embed.word_embeddings.weight"
                                                                 : "0.word_embeddings.weight";
@@ -240,16 +289,38 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
                                      return keys;
                                    }(), 4)));
   }
-  const torch::Tensor embedding = by_key.at(embedding_key);
-  if (embedding.dim() != 2 || embedding.size(1) != d) {
-    throw UsageError(fmt::format("{}: the word embedding is {}, hidden_size is {}", weights, c10::str(embedding.sizes()), d));
-  }
-  const std::int64_t vocab = embedding.size(0);
-  if (vocab < text_tokenizer->vocab_size()) {
-    throw UsageError(fmt::format("the tokenizer {} has {} ids, the model's embedding only {} rows", tokenizer,
-                                 text_tokenizer->vocab_size(), vocab));
-  }
+  return embedding_key;
+}
 
+struct Weights {
+  TensorMap by_key;
+  std::string embedding_key;
+  torch::Tensor embedding;
+  std::int64_t vocab = 0;
+};
+
+// The state dict and its word embedding, checked against hidden_size and the tokenizer.
+Weights read_weights(const std::string& weights, std::int64_t d, const std::string& tokenizer,
+                     const Tokenizer& text_tokenizer, ImportResult& result) {
+  const Tensors tensors = torch_state_dict_read(weights);
+  result.tensors = static_cast<std::int64_t>(tensors.size());
+  Weights w;
+  w.by_key = by_official_key(weights, tensors);
+  w.embedding_key = embedding_key_of(weights, w.by_key, tensors);
+  w.embedding = w.by_key.at(w.embedding_key);
+  if (w.embedding.dim() != 2 || w.embedding.size(1) != d) {
+    throw UsageError(fmt::format("{}: the word embedding is {}, hidden_size is {}", weights,
+                                 c10::str(w.embedding.sizes()), d));
+  }
+  w.vocab = w.embedding.size(0);
+  if (w.vocab < text_tokenizer.vocab_size()) {
+    throw UsageError(fmt::format("the tokenizer {} has {} ids, the model's embedding only {} rows", tokenizer,
+                                 text_tokenizer.vocab_size(), w.vocab));
+  }
+  return w;
+}
+
+void check_layer_count(const Settings& s, std::int64_t L, const std::string& weights, const TensorMap& by_key) {
   std::int64_t weight_layers = 0;  // layers in the weights: the indices that hold a query Pattention
   for (const auto& [key, tensor] : by_key) {
     const std::size_t dot = key.find('.');
@@ -262,11 +333,12 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
                                            s.where("num_layers"), L, weights, weight_layers),
                                "pass the release's own config (--config FILE)"));
   }
+}
 
-  // Our names -> official keys (docs/import.md, "The layout").
-  std::vector<std::pair<std::string, std::string>> mapping = {{"embedding", embedding_key}};
-  const bool block_affine = norm == "layernorm";
-  for (std::int64_t i = 0; i < L; ++i) {
+// Our names -> official keys (docs/import.md, "The layout").
+Mapping official_keys(const ModelSettings& m, const std::string& embedding_key) {
+  Mapping mapping = {{"embedding", embedding_key}};
+  for (std::int64_t i = 0; i < m.layers; ++i) {
     const std::int64_t at = i + 2;
     for (auto [ours, theirs] : std::vector<std::pair<const char*, const char*>>{
              {"q", "attention.query"}, {"k", "attention.key"}, {"v", "attention.value"}, {"o", "attention.proj"},
@@ -274,7 +346,7 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
       mapping.emplace_back(fmt::format("layers.{}.{}.keys", i, ours), fmt::format("{}.{}.key_param_tokens", at, theirs));
       mapping.emplace_back(fmt::format("layers.{}.{}.values", i, ours), fmt::format("{}.{}.value_param_tokens", at, theirs));
     }
-    if (block_affine) {
+    if (m.block_affine()) {
       for (const char* p : {"weight", "bias"}) {
         mapping.emplace_back(fmt::format("layers.{}.attn_norm.{}", i, p), fmt::format("{}.input_layernorm.{}", at, p));
         mapping.emplace_back(fmt::format("layers.{}.ffn_norm.{}", i, p),
@@ -282,17 +354,19 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
       }
     }
   }
-  const bool final_affine = final_norm == "layernorm";
-  if (final_affine) {
-    mapping.emplace_back("final_norm.weight", fmt::format("{}.norm.weight", L + 3));
-    mapping.emplace_back("final_norm.bias", fmt::format("{}.norm.bias", L + 3));
+  if (m.final_affine()) {
+    mapping.emplace_back("final_norm.weight", fmt::format("{}.norm.weight", m.layers + 3));
+    mapping.emplace_back("final_norm.bias", fmt::format("{}.norm.bias", m.layers + 3));
   }
-  std::set<std::string> used;
-  for (const auto& [ours, theirs] : mapping) used.insert(theirs);
-  // A tied head may be saved again under the head's index; it must be the embedding.
+  return mapping;
+}
+
+// A tied head may be saved again under the head's index; it must be the embedding.
+void accept_tied_heads(const std::string& weights, std::int64_t L, const Weights& w, std::set<std::string>& used,
+                       ImportResult& result) {
   for (const std::string& head : {fmt::format("{}.word_embeddings.weight", L + 4), fmt::format("{}.final_linear.weight", L + 4)}) {
-    if (!by_key.count(head)) continue;
-    if (!torch::equal(by_key.at(head), embedding)) {
+    if (!w.by_key.count(head)) continue;
+    if (!torch::equal(w.by_key.at(head), w.embedding)) {
       throw UsageError(with_hint(fmt::format("{}: the head {} differs from the word embedding: the model is untied",
                                              weights, head),
                                  "the tokenformer family ties its head to the embedding; an untied model is not imported"));
@@ -300,6 +374,10 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
     used.insert(head);
     result.ignored.push_back(head + " (the tied head: equal to the embedding)");
   }
+}
+
+void check_missing(const std::string& weights, const ModelSettings& m, const TensorMap& by_key,
+                   const Mapping& mapping) {
   std::vector<std::string> missing;
   for (const auto& [ours, theirs] : mapping) {
     if (!by_key.count(theirs)) missing.push_back(theirs);
@@ -310,8 +388,12 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
                             : fmt::format("{}: {} tensors of the config's model are missing: {}", weights,
                                           missing.size(), join(missing)),
         fmt::format("the config describes {} layers with norm = {} and final_norm = {}: check that it is the "
-                    "release's own config", L, norm, final_norm)));
+                    "release's own config", m.layers, m.norm, m.final_norm)));
   }
+}
+
+void check_unexpected(const std::string& weights, const ModelSettings& m, const TensorMap& by_key,
+                      const std::set<std::string>& used, ImportResult& result) {
   std::vector<std::string> unexpected;
   for (const auto& [key, tensor] : by_key) {
     if (used.count(key)) continue;
@@ -324,60 +406,91 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
   if (!unexpected.empty()) {
     throw UsageError(with_hint(fmt::format("{}: {} tensor(s) the config's model does not have: {}", weights,
                                            unexpected.size(), join(unexpected)),
-                               fmt::format("check num_layers ({}) and norm ({}) against the release", L, norm)));
+                               fmt::format("check num_layers ({}) and norm ({}) against the release", m.layers,
+                                           m.norm)));
+  }
+}
+
+// Every mapped key is in the weights, and every key of the weights is mapped, the tied head's
+// copies and the rotary frequencies aside.
+void check_keys(const std::string& weights, const ModelSettings& m, const Weights& w, const Mapping& mapping,
+                ImportResult& result) {
+  std::set<std::string> used;
+  for (const auto& [ours, theirs] : mapping) used.insert(theirs);
+  accept_tied_heads(weights, m.layers, w, used, result);
+  check_missing(weights, m, w.by_key, mapping);
+  check_unexpected(weights, m, w.by_key, used, result);
+}
+
+// ---- The model.
+
+// --out, created when missing. Unless `done`, the destructor removes the files listed in
+// `written`, and the folder when this import created it (only when empty).
+struct Output {
+  explicit Output(const std::string& out_dir) {
+    remove_dir = !fs::exists(out_dir);
+    fs::create_directories(out_dir);
+    dir = fs::absolute(out_dir);
+  }
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+  ~Output() {
+    if (done) return;
+    std::error_code ec;
+    for (const fs::path& file : written) fs::remove(file, ec);
+    if (remove_dir) fs::remove(dir, ec);  // only when empty
   }
 
-  // ---- The model: a run config, then the family's own model, filled in. A failure from here
-  // on removes what this import wrote into --out (issue 33: a failed import left model.toml).
-  const bool out_existed = fs::exists(request.out_dir);
-  fs::create_directories(request.out_dir);
-  const fs::path out = fs::absolute(request.out_dir);
+  fs::path dir;
   std::vector<fs::path> written;
-  struct Cleanup {
-    const std::vector<fs::path>& files;
-    fs::path dir;
-    bool remove_dir;
-    bool done = false;
-    ~Cleanup() {
-      if (done) return;
-      std::error_code ec;
-      for (const fs::path& file : files) fs::remove(file, ec);
-      if (remove_dir) fs::remove(dir, ec);  // only when empty
-    }
-  } cleanup{written, out, !out_existed};
-  const fs::path tokenizer_copy = out / "tokenizer.json";
+  bool remove_dir = false;
+  bool done = false;
+};
+
+fs::path copy_tokenizer(const std::string& tokenizer, Output& out) {
+  const fs::path tokenizer_copy = out.dir / "tokenizer.json";
   if (fs::absolute(tokenizer) != tokenizer_copy) {
-    written.push_back(tokenizer_copy);
+    out.written.push_back(tokenizer_copy);
     fs::copy_file(tokenizer, tokenizer_copy, fs::copy_options::overwrite_existing);
   }
-  fs::path release = fs::path(request.dir).lexically_normal();
+  return tokenizer_copy;
+}
+
+// The run config of the imported model, named after the release folder.
+toml::table run_config_table(const std::string& dir, const std::string& weights, const ModelSettings& m,
+                             std::int64_t vocab) {
+  fs::path release = fs::path(dir).lexically_normal();
   if (release.filename().empty()) release = release.parent_path();  // "DIR/"
   const std::string name = release.filename().string();
   toml::table model{
-      {"layers", L}, {"d", d}, {"heads", heads}, {"n_attn", n_qkv}, {"n_ffn", n_ffn}, {"vocab", vocab},
-      {"seq_len", seq_len}, {"rotary_pct", rotary_pct}, {"rotary_base", rotary_base},
-      {"layernorm", toml::table{{"affine", block_affine}, {"eps", eps}}},
-      {"pattention", toml::table{{"norm", our_norm}, {"tau", "sqrt_n"}, {"eps", 0.0}}},
+      {"layers", m.layers}, {"d", m.d}, {"heads", m.heads}, {"n_attn", m.n_qkv}, {"n_ffn", m.n_ffn}, {"vocab", vocab},
+      {"seq_len", m.seq_len}, {"rotary_pct", m.rotary_pct}, {"rotary_base", m.rotary_base},
+      {"layernorm", toml::table{{"affine", m.block_affine()}, {"eps", m.eps}}},
+      {"pattention", toml::table{{"norm", m.our_norm}, {"tau", "sqrt_n"}, {"eps", 0.0}}},
   };
-  toml::table table{
+  return toml::table{
       {"name", name.empty() ? std::string("imported") : name},
       {"description", fmt::format("imported from {} (tfw import tokenformer)", fs::absolute(weights).string())},
       {"family", "tokenformer"},
       {"model", model},
       {"data", toml::table{{"tokenizer", "tokenizer.json"}}},
   };
-  const std::string config_path = (out / "model.toml").string();
-  written.push_back(config_path);
-  {
-    std::ofstream file(config_path);
-    file << "# Written by `tfw import tokenformer` (docs/import.md).\n" << table << "\n";
-    if (!file) throw UsageError(fmt::format("import: cannot write {}", config_path));
-  }
-  RunConfig config = run_config_load(registry, config_path);
-  std::shared_ptr<Model> lm = registry.family("tokenformer").build(*config.model.spec, 0);
-  torch::NoGradGuard no_grad;
+}
+
+std::string write_run_config(const toml::table& table, Output& out) {
+  const std::string config_path = (out.dir / "model.toml").string();
+  out.written.push_back(config_path);
+  std::ofstream file(config_path);
+  file << "# Written by `tfw import tokenformer` (docs/import.md).\n" << table << "\n";
+  if (!file) throw UsageError(fmt::format("import: cannot write {}", config_path));
+  return config_path;
+}
+
+// Copies each official tensor into its parameter, as float32; every parameter must be filled.
+void fill_parameters(Model& lm, const Mapping& mapping, const TensorMap& by_key, const std::string& weights,
+                     bool final_affine, ImportResult& result) {
   std::map<std::string, torch::Tensor> parameters;
-  for (const auto& item : lm->named_parameters()) parameters[item.key()] = item.value();
+  for (const auto& item : lm.named_parameters()) parameters[item.key()] = item.value();
   std::set<std::string> filled;
   for (const auto& [ours, theirs] : mapping) {
     auto it = by_key.find(theirs);
@@ -401,26 +514,68 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
   for (const auto& [ours, tensor] : parameters) {
     if (!filled.count(ours)) throw Error(fmt::format("import: the parameter {} was not filled", ours));
   }
+}
 
-  result.notes.push_back(fmt::format("norm_activation_type = {}: pattention.norm = {}", activation, our_norm));
+// How the official model's settings were represented.
+void add_notes(const ModelSettings& m, std::int64_t vocab, std::int64_t tokenizer_ids, ImportResult& result) {
+  result.notes.push_back(fmt::format("norm_activation_type = {}: pattention.norm = {}", m.activation, m.our_norm));
   result.notes.push_back("pattention.eps = 0: the official normalisation has no epsilon");
   result.notes.push_back("pattention.tau = sqrt_n: the official scale is the square root of each layer's token "
                          "count at the time (n for softmax), also after growth");
-  result.notes.push_back(fmt::format("norm = {}: layernorm.affine = {}, eps {}", norm, block_affine, eps));
+  result.notes.push_back(fmt::format("norm = {}: layernorm.affine = {}, eps {}", m.norm, m.block_affine(), m.eps));
   result.notes.push_back(fmt::format("rotary on the first {} of each head's {} channels (rotary_pct {}), base {}, "
                                      "NeoX's rotate-half pairing; angles in float64 (the official code: float32)",
-                                     rotary_ndims, dh, rotary_pct, rotary_base));
+                                     m.rotary_ndims, m.dh, m.rotary_pct, m.rotary_base));
   result.notes.push_back(fmt::format("tied head; vocabulary of {} rows (the tokenizer has {} ids: padded)", vocab,
-                                     text_tokenizer->vocab_size()));
+                                     tokenizer_ids));
+}
 
+std::string save_checkpoint(const fs::path& out, Model& lm, const RunConfig& config) {
   CheckpointMeta meta;
   meta.val_loss = std::nan("");
   meta.best_val_loss = meta.val_loss;
   std::ostringstream resolved;
   resolved << config.resolved;
   meta.config_toml = resolved.str();
-  result.checkpoint = checkpoint_save(out.string(), *lm, nullptr, meta).path;
-  cleanup.done = true;
+  return checkpoint_save(out.string(), lm, nullptr, meta).path;
+}
+
+}  // namespace
+
+ImportResult import_tokenformer(const Registry& registry, const ImportRequest& request) {
+  check_request(request);
+
+  // ---- The files.
+  const std::vector<std::string> configs = find_configs(request);
+  const std::string weights = find_weights(request);
+  const std::string tokenizer = find_tokenizer(request);
+  const std::unique_ptr<Tokenizer> text_tokenizer = tokenizer_create(tokenizer);  // checks the file
+
+  // ---- The settings.
+  Settings s;
+  for (const std::string& path : configs) s.merge(neox_config_read(path), path);
+  ImportResult result;
+  const ModelSettings m = read_settings(s, result);
+
+  // ---- The weights.
+  const Weights w = read_weights(weights, m.d, tokenizer, *text_tokenizer, result);
+  check_layer_count(s, m.layers, weights, w.by_key);
+  const Mapping mapping = official_keys(m, w.embedding_key);
+  check_keys(weights, m, w, mapping, result);
+
+  // ---- The model: a run config, then the family's own model, filled in. A failure from here
+  // on removes what this import wrote into --out (issue 33: a failed import left model.toml).
+  Output out(request.out_dir);
+  const fs::path tokenizer_copy = copy_tokenizer(tokenizer, out);
+  const std::string config_path = write_run_config(run_config_table(request.dir, weights, m, w.vocab), out);
+  RunConfig config = run_config_load(registry, config_path);
+  std::shared_ptr<Model> lm = registry.family("tokenformer").build(*config.model.spec, 0);
+  torch::NoGradGuard no_grad;
+  fill_parameters(*lm, mapping, w.by_key, weights, m.final_affine(), result);
+  add_notes(m, w.vocab, text_tokenizer->vocab_size(), result);
+
+  result.checkpoint = save_checkpoint(out.dir, *lm, config);
+  out.done = true;
   result.config = config_path;
   result.tokenizer = tokenizer_copy.string();
   result.model = config.model.spec->summary();

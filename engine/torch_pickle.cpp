@@ -105,148 +105,181 @@ class Interpreter {
   PyRef run() {
     while (true) {
       const auto op = static_cast<unsigned char>(read_bytes(1)[0]);
-      switch (op) {
-        case 0x80: read_bytes(1); break;                         // PROTO
-        case 0x95: read_bytes(8); break;                         // FRAME (a hint only)
-        case '.': {                                              // STOP
-          if (stack_.size() != 1) fail("the pickle ends with a malformed stack");
-          return stack_.back();
-        }
-        case '(': marks_.push_back(stack_.size()); break;        // MARK
-        case ')': push(make(PyValue::Kind::tuple)); break;       // EMPTY_TUPLE
-        case ']': push(make(PyValue::Kind::list)); break;        // EMPTY_LIST
-        case '}': push(make(PyValue::Kind::dict)); break;        // EMPTY_DICT
-        case 0x8f: push(make(PyValue::Kind::list)); break;       // EMPTY_SET (kept as a list)
-        case 't': case 'l': case 0x91: {                         // TUPLE, LIST, FROZENSET
-          PyRef value = make(op == 't' ? PyValue::Kind::tuple : PyValue::Kind::list);
-          value->items = pop_to_mark();
-          push(value);
-          break;
-        }
-        case 0x85: case 0x86: case 0x87: {                       // TUPLE1, TUPLE2, TUPLE3
-          const std::size_t n = op - 0x84;
-          // Never below the innermost MARK: a later pop_to_mark would point past the stack.
-          if (stack_.size() < n || (!marks_.empty() && stack_.size() - n < marks_.back())) {
-            fail("a tuple opcode finds too few values");
-          }
-          PyRef value = make(PyValue::Kind::tuple);
-          value->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
-          stack_.resize(stack_.size() - n);
-          push(value);
-          break;
-        }
-        case 'd': {                                              // DICT
-          PyRef value = make(PyValue::Kind::dict);
-          set_items(value, pop_to_mark());
-          push(value);
-          break;
-        }
-        case 's': {                                              // SETITEM
-          PyRef item = pop(), key = pop();
-          set_items(top(), {key, item});
-          break;
-        }
-        case 'u': {                                              // SETITEMS
-          std::vector<PyRef> items = pop_to_mark();
-          set_items(top(), items);
-          break;
-        }
-        case 'a': {                                              // APPEND
-          PyRef item = pop();
-          append(top(), {item});
-          break;
-        }
-        case 'e': case 0x90: {                                   // APPENDS, ADDITEMS
-          std::vector<PyRef> items = pop_to_mark();
-          append(top(), items);
-          break;
-        }
-        case 'q': memo_[read_uint(1)] = top(); break;            // BINPUT
-        case 'r': memo_[read_uint(4)] = top(); break;            // LONG_BINPUT
-        case 0x94: memo_[memo_.size()] = top(); break;           // MEMOIZE
-        case 'h': push(memo(read_uint(1))); break;               // BINGET
-        case 'j': push(memo(read_uint(4))); break;               // LONG_BINGET
-        case 'X': push(make_text(PyValue::Kind::string, read_string(read_uint(4)))); break;  // BINUNICODE
-        case 0x8c: push(make_text(PyValue::Kind::string, read_string(read_uint(1)))); break; // SHORT_BINUNICODE
-        case 0x8d: push(make_text(PyValue::Kind::string, read_string(read_uint(8)))); break; // BINUNICODE8
-        case 'T': push(make_text(PyValue::Kind::string, read_string(read_uint(4)))); break;  // BINSTRING
-        case 'U': push(make_text(PyValue::Kind::string, read_string(read_uint(1)))); break;  // SHORT_BINSTRING
-        case 'B': push(make_text(PyValue::Kind::bytes, read_string(read_uint(4)))); break;   // BINBYTES
-        case 'C': push(make_text(PyValue::Kind::bytes, read_string(read_uint(1)))); break;   // SHORT_BINBYTES
-        case 0x8e: push(make_text(PyValue::Kind::bytes, read_string(read_uint(8)))); break;  // BINBYTES8
-        case 'J': push(make_integer(static_cast<std::int32_t>(read_uint(4)))); break;        // BININT
-        case 'K': push(make_integer(static_cast<std::int64_t>(read_uint(1)))); break;        // BININT1
-        case 'M': push(make_integer(static_cast<std::int64_t>(read_uint(2)))); break;        // BININT2
-        case 0x8a: push(make_integer(read_long(read_uint(1)))); break;                        // LONG1
-        case 0x8b: push(make_integer(read_long(read_uint(4)))); break;                        // LONG4
-        case 'I': {                                              // INT (text; 00 and 01 are booleans)
-          const std::string line = read_line();
-          if (line == "00" || line == "01") push(make_integer(line == "01", PyValue::Kind::boolean));
-          else push(make_integer(parse_integer(line)));
-          break;
-        }
-        case 'G': {                                              // BINFLOAT (big-endian)
-          const char* bytes = read_bytes(8);
-          std::uint64_t bits = 0;
-          for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<unsigned char>(bytes[i]);
-          PyRef value = make(PyValue::Kind::real);
-          std::memcpy(&value->real, &bits, sizeof bits);
-          push(value);
-          break;
-        }
-        case 'N': push(make(PyValue::Kind::none)); break;        // NONE
-        case 0x88: push(make_integer(1, PyValue::Kind::boolean)); break;  // NEWTRUE
-        case 0x89: push(make_integer(0, PyValue::Kind::boolean)); break;  // NEWFALSE
-        case 'c': {                                              // GLOBAL
-          std::string module = read_line();
-          push(make_text(PyValue::Kind::global, module + "." + read_line()));
-          break;
-        }
-        case 0x93: {                                             // STACK_GLOBAL
-          PyRef name = pop(), module = pop();
-          if (name->kind != PyValue::Kind::string || module->kind != PyValue::Kind::string) {
-            fail("STACK_GLOBAL without a module and a name");
-          }
-          push(make_text(PyValue::Kind::global, module->text + "." + name->text));
-          break;
-        }
-        case 'R': {                                              // REDUCE
-          PyRef args = pop(), callable = pop();
-          push(reduce(callable, args));
-          break;
-        }
-        case 0x81: {                                             // NEWOBJ
-          pop();
-          PyRef cls = pop();
-          push(make_text(PyValue::Kind::object, cls->text));
-          break;
-        }
-        case 0x92: {                                             // NEWOBJ_EX
-          pop();
-          pop();
-          PyRef cls = pop();
-          push(make_text(PyValue::Kind::object, cls->text));
-          break;
-        }
-        case 'b': {                                              // BUILD: an object's state dict is kept
-          PyRef state = pop();
-          PyRef& object = top();
-          if (object->kind == PyValue::Kind::object && state->kind == PyValue::Kind::dict && object->entries.empty()) {
-            object->entries = state->entries;
-          }
-          break;
-        }
-        case 'Q': push(persistent_load(pop())); break;           // BINPERSID
-        case '0': pop(); break;                                  // POP
-        case '1': pop_to_mark(); break;                          // POP_MARK
-        case '2': push(top()); break;                            // DUP
-        default:
-          fail(fmt::format("unsupported pickle opcode 0x{:02x} at byte {}", op, position_ - 1));
+      if (op == '.') {                                           // STOP
+        if (stack_.size() != 1) fail("the pickle ends with a malformed stack");
+        return stack_.back();
+      }
+      if (!stack_op(op) && !container_op(op) && !scalar_op(op) && !object_op(op)) {
+        fail(fmt::format("unsupported pickle opcode 0x{:02x} at byte {}", op, position_ - 1));
       }
     }
   }
 
  private:
+  // Each *_op runs `op` when it is one of its group's opcodes and says whether it was.
+
+  // The protocol and framing hints, MARK, the memo, and the stack's own opcodes.
+  bool stack_op(unsigned char op) {
+    switch (op) {
+      case 0x80: read_bytes(1); break;                         // PROTO
+      case 0x95: read_bytes(8); break;                         // FRAME (a hint only)
+      case '(': marks_.push_back(stack_.size()); break;        // MARK
+      case 'q': memo_[read_uint(1)] = top(); break;            // BINPUT
+      case 'r': memo_[read_uint(4)] = top(); break;            // LONG_BINPUT
+      case 0x94: memo_[memo_.size()] = top(); break;           // MEMOIZE
+      case 'h': push(memo(read_uint(1))); break;               // BINGET
+      case 'j': push(memo(read_uint(4))); break;               // LONG_BINGET
+      case '0': pop(); break;                                  // POP
+      case '1': pop_to_mark(); break;                          // POP_MARK
+      case '2': push(top()); break;                            // DUP
+      default: return false;
+    }
+    return true;
+  }
+
+  // The opcodes that make and fill tuples, lists and dicts.
+  bool container_op(unsigned char op) {
+    switch (op) {
+      case ')': push(make(PyValue::Kind::tuple)); break;       // EMPTY_TUPLE
+      case ']': push(make(PyValue::Kind::list)); break;        // EMPTY_LIST
+      case '}': push(make(PyValue::Kind::dict)); break;        // EMPTY_DICT
+      case 0x8f: push(make(PyValue::Kind::list)); break;       // EMPTY_SET (kept as a list)
+      case 't': case 'l': case 0x91: {                         // TUPLE, LIST, FROZENSET
+        PyRef value = make(op == 't' ? PyValue::Kind::tuple : PyValue::Kind::list);
+        value->items = pop_to_mark();
+        push(value);
+        break;
+      }
+      case 0x85: case 0x86: case 0x87: {                       // TUPLE1, TUPLE2, TUPLE3
+        const std::size_t n = op - 0x84;
+        // Never below the innermost MARK: a later pop_to_mark would point past the stack.
+        if (stack_.size() < n || (!marks_.empty() && stack_.size() - n < marks_.back())) {
+          fail("a tuple opcode finds too few values");
+        }
+        PyRef value = make(PyValue::Kind::tuple);
+        value->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
+        stack_.resize(stack_.size() - n);
+        push(value);
+        break;
+      }
+      case 'd': {                                              // DICT
+        PyRef value = make(PyValue::Kind::dict);
+        set_items(value, pop_to_mark());
+        push(value);
+        break;
+      }
+      case 's': {                                              // SETITEM
+        PyRef item = pop(), key = pop();
+        set_items(top(), {key, item});
+        break;
+      }
+      case 'u': {                                              // SETITEMS
+        std::vector<PyRef> items = pop_to_mark();
+        set_items(top(), items);
+        break;
+      }
+      case 'a': {                                              // APPEND
+        PyRef item = pop();
+        append(top(), {item});
+        break;
+      }
+      case 'e': case 0x90: {                                   // APPENDS, ADDITEMS
+        std::vector<PyRef> items = pop_to_mark();
+        append(top(), items);
+        break;
+      }
+      default: return false;
+    }
+    return true;
+  }
+
+  // The opcodes that push a string, bytes, a number, a boolean or None.
+  bool scalar_op(unsigned char op) {
+    switch (op) {
+      case 'X': push(make_text(PyValue::Kind::string, read_string(read_uint(4)))); break;  // BINUNICODE
+      case 0x8c: push(make_text(PyValue::Kind::string, read_string(read_uint(1)))); break; // SHORT_BINUNICODE
+      case 0x8d: push(make_text(PyValue::Kind::string, read_string(read_uint(8)))); break; // BINUNICODE8
+      case 'T': push(make_text(PyValue::Kind::string, read_string(read_uint(4)))); break;  // BINSTRING
+      case 'U': push(make_text(PyValue::Kind::string, read_string(read_uint(1)))); break;  // SHORT_BINSTRING
+      case 'B': push(make_text(PyValue::Kind::bytes, read_string(read_uint(4)))); break;   // BINBYTES
+      case 'C': push(make_text(PyValue::Kind::bytes, read_string(read_uint(1)))); break;   // SHORT_BINBYTES
+      case 0x8e: push(make_text(PyValue::Kind::bytes, read_string(read_uint(8)))); break;  // BINBYTES8
+      case 'J': push(make_integer(static_cast<std::int32_t>(read_uint(4)))); break;        // BININT
+      case 'K': push(make_integer(static_cast<std::int64_t>(read_uint(1)))); break;        // BININT1
+      case 'M': push(make_integer(static_cast<std::int64_t>(read_uint(2)))); break;        // BININT2
+      case 0x8a: push(make_integer(read_long(read_uint(1)))); break;                        // LONG1
+      case 0x8b: push(make_integer(read_long(read_uint(4)))); break;                        // LONG4
+      case 'I': {                                              // INT (text; 00 and 01 are booleans)
+        const std::string line = read_line();
+        if (line == "00" || line == "01") push(make_integer(line == "01", PyValue::Kind::boolean));
+        else push(make_integer(parse_integer(line)));
+        break;
+      }
+      case 'G': {                                              // BINFLOAT (big-endian)
+        const char* bytes = read_bytes(8);
+        std::uint64_t bits = 0;
+        for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<unsigned char>(bytes[i]);
+        PyRef value = make(PyValue::Kind::real);
+        std::memcpy(&value->real, &bits, sizeof bits);
+        push(value);
+        break;
+      }
+      case 'N': push(make(PyValue::Kind::none)); break;        // NONE
+      case 0x88: push(make_integer(1, PyValue::Kind::boolean)); break;  // NEWTRUE
+      case 0x89: push(make_integer(0, PyValue::Kind::boolean)); break;  // NEWFALSE
+      default: return false;
+    }
+    return true;
+  }
+
+  // Globals, calls, objects and persistent ids (a tensor's storage).
+  bool object_op(unsigned char op) {
+    switch (op) {
+      case 'c': {                                              // GLOBAL
+        std::string module = read_line();
+        push(make_text(PyValue::Kind::global, module + "." + read_line()));
+        break;
+      }
+      case 0x93: {                                             // STACK_GLOBAL
+        PyRef name = pop(), module = pop();
+        if (name->kind != PyValue::Kind::string || module->kind != PyValue::Kind::string) {
+          fail("STACK_GLOBAL without a module and a name");
+        }
+        push(make_text(PyValue::Kind::global, module->text + "." + name->text));
+        break;
+      }
+      case 'R': {                                              // REDUCE
+        PyRef args = pop(), callable = pop();
+        push(reduce(callable, args));
+        break;
+      }
+      case 0x81: {                                             // NEWOBJ
+        pop();
+        PyRef cls = pop();
+        push(make_text(PyValue::Kind::object, cls->text));
+        break;
+      }
+      case 0x92: {                                             // NEWOBJ_EX
+        pop();
+        pop();
+        PyRef cls = pop();
+        push(make_text(PyValue::Kind::object, cls->text));
+        break;
+      }
+      case 'b': {                                              // BUILD: an object's state dict is kept
+        PyRef state = pop();
+        PyRef& object = top();
+        if (object->kind == PyValue::Kind::object && state->kind == PyValue::Kind::dict && object->entries.empty()) {
+          object->entries = state->entries;
+        }
+        break;
+      }
+      case 'Q': push(persistent_load(pop())); break;           // BINPERSID
+      default: return false;
+    }
+    return true;
+  }
+
   [[noreturn]] void fail(const std::string& why) const {
     throw UsageError(with_hint(fmt::format("{}: cannot read the checkpoint's pickle: {}", path_, why),
                                "the file may be truncated or corrupt; save it again with torch.save"));

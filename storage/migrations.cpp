@@ -1,12 +1,13 @@
-// The store's schema, as its migrations. See migrations.h.
+// The store's schema, as its migrations: one constant per schema version, the SQL that takes
+// the schema to it from the version before. See migrations.h.
 #include "storage/migrations.h"
 
 namespace tfw::detail {
 
-// Migration i takes the schema from version i to i + 1. Append, never edit.
-const std::vector<const char*>& store_migrations() {
-  static const std::vector<const char*> migrations = {
-    R"sql(
+namespace {
+
+// v1: experiments and their runs, with each run's metrics, checkpoints and events.
+constexpr const char* kV1Runs = R"sql(
 CREATE TABLE experiments (
   id INTEGER PRIMARY KEY,
   name TEXT NOT NULL UNIQUE,
@@ -70,10 +71,11 @@ CREATE TABLE events (
   payload TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX events_run ON events(run_id);
-)sql",
-    // v2: the engine service's job queue (issue 9). Jobs outlive the service: queued ones stay
-    // queued across a restart, running ones are resumed.
-    R"sql(
+)sql";
+
+// v2: the engine service's job queue (issue 9). Jobs outlive the service: queued ones stay
+// queued across a restart, running ones are resumed.
+constexpr const char* kV2Jobs = R"sql(
 CREATE TABLE jobs (
   id INTEGER PRIMARY KEY,
   kind TEXT NOT NULL CHECK (kind IN ('experiment','run')),
@@ -88,11 +90,12 @@ CREATE TABLE jobs (
   client TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX jobs_status ON jobs(status);
-)sql",
-    // v3: runs submitted to a cluster scheduler (issue 17: `tfw run --executor slurm`). One row
-    // per submission of a run; state is the scheduler's own word (PENDING, RUNNING, COMPLETED,
-    // FAILED, CANCELLED, TIMEOUT, ...), refreshed from squeue/sacct by whoever reads it.
-    R"sql(
+)sql";
+
+// v3: runs submitted to a cluster scheduler (issue 17: `tfw run --executor slurm`). One row
+// per submission of a run; state is the scheduler's own word (PENDING, RUNNING, COMPLETED,
+// FAILED, CANCELLED, TIMEOUT, ...), refreshed from squeue/sacct by whoever reads it.
+constexpr const char* kV3ClusterJobs = R"sql(
 CREATE TABLE cluster_jobs (
   id INTEGER PRIMARY KEY,
   experiment TEXT NOT NULL,
@@ -108,9 +111,10 @@ CREATE TABLE cluster_jobs (
   reason TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX cluster_jobs_run ON cluster_jobs(experiment, run);
-)sql",
-    // v4: `tfw eval` of a checkpoint on a corpus (issue 18): one row per metric.
-    R"sql(
+)sql";
+
+// v4: `tfw eval` of a checkpoint on a corpus (issue 18): one row per metric.
+constexpr const char* kV4Evaluations = R"sql(
 CREATE TABLE evaluations (
   id INTEGER PRIMARY KEY,
   run_id INTEGER REFERENCES runs(id),
@@ -125,20 +129,30 @@ CREATE TABLE evaluations (
   created REAL NOT NULL
 );
 CREATE INDEX evaluations_run ON evaluations(run_id);
-)sql",
-    // v5: the parameter blocks (train.mask) an evaluation used; '' for every token.
-    R"sql(
+)sql";
+
+// v5: the parameter blocks (train.mask) an evaluation used; '' for every token.
+constexpr const char* kV5EvaluationBlocks = R"sql(
 ALTER TABLE evaluations ADD COLUMN blocks TEXT NOT NULL DEFAULT '';
-)sql",
-    // v6: the capability a recording client received for each run it created through the
-    // engine service (issue 33): only its holder may write to or clear that run.
-    R"sql(
+)sql";
+
+// v6: the capability a recording client received for each run it created through the
+// engine service (issue 33): only its holder may write to or clear that run.
+constexpr const char* kV6RecordGrants = R"sql(
 CREATE TABLE record_grants (
   run_id INTEGER PRIMARY KEY REFERENCES runs(id),
   capability TEXT NOT NULL
 );
-)sql",
-};
+)sql";
+
+}  // namespace
+
+// Migration i takes the schema from version i to i + 1. Append, never edit (a new version: its
+// constant above, added at the end here).
+const std::vector<const char*>& store_migrations() {
+  static const std::vector<const char*> migrations = {
+      kV1Runs, kV2Jobs, kV3ClusterJobs, kV4Evaluations, kV5EvaluationBlocks, kV6RecordGrants,
+  };
   return migrations;
 }
 

@@ -21,7 +21,7 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undef
 sources_of() {
   case "$1" in
     safetensors) echo "engine/safetensors.cpp engine/error.cpp" ;;
-    tokenizer_json) echo "engine/data/gpt2_tokenizer.cpp engine/data/tokenizer.cpp engine/error.cpp engine/home.cpp engine/files.cpp engine/executable_dir.cpp" ;;
+    tokenizer_json) echo "engine/data/gpt2_tokenizer.cpp engine/data/byte_level_bpe.cpp engine/data/tokenizer.cpp engine/error.cpp engine/home.cpp engine/files.cpp engine/executable_dir.cpp" ;;
     service_message) echo "workbench/service/protocol.cpp engine/json_depth.cpp engine/error.cpp" ;;
     neox_config) echo "engine/neox_config.cpp engine/error.cpp" ;;
     torch_pickle) echo "engine/torch_pickle.cpp engine/error.cpp" ;;

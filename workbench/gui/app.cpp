@@ -162,30 +162,32 @@ bool write_screenshot(const std::string& path, int width, int height) {
   return true;
 }
 
-}  // namespace
-
-int gui_run(const GuiOptions& options) {
-  App app;
-  app.options = options;
-  app.home = home_resolve(options.home);
-  app.registry = &registry();
-  app.headless = !options.screenshot.empty() || options.bench_frames > 0;
-
+std::vector<std::unique_ptr<Panel>> make_panels() {
   std::vector<std::unique_ptr<Panel>> panels;
   panels.push_back(make_runs_panel());
   panels.push_back(make_curves_panel());
   panels.push_back(make_flops_panel());
   panels.push_back(make_attention_panel());
   panels.push_back(make_designer_panel());
+  return panels;
+}
+
+// The panel that --view names.
+std::size_t panel_index(const std::vector<std::unique_ptr<Panel>>& panels, const std::string& view) {
   std::size_t current = panels.size();
   for (std::size_t i = 0; i < panels.size(); ++i) {
-    if (options.view == panels[i]->name()) current = i;
+    if (view == panels[i]->name()) current = i;
   }
   if (current == panels.size()) {
-    throw UsageError(with_hint(fmt::format("unknown view '{}'", options.view),
+    throw UsageError(with_hint(fmt::format("unknown view '{}'", view),
                                "use --view runs, curves, flops, attention or designer"));
   }
+  return current;
+}
 
+// The store watcher, the service link, the selection and the first snapshot.
+void open_store(App& app) {
+  const GuiOptions& options = app.options;
   // With --connect the runs come from that service (its home need not be readable here);
   // otherwise from this TFW_HOME's store.
   const double interval = app.headless ? 0.0 : 0.5;
@@ -207,7 +209,10 @@ int gui_run(const GuiOptions& options) {
   }
   app.watcher->watch(app.selected);
   app.snapshot = app.watcher->poll();
+}
 
+// A window with an OpenGL 3.3 core context, hidden when headless.
+GLFWwindow* create_window(const App& app) {
   glfwSetErrorCallback(glfw_error);
   if (!glfwInit()) {
     throw UsageError(with_hint("cannot open a window: no X display (GLFW could not initialise)",
@@ -218,13 +223,19 @@ int gui_run(const GuiOptions& options) {
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   if (app.headless) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
-  GLFWwindow* window = glfwCreateWindow(options.width, options.height, "Tokenformer Workbench", nullptr, nullptr);
+  GLFWwindow* window =
+      glfwCreateWindow(app.options.width, app.options.height, "Tokenformer Workbench", nullptr, nullptr);
   if (!window) {
     glfwTerminate();
     throw Error("cannot create an OpenGL 3.3 window (is Mesa's libgl1-mesa-dri installed?)");
   }
   glfwMakeContextCurrent(window);
   glfwSwapInterval(app.headless ? 0 : 1);
+  return window;
+}
+
+// ImGui in the window: its settings in TFW_HOME/gui.ini (not when headless), our style and font.
+void init_imgui(GLFWwindow* window, const App& app) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   static std::string ini_path;
@@ -234,91 +245,134 @@ int gui_run(const GuiOptions& options) {
   load_font();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330");
+}
 
-  const std::size_t initial = current;
-  if (app.headless) panels[current]->prepare(app);
+void close_window(GLFWwindow* window) {
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+}
 
-  int status = 0;
+// Takes the events and the watcher's latest snapshot, and starts an ImGui frame.
+void begin_frame(App& app, int frame) {
+  const GuiOptions& options = app.options;
+  if (app.headless) glfwPollEvents();
+  else glfwWaitEventsTimeout(0.1);
+  app.snapshot = app.watcher->snapshot();
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  if (options.bench_frames > 0) {
+    // Sweep the mouse across the window so hover read-outs are part of every frame.
+    ImGuiIO& io = ImGui::GetIO();
+    io.MousePos = ImVec2(80.0f + static_cast<float>((frame * 37) % std::max(1, options.width - 100)),
+                         static_cast<float>(options.height) * 0.5f);
+    if (options.bench_zoom && frame >= 5) io.MouseWheel = frame % 2 ? 0.5f : -0.5f;
+  }
+  ImGui::NewFrame();
+}
+
+// The full-window workbench: a tab per panel and the status bar. `select` is the panel whose
+// tab is selected by force this frame (the initial view on the first frame), if any.
+void draw_workbench(App& app, const std::vector<std::unique_ptr<Panel>>& panels, std::size_t select) {
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(viewport->WorkPos);
+  ImGui::SetNextWindowSize(viewport->WorkSize);
+  ImGui::Begin("workbench", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoBringToFrontOnFocus |
+                   ImGuiWindowFlags_NoSavedSettings);
+  if (ImGui::BeginTabBar("views")) {
+    for (std::size_t i = 0; i < panels.size(); ++i) {
+      const bool force = i == select || app.request_view == panels[i]->name();
+      if (ImGui::BeginTabItem(panels[i]->title(), nullptr, force ? ImGuiTabItemFlags_SetSelected : 0)) {
+        ImGui::BeginChild("panel", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()), false);
+        panels[i]->draw(app);
+        ImGui::EndChild();
+        ImGui::EndTabItem();
+      }
+    }
+    app.request_view.clear();
+    ImGui::EndTabBar();
+  }
+  status_bar(app);
+  ImGui::End();
+}
+
+// Renders the frame into the back buffer. Returns the framebuffer's width and height.
+std::pair<int, int> render(GLFWwindow* window) {
+  ImGui::Render();
+  int width = 0, height = 0;
+  glfwGetFramebufferSize(window, &width, &height);
+  glViewport(0, 0, width, height);
+  glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  return {width, height};
+}
+
+// After the last headless frame: the benchmark's frame times, and the screenshot. Returns the
+// exit status.
+int finish_headless(const GuiOptions& options, std::vector<double>& frame_ms, int width, int height) {
+  if (!frame_ms.empty()) {
+    std::sort(frame_ms.begin(), frame_ms.end());
+    const ImDrawData* data = ImGui::GetDrawData();
+    fmt::print("frames {}  median {:.2f} ms  p95 {:.2f} ms  max {:.2f} ms  ({} vertices in the last frame, {})\n",
+               frame_ms.size(), frame_ms[frame_ms.size() / 2], frame_ms[frame_ms.size() * 95 / 100],
+               frame_ms.back(), data->TotalVtxCount, reinterpret_cast<const char*>(glGetString(GL_RENDERER)));
+  }
+  if (!options.screenshot.empty() && !write_screenshot(options.screenshot, width, height)) {
+    fmt::print(stderr, "tfw gui: cannot write {}\n", options.screenshot);
+    return 1;
+  }
+  return 0;
+}
+
+// Draws frames until the window closes (headless: until the layout settled or the benchmark's
+// frames are done). Returns the exit status.
+int frame_loop(App& app, const std::vector<std::unique_ptr<Panel>>& panels, std::size_t initial, GLFWwindow* window) {
+  const GuiOptions& options = app.options;
   // Windows and tables settle their layout over a few frames; a benchmark renders more.
   const int last_frame = std::max(4, options.bench_frames + 5) - 1;
   std::vector<double> frame_ms;
   for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
     const auto frame_start = std::chrono::steady_clock::now();
-    if (app.headless) glfwPollEvents();
-    else glfwWaitEventsTimeout(0.1);
-    app.snapshot = app.watcher->snapshot();
-    ImGui_ImplOpenGL3_NewFrame();
-    ImGui_ImplGlfw_NewFrame();
-    if (options.bench_frames > 0) {
-      // Sweep the mouse across the window so hover read-outs are part of every frame.
-      ImGuiIO& io = ImGui::GetIO();
-      io.MousePos = ImVec2(80.0f + static_cast<float>((frame * 37) % std::max(1, options.width - 100)),
-                           static_cast<float>(options.height) * 0.5f);
-      if (options.bench_zoom && frame >= 5) io.MouseWheel = frame % 2 ? 0.5f : -0.5f;
-    }
-    ImGui::NewFrame();
-
-    const ImGuiViewport* viewport = ImGui::GetMainViewport();
-    ImGui::SetNextWindowPos(viewport->WorkPos);
-    ImGui::SetNextWindowSize(viewport->WorkSize);
-    ImGui::Begin("workbench", nullptr,
-                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoBringToFrontOnFocus |
-                     ImGuiWindowFlags_NoSavedSettings);
-    if (ImGui::BeginTabBar("views")) {
-      for (std::size_t i = 0; i < panels.size(); ++i) {
-        const bool force = (frame == 0 && i == initial) || app.request_view == panels[i]->name();
-        if (ImGui::BeginTabItem(panels[i]->title(), nullptr, force ? ImGuiTabItemFlags_SetSelected : 0)) {
-          current = i;
-          ImGui::BeginChild("panel", ImVec2(0, -ImGui::GetFrameHeightWithSpacing()), false);
-          panels[i]->draw(app);
-          ImGui::EndChild();
-          ImGui::EndTabItem();
-        }
-      }
-      app.request_view.clear();
-      ImGui::EndTabBar();
-    }
-    status_bar(app);
-    ImGui::End();
+    begin_frame(app, frame);
+    draw_workbench(app, panels, frame == 0 ? initial : panels.size());
 
     // Headless there is no polling thread: read the store when the selection changed.
     if (app.watcher->watch(app.selected) && app.headless) app.snapshot = app.watcher->poll();
 
-    ImGui::Render();
-    int width = 0, height = 0;
-    glfwGetFramebufferSize(window, &width, &height);
-    glViewport(0, 0, width, height);
-    glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    const auto [width, height] = render(window);
     if (options.bench_frames > 0) {
       glFinish();  // include the (software) rasterisation
       if (frame >= 5) {
         frame_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count());
       }
     }
-    if (app.headless && frame >= last_frame) {
-      if (!frame_ms.empty()) {
-        std::sort(frame_ms.begin(), frame_ms.end());
-        const ImDrawData* data = ImGui::GetDrawData();
-        fmt::print("frames {}  median {:.2f} ms  p95 {:.2f} ms  max {:.2f} ms  ({} vertices in the last frame, {})\n",
-                   frame_ms.size(), frame_ms[frame_ms.size() / 2], frame_ms[frame_ms.size() * 95 / 100],
-                   frame_ms.back(), data->TotalVtxCount, reinterpret_cast<const char*>(glGetString(GL_RENDERER)));
-      }
-      if (!options.screenshot.empty() && !write_screenshot(options.screenshot, width, height)) {
-        fmt::print(stderr, "tfw gui: cannot write {}\n", options.screenshot);
-        status = 1;
-      }
-      break;
-    }
+    if (app.headless && frame >= last_frame) return finish_headless(options, frame_ms, width, height);
     glfwSwapBuffers(window);
   }
+  return 0;
+}
 
-  ImGui_ImplOpenGL3_Shutdown();
-  ImGui_ImplGlfw_Shutdown();
-  ImGui::DestroyContext();
-  glfwDestroyWindow(window);
-  glfwTerminate();
+}  // namespace
+
+int gui_run(const GuiOptions& options) {
+  App app;
+  app.options = options;
+  app.home = home_resolve(options.home);
+  app.registry = &registry();
+  app.headless = !options.screenshot.empty() || options.bench_frames > 0;
+
+  const std::vector<std::unique_ptr<Panel>> panels = make_panels();
+  const std::size_t initial = panel_index(panels, options.view);
+  open_store(app);
+  GLFWwindow* window = create_window(app);
+  init_imgui(window, app);
+  if (app.headless) panels[initial]->prepare(app);
+  const int status = frame_loop(app, panels, initial, window);
+  close_window(window);
   return status;
 }
 

@@ -2,6 +2,7 @@
 #include "workbench/results/results.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -209,119 +210,168 @@ std::string verdict_rule() {
          "only some seeds there is no interval and the verdict is inconclusive.";
 }
 
-ComparisonResult compare(const ExperimentResults& results, const ComparisonSpec& spec) {
-  ComparisonResult out;
-  out.spec = spec;
-  const std::string where = fmt::format("comparison {}", spec.name);
-  auto fail = [&](const std::string& message, const std::string& hint) -> void {
-    throw UsageError(with_hint(fmt::format("{}: {}", where, message), hint));
-  };
-  std::map<std::int64_t, const RunResult*> side[2];
-  const std::string names[2] = {spec.a, spec.b};
+namespace {
+
+using SeedRuns = std::map<std::int64_t, const RunResult*>;  // one side's finished runs by seed
+using Values = std::array<double, 2>;                      // one pair's quantity: side a, side b
+
+[[noreturn]] void fail(const ComparisonSpec& spec, const std::string& message, const std::string& hint) {
+  throw UsageError(with_hint(fmt::format("comparison {}: {}", spec.name, message), hint));
+}
+
+// Side s (0: a, 1: b) by name, and the side that "a" or "b" names.
+const std::string& side_name(const ComparisonSpec& spec, int s) { return s == 0 ? spec.a : spec.b; }
+int side_index(const std::string& side) { return side == "a" ? 0 : 1; }
+
+// The runs of one seed on both sides.
+struct SeedPair {
+  std::int64_t seed;
+  const RunResult* runs[2];
+  std::string context(int s) const { return fmt::format("seed {}: run {}", seed, runs[s]->name); }
+};
+
+// Each side's finished runs; throws for a side that is no variant or has no finished run.
+std::array<SeedRuns, 2> finished_sides(const ExperimentResults& results, const ComparisonSpec& spec) {
+  std::array<SeedRuns, 2> side;
   for (int s = 0; s < 2; ++s) {
     const Variant* variant = nullptr;
     try {
-      variant = &results.variant(names[s]);
+      variant = &results.variant(side_name(spec, s));
     } catch (const UsageError& e) {
-      fail(e.what(), "");
+      fail(spec, e.what(), "");
     }
     for (const RunResult* run : variant->finished()) side[s][run->seed] = run;
     if (side[s].empty()) {
-      fail(fmt::format("'{}' has no finished runs (an empty group)", names[s]),
+      fail(spec, fmt::format("'{}' has no finished runs (an empty group)", side_name(spec, s)),
            fmt::format("run the experiment first: tfw run {}", results.experiment().path.empty()
                                                                    ? results.experiment().name
                                                                    : results.experiment().path));
     }
   }
+  return side;
+}
+
+// The seeds both sides finished, into out.seeds, and a note for each seed without a partner.
+void pair_seeds(const std::array<SeedRuns, 2>& side, const ComparisonSpec& spec, ComparisonResult& out) {
   for (int s = 0; s < 2; ++s) {
     for (const auto& [seed, run] : side[s]) {
       if (!side[1 - s].count(seed)) {
-        out.notes.push_back(fmt::format("seed {} of {} has no finished partner in {}: left out", seed, names[s],
-                                        names[1 - s]));
+        out.notes.push_back(fmt::format("seed {} of {} has no finished partner in {}: left out", seed,
+                                        side_name(spec, s), side_name(spec, 1 - s)));
       } else if (s == 0) {
         out.seeds.push_back(seed);
       }
     }
   }
-  if (out.seeds.empty()) fail(fmt::format("{} and {} have no seed in common", spec.a, spec.b), "run both with the same seeds");
+  if (out.seeds.empty()) fail(spec, fmt::format("{} and {} have no seed in common", spec.a, spec.b), "run both with the same seeds");
+}
 
-  const Axis axis = spec.at == "tokens" ? Axis::CumulativeTokens : Axis::CumulativeFlops;
-  const char* axis_words = spec.at == "tokens" ? "cumulative tokens" : "cumulative FLOPs";
-  for (std::int64_t seed : out.seeds) {
-    const RunResult* runs[2] = {side[0][seed], side[1][seed]};
-    double value[2] = {kNaN, kNaN};
-    auto context = [&](int s) { return fmt::format("seed {}: run {}", seed, runs[s]->name); };
-    if (spec.measure == "loss" && spec.at == "end") {
-      for (int s = 0; s < 2; ++s) {
-        value[s] = results.final_value(*runs[s], spec.metric);
-        if (!std::isfinite(value[s])) fail(fmt::format("{} has no {} values", context(s), spec.metric), "check the metric name");
-      }
-    } else if (spec.measure == "loss") {
-      double budget = spec.budget;
-      if (!spec.budget_side.empty()) {
-        const int s = spec.budget_side == "a" ? 0 : 1;
-        const auto own = results.curve(*runs[s], spec.metric, axis);
-        if (own.empty()) fail(fmt::format("{} has no {} values", context(s), spec.metric), "");
-        budget = analysis::curve_clean(own).back().x;
-      }
-      for (int s = 0; s < 2; ++s) {
-        try {
-          value[s] = analysis::value_at(results.curve(*runs[s], spec.metric, axis), budget);
-        } catch (const UsageError& e) {
-          fail(fmt::format("{}: {}", context(s), e.what()), "");
-        }
-      }
-      if (out.quantity.empty() || !spec.budget_side.empty()) {
-        out.quantity = spec.budget_side.empty()
-                           ? fmt::format("{} at {} {}", spec.metric, short_number(budget), axis_words)
-                           : fmt::format("{} at {}'s final {} (per seed)", spec.metric, names[spec.budget_side == "a" ? 0 : 1],
-                                         axis_words);
-      }
-    } else if (spec.measure == "compute_to_reach") {
-      double target = spec.reach;
-      if (!spec.reach_side.empty()) target = results.final_value(*runs[spec.reach_side == "a" ? 0 : 1], spec.metric);
-      for (int s = 0; s < 2; ++s) {
-        const auto reached = analysis::first_reaching(results.curve(*runs[s], spec.metric, Axis::CumulativeFlops), target);
-        if (reached) {
-          value[s] = *reached;
-        } else {
-          value[s] = std::numeric_limits<double>::infinity();
-          (s == 0 ? out.unreached_a : out.unreached_b) += 1;
-          out.notes.push_back(fmt::format("{} never reaches {} = {:.4f}", context(s), spec.metric, target));
-        }
-      }
-    } else {  // forgetting
-      for (int s = 0; s < 2; ++s) {
-        const RunResult& run = *runs[s];
-        if (run.record->parent == 0) {
-          fail(fmt::format("{} was not grown from another run: forgetting compares a grown run with its parent",
-                           context(s)), "name grown runs on both sides");
-        }
-        RunResult parent;
-        parent.record = results.store().run_get(run.record->parent);
-        if (!parent.record) fail(fmt::format("{}: its parent run {} is not in the store", context(s), run.record->parent), "");
-        auto on_corpus = [&](const RunResult& r) {
-          const std::string key = corpus_of(*r.record) == spec.corpus ? spec.metric : spec.metric + "@" + spec.corpus;
-          const double v = results.final_value(r, key);
-          if (!std::isfinite(v)) {
-            fail(fmt::format("seed {}: run {} has no {} values", seed, r.record->name, key),
-                 fmt::format("evaluate it on the earlier corpus: data.eval_corpora = [\"{}\"]", spec.corpus));
-          }
-          return v;
-        };
-        value[s] = on_corpus(run) - on_corpus(parent);
-      }
-    }
-    out.a.push_back(value[0]);
-    out.b.push_back(value[1]);
+// measure = loss, at = end: each side's final value.
+Values final_values(const ExperimentResults& results, const ComparisonSpec& spec, const SeedPair& pair) {
+  Values value = {kNaN, kNaN};
+  for (int s = 0; s < 2; ++s) {
+    value[s] = results.final_value(*pair.runs[s], spec.metric);
+    if (!std::isfinite(value[s])) fail(spec, fmt::format("{} has no {} values", pair.context(s), spec.metric), "check the metric name");
   }
+  return value;
+}
 
-  if (spec.measure == "loss" && spec.at == "end") out.quantity = fmt::format("final {}", spec.metric);
+// measure = loss at a budget: each side's curve read at the budget (a number, or the end of
+// one side's curve).
+Values values_at_budget(const ExperimentResults& results, const ComparisonSpec& spec, const SeedPair& pair) {
+  const Axis axis = spec.at == "tokens" ? Axis::CumulativeTokens : Axis::CumulativeFlops;
+  double budget = spec.budget;
+  if (!spec.budget_side.empty()) {
+    const int s = side_index(spec.budget_side);
+    const auto own = results.curve(*pair.runs[s], spec.metric, axis);
+    if (own.empty()) fail(spec, fmt::format("{} has no {} values", pair.context(s), spec.metric), "");
+    budget = analysis::curve_clean(own).back().x;
+  }
+  Values value = {kNaN, kNaN};
+  for (int s = 0; s < 2; ++s) {
+    try {
+      value[s] = analysis::value_at(results.curve(*pair.runs[s], spec.metric, axis), budget);
+    } catch (const UsageError& e) {
+      fail(spec, fmt::format("{}: {}", pair.context(s), e.what()), "");
+    }
+  }
+  return value;
+}
+
+// measure = compute_to_reach: the cumulative FLOPs at which each side first reaches the target
+// (a loss, or one side's final value); infinite, counted and noted where it never does.
+Values flops_to_reach(const ExperimentResults& results, const ComparisonSpec& spec, const SeedPair& pair,
+                      ComparisonResult& out) {
+  double target = spec.reach;
+  if (!spec.reach_side.empty()) target = results.final_value(*pair.runs[side_index(spec.reach_side)], spec.metric);
+  Values value = {kNaN, kNaN};
+  for (int s = 0; s < 2; ++s) {
+    const auto reached = analysis::first_reaching(results.curve(*pair.runs[s], spec.metric, Axis::CumulativeFlops), target);
+    if (reached) {
+      value[s] = *reached;
+    } else {
+      value[s] = std::numeric_limits<double>::infinity();
+      (s == 0 ? out.unreached_a : out.unreached_b) += 1;
+      out.notes.push_back(fmt::format("{} never reaches {} = {:.4f}", pair.context(s), spec.metric, target));
+    }
+  }
+  return value;
+}
+
+// A run's final value of the metric on the earlier corpus.
+double final_on_corpus(const ExperimentResults& results, const ComparisonSpec& spec, std::int64_t seed,
+                       const RunResult& r) {
+  const std::string key = corpus_of(*r.record) == spec.corpus ? spec.metric : spec.metric + "@" + spec.corpus;
+  const double v = results.final_value(r, key);
+  if (!std::isfinite(v)) {
+    fail(spec, fmt::format("seed {}: run {} has no {} values", seed, r.record->name, key),
+         fmt::format("evaluate it on the earlier corpus: data.eval_corpora = [\"{}\"]", spec.corpus));
+  }
+  return v;
+}
+
+// measure = forgetting: on each side, the grown run's final value on the earlier corpus less its parent's.
+Values forgetting(const ExperimentResults& results, const ComparisonSpec& spec, const SeedPair& pair) {
+  Values value = {kNaN, kNaN};
+  for (int s = 0; s < 2; ++s) {
+    const RunResult& run = *pair.runs[s];
+    if (run.record->parent == 0) {
+      fail(spec, fmt::format("{} was not grown from another run: forgetting compares a grown run with its parent",
+                             pair.context(s)), "name grown runs on both sides");
+    }
+    RunResult parent;
+    parent.record = results.store().run_get(run.record->parent);
+    if (!parent.record) fail(spec, fmt::format("{}: its parent run {} is not in the store", pair.context(s), run.record->parent), "");
+    value[s] = final_on_corpus(results, spec, pair.seed, run) - final_on_corpus(results, spec, pair.seed, parent);
+  }
+  return value;
+}
+
+// The pair's quantity on each side, as the comparison measures it.
+Values measure(const ExperimentResults& results, const ComparisonSpec& spec, const SeedPair& pair,
+               ComparisonResult& out) {
+  if (spec.measure == "loss" && spec.at == "end") return final_values(results, spec, pair);
+  if (spec.measure == "loss") return values_at_budget(results, spec, pair);
+  if (spec.measure == "compute_to_reach") return flops_to_reach(results, spec, pair, out);
+  return forgetting(results, spec, pair);
+}
+
+// The quantity compared and its unit, and notes on how its values were read.
+void describe(const ComparisonSpec& spec, ComparisonResult& out) {
+  const char* axis_words = spec.at == "tokens" ? "cumulative tokens" : "cumulative FLOPs";
+  if (spec.measure == "loss" && spec.at == "end") {
+    out.quantity = fmt::format("final {}", spec.metric);
+  } else if (spec.measure == "loss") {
+    out.quantity = spec.budget_side.empty()
+                       ? fmt::format("{} at {} {}", spec.metric, short_number(spec.budget), axis_words)
+                       : fmt::format("{} at {}'s final {} (per seed)", spec.metric,
+                                     side_name(spec, side_index(spec.budget_side)), axis_words);
+  }
   if (spec.measure == "compute_to_reach") {
     out.quantity = spec.reach_side.empty()
                        ? fmt::format("cumulative FLOPs to first reach {} = {}", spec.metric, short_number(spec.reach))
                        : fmt::format("cumulative FLOPs to first reach {}'s final {} (per seed)",
-                                     names[spec.reach_side == "a" ? 0 : 1], spec.metric);
+                                     side_name(spec, side_index(spec.reach_side)), spec.metric);
     out.unit = "FLOPs";
     out.log_scale = true;
   } else if (spec.measure == "forgetting") {
@@ -338,8 +388,11 @@ ComparisonResult compare(const ExperimentResults& results, const ComparisonSpec&
     out.notes.push_back("the FLOPs at which a curve first reaches the target are interpolated between evaluations, "
                         "linearly in loss and in log(FLOPs)");
   }
+}
 
-  // Means and the paired difference, over pairs where both values are finite.
+// Means and the paired difference, over pairs where both values are finite. Returns how many
+// pairs that is.
+std::size_t summarise(ComparisonResult& out) {
   std::vector<double> a, b;
   for (std::size_t i = 0; i < out.a.size(); ++i) {
     if (std::isfinite(out.a[i]) && std::isfinite(out.b[i])) {
@@ -347,45 +400,76 @@ ComparisonResult compare(const ExperimentResults& results, const ComparisonSpec&
       b.push_back(out.log_scale ? std::log10(out.b[i]) : out.b[i]);
     }
   }
-  const bool claimed_less = spec.expect == "a < b";
-  const std::size_t pairs = out.seeds.size();
   if (!a.empty()) {
     out.a_mean = analysis::mean_interval(a);
     out.b_mean = analysis::mean_interval(b);
     out.difference = analysis::paired_difference(a, b);
   }
-  const std::size_t unreached = out.unreached_a + out.unreached_b;
-  if (unreached > 0) {
-    // Only one side failing in every pair decides; anything else has no interval.
-    if (out.unreached_a == pairs && out.unreached_b == 0) {
-      out.verdict = claimed_less ? "not supported" : "supported";
-      out.verdict_reason = fmt::format("{} never reaches the target in any of {} seeds; {} always does", spec.a, pairs, spec.b);
-    } else if (out.unreached_b == pairs && out.unreached_a == 0) {
-      out.verdict = claimed_less ? "supported" : "not supported";
-      out.verdict_reason = fmt::format("{} never reaches the target in any of {} seeds; {} always does", spec.b, pairs, spec.a);
-    } else {
-      out.verdict = "inconclusive";
-      out.verdict_reason = "the target is not reached in some seeds only";
-    }
-    return out;
-  }
-  if (a.size() < 2) {
-    out.verdict = "inconclusive";
-    out.verdict_reason = "one pair: no confidence interval";
-    return out;
-  }
-  const analysis::MeanInterval& d = out.difference->difference;
-  const bool below = d.high < 0, above = d.low > 0;
-  if ((claimed_less && below) || (!claimed_less && above)) {
-    out.verdict = "supported";
-    out.verdict_reason = fmt::format("the 95% CI of a - b, [{:.4g}, {:.4g}], excludes 0 on the claimed side", d.low, d.high);
-  } else if ((claimed_less && above) || (!claimed_less && below)) {
-    out.verdict = "not supported";
-    out.verdict_reason = fmt::format("the 95% CI of a - b, [{:.4g}, {:.4g}], excludes 0 on the other side", d.low, d.high);
+  return a.size();
+}
+
+// The verdict when some pair has a side that never reaches the target.
+void verdict_unreached(const ComparisonSpec& spec, ComparisonResult& out) {
+  const bool claimed_less = spec.expect == "a < b";
+  const std::size_t pairs = out.seeds.size();
+  // Only one side failing in every pair decides; anything else has no interval.
+  if (out.unreached_a == pairs && out.unreached_b == 0) {
+    out.verdict = claimed_less ? "not supported" : "supported";
+    out.verdict_reason = fmt::format("{} never reaches the target in any of {} seeds; {} always does", spec.a, pairs, spec.b);
+  } else if (out.unreached_b == pairs && out.unreached_a == 0) {
+    out.verdict = claimed_less ? "supported" : "not supported";
+    out.verdict_reason = fmt::format("{} never reaches the target in any of {} seeds; {} always does", spec.b, pairs, spec.a);
   } else {
     out.verdict = "inconclusive";
-    out.verdict_reason = fmt::format("the 95% CI of a - b, [{:.4g}, {:.4g}], contains 0", d.low, d.high);
+    out.verdict_reason = "the target is not reached in some seeds only";
   }
+}
+
+// The verdict from the 95% confidence interval of the mean difference.
+void verdict_from_interval(const ComparisonSpec& spec, ComparisonResult& out) {
+  const bool claimed_less = spec.expect == "a < b";
+  const analysis::MeanInterval& d = out.difference->difference;
+  const bool below = d.high < 0, above = d.low > 0;
+  const std::string interval = fmt::format("the 95% CI of a - b, [{:.4g}, {:.4g}]", d.low, d.high);
+  if ((claimed_less && below) || (!claimed_less && above)) {
+    out.verdict = "supported";
+    out.verdict_reason = interval + ", excludes 0 on the claimed side";
+  } else if ((claimed_less && above) || (!claimed_less && below)) {
+    out.verdict = "not supported";
+    out.verdict_reason = interval + ", excludes 0 on the other side";
+  } else {
+    out.verdict = "inconclusive";
+    out.verdict_reason = interval + ", contains 0";
+  }
+}
+
+// The verdict (see verdict_rule), given the number of pairs with finite values on both sides.
+void judge(const ComparisonSpec& spec, ComparisonResult& out, std::size_t finite_pairs) {
+  if (out.unreached_a + out.unreached_b > 0) {
+    verdict_unreached(spec, out);
+  } else if (finite_pairs < 2) {
+    out.verdict = "inconclusive";
+    out.verdict_reason = "one pair: no confidence interval";
+  } else {
+    verdict_from_interval(spec, out);
+  }
+}
+
+}  // namespace
+
+ComparisonResult compare(const ExperimentResults& results, const ComparisonSpec& spec) {
+  ComparisonResult out;
+  out.spec = spec;
+  const std::array<SeedRuns, 2> sides = finished_sides(results, spec);
+  pair_seeds(sides, spec, out);
+  for (std::int64_t seed : out.seeds) {
+    const SeedPair pair{seed, {sides[0].at(seed), sides[1].at(seed)}};
+    const Values value = measure(results, spec, pair, out);
+    out.a.push_back(value[0]);
+    out.b.push_back(value[1]);
+  }
+  describe(spec, out);
+  judge(spec, out, summarise(out));
   return out;
 }
 
