@@ -22,6 +22,7 @@
 
 #include "engine/checkpoint_meta.h"
 #include "engine/error.h"
+#include "runner/batch_plan.h"
 #include "runner/lineage.h"
 #include "storage/store.h"
 
@@ -51,42 +52,32 @@ namespace {
 
 enum class Phase { pending, running, finished, failed, blocked, stopped };
 
-// The parameter blocks [experiment.eval] evaluates `corpus` with on `run`: none given (the
-// run's own train.mask.use), or the listed ones the run defines (empty: every token, "all").
-std::optional<std::vector<std::string>> eval_blocks(const ExperimentEval& eval, const ExperimentRun& run,
-                                                    const std::string& corpus) {
-  const std::vector<std::string>* blocks = eval.blocks_for(corpus);
-  if (blocks == nullptr || run.config.train.mask.blocks.empty()) return std::nullopt;
-  std::vector<std::string> defined;  // the names this run defines (experiment_load checked one is left)
-  for (const std::string& name : *blocks) {
-    if (run.config.train.mask.block(name) != nullptr) defined.push_back(name);
+// The experiment's run records, read in one query when the batch starts and again after each
+// poll in which a task ended or a running run had no record yet.
+class BatchRecords {
+ public:
+  BatchRecords(Store& store, const std::string& experiment) : store_(store) {
+    filter_.experiment = experiment;
+    refresh();
   }
-  return defined;
-}
+  void refresh() {
+    by_name_.clear();
+    for (RunRecord& record : store_.runs(filter_)) by_name_[record.name] = std::move(record);
+  }
+  const RunRecord* find(const std::string& name) const {
+    auto found = by_name_.find(name);
+    return found == by_name_.end() ? nullptr : &found->second;
+  }
+  std::optional<RunRecord> get(const std::string& name) const {
+    const RunRecord* record = find(name);
+    return record ? std::optional<RunRecord>(*record) : std::nullopt;
+  }
 
-// The `tfw eval` steps of [experiment.eval] for a run: one per distinct blocks setting, each
-// on the run's folder (its newest checkpoint, the final one once it has trained).
-std::vector<std::vector<std::string>> eval_steps(const Experiment& experiment, const ExperimentRun& run,
-                                                 const std::string& experiment_name, const std::string& home) {
-  const ExperimentEval& eval = experiment.eval;
-  std::vector<std::pair<std::optional<std::vector<std::string>>, std::vector<std::string>>> groups;  // blocks -> corpora
-  for (const std::string& corpus : eval.corpora) {
-    const std::optional<std::vector<std::string>> blocks = eval_blocks(eval, run, corpus);
-    auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == blocks; });
-    if (group == groups.end()) group = groups.insert(groups.end(), {blocks, {}});
-    group->second.push_back(corpus);
-  }
-  std::vector<std::vector<std::string>> steps;
-  for (const auto& [blocks, corpora] : groups) {
-    std::vector<std::string> step = {"eval", run_dir_of(home, experiment_name, run.name)};
-    for (const std::string& corpus : corpora) step.insert(step.end(), {"--corpus", corpus});
-    if (eval.cloze > 0) step.insert(step.end(), {"--cloze", "--cloze-passages", std::to_string(eval.cloze)});
-    if (blocks) step.insert(step.end(), {"--blocks", blocks->empty() ? std::string("all") : fmt::format("{}", fmt::join(*blocks, ","))});
-    step.insert(step.end(), {"--home", home});
-    steps.push_back(std::move(step));
-  }
-  return steps;
-}
+ private:
+  Store& store_;
+  RunFilter filter_;
+  std::map<std::string, RunRecord> by_name_;
+};
 
 // Whether a finished run lacks an evaluation [experiment.eval] asks for: a corpus's loss with
 // the blocks it asks (and its cloze accuracy, with cloze).
@@ -94,7 +85,7 @@ bool evaluations_missing(Store& store, std::int64_t run_id, const ExperimentEval
   if (eval.empty()) return false;
   const std::vector<EvaluationRow> rows = store.evaluations(run_id);
   for (const std::string& corpus : eval.corpora) {
-    const std::optional<std::vector<std::string>> asked = eval_blocks(eval, run, corpus);
+    const std::optional<std::vector<std::string>> asked = batch_eval_blocks(eval, run, corpus);
     const std::string blocks = mask_label(asked ? *asked : run.config.train.mask.use);
     for (const char* metric : {"loss", "cloze_accuracy"}) {
       if (std::string(metric) == "cloze_accuracy" && eval.cloze == 0) continue;
@@ -107,19 +98,14 @@ bool evaluations_missing(Store& store, std::int64_t run_id, const ExperimentEval
   return false;
 }
 
-std::string option_text(const toml::node& node) {
-  std::ostringstream out;
-  node.visit([&](auto&& value) { out << value; });
-  return out.str();
-}
-
 // A finished run whose config the file has since changed would be skipped silently, and its
 // old numbers read as the new config's: refused before anything runs.
-void refuse_changed(Store& store, const Experiment& experiment, const std::vector<const ExperimentRun*>& runs) {
+void refuse_changed(const BatchRecords& records, const Experiment& experiment,
+                    const std::vector<const ExperimentRun*>& runs) {
   std::vector<std::string> changed, keys;
   for (const ExperimentRun* run : runs) {
-    std::optional<RunRecord> record = store.run_in_experiment(experiment.name, run->name);
-    if (!record || record->status != RunStatus::finished) continue;
+    const RunRecord* record = records.find(run->name);
+    if (record == nullptr || record->status != RunStatus::finished) continue;
     try {
       if (toml::parse(record->config) == run->config.resolved) continue;
       std::ostringstream now;
@@ -146,7 +132,7 @@ void refuse_changed(Store& store, const Experiment& experiment, const std::vecto
 // Where each running run is (step, loss, tokens/s, ETA), read from the store.
 class ProgressReader {
  public:
-  ProgressReader(Store& store, const Experiment& experiment) : store_(store), experiment_(experiment) {}
+  ProgressReader(Store& store, const BatchRecords& records) : store_(store), records_(records) {}
 
   RunProgress read(const ExperimentRun& run, bool growing) {
     RunProgress out;
@@ -155,8 +141,8 @@ class ProgressReader {
     out.phase = "growing";
     if (growing) return out;
     out.phase = "starting";
-    std::optional<RunRecord> record = store_.run_in_experiment(experiment_.name, run.name);
-    if (!record) return out;
+    const RunRecord* record = records_.find(run.name);
+    if (record == nullptr) return out;
     Seen& s = seen_[run.name];
     for (const MetricPoint& p : store_.news(record->id, s.cursor).points) {
       if (p.key != "train/loss" || p.step < s.step) continue;
@@ -186,227 +172,265 @@ class ProgressReader {
     double loss = std::nan(""), first_wall = 0, wall = 0;
   };
   Store& store_;
-  const Experiment& experiment_;
+  const BatchRecords& records_;
   std::map<std::string, Seen> seen_;
 };
 
-}  // namespace
+// One batch: the runs' phases, planned task by task, driven through the executor.
+class Batch {
+ public:
+  Batch(const Experiment& experiment, const std::vector<const ExperimentRun*>& runs, Executor& executor,
+        const BatchOptions& options);
+  BatchResult run();
 
-BatchResult batch_execute(const Experiment& experiment, const std::vector<const ExperimentRun*>& runs,
-                          Executor& executor, const BatchOptions& options) {
-  auto say = [&](const std::string& line) {
-    if (options.on_message) options.on_message(line);
+ private:
+  void skip_finished();
+  void adopt();
+  void stop();
+  void submit_round();
+  bool submit(const ExperimentRun& run);
+  std::optional<std::string> ready(const ExperimentRun& run);
+  RunFacts facts_of(const ExperimentRun& run) const;
+  void poll();
+  void report_progress();
+  void tally();
+  void say(const std::string& line) const {
+    if (options_.on_message) options_.on_message(line);
+  }
+
+  const Experiment& experiment_;
+  const std::vector<const ExperimentRun*>& runs_;
+  Executor& executor_;
+  const BatchOptions& options_;
+  BatchResult result_;
+  BatchSettings settings_;
+  std::unique_ptr<Store> store_;
+  std::optional<BatchRecords> records_;
+  std::optional<ProgressReader> progress_;
+  std::map<std::string, Phase> phase_;
+  std::map<std::string, const ExperimentRun*> by_name_;
+  std::set<std::string> evaluate_only_;  // finished runs whose evaluations are missing
+  struct Submitted {
+    RunPlan plan;
+    std::string after;  // the task it waits for ("" : none)
   };
-  BatchResult result;
-  result.runs = runs.size();
-  result.work_dir = options.home + "/experiments/" + experiment.name;
-  const std::string& work = result.work_dir;
-  fs::create_directories(work);
-  std::unique_ptr<Store> store = Store::open(options.home + "/runs.db");
-  store->experiment_ensure(experiment.name, fs::absolute(experiment.path).string());
-  refuse_changed(*store, experiment, runs);
+  std::map<std::string, Submitted> submitted_;  // the plans of the submitted tasks
+  std::vector<std::string> active_;  // submitted, not final
+  bool stopping_ = false;
+};
 
-  std::map<std::string, Phase> phase;
-  std::map<std::string, const ExperimentRun*> by_name;
-  std::set<std::string> evaluate_only;  // finished runs whose evaluations are missing
-  for (const ExperimentRun* run : runs) {
-    by_name[run->name] = run;
-    std::optional<RunRecord> record = store->run_in_experiment(experiment.name, run->name);
-    phase[run->name] = record && record->status == RunStatus::finished ? Phase::finished : Phase::pending;
-    if (phase[run->name] != Phase::finished) continue;
-    if (options.record_arguments.empty() && evaluations_missing(*store, record->id, experiment.eval, *run)) {
-      phase[run->name] = Phase::pending;  // trained: only its [experiment.eval] is left
-      evaluate_only.insert(run->name);
+Batch::Batch(const Experiment& experiment, const std::vector<const ExperimentRun*>& runs, Executor& executor,
+             const BatchOptions& options)
+    : experiment_(experiment), runs_(runs), executor_(executor), options_(options) {
+  result_.runs = runs.size();
+  result_.work_dir = options.home + "/experiments/" + experiment.name;
+  settings_ = {options.home, result_.work_dir, options.record_arguments, executor.schedules_dependencies()};
+  fs::create_directories(result_.work_dir);
+  store_ = Store::open(options.home + "/runs.db");
+  store_->experiment_ensure(experiment.name, fs::absolute(experiment.path).string());
+  records_.emplace(*store_, experiment.name);
+  progress_.emplace(*store_, *records_);
+  for (const ExperimentRun* run : runs) by_name_[run->name] = run;
+}
+
+BatchResult Batch::run() {
+  refuse_changed(*records_, experiment_, runs_);
+  skip_finished();
+  adopt();
+  while (true) {
+    if (options_.stop != nullptr && options_.stop->load() && !stopping_) stop();
+    if (!stopping_) submit_round();
+    if (active_.empty()) break;
+    if (options_.detach && !stopping_) {
+      // Submitted: the cluster runs them; `tfw jobs --slurm` follows them.
+      result_.detached = true;
+      break;
+    }
+    poll();
+    report_progress();
+  }
+  tally();
+  return result_;
+}
+
+// Finished runs are skipped, or only evaluated when [experiment.eval] asks for more.
+void Batch::skip_finished() {
+  for (const ExperimentRun* run : runs_) {
+    const RunRecord* record = records_->find(run->name);
+    const bool finished = record != nullptr && record->status == RunStatus::finished;
+    phase_[run->name] = finished ? Phase::finished : Phase::pending;
+    if (!finished) continue;
+    if (options_.record_arguments.empty() && evaluations_missing(*store_, record->id, experiment_.eval, *run)) {
+      phase_[run->name] = Phase::pending;  // trained: only its [experiment.eval] is left
+      evaluate_only_.insert(run->name);
       say(fmt::format("{}: finished before; evaluating it ([experiment.eval])", run->name));
     } else {
       say(fmt::format("{}: finished before, skipped", run->name));
     }
   }
+}
 
-  auto plain_task_for = [&](const ExperimentRun& run) {
-    const std::string config_path = work + "/" + run.name + ".toml";
-    std::ofstream(config_path) << "# generated by tfw run from " << experiment.path << "\n" << run.config_toml << "\n";
-    Task task;
-    task.name = run.name;
-    task.log_path = work + "/" + run.name + ".log";
-    std::optional<RunRecord> record = store->run_in_experiment(experiment.name, run.name);
-    const std::vector<std::string> train = {"train",        config_path,     "--name", run.name,
-                                            "--experiment", experiment.name, "--home", options.home};
-    if (record && !checkpoint_list(record->run_dir + "/checkpoints").empty()) {
-      // killed, crashed or failed before: continue it as the same run (one that never
-      // checkpointed starts again, and tfw train replaces its record)
-      say(fmt::format("{}: {} before, resuming", run.name, status_name(record->status)));
-      task.steps.push_back({"train", "--resume", std::to_string(record->id), "--home", options.home});
-      return task;
-    }
-    if (run.parent.empty()) {
-      task.steps.push_back(train);
-      return task;
-    }
-    const std::string grown = grown_dir(work, run.name);
-    if (!grown_checkpoint(grown)) {
-      std::vector<std::string> grow = {"grow", "--method", run.growth_method, "--to", config_path, "--out", grown,
-                                       "--home", options.home};
-      if (executor.schedules_dependencies()) {
-        // The parent may not have trained yet: the step finds its last checkpoint when it runs.
-        grow.insert(grow.end(), {"--from-run", experiment.name + "/" + run.parent});
-      } else {
-        std::optional<RunRecord> parent = store->run_in_experiment(experiment.name, run.parent);
-        const std::string from = parent ? last_checkpoint(*store, parent->id) : "";
-        if (from.empty()) throw Error(fmt::format("{}: its parent {} has no checkpoint to grow from", run.name, run.parent));
-        grow.insert(grow.end(), {"--from", from});
-      }
-      for (const auto& [key, value] : run.growth_options) {
-        grow.insert(grow.end(), {"--option", fmt::format("{}={}", key.str(), option_text(value))});
-      }
-      task.steps.push_back(grow);
-    }
-    std::vector<std::string> train_grown = train;
-    train_grown.insert(train_grown.end(), {"--init-from", grown});  // the folder: lineage finds its checkpoint
-    task.steps.push_back(train_grown);
-    return task;
-  };
+// A cluster may still hold an earlier submission of a run: the executor follows it.
+void Batch::adopt() {
+  for (const ExperimentRun* run : runs_) {
+    if (phase_[run->name] != Phase::pending || !executor_.adopt(run->name)) continue;
+    phase_[run->name] = Phase::running;
+    active_.push_back(run->name);
+    result_.submitted.push_back(run->name);
+    say(fmt::format("{}: still queued or running as {}, not submitted again", run->name, executor_.where(run->name)));
+  }
+}
 
-  // The steps of one run: resume it, or grow it from its parent and train it, or train it.
-  auto task_for = [&](const ExperimentRun& run) {
-    Task task;
-    if (evaluate_only.count(run.name)) {
-      task.name = run.name;
-      task.log_path = work + "/" + run.name + ".log";
+void Batch::stop() {
+  stopping_ = true;
+  result_.interrupted = true;
+  say("tfw run: stopping; the runs checkpoint and can be resumed by running the file again");
+  for (const std::string& name : active_) executor_.cancel(name);
+}
+
+// What the plan needs to know of a run, from the records and the file system.
+RunFacts Batch::facts_of(const ExperimentRun& run) const {
+  RunFacts facts;
+  facts.record = records_->get(run.name);
+  facts.evaluate_only = evaluate_only_.count(run.name) > 0;
+  facts.has_checkpoint = facts.record && !checkpoint_list(facts.record->run_dir + "/checkpoints").empty();
+  if (!run.parent.empty()) {
+    facts.grown = grown_checkpoint(grown_dir(settings_.work_dir, run.name)).has_value();
+    const RunRecord* parent = records_->find(run.parent);
+    if (parent != nullptr && !facts.grown && !settings_.schedules_dependencies) facts.parent_checkpoint = last_checkpoint(*store_, parent->id);
+  }
+  return facts;
+}
+
+// Whether a pending run can be submitted now: "" to go, the parent's name to go after it
+// succeeds (a cluster back-end holds the child), nothing to wait (or, blocked, never).
+std::optional<std::string> Batch::ready(const ExperimentRun& run) {
+  if (run.parent.empty()) return std::string();
+  const Phase parent = phase_.count(run.parent) ? phase_[run.parent] : Phase::finished;
+  if (parent == Phase::failed || parent == Phase::blocked) {
+    phase_[run.name] = Phase::blocked;
+    return std::nullopt;
+  }
+  if (parent == Phase::running && settings_.schedules_dependencies) return run.parent;
+  if (parent != Phase::finished) return std::nullopt;
+  return std::string();
+}
+
+// Plans a run and submits its task; false if planning or submitting failed (the run fails).
+bool Batch::submit(const ExperimentRun& run) {
+  const std::optional<std::string> after = ready(run);
+  if (!after) return false;
+  RunPlan plan;
+  Task task;
+  try {
+    const RunFacts facts = facts_of(run);
+    plan = batch_plan_run(experiment_, run, facts, settings_);
+    if (!facts.evaluate_only) {
+      std::ofstream(plan.config_path) << "# generated by tfw run from " << experiment_.path << "\n" << run.config_toml << "\n";
+    }
+    if (!plan.note.empty()) say(plan.note);
+    task = {run.name, plan.argv(), settings_.work_dir + "/" + run.name + ".log", *after};
+    executor_.submit(task);
+  } catch (const std::exception& e) {
+    phase_[run.name] = Phase::failed;
+    say(fmt::format("{}: failed: {}", run.name, e.what()));
+    return false;
+  }
+  submitted_[run.name] = {std::move(plan), *after};
+  active_.push_back(run.name);
+  result_.submitted.push_back(run.name);
+  phase_[run.name] = Phase::running;
+  return true;
+}
+
+// Submits every pending run whose parent allows it, up to the executor's capacity, then says
+// what each one does.
+void Batch::submit_round() {
+  std::vector<std::string> round;
+  for (const ExperimentRun* run : runs_) {
+    if (active_.size() >= executor_.capacity()) break;
+    if (phase_[run->name] == Phase::pending && submit(*run)) round.push_back(run->name);
+  }
+  executor_.flush();  // a cluster back-end sends the round here (an sbatch refusal is a UsageError)
+  for (const std::string& name : round) {
+    const Submitted& task = submitted_[name];
+    const std::string where = executor_.where(name);
+    const StepKind first = task.plan.first();
+    const std::string doing = first == StepKind::grow   ? "growing from " + by_name_[name]->parent + ", then training"
+                              : first == StepKind::eval ? "evaluating"
+                                                        : "training";
+    say(fmt::format("{}: {}{}{} (log {}/{}.log)", name, doing, where.empty() ? "" : ", as " + where,
+                    task.after.empty() ? "" : " after " + task.after + " succeeds", settings_.work_dir, name));
+  }
+}
+
+// The tasks that ended: finished, stopped (cancelled, or a step that checkpointed and exited
+// kExitStopped) or failed. The records are read again when one ended or a running run has none yet.
+void Batch::poll() {
+  const std::vector<std::string> ended = executor_.poll(0.5);
+  for (const std::string& name : ended) {
+    active_.erase(std::find(active_.begin(), active_.end(), name));
+    const TaskStatus status = executor_.status(name);
+    if (status.state == TaskState::succeeded) {
+      phase_[name] = Phase::finished;
+      say(fmt::format("{}: finished", name));
+    } else if (status.state == TaskState::cancelled || status.exit_code == kExitStopped || stopping_) {
+      phase_[name] = Phase::stopped;
+      say(fmt::format("{}: stopped (exit {})", name, status.exit_code));
     } else {
-      task = plain_task_for(run);
+      phase_[name] = Phase::failed;
+      say(fmt::format("{}: failed (exit {}); see {}/{}.log", name, status.exit_code, settings_.work_dir, name));
     }
-    for (std::vector<std::string>& step : task.steps) {
-      step.insert(step.end(), options.record_arguments.begin(), options.record_arguments.end());
-    }
-    // Recording to a service, the evaluations (kept in this home's store) are left out.
-    if (options.record_arguments.empty()) {
-      for (std::vector<std::string>& step : eval_steps(experiment, run, experiment.name, options.home)) {
-        task.steps.push_back(std::move(step));
-      }
-    }
-    return task;
-  };
+  }
+  const bool unrecorded = std::any_of(active_.begin(), active_.end(),
+                                      [&](const std::string& name) { return records_->find(name) == nullptr; });
+  if (!ended.empty() || unrecorded) records_->refresh();
+}
 
-  ProgressReader progress(*store, experiment);
-  std::vector<std::string> active;  // submitted, not final
-  std::set<std::string> grows;      // tasks whose first step is growth
-  bool stopping = false;
-  // A cluster may still hold an earlier submission of a run: the executor follows it.
-  for (const ExperimentRun* run : runs) {
-    if (phase[run->name] != Phase::pending || !executor.adopt(run->name)) continue;
-    phase[run->name] = Phase::running;
-    active.push_back(run->name);
-    result.submitted.push_back(run->name);
-    say(fmt::format("{}: still queued or running as {}, not submitted again", run->name, executor.where(run->name)));
+void Batch::report_progress() {
+  if (!options_.on_progress || active_.empty()) return;
+  std::vector<RunProgress> lines;
+  for (const std::string& name : active_) {
+    const bool growing = submitted_.count(name) && submitted_[name].plan.first() == StepKind::grow &&
+                         executor_.status(name).step == 0;
+    lines.push_back(progress_->read(*by_name_[name], growing));
   }
-  while (true) {
-    if (options.stop != nullptr && options.stop->load() && !stopping) {
-      stopping = true;
-      result.interrupted = true;
-      say("tfw run: stopping; the runs checkpoint and can be resumed by running the file again");
-      for (const std::string& name : active) executor.cancel(name);
-    }
-    if (!stopping) {
-      std::vector<std::pair<std::string, Task>> round;  // submitted in this round
-      for (const ExperimentRun* run : runs) {
-        if (active.size() >= executor.capacity()) break;
-        if (phase[run->name] != Phase::pending) continue;
-        std::string after;
-        if (!run->parent.empty()) {
-          const Phase parent = phase.count(run->parent) ? phase[run->parent] : Phase::finished;
-          if (parent == Phase::failed || parent == Phase::blocked) {
-            phase[run->name] = Phase::blocked;
-            continue;
-          }
-          // A cluster back-end holds the child until its parent has succeeded.
-          if (parent == Phase::running && executor.schedules_dependencies()) {
-            after = run->parent;
-          } else if (parent != Phase::finished) {
-            continue;
-          }
-        }
-        Task task;
-        try {
-          task = task_for(*run);
-          task.after = after;
-          executor.submit(task);
-        } catch (const std::exception& e) {
-          phase[run->name] = Phase::failed;
-          say(fmt::format("{}: failed: {}", run->name, e.what()));
-          continue;
-        }
-        const bool growing = task.steps.front().front() == "grow";
-        if (growing) grows.insert(run->name);
-        round.emplace_back(run->name, task);
-        active.push_back(run->name);
-        result.submitted.push_back(run->name);
-        phase[run->name] = Phase::running;
-      }
-      executor.flush();  // a cluster back-end sends the round here (an sbatch refusal is a UsageError)
-      for (const auto& [name, task] : round) {
-        const bool growing = task.steps.front().front() == "grow";
-        const std::string where = executor.where(name);
-        const std::string doing = growing ? "growing from " + by_name[name]->parent + ", then training"
-                                  : task.steps.front().front() == "eval" ? "evaluating"
-                                                                         : "training";
-        say(fmt::format("{}: {}{}{} (log {})", name, doing,
-                        where.empty() ? "" : ", as " + where,
-                        task.after.empty() ? "" : " after " + task.after + " succeeds", task.log_path));
-      }
-    }
-    if (active.empty()) break;
-    if (options.detach && !stopping) {
-      // Submitted: the cluster runs them; `tfw jobs --slurm` follows them.
-      result.detached = true;
-      break;
-    }
-    for (const std::string& name : executor.poll(0.5)) {
-      active.erase(std::find(active.begin(), active.end(), name));
-      const TaskStatus status = executor.status(name);
-      if (status.state == TaskState::succeeded) {
-        phase[name] = Phase::finished;
-        say(fmt::format("{}: finished", name));
-      } else if (status.state == TaskState::cancelled || status.exit_code == 130 || stopping) {
-        phase[name] = Phase::stopped;
-        say(fmt::format("{}: stopped (exit {})", name, status.exit_code));
-      } else {
-        phase[name] = Phase::failed;
-        say(fmt::format("{}: failed (exit {}); see {}/{}.log", name, status.exit_code, work, name));
-      }
-    }
-    if (options.on_progress && !active.empty()) {
-      std::vector<RunProgress> lines;
-      for (const std::string& name : active) {
-        const bool growing = grows.count(name) && executor.status(name).step == 0;
-        lines.push_back(progress.read(*by_name[name], growing));
-      }
-      options.on_progress(lines);
-    }
-  }
-  for (const ExperimentRun* run : runs) {
-    result.finished += phase[run->name] == Phase::finished;
-    result.failed += phase[run->name] == Phase::failed;
-    result.blocked += phase[run->name] == Phase::blocked;
-    result.stopped += phase[run->name] == Phase::stopped || phase[run->name] == Phase::pending;
-    std::optional<RunRecord> record = store->run_in_experiment(experiment.name, run->name);
-    if (!record) continue;
+  options_.on_progress(lines);
+}
+
+// The counts, the contention notes of the runs' records, and the summary line.
+void Batch::tally() {
+  records_->refresh();
+  for (const ExperimentRun* run : runs_) {
+    const Phase phase = phase_[run->name];
+    result_.finished += phase == Phase::finished;
+    result_.failed += phase == Phase::failed;
+    result_.blocked += phase == Phase::blocked;
+    result_.stopped += phase == Phase::stopped || phase == Phase::pending;
+    const RunRecord* record = records_->find(run->name);
+    if (record == nullptr) continue;
     const nlohmann::json metrics = nlohmann::json::parse(record->final_metrics, nullptr, false);
     if (metrics.is_object() && metrics.value("contended", false)) {
-      result.contended.push_back(fmt::format("contention: other processes used {:.0f}% of the CPUs while {} trained; "
-                                             "its times are not comparable with a run on an idle machine",
-                                             100 * metrics.value("other_cpu_share", 0.0), run->name));
+      result_.contended.push_back(fmt::format("contention: other processes used {:.0f}% of the CPUs while {} trained; "
+                                              "its times are not comparable with a run on an idle machine",
+                                              100 * metrics.value("other_cpu_share", 0.0), run->name));
     }
   }
-  result.summary = fmt::format("experiment {}: {} of {} runs finished, {} failed, {} blocked by a failed parent",
-                               experiment.name, result.finished, result.runs, result.failed, result.blocked);
-  if (result.detached) {
-    result.summary = fmt::format("experiment {}: {} of {} runs submitted to {}, {} finished before",
-                                 experiment.name, result.submitted.size(), result.runs, executor.describe(),
-                                 result.finished);
-    result.stopped = 0;
+  result_.summary = fmt::format("experiment {}: {} of {} runs finished, {} failed, {} blocked by a failed parent",
+                                experiment_.name, result_.finished, result_.runs, result_.failed, result_.blocked);
+  if (result_.detached) {
+    result_.summary = fmt::format("experiment {}: {} of {} runs submitted to {}, {} finished before",
+                                  experiment_.name, result_.submitted.size(), result_.runs, executor_.describe(),
+                                  result_.finished);
+    result_.stopped = 0;
   }
-  return result;
+}
+
+}  // namespace
+
+BatchResult batch_execute(const Experiment& experiment, const std::vector<const ExperimentRun*>& runs,
+                          Executor& executor, const BatchOptions& options) {
+  return Batch(experiment, runs, executor, options).run();
 }
 
 }  // namespace tfw::runner

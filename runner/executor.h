@@ -26,6 +26,10 @@ struct Task {
   std::string after;
 };
 
+// The exit status of a `tfw` step that was asked to stop (SIGINT, SIGTERM) and checkpointed
+// (workbench/cli/main.cpp): the task is stopped, not failed, and the next batch resumes it.
+inline constexpr int kExitStopped = 130;
+
 struct TaskStatus {
   TaskState state = TaskState::pending;
   std::size_t step = 0;  // the step running, or the one that ended the task
