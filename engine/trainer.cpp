@@ -84,6 +84,39 @@ struct StepResult {
   double wall = 0;  // the run's wall time when the update was computed
 };
 
+// The trainer's observers: the caller's (TrainOptions::observer), then metrics.jsonl (rank 0).
+class Observers : public RunObserver {
+ public:
+  void add(RunObserver* observer) {
+    if (observer != nullptr) all_.push_back(observer);
+  }
+  void metric(const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
+              double value) override {
+    for (RunObserver* o : all_) o->metric(key, step, tokens, flops, wall, value);
+  }
+  void event(const std::string& kind, std::int64_t step, const std::string& payload_json) override {
+    for (RunObserver* o : all_) o->event(kind, step, payload_json);
+  }
+  void before_checkpoint() override {
+    for (RunObserver* o : all_) o->before_checkpoint();
+  }
+  void checkpoint(const CheckpointSaved& saved) override {
+    for (RunObserver* o : all_) o->checkpoint(saved);
+  }
+  void checkpoint_removed(const std::string& path) override {
+    for (RunObserver* o : all_) o->checkpoint_removed(path);
+  }
+  void progress(const TrainProgress& progress) override {
+    for (RunObserver* o : all_) o->progress(progress);
+  }
+  void message(const std::string& line) override {
+    for (RunObserver* o : all_) o->message(line);
+  }
+
+ private:
+  std::vector<RunObserver*> all_;
+};
+
 class Trainer {
  public:
   Trainer(const Registry& registry, const RunConfig& config, const TrainOptions& options);
@@ -104,7 +137,7 @@ class Trainer {
   StepResult step(bool stop_here);
   double forward_backward(double* data_seconds);
   void on_nonfinite(double loss, double wall);
-  double evaluate(std::int64_t step, std::int64_t tokens, double flops, double wall);
+  double evaluate(double wall);  // at the current step
   bool evaluate_if_due(const StepResult& result);
   void save();
   TrainProgress progress_of(const StepResult& result) const;
@@ -114,11 +147,16 @@ class Trainer {
   std::unique_ptr<AdamW> make_optimizer() const;
   bool due(std::int64_t every) const { return state_.step % every == 0 || state_.step == plan_.total_steps; }
   double wall() const { return wall_before_ + seconds_since(process_start_); }
-  void say(const std::string& message) const {
-    if (options_.on_message) options_.on_message(message);
+  void say(const std::string& message) { observers_.message(message); }
+  void event(const std::string& kind, std::int64_t step, const std::string& payload) {
+    observers_.event(kind, step, payload);
   }
-  void event(const std::string& kind, std::int64_t step, const std::string& payload) const {
-    if (options_.on_event) options_.on_event(kind, step, payload);
+  // A value at the current step; metrics are rank 0's alone.
+  void metric(const std::string& key, double value, double wall) {
+    if (writer_) observers_.metric(key.c_str(), state_.step, state_.tokens, state_.flops, wall, value);
+  }
+  void flush_metrics() {
+    if (metrics_) metrics_->flush();
   }
 
   const Registry& registry_;
@@ -142,7 +180,8 @@ class Trainer {
   bool started_from_checkpoint_ = false;
   std::optional<MaskedTokenHold> held_;
   std::vector<GrowthStage> stages_;
-  std::optional<MetricLog> metrics_;
+  std::optional<MetricLog> metrics_;  // metrics.jsonl, on rank 0
+  Observers observers_;
   TrainSummary summary_;
   StepTimes times_;  // this process's steps: the one source of tokens/s, MFU and the ETA
   double comm_seconds_ = 0;
@@ -178,6 +217,7 @@ Trainer::Trainer(const Registry& registry, const RunConfig& config, const TrainO
   }
   local_B_ = B / world_;
   first_row_ = rank_ * local_B_;
+  observers_.add(options_.observer);
   open_data();
   state_.model = family_.build(*config_.model.spec, train_.seed);
   state_.model->to(device_);
@@ -282,7 +322,10 @@ void Trainer::prepare() {
   state_.restart_step = growth_restart_step(config_, state_.step - 1, plan_.total_steps);
   state_.config_toml = config_text(config_.resolved);
   if (writer_) std::ofstream(options_.run_dir + "/config.toml") << "# resolved run config\n" << config_.resolved << "\n";
-  metrics_.emplace(writer_ ? options_.run_dir + "/metrics.jsonl" : "", options_.on_metric);
+  if (writer_) {
+    metrics_.emplace(options_.run_dir + "/metrics.jsonl");
+    observers_.add(&*metrics_);
+  }
   summary_.inherited_flops = state_.inherited_flops;
   // MFU is over the world's peak: each rank's threads have the peak rank 0 measured (or took
   // from TFW_HOME/machine.toml) for its own thread count.
@@ -303,8 +346,8 @@ void Trainer::prepare() {
 // LibTorch or thread count adds its own event, and reports warn when a group's runs differ.
 void Trainer::announce() {
   if (started_from_checkpoint_ && state_.step == 0) {
-    state_.val_loss = evaluate(0, 0, 0, 0);
-    metrics_->flush();
+    state_.val_loss = evaluate(0);  // step 0: no tokens, no FLOPs, no time yet
+    flush_metrics();
     event("evaluation", 0, evaluation_payload(state_.val_loss, 0, summary_.val_metrics));
   }
   if (dist_ != nullptr) {
@@ -314,7 +357,7 @@ void Trainer::announce() {
                          {"master", fmt::format("{}:{}", dist_->env().master_addr, dist_->env().master_port)}}
               .dump());
   }
-  if (!options_.on_event) return;
+  if (options_.observer == nullptr) return;
   nlohmann::json provenance = {{"libtorch", torch_version()},
                                {"cuda", torch_cuda_version()},
                                {"device", train_.device},
@@ -351,12 +394,12 @@ TrainSummary Trainer::run() {
     progress.evaluated = evaluate_if_due(result);
     progress.val_loss = state_.val_loss;
     if (progress.evaluated) progress.val_metrics = summary_.val_metrics;
-    metrics_->flush();
+    flush_metrics();
     state_.wall_seconds = wall();
     if (due(train_.checkpoint_every)) save();
     progress.eval_seconds = summary_.eval_seconds;
     progress.checkpoint_seconds = summary_.checkpoint_seconds;
-    if (options_.on_progress) options_.on_progress(progress);
+    observers_.progress(progress);
     govern_threads();
   }
   state_.wall_seconds = wall();
@@ -398,10 +441,9 @@ void Trainer::grow(const GrowthStage& stage) {
                     stage.method->name(), stage.from->summary(), stage.to->summary(), stage.to->parameter_count(),
                     before, after, stage.extends_optimizer ? "extend" : "reset", stage.plan.exact ? "true" : "false"));
   const double wall = state_.wall_seconds;
-  metrics_->write(state_.step, state_.tokens, state_.flops, wall, "growth/loss_before", before);
-  metrics_->write(state_.step, state_.tokens, state_.flops, wall, "growth/loss_after", after);
-  metrics_->write(state_.step, state_.tokens, state_.flops, wall, "growth/parameters",
-                  static_cast<double>(stage.to->parameter_count()));
+  metric("growth/loss_before", before, wall);
+  metric("growth/loss_after", after, wall);
+  metric("growth/parameters", static_cast<double>(stage.to->parameter_count()), wall);
   summary_.growth_events += 1;
   say(fmt::format("step {}: {} grew {} -> {} ({} parameters); val loss {:.4f} -> {:.4f}", state_.step,
                   stage.method->name(), stage.from->summary(), stage.to->summary(), stage.to->parameter_count(),
@@ -447,9 +489,9 @@ StepResult Trainer::step(bool stop_here) {
   state_.flops += plan_.flops_per_step;
   state_.train_loss = result.loss;
   times_.add(seconds_since(step_start) - data_seconds, data_seconds);
-  metrics_->write(state_.step, state_.tokens, state_.flops, result.wall, "train/loss", result.loss);
-  metrics_->write(state_.step, state_.tokens, state_.flops, result.wall, "train/lr", result.lr);
-  metrics_->write(state_.step, state_.tokens, state_.flops, result.wall, "train/grad_norm", result.grad_norm);
+  metric("train/loss", result.loss, result.wall);
+  metric("train/lr", result.lr, result.wall);
+  metric("train/grad_norm", result.grad_norm, result.wall);
   return result;
 }
 
@@ -470,8 +512,8 @@ double Trainer::forward_backward(double* data_seconds) {
 // A NaN or infinite loss: recorded, then train.nan_policy: "stop" raises, "skip" drops the
 // update (the step still counts).
 void Trainer::on_nonfinite(double loss, double wall) {
-  metrics_->write(state_.step, state_.tokens, state_.flops, wall, "event/nonfinite_loss", loss);
-  metrics_->flush();
+  metric("event/nonfinite_loss", loss, wall);
+  flush_metrics();
   event("nan", state_.step, fmt::format(R"({{"loss":"{}","policy":"{}"}})", loss, train_.nan_policy));
   if (train_.nan_policy == "stop") {
     throw Error(with_hint(fmt::format("loss is {} at step {}; stopped (train.nan_policy = \"stop\")", loss,
@@ -484,10 +526,10 @@ void Trainer::on_nonfinite(double loss, double wall) {
 
 // One evaluation: every validation metric of the task (the loss first, returned), recorded as
 // val/KEY.
-double Trainer::evaluate(std::int64_t step, std::int64_t tokens, double flops, double wall) {
+double Trainer::evaluate(double wall) {
   const auto started = Clock::now();
   const std::vector<Metric> results = data_->validate(*state_.model, train_.eval_batches, precision_, dist_);
-  for (const Metric& metric : results) metrics_->write(step, tokens, flops, wall, "val/" + metric.key, metric.value);
+  for (const Metric& m : results) metric("val/" + m.key, m.value, wall);
   summary_.val_metrics = results;
   summary_.eval_seconds += seconds_since(started);
   return results.front().value;
@@ -497,7 +539,7 @@ double Trainer::evaluate(std::int64_t step, std::int64_t tokens, double flops, d
 bool Trainer::evaluate_if_due(const StepResult& result) {
   if (!due(train_.eval_every)) return false;
   state_.model->set_training_step(state_.step);  // the model after state_.step steps
-  state_.val_loss = evaluate(state_.step, state_.tokens, state_.flops, result.wall);
+  state_.val_loss = evaluate(result.wall);
   state_.best_val_loss = std::min(state_.best_val_loss, state_.val_loss);
   event("evaluation", state_.step, evaluation_payload(state_.val_loss, state_.tokens, summary_.val_metrics));
   return true;
@@ -509,15 +551,15 @@ void Trainer::save() {
   const auto started = Clock::now();
   // The store commits the metrics up to here before the checkpoint exists: a crash after it
   // becomes valid cannot lose them (resume rewrites only the steps after it).
-  if (options_.before_checkpoint) options_.before_checkpoint();
+  observers_.before_checkpoint();
   state_.sampler_state = data_->sampler_state();
   state_.config_toml = config_text(config_.resolved);
   state_.threads = runtime_active_threads();
   CheckpointInfo saved = checkpoint_save(checkpoint_dir_, *state_.model, state_.optimizer.get(), state_);
   summary_.last_checkpoint = saved.path;
-  if (options_.on_checkpoint) options_.on_checkpoint(saved.path, saved.step, saved.crc32, saved.size);
+  observers_.checkpoint({saved.path, saved.step, saved.crc32, saved.size});
   for (const std::string& removed : checkpoint_prune(checkpoint_dir_, train_.keep_checkpoints)) {
-    if (options_.on_checkpoint_removed) options_.on_checkpoint_removed(removed);
+    observers_.checkpoint_removed(removed);
   }
   summary_.checkpoint_seconds += seconds_since(started);
 }

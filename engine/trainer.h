@@ -16,50 +16,22 @@
 #include "engine/distributed.h"
 #include "engine/run_config.h"
 #include "engine/task.h"
+#include "engine/train/observer.h"
 
 namespace tfw {
 
-struct TrainProgress {
-  std::int64_t step = 0, total_steps = 0, tokens = 0, examples = 0;
-  double flops = 0, loss = 0, lr = 0, grad_norm = 0;
-  double tokens_per_second = 0, mfu = 0, eta_seconds = 0, elapsed_seconds = 0;
-  double val_loss = 0;  // NaN until the first evaluation
-  std::vector<Metric> val_metrics;  // on a step that evaluated: its metrics, the loss first (engine/task.h)
-  bool evaluated = false;  // this step ran an evaluation
-  // Measured time (docs/cli.md, "Where the time goes"), in this process: the mean step
-  // (forward, backward, clipping, update) and the mean batch draw per step over the last
-  // StepTimes::kWindow steps, as are tokens_per_second (training tokens over step time), mfu
-  // and eta_seconds; evaluation, checkpoint and growth time in total.
-  double step_seconds = 0, data_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
-  int threads = 0;  // torch threads in use (the ThreadGovernor may lower them)
-  // Data-parallel runs: the mean time per step spent averaging gradients (inside
-  // step_seconds), and the world size.
-  double comm_seconds = 0;
-  int world_size = 1;
-};
-
 struct TrainOptions {
   std::string home;      // TFW_HOME (data and the machine's peak-FLOPs cache)
-  std::string run_dir;   // metrics.jsonl, config.toml, checkpoints/
+  std::string run_dir;   // metrics.jsonl, config.toml, checkpoints/ (the engine's alone: nobody else deletes there)
   bool resume = false;   // continue from the last valid checkpoint in run_dir
   std::string init_from; // start a new run from this checkpoint's weights (a grown model); its
                          // lineage (inherited FLOPs, parent, growth method) carries over
   const std::atomic<bool>* stop = nullptr;  // set to stop after the current step
-  std::function<void(const TrainProgress&)> on_progress;  // every step
-  std::function<void(const std::string&)> on_message;      // data preparation, checkpoints
-  // Sinks for the run store (the engine does not know it; the CLI connects them).
-  std::function<void(const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
-                     double value)> on_metric;
-  std::function<void(const std::string& path, std::int64_t step, std::uint32_t crc32, std::uint64_t bytes)>
-      on_checkpoint;
-  // Called before each checkpoint is written: the store flushes its queued metrics here.
-  std::function<void()> before_checkpoint;
-  std::function<void(const std::string& path)> on_checkpoint_removed;
-  std::function<void(const std::string& kind, std::int64_t step, const std::string& payload_json)> on_event;
+  RunObserver* observer = nullptr;          // not owned; null: nobody watches
   // Data-parallel training (engine/distributed.h): this rank's process group, or null for a
   // single process. train.batch_size is the global batch: each rank trains on its share of
   // the windows one process would draw. Only rank 0 writes (run_dir, metrics, checkpoints,
-  // the sinks above); the others need no run_dir. On resume or --init-from, rank 0 reads the
+  // the observer's metrics); the others need no run_dir. On resume or --init-from, rank 0 reads the
   // checkpoint and sends weights, optimiser state and counters to the others.
   std::shared_ptr<DistGroup> dist;
   // The caller's part of the "provenance" event the trainer records as it starts (the commit

@@ -85,135 +85,137 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
   return run_dir;
 }
 
-}  // namespace
+// The resolved config as the TOML text the store keeps.
+std::string resolved_text(const RunConfig& config) {
+  std::ostringstream config_text;
+  config_text << config.resolved;
+  return config_text.str();
+}
 
-RunOutcome run_recorded(const Registry& registry, const RunRequest& request, const std::atomic<bool>* stop,
-                        const RunHooks& hooks, std::shared_ptr<DistGroup> dist) {
-  std::shared_ptr<RunBook> book = request.book ? request.book : local_run_book(request.home);
-  std::int64_t run_id = 0;
-  RunConfig config;
-  TrainOptions options;
-  options.home = request.home;
-  if (!request.resume.empty()) {
-    std::tie(options.run_dir, run_id) = book->resolve(request.resume, request.home);
-    // A run's folder is in its home; a record that names any other folder (one a recording
-    // client claimed, issue 33) is never written to: checkpoints, metrics and pruning stay
-    // inside TFW_HOME.
-    if (!path_inside(options.run_dir, request.home)) {
-      throw UsageError(with_hint(fmt::format("run '{}' has its folder at {}, outside this home ({}): tfw writes a "
-                                             "run only inside its TFW_HOME",
-                                             request.resume, options.run_dir, request.home),
-                                 "a run recorded from another machine resumes there, with --record-to"));
-    }
-    config = train_resume_config(registry, options.run_dir, request.overrides, request.extend);
-    if (!request.config.empty()) check_same_model(run_config_load(registry, request.config), config);
-    if (dist) config = dist_agree_config(*dist, registry, &config);
-    options.resume = true;
-  } else {
-    if (request.config.empty()) throw UsageError("tfw train needs a CONFIG.toml, or --resume RUN");
-    config = run_config_load(registry, request.config, request.overrides);
-    if (dist) config = dist_agree_config(*dist, registry, &config);
-    // A config that cannot train (no budget, a model that cannot fit in memory) is refused
-    // before anything is recorded or replaced.
-    train_memory_check(config, train_plan(config));
-    if (!request.init_from.empty()) {
-      options.init_from = request.init_from;
-      if (fs::is_directory(request.init_from)) {  // a folder `tfw grow --out` wrote
-        std::optional<std::string> grown = grown_checkpoint(request.init_from);
-        if (!grown) {
-          throw UsageError(with_hint(fmt::format("--init-from {}: the folder holds no complete checkpoint",
-                                                 request.init_from),
-                                     "grow into it first (tfw grow --out FOLDER), or name a checkpoint file"));
-        }
-        options.init_from = *grown;
-      }
-      // The model must be the checkpoint's; [data] and [train] are the new run's.
-      const CheckpointMeta origin = checkpoint_read_meta(options.init_from);
-      config = adopt_checkpoint_model(registry, config,
-                                      run_config_parse(registry, toml::parse(origin.config_toml, options.init_from),
-                                                       options.init_from));
-    }
-    options.run_dir = prepare_new_run(request, config, *book, hooks);
+// A run to resume: its folder and store id (into `options` and `run_id`), and the config it
+// continues with.
+RunConfig resumed_run_config(const Registry& registry, const RunRequest& request, RunBook& book,
+                             const std::shared_ptr<DistGroup>& dist, TrainOptions& options, std::int64_t& run_id) {
+  std::tie(options.run_dir, run_id) = book.resolve(request.resume, request.home);
+  // A run's folder is in its home; a record that names any other folder (one a recording
+  // client claimed, issue 33) is never written to: checkpoints, metrics and pruning stay
+  // inside TFW_HOME.
+  if (!path_inside(options.run_dir, request.home)) {
+    throw UsageError(with_hint(fmt::format("run '{}' has its folder at {}, outside this home ({}): tfw writes a "
+                                           "run only inside its TFW_HOME",
+                                           request.resume, options.run_dir, request.home),
+                               "a run recorded from another machine resumes there, with --record-to"));
   }
+  RunConfig config = train_resume_config(registry, options.run_dir, request.overrides, request.extend);
+  if (!request.config.empty()) check_same_model(run_config_load(registry, request.config), config);
+  if (dist) config = dist_agree_config(*dist, registry, &config);
+  options.resume = true;
+  return config;
+}
 
-  // Record the run: a new one (with its lineage), or the resumed one as the same run.
-  if (run_id == 0) {
-    std::ostringstream config_text;
-    config_text << config.resolved;
-    RunRecord record;
-    record.name = fs::path(options.run_dir).filename().string();
-    record.experiment = request.experiment;
-    record.family = config.model.family;
-    record.config = config_text.str();
-    record.seed = static_cast<std::int64_t>(config.train.seed);
-    record.git_commit = TFW_GIT_COMMIT;
-    record.host = host_name();
-    record.parameters = config.model.spec->parameter_count();
-    record.run_dir = fs::absolute(options.run_dir).string();
-    record.inherited_flops = 0;
-    if (!options.init_from.empty()) {
-      const LineageSource source = lineage_source(options.init_from);
-      run_id = book->create(record, &source);
-    } else {
-      run_id = book->create(record, nullptr);
+// The checkpoint --init-from names: the file itself, or the newest complete checkpoint of a
+// folder.
+std::string init_from_checkpoint(const std::string& init_from) {
+  if (fs::is_directory(init_from)) {  // a folder `tfw grow --out` wrote
+    std::optional<std::string> grown = grown_checkpoint(init_from);
+    if (!grown) {
+      throw UsageError(with_hint(fmt::format("--init-from {}: the folder holds no complete checkpoint", init_from),
+                                 "grow into it first (tfw grow --out FOLDER), or name a checkpoint file"));
     }
-  } else {
-    // The store's config becomes the one that runs (--set, --extend), from this checkpoint on.
-    std::ostringstream config_text;
-    config_text << config.resolved;
-    const CheckpointInfo latest = checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr);
-    book->resume(run_id, config_text.str(), latest.step);
+    return *grown;
   }
+  return init_from;
+}
 
-  book->beat(run_id, true);
-  std::int64_t last_tokens = 0;
-  double last_flops = 0;
-  options.on_metric = [&](const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
-                          double value) {
-    book->metric({run_id, key, step, tokens, flops, wall, value});
-    last_tokens = tokens;
-    last_flops = flops;
-  };
-  options.before_checkpoint = [&] { book->flush(); };  // metrics up to a checkpoint are stored before it
-  options.on_checkpoint = [&](const std::string& path, std::int64_t step, std::uint32_t crc32, std::uint64_t bytes) {
-    book->checkpoint_added({run_id, step, static_cast<std::int64_t>(bytes), fs::absolute(path).string(),
-                            fmt::format("crc32:{:08x}", crc32)},
-                           last_tokens, last_flops);
-  };
-  options.on_checkpoint_removed = [&](const std::string& path) {
-    book->checkpoint_removed(run_id, fs::absolute(path).string());
-  };
-  options.on_event = [&](const std::string& kind, std::int64_t step, const std::string& payload) {
-    book->event({run_id, step, kind, payload, 0});
-  };
-  options.provenance = {{"git_commit", TFW_GIT_COMMIT}, {"host", host_name()}};
-  options.stop = stop;
-  options.dist = dist;
-  options.on_message = hooks.on_message;
-  options.on_progress = hooks.on_progress;
-  if (hooks.on_start) hooks.on_start(config, options.run_dir, options.resume);
-
-  RunOutcome outcome;
-  outcome.run_id = run_id;
-  outcome.run_dir = options.run_dir;
-  outcome.model_name = config.model.name;
-  outcome.family = config.model.family;
-  outcome.world_size = dist ? dist_world(*dist) : 1;
-  const LoadMeter load;  // other processes' share of the CPUs while this run trains
-  try {
-    outcome.summary = train_run(registry, config, options);
-  } catch (const std::exception& e) {
-    try {
-      book->finish(run_id, RunStatus::failed, last_tokens, last_flops, "{}", e.what());
-    } catch (const std::exception& also) {
-      if (std::string(also.what()) == e.what()) throw;  // the record's own failure stopped the run
-      throw Error(fmt::format("{}\n  and the run could not be recorded as failed: {}", e.what(), also.what()));
-    }
-    throw;
+// A new run: its config (with the model of the checkpoint it starts from, --init-from) and its
+// folder, prepared (into `options`).
+RunConfig new_run_config(const Registry& registry, const RunRequest& request, RunBook& book, const RunHooks& hooks,
+                         const std::shared_ptr<DistGroup>& dist, TrainOptions& options) {
+  if (request.config.empty()) throw UsageError("tfw train needs a CONFIG.toml, or --resume RUN");
+  RunConfig config = run_config_load(registry, request.config, request.overrides);
+  if (dist) config = dist_agree_config(*dist, registry, &config);
+  // A config that cannot train (no budget, a model that cannot fit in memory) is refused
+  // before anything is recorded or replaced.
+  train_memory_check(config, train_plan(config));
+  if (!request.init_from.empty()) {
+    options.init_from = init_from_checkpoint(request.init_from);
+    // The model must be the checkpoint's; [data] and [train] are the new run's.
+    const CheckpointMeta origin = checkpoint_read_meta(options.init_from);
+    config = adopt_checkpoint_model(registry, config,
+                                    run_config_parse(registry, toml::parse(origin.config_toml, options.init_from),
+                                                     options.init_from));
   }
+  options.run_dir = prepare_new_run(request, config, book, hooks);
+  return config;
+}
+
+// Records a new run, with its lineage when it starts from a checkpoint: its store id.
+std::int64_t record_new_run(RunBook& book, const RunRequest& request, const RunConfig& config,
+                            const TrainOptions& options) {
+  RunRecord record;
+  record.name = fs::path(options.run_dir).filename().string();
+  record.experiment = request.experiment;
+  record.family = config.model.family;
+  record.config = resolved_text(config);
+  record.seed = static_cast<std::int64_t>(config.train.seed);
+  record.git_commit = TFW_GIT_COMMIT;
+  record.host = host_name();
+  record.parameters = config.model.spec->parameter_count();
+  record.run_dir = fs::absolute(options.run_dir).string();
+  record.inherited_flops = 0;
+  if (!options.init_from.empty()) {
+    const LineageSource source = lineage_source(options.init_from);
+    return book.create(record, &source);
+  }
+  return book.create(record, nullptr);
+}
+
+// The run's record as the trainer's observer: metrics, checkpoints and events go to the run
+// book (the store here, or a service); progress and messages to the caller's hooks. It keeps
+// the tokens and FLOPs last reported, which checkpoint rows and a failed run are recorded with.
+class RecordObserver : public RunObserver {
+ public:
+  RecordObserver(RunBook& book, std::int64_t run_id, const RunHooks& hooks)
+      : book_(book), run_id_(run_id), hooks_(hooks) {}
+  void metric(const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
+              double value) override {
+    book_.metric({run_id_, key, step, tokens, flops, wall, value});
+    tokens_ = tokens;
+    flops_ = flops;
+  }
+  void before_checkpoint() override { book_.flush(); }  // metrics up to a checkpoint are stored before it
+  void checkpoint(const CheckpointSaved& saved) override {
+    book_.checkpoint_added({run_id_, saved.step, static_cast<std::int64_t>(saved.bytes),
+                            fs::absolute(saved.path).string(), fmt::format("crc32:{:08x}", saved.crc32)},
+                           tokens_, flops_);
+  }
+  void checkpoint_removed(const std::string& path) override {
+    book_.checkpoint_removed(run_id_, fs::absolute(path).string());
+  }
+  void event(const std::string& kind, std::int64_t step, const std::string& payload) override {
+    book_.event({run_id_, step, kind, payload, 0});
+  }
+  void progress(const TrainProgress& progress) override {
+    if (hooks_.on_progress) hooks_.on_progress(progress);
+  }
+  void message(const std::string& line) override {
+    if (hooks_.on_message) hooks_.on_message(line);
+  }
+  std::int64_t tokens() const { return tokens_; }
+  double flops() const { return flops_; }
+
+ private:
+  RunBook& book_;
+  const std::int64_t run_id_;
+  const RunHooks& hooks_;
+  std::int64_t tokens_ = 0;
+  double flops_ = 0;
+};
+
+// The final metrics a finished (or stopped) run is recorded with: its summary's, its headline
+// validation metrics, and how busy the machine was while it trained.
+nlohmann::json final_metrics_of(const RunOutcome& outcome) {
   const TrainSummary& summary = outcome.summary;
-  outcome.other_cpu_share = load.other_cpu_share();
-  outcome.contended = load_contended(outcome.other_cpu_share, runtime_threads());
   nlohmann::json final_metrics = {{"train_loss", summary.train_loss}, {"val_loss", summary.val_loss},
                                   {"best_val_loss", summary.best_val_loss}, {"steps", summary.steps},
                                   {"tokens_per_second", summary.tokens_per_second}, {"mfu", summary.mfu},
@@ -230,8 +232,62 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
     final_metrics["other_cpu_share"] = outcome.other_cpu_share;
     final_metrics["contended"] = outcome.contended;
   }
+  return final_metrics;
+}
+
+}  // namespace
+
+RunOutcome run_recorded(const Registry& registry, const RunRequest& request, const std::atomic<bool>* stop,
+                        const RunHooks& hooks, std::shared_ptr<DistGroup> dist) {
+  std::shared_ptr<RunBook> book = request.book ? request.book : local_run_book(request.home);
+  std::int64_t run_id = 0;
+  TrainOptions options;
+  options.home = request.home;
+  RunConfig config = request.resume.empty()
+                         ? new_run_config(registry, request, *book, hooks, dist, options)
+                         : resumed_run_config(registry, request, *book, dist, options, run_id);
+
+  // Record the run: a new one (with its lineage), or the resumed one as the same run.
+  if (run_id == 0) {
+    run_id = record_new_run(*book, request, config, options);
+  } else {
+    // The store's config becomes the one that runs (--set, --extend), from this checkpoint on.
+    const std::string config_text = resolved_text(config);
+    const CheckpointInfo latest = checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr);
+    book->resume(run_id, config_text, latest.step);
+  }
+
+  book->beat(run_id, true);
+  RecordObserver record(*book, run_id, hooks);
+  options.observer = &record;
+  options.provenance = {{"git_commit", TFW_GIT_COMMIT}, {"host", host_name()}};
+  options.stop = stop;
+  options.dist = dist;
+  if (hooks.on_start) hooks.on_start(config, options.run_dir, options.resume);
+
+  RunOutcome outcome;
+  outcome.run_id = run_id;
+  outcome.run_dir = options.run_dir;
+  outcome.model_name = config.model.name;
+  outcome.family = config.model.family;
+  outcome.world_size = dist ? dist_world(*dist) : 1;
+  const LoadMeter load;  // other processes' share of the CPUs while this run trains
+  try {
+    outcome.summary = train_run(registry, config, options);
+  } catch (const std::exception& e) {
+    try {
+      book->finish(run_id, RunStatus::failed, record.tokens(), record.flops(), "{}", e.what());
+    } catch (const std::exception& also) {
+      if (std::string(also.what()) == e.what()) throw;  // the record's own failure stopped the run
+      throw Error(fmt::format("{}\n  and the run could not be recorded as failed: {}", e.what(), also.what()));
+    }
+    throw;
+  }
+  const TrainSummary& summary = outcome.summary;
+  outcome.other_cpu_share = load.other_cpu_share();
+  outcome.contended = load_contended(outcome.other_cpu_share, runtime_threads());
   outcome.status = summary.interrupted ? RunStatus::killed : RunStatus::finished;
-  book->finish(run_id, outcome.status, summary.tokens, summary.flops, final_metrics.dump(), "");
+  book->finish(run_id, outcome.status, summary.tokens, summary.flops, final_metrics_of(outcome).dump(), "");
   return outcome;
 }
 

@@ -77,6 +77,50 @@ TrainOptions options_for(const std::string& run) {
   return options;
 }
 
+// Asks the run to stop once it has trained `step` steps (as Ctrl-C would).
+class StopAt : public RunObserver {
+ public:
+  StopAt(std::atomic<bool>& stop, std::int64_t step) : stop_(stop), step_(step) {}
+  void progress(const TrainProgress& p) override {
+    if (p.step == step_) stop_ = true;
+  }
+
+ private:
+  std::atomic<bool>& stop_;
+  std::int64_t step_;
+};
+
+// Trains until `step` steps are done, then stops as Ctrl-C would (a checkpoint, interrupted).
+TrainSummary train_until(const RunConfig& config, TrainOptions& options, std::int64_t step) {
+  std::atomic<bool> stop{false};
+  StopAt stopper(stop, step);
+  options.stop = &stop;
+  options.observer = &stopper;
+  TrainSummary summary = train_run(test::plugins(), config, options);
+  options.stop = nullptr;
+  options.observer = nullptr;
+  return summary;
+}
+
+// The options that resume a stopped run in its folder.
+TrainOptions resuming(TrainOptions options) {
+  options.resume = true;
+  return options;
+}
+
+// Keeps the events of one kind, as "STEP:PAYLOAD".
+class EventsOf : public RunObserver {
+ public:
+  explicit EventsOf(std::string kind) : kind_(std::move(kind)) {}
+  void event(const std::string& kind, std::int64_t step, const std::string& payload) override {
+    if (kind == kind_) events.push_back(fmt::format("{}:{}", step, payload));
+  }
+  std::vector<std::string> events;
+
+ private:
+  std::string kind_;
+};
+
 std::vector<double> logged(const std::string& run_dir, const std::string& key) {
   std::vector<double> values;
   std::ifstream in(run_dir + "/metrics.jsonl");
@@ -274,18 +318,10 @@ TEST(Trainer, ResumeContinuesExactly) {
   train_run(test::plugins(), config, straight);
 
   TrainOptions interrupted = options_for("interrupted");
-  std::atomic<bool> stop{false};
-  interrupted.stop = &stop;
-  interrupted.on_progress = [&](const TrainProgress& p) {
-    if (p.step == 30) stop = true;
-  };
-  TrainSummary first = train_run(test::plugins(), config, interrupted);
+  TrainSummary first = train_until(config, interrupted, 30);
   EXPECT_TRUE(first.interrupted);
   EXPECT_EQ(first.steps, 30);
-  TrainOptions resumed = interrupted;
-  resumed.resume = true;
-  resumed.stop = nullptr;
-  resumed.on_progress = nullptr;
+  TrainOptions resumed = resuming(interrupted);
   RunConfig stored = train_resume_config(test::plugins(), resumed.run_dir, {});
   TrainSummary second = train_run(test::plugins(), stored, resumed);
   EXPECT_FALSE(second.interrupted);
@@ -351,12 +387,7 @@ TEST(Checkpoint, ResumeFromAnUpgradedLegacyCheckpointIsBitExact) {
   train_run(test::plugins(), config, straight);
 
   TrainOptions interrupted = options_for("legacy-interrupted");
-  std::atomic<bool> stop{false};
-  interrupted.stop = &stop;
-  interrupted.on_progress = [&](const TrainProgress& p) {
-    if (p.step == 30) stop = true;
-  };
-  ASSERT_EQ(train_run(test::plugins(), config, interrupted).steps, 30);
+  ASSERT_EQ(train_until(config, interrupted, 30).steps, 30);
   const std::string dir = interrupted.run_dir + "/checkpoints";
   const std::string current = dir + "/step-00000030.safetensors", legacy = dir + "/step-00000030.pt";
   {  // rewrite it in the old format: same model, optimiser, counters and generator state
@@ -366,10 +397,7 @@ TEST(Checkpoint, ResumeFromAnUpgradedLegacyCheckpointIsBitExact) {
     write_legacy_checkpoint(legacy, *model, &optimizer, meta);
     fs::remove(current);
   }
-  TrainOptions resumed = interrupted;
-  resumed.resume = true;
-  resumed.stop = nullptr;
-  resumed.on_progress = nullptr;
+  TrainOptions resumed = resuming(interrupted);
   try {
     train_run(test::plugins(), config, resumed);
     ADD_FAILURE() << "a legacy checkpoint was resumed from";
@@ -529,11 +557,10 @@ to = { n_attn = 48, n_ffn = 96 }
 TEST(OnlineGrowth, ExactGrowthKeepsTheLossAndCountsFlopsPerStage) {
   RunConfig config = config_of(with_growth(""), kGrowAt10);
   TrainOptions options = options_for("grow-online");
-  std::vector<std::string> events;
-  options.on_event = [&](const std::string& kind, std::int64_t step, const std::string& payload) {
-    if (kind == "growth") events.push_back(fmt::format("{}:{}", step, payload));
-  };
+  EventsOf growth("growth");
+  options.observer = &growth;
   TrainSummary summary = train_run(test::plugins(), config, options);
+  const std::vector<std::string>& events = growth.events;
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].rfind("10:{\"method\":\"pattention_grow\"", 0), 0u) << events[0];
   std::vector<double> before = logged(options.run_dir, "growth/loss_before");
@@ -557,16 +584,8 @@ TEST(OnlineGrowth, ResumeAfterAndBeforeTheEventContinuesExactly) {
   for (std::int64_t stop_at : {5, 20}) {  // before and after the growth event
     SCOPED_TRACE(stop_at);
     TrainOptions interrupted = options_for("grow-interrupted-" + std::to_string(stop_at));
-    std::atomic<bool> stop{false};
-    interrupted.stop = &stop;
-    interrupted.on_progress = [&](const TrainProgress& p) {
-      if (p.step == stop_at) stop = true;
-    };
-    train_run(test::plugins(), config, interrupted);
-    TrainOptions resumed = interrupted;
-    resumed.resume = true;
-    resumed.stop = nullptr;
-    resumed.on_progress = nullptr;
+    train_until(config, interrupted, stop_at);
+    TrainOptions resumed = resuming(interrupted);
     TrainSummary summary = train_run(test::plugins(), train_resume_config(test::plugins(), resumed.run_dir, {}), resumed);
     EXPECT_EQ(summary.steps, 30);
     std::vector<double> got = logged(interrupted.run_dir, "train/loss");
@@ -598,16 +617,8 @@ options = { ramp_steps = 12, at = "interleave" }
   ASSERT_EQ(before.size(), 1u);
   EXPECT_NEAR(after[0], before[0], 1e-5);  // c = 0 at the growth: the function is kept
   TrainOptions interrupted = options_for("msg-interrupted");
-  std::atomic<bool> stop{false};
-  interrupted.stop = &stop;
-  interrupted.on_progress = [&](const TrainProgress& p) {
-    if (p.step == 15) stop = true;  // c = 5/12
-  };
-  train_run(test::plugins(), config, interrupted);
-  TrainOptions resumed = interrupted;
-  resumed.resume = true;
-  resumed.stop = nullptr;
-  resumed.on_progress = nullptr;
+  train_until(config, interrupted, 15);  // c = 5/12
+  TrainOptions resumed = resuming(interrupted);
   const RunConfig resume_config = train_resume_config(test::plugins(), resumed.run_dir, {});
   const toml::table& model = *resume_config.resolved["model"].as_table();
   ASSERT_TRUE(model.contains("msg")) << model;
