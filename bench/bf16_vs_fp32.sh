@@ -11,13 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/bench/common.sh"
-tfw=${TFW:-$root/build/tfw}
-rounds=${ROUNDS:-3}
-steps=${STEPS:-300}
-home=$(mktemp -d)
-trap 'rm -rf "$home"' EXIT
-configs=("$@")
-[ ${#configs[@]} -gt 0 ] || configs=("$root/experiments/mini/quickstart-tokenformer.toml" "$root/experiments/mini/quickstart-transformer.toml")
+bench_setup 3 300 "$@"
 
 
 echo "$steps steps, $(nproc) threads, median of $rounds rounds; val loss after the last step"

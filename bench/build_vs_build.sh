@@ -13,12 +13,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/bench/common.sh"
 a=${TFW_A:?set TFW_A to the baseline tfw binary}
 b=${TFW_B:-$root/build/tfw}
-rounds=${ROUNDS:-5}
-steps=${STEPS:-60}
-home=$(mktemp -d)
-trap 'rm -rf "$home"' EXIT
-configs=("$@")
-[ ${#configs[@]} -gt 0 ] || configs=("$root/experiments/mini/quickstart-tokenformer.toml" "$root/experiments/mini/quickstart-transformer.toml")
+bench_setup 5 60 "$@"
 echo "A: $("$a" --version)"
 echo "B: $("$b" --version)"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $steps steps fp32, median of $rounds interleaved rounds"

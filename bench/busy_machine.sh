@@ -19,12 +19,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/bench/common.sh"
-tfw=${TFW:-$root/build/tfw}
-rounds=${ROUNDS:-3}
-steps=${STEPS:-100}
+bench_setup 3 100 "${1:-$root/experiments/mini/tiny-train-tokenformer.toml}"
 threads=${THREADS:-$(nproc)}
-config=${1:-$root/experiments/mini/tiny-train-tokenformer.toml}
-home=$(mktemp -d)
+config=${configs[0]}
 busy_pid=
 cleanup() { [ -n "$busy_pid" ] && kill "$busy_pid" 2>/dev/null; rm -rf "$home"; }
 trap cleanup EXIT

@@ -11,14 +11,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/bench/common.sh"
-tfw=${TFW:-$root/build/tfw}
 allreduce=${BENCH_ALLREDUCE:-$root/build/bench/bench_allreduce}
-rounds=${ROUNDS:-3}
-steps=${STEPS:-100}
-home=$(mktemp -d)
-trap 'rm -rf "$home"' EXIT
-configs=("$@")
-[ ${#configs[@]} -gt 0 ] || configs=("$root/experiments/mini/quickstart-tokenformer.toml" "$root/experiments/mini/quickstart-transformer.toml")
+bench_setup 3 100 "$@"
 
 echo "== Gloo all-reduce, 2 ranks on 127.0.0.1, float32 (median per call)"
 port=$(/usr/bin/python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")

@@ -13,13 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/bench/common.sh"
-tfw=${TFW:-$root/build/tfw}
-rounds=${ROUNDS:-3}
-steps=${STEPS:-30}
-home=$(mktemp -d)
-trap 'rm -rf "$home"' EXIT
-configs=("$@")
-[ ${#configs[@]} -gt 0 ] || configs=("$root/experiments/mini/quickstart-tokenformer.toml" "$root/experiments/mini/quickstart-transformer.toml")
+bench_setup 3 30 "$@"
 printf "%-28s %12s %12s %8s %11s %10s %15s\n" config "tfw tok/s" "python tok/s" ratio "MFU (round)" "MFU (best)" "round range"
 for config in "${configs[@]}"; do
   tfw_rates=(); py_rates=(); mfus=(); ratios=(); achieved=(); peaks=()

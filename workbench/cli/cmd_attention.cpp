@@ -203,7 +203,7 @@ void add_attention_command(CLI::App& app) {
                       "also list the validation contexts that activate this parameter token most; with --image, the "
                       "parameter token to map over the patches");
   command->add_option("--top", args->top, "how many contexts (default 10)")->check(CLI::PositiveNumber);
-  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
+  add_home_option(command, args->home);
   command->add_flag("--json", args->json, "machine-readable output");
   command->callback([args] { run_attention(*args); });
 }

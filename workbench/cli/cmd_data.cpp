@@ -106,7 +106,7 @@ void add_data_command(CLI::App& app) {
   prepare->add_flag("--force", args->force, "prepare again even if it exists");
   CLI::App* list = data->add_subcommand("list", "Prepared corpora and the built-in ones");
   for (CLI::App* command : {prepare, list}) {
-    command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+    add_home_option(command, args->home);
     command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
   }
   prepare->callback([args] { run_prepare(*args); });

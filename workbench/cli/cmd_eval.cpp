@@ -167,7 +167,7 @@ void add_eval_command(CLI::App& app) {
   command->add_option("--device", args->request.device,
                       "cpu, cuda or cuda:N (default: the run's train.device; a GPU run evaluates on the CPU too)");
   command->add_flag("--no-record", args->no_record, "print only; do not keep the results in the store");
-  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(command, args->home);
   command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
   command->callback([args] { run_eval(*args); });
 }

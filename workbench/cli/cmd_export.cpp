@@ -189,7 +189,7 @@ void add_export_command(CLI::App& app) {
                       "only with --out)");
   command->add_option("--paper-results", args->paper_results,
                       "the paper's numbers (default: assets/paper_results.toml next to the build)");
-  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(command, args->home);
   command->add_option("--bundle", args->bundles, "read the runs from this bundle (tfw runs export); repeatable");
   command->callback([args] { run_export(*args); });
 }

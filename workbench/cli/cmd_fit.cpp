@@ -63,7 +63,7 @@ void add_fit_command(CLI::App& app) {
   command->add_option("--experiment", args->experiments,
                       "use only the runs of this experiment (repeatable): runs of a family may differ in more than size");
   command->add_flag("--json", args->json, "print the fit as JSON");
-  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(command, args->home);
   command->callback([args] { run_fit(*args); });
 }
 

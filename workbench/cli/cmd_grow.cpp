@@ -139,7 +139,7 @@ void add_grow_command(CLI::App& app) {
   command->add_option("--seed", args->request.seed, "seed of new weights and noise");
   command->add_flag("--check", args->request.check,
                     "measure the largest logit difference and the losses on validation text");
-  command->add_option("--home", args->request.home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(command, args->request.home);
   command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
   command->callback([args] { run_grow(*args); });
 }

@@ -12,7 +12,7 @@ void add_gui_command(CLI::App& app) {
   auto options = std::make_shared<gui::GuiOptions>();
   CLI::App* command = app.add_subcommand("gui", "The workbench GUI: runs, loss curves, FLOPs against length, "
                                                 "parameter-attention maps, schedule designer");
-  command->add_option("--home", options->home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
+  add_home_option(command, options->home);
   command->add_option("--connect", options->connect,
                       "HOST:PORT of an engine service: show its runs (read over the socket; its TFW_HOME need "
                       "not be readable here) and launch and cancel through it (default: the runs of TFW_HOME, "

@@ -105,7 +105,7 @@ void add_report_command(CLI::App& app) {
   command->add_option("--index", args->index, "the index's file name, written for several experiments (default: README.md)");
   command->add_option("--paper-results", args->paper_results,
                       "the paper's numbers (default: assets/paper_results.toml next to the build)");
-  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(command, args->home);
   command->add_option("--bundle", args->bundles, "read the runs from this bundle (tfw runs export); repeatable");
   command->callback([args] { run_report(*args); });
 }

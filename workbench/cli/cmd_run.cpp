@@ -224,7 +224,7 @@ void add_run_command(CLI::App& app) {
   command->add_flag("--wait", args->wait, "slurm: follow the jobs until they end, instead of returning once submitted");
   command->add_option("--only", args->only, "only runs matching this glob (and their ancestors)");
   command->add_flag("--dry-run", args->dry_run, "print the plan (runs, parents, parameters, tokens, FLOPs, time)");
-  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(command, args->home);
   command->add_flag("--json", args->json, "with --dry-run: the plan as JSON (keys in docs/cli.md)");
   command->callback([args] { run_experiment(*args); });
 }

@@ -475,7 +475,7 @@ void add_runs_command(CLI::App& app) {
   CLI::App* remove = runs->add_subcommand("delete", "Delete runs' records (metrics, checkpoints, events) from the store");
   remove->add_option("runs", args->runs, "run ids or names")->required();
   remove->add_flag("--files", args->files, "also remove the run folders (only inside TFW_HOME)");
-  remove->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(remove, args->home);
   remove->callback([args] { run_delete(*args); });
   CLI::App* diff = runs->add_subcommand("diff", "The config keys that differ between two runs");
   diff->add_option("runs", args->runs, "two run ids or names")->required()->expected(2);
@@ -485,14 +485,14 @@ void add_runs_command(CLI::App& app) {
   out->add_option("--experiment", args->what.experiment, "every stopped run of this experiment");
   out->add_option("--out", args->out, "the bundle file to write")->required();
   out->add_flag("--checkpoints", args->what.checkpoints, "also the checkpoint files");
-  out->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(out, args->home);
   out->callback([args] { run_export(*args); });
   CLI::App* in = runs->add_subcommand("import", "Read a bundle's runs into a home: all of them, or none");
   in->add_option("bundle", args->bundle, "the bundle file (tfw runs export)")->required();
-  in->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(in, args->home);
   in->callback([args] { run_import(*args); });
   for (CLI::App* command : {list, show, compare, diff}) {
-    command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+    add_home_option(command, args->home);
     command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
   }
   list->callback([args] { run_list(*args); });

@@ -72,7 +72,7 @@ void add_sample_command(CLI::App& app) {
   command->add_option("--seed", args->request.seed, "the sampling seed: the same seed gives the same text (default 0)");
   command->add_flag("--no-cache", args->no_cache, "recompute the whole context every token (to compare timings)");
   command->add_flag("--quiet", args->quiet, "no timing line on stderr");
-  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(command, args->home);
   command->callback([args] { run_sample(*args); });
 }
 

@@ -26,7 +26,7 @@ void add_serve_command(CLI::App& app) {
                       "a file holding the secret every client must present (required off loopback)");
   command->add_option("--jobs", options->jobs, "jobs run at once (default 1; the cores are split)")
       ->check(CLI::PositiveNumber);
-  command->add_option("--home", options->home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
+  add_home_option(command, options->home);
   command->add_option("--idle-timeout", options->idle_timeout, "seconds a client may stay silent (default 300)")
       ->check(CLI::PositiveNumber);
   command->callback([options] {

@@ -182,7 +182,7 @@ void add_train_command(CLI::App& app) {
                       "with --resume and a new budget: keep (the lr schedule stays as it was) or stretch (recomputed "
                       "over the new budget)");
   command->add_option("--experiment", request.experiment, "record the run under this experiment (default: default)");
-  command->add_option("--home", args->home, "TFW_HOME (default: $TFW_HOME or ./tfw-home)");
+  add_home_option(command, args->home);
   command->add_flag("--json", args->json, "print the summary as JSON (keys in docs/cli.md)");
   command->add_option("--record-to", args->record_to,
                       "HOST:PORT of a `tfw serve` that records the run in its store (default: $TFW_RECORD_TO); "

@@ -33,6 +33,11 @@ void add_remote_commands(CLI::App& app);  // submit, jobs, cancel, watch
 void cluster_jobs_print(const std::string& home, const std::string& experiment, bool json);
 void cluster_cancel(const std::string& home, const std::string& target, bool json);
 
+// --home, with the one help text every command gives it.
+inline CLI::Option* add_home_option(CLI::App* command, std::string& home) {
+  return command->add_option("--home", home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
+}
+
 // Thrown by a command that stopped early on request (Ctrl-C): exit code 130.
 struct Interrupted {};
 
