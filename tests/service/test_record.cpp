@@ -153,14 +153,21 @@ TEST(Record, AnOutageLosesNothingAndGivingUpIsSaidAndResumable) {
     EXPECT_NE(log.find("gave up on the service at " + address), std::string::npos) << log;
     EXPECT_NE(log.find("were not recorded there"), std::string::npos) << log;
   }
-  // Back again: resuming completes the run, and the store has every step's loss once.
+  // Back again: resuming completes the run, and the store has every step's loss once. It
+  // resumes with a changed setting (--set train.eval_batches=3): record_resume carries the new
+  // config, and the service's store keeps the config that ran from then on.
   ServeProcess service(TFW_BINARY, {"--listen", address, "--home", home});
   ASSERT_EQ(service.address(), address) << service.first_line();
+  const std::string config_before = sql(home, "SELECT config FROM runs WHERE name = 'giveup'");
+  ASSERT_NE(config_before.find("eval_batches = 8"), std::string::npos) << config_before;
   const test::Result resumed = test::capture(fmt::format("TFW_FIXED_THREADS=1 {} --threads 1 train --resume {}/runs/giveup "
-                                                         "--home {} --record-to {}",
+                                                         "--home {} --record-to {} --set train.eval_batches=3",
                                                          TFW_BINARY, node, node, address));
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_EQ(sql(home, "SELECT status FROM runs WHERE name = 'giveup'"), "finished\n");
+  const std::string config_after = sql(home, "SELECT config FROM runs WHERE name = 'giveup'");
+  EXPECT_NE(config_after.find("eval_batches = 3"), std::string::npos) << config_after;
+  EXPECT_EQ(config_after.find("eval_batches = 8"), std::string::npos) << config_after;
   EXPECT_EQ(sql(home, "SELECT COUNT(*) FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.name = 'giveup' AND "
                       "m.key = 'train/loss'"),
             "600\n");
