@@ -32,6 +32,7 @@
 #include "engine/runtime.h"
 #include "engine/train/growth_stages.h"
 #include "engine/train/metric_log.h"
+#include "engine/train/observers.h"
 #include "engine/train/optim.h"
 #include "engine/train/schedule.h"
 #include "engine/train/step_times.h"
@@ -82,39 +83,6 @@ struct TrainState : CheckpointMeta {
 struct StepResult {
   double loss = 0, lr = 0, grad_norm = kNaN;
   double wall = 0;  // the run's wall time when the update was computed
-};
-
-// The trainer's observers: the caller's (TrainOptions::observer), then metrics.jsonl (rank 0).
-class Observers : public RunObserver {
- public:
-  void add(RunObserver* observer) {
-    if (observer != nullptr) all_.push_back(observer);
-  }
-  void metric(const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
-              double value) override {
-    for (RunObserver* o : all_) o->metric(key, step, tokens, flops, wall, value);
-  }
-  void event(const std::string& kind, std::int64_t step, const std::string& payload_json) override {
-    for (RunObserver* o : all_) o->event(kind, step, payload_json);
-  }
-  void before_checkpoint() override {
-    for (RunObserver* o : all_) o->before_checkpoint();
-  }
-  void checkpoint(const CheckpointSaved& saved) override {
-    for (RunObserver* o : all_) o->checkpoint(saved);
-  }
-  void checkpoint_removed(const std::string& path) override {
-    for (RunObserver* o : all_) o->checkpoint_removed(path);
-  }
-  void progress(const TrainProgress& progress) override {
-    for (RunObserver* o : all_) o->progress(progress);
-  }
-  void message(const std::string& line) override {
-    for (RunObserver* o : all_) o->message(line);
-  }
-
- private:
-  std::vector<RunObserver*> all_;
 };
 
 class Trainer {
@@ -181,7 +149,7 @@ class Trainer {
   std::optional<MaskedTokenHold> held_;
   std::vector<GrowthStage> stages_;
   std::optional<MetricLog> metrics_;  // metrics.jsonl, on rank 0
-  Observers observers_;
+  RunObservers observers_;  // the caller's, then metrics.jsonl
   TrainSummary summary_;
   StepTimes times_;  // this process's steps: the one source of tokens/s, MFU and the ETA
   double comm_seconds_ = 0;
