@@ -1,6 +1,6 @@
 // The paper's figures from the store, as SVG written directly (vector, for papers) and PNG
 // rasterised from that SVG by Debian's rsvg-convert (librsvg2-bin), so both show the same
-// drawing. Axis ticks come from the GUI's plot arithmetic (gui/plot_math.h) and colours from
+// drawing. Axis ticks come from the plot arithmetic the GUI uses too (common/plot_math.h), colours from
 // its palette (colormap.h): a figure and the GUI's curves look alike. Torch-free.
 #pragma once
 
