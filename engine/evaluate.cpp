@@ -390,6 +390,7 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
   report.tokenizer = config.data.tokenizer;
   report.blocks = mask_label(blocks);
   report.mask_description = mask;
+  if (!blocks.empty()) report.mask_layers = mask_layer_use(*model);
   report.seq_len = T;
   const std::unique_ptr<Tokenizer> tokenizer = tokenizer_create(config.data.tokenizer);
   const std::vector<double> token_bytes = token_byte_counts(*tokenizer, config.data.tokenizer);

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/mask_use.h"
+
 namespace tfw {
 
 class Registry;
@@ -67,6 +69,7 @@ struct EvalReport {
   std::string task = "language_model";  // engine/task.h
   std::string blocks;  // the parameter blocks used ("gcide+shared"; "" when unmasked), and how
   std::string mask_description;
+  std::vector<MaskLayerUse> mask_layers;  // each Pattention's tokens in use, when a mask is applied
   std::int64_t step = 0, seq_len = 0;
   std::vector<EvalResult> results;
 };

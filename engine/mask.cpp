@@ -119,6 +119,16 @@ std::string mask_apply(torch::nn::Module& model, const MaskConfig& config, const
   return fmt::format("blocks {}: tokens in use {}", mask_label(use), fmt::join(parts, ", "));
 }
 
+std::vector<MaskLayerUse> mask_layer_use(torch::nn::Module& model) {
+  std::vector<MaskLayerUse> out;
+  for (PattentionImpl* layer : pattentions(model)) {
+    const torch::Tensor& active = layer->active_tokens();
+    const std::int64_t n = layer->tokens();
+    out.push_back({layer->options().label(), active.defined() ? active.numel() : n, n});
+  }
+  return out;
+}
+
 void MaskedTokenHold::refresh(torch::nn::Module& model) {
   layers_.clear();
   for (PattentionImpl* layer : pattentions(model)) {

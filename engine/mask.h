@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include "engine/mask_use.h"
 #include "engine/run_config.h"
 
 namespace tfw {
@@ -24,6 +25,10 @@ std::string pattention_projection(const std::string& label);
 // Throws UsageError for a block not in `config`, a range past a layer's tokens, a projection
 // no layer of the model has, or a model without Pattention layers.
 std::string mask_apply(torch::nn::Module& model, const MaskConfig& config, const std::vector<std::string>& use);
+
+// Each Pattention of `model`, in order, with its tokens in use under its current mask (all of
+// them when unmasked).
+std::vector<MaskLayerUse> mask_layer_use(torch::nn::Module& model);
 
 // Holds the masked tokens of every masked Pattention still across an optimiser step: save()
 // before, restore() after. AdamW's decoupled weight decay (and momentum left from before the

@@ -71,6 +71,29 @@ TEST(ExperimentEval, EvaluatesEveryRunOnceWithItsBlocks) {
     EXPECT_NEAR(kjv, trainer_val_loss(kHome + "/runs/evals/" + name), 1e-6);
     EXPECT_EQ(sql("SELECT COUNT(*) FROM evaluations WHERE metric = 'cloze_accuracy' AND windows = 5 AND " + where), "2\n");
   }
+  // tfw eval --blocks says which blocks it used, and each layer's tokens in use: block b is
+  // attn [32, 64) and ffn [128, 256) of the tiny model's 2 layers (64 attention tokens in
+  // q, k, v and o, 256 in ffn).
+  const Result with_b = tfw("eval " + kHome + "/runs/evals/masked --corpus kjv --blocks b --no-record");
+  ASSERT_EQ(with_b.code, 0) << with_b.output;
+  const std::string said = "parameter mask: blocks b: tokens in use ffn 256/512, k 64/128, o 64/128, q 64/128, v 64/128";
+  EXPECT_NE(with_b.output.find(said), std::string::npos) << with_b.output;
+  for (const std::string& line : {fmt::format("  {:<18} {:>7} {:>7} {:>7}\n", "layers.0.q", 32, 32, 64),
+                                  fmt::format("  {:<18} {:>7} {:>7} {:>7}\n", "layers.1.o", 32, 32, 64),
+                                  fmt::format("  {:<18} {:>7} {:>7} {:>7}\n", "layers.1.ffn", 128, 128, 256)}) {
+    EXPECT_NE(with_b.output.find(line), std::string::npos) << line << with_b.output;
+  }
+  const Result as_json = tfw("eval " + kHome + "/runs/evals/masked --corpus kjv --blocks a,b --no-record --json");
+  ASSERT_EQ(as_json.code, 0) << as_json.output;
+  const std::string json_text = as_json.output.substr(as_json.output.find("{\n"));
+  const nlohmann::json layers = nlohmann::json::parse(json_text)["mask_layers"];
+  ASSERT_EQ(layers.size(), 10u);  // q, k, v, o and ffn of 2 layers
+  for (const nlohmann::json& layer : layers) EXPECT_EQ(layer["active"], layer["tokens"]) << layer.dump();
+  const Result all = tfw("eval " + kHome + "/runs/evals/masked --corpus kjv --blocks all --no-record");
+  ASSERT_EQ(all.code, 0) << all.output;
+  EXPECT_NE(all.output.find("parameter mask: none (--blocks all: every token in use)"), std::string::npos)
+      << all.output;
+
   // The masked run on jargon with block b differs from the same model with its own block a.
   EXPECT_NE(sql("SELECT value FROM evaluations WHERE metric = 'loss' AND corpus = 'jargon' AND blocks = 'b'"),
             sql("SELECT value FROM evaluations WHERE metric = 'loss' AND corpus = 'jargon' AND blocks = ''"));

@@ -50,6 +50,28 @@ std::optional<std::vector<std::string>> blocks_option(const std::string& text) {
 
 nlohmann::json number(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
 
+// The parameter mask the evaluation used: the blocks, then each Pattention's tokens in use.
+void print_mask(const EvalReport& report, const std::string& blocks_option) {
+  if (report.mask_layers.empty()) {
+    if (blocks_option == "all") std::cout << "parameter mask: none (--blocks all: every token in use)\n";
+    return;
+  }
+  std::cout << "parameter mask: " << report.mask_description << "\n";
+  std::cout << fmt::format("  {:<18} {:>7} {:>7} {:>7}\n", "layer", "in use", "masked", "tokens");
+  for (const MaskLayerUse& layer : report.mask_layers) {
+    std::cout << fmt::format("  {:<18} {:>7} {:>7} {:>7}\n", layer.layer, layer.active, layer.tokens - layer.active,
+                             layer.tokens);
+  }
+}
+
+nlohmann::json mask_layers_json(const EvalReport& report) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const MaskLayerUse& layer : report.mask_layers) {
+    out.push_back({{"layer", layer.layer}, {"active", layer.active}, {"tokens", layer.tokens}});
+  }
+  return out;
+}
+
 void run_eval(EvalArgs& args) {
   EvalRequest& request = args.request;
   request.home = home_resolve(args.home);
@@ -106,7 +128,7 @@ void run_eval(EvalArgs& args) {
     }
     print_json({{"checkpoint", report.checkpoint}, {"step", report.step}, {"family", report.family}, {"task", report.task},
                 {"model", report.model}, {"tokenizer", report.tokenizer}, {"seq_len", report.seq_len},
-                {"blocks", report.blocks},
+                {"blocks", report.blocks}, {"mask_layers", mask_layers_json(report)},
                 {"run_id", run == 0 ? nlohmann::json(nullptr) : nlohmann::json(run)}, {"results", results}});
     return;
   }
@@ -122,7 +144,7 @@ void run_eval(EvalArgs& args) {
   } else {
     std::cout << fmt::format("{} (step {}): {} {}, {} tokens, windows of {}\n", report.checkpoint, report.step,
                              report.family, report.model, report.tokenizer, report.seq_len);
-    if (!report.blocks.empty()) std::cout << "parameter mask: " << report.mask_description << "\n";
+    print_mask(report, args.blocks);
     std::cout << fmt::format("{:<20} {:<10} {:>8} {:>9} {:>8} {:>10} {:>10} {:>10}\n", "corpus", "windows", "count",
                              "tokens", "loss", "perplexity", "bits/tok", "bits/byte");
     for (const EvalResult& r : report.results) {
