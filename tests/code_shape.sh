@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The shape limits of docs/design/ARCHITECTURE.md ("Code shape"): no source file in engine/,
+# runner/, storage/ or workbench/ over 600 lines, and no function (lambdas included) over 120
+# lines in engine/, runner/ and storage/, or over 150 in workbench/. Function extents come
+# from Universal Ctags (its start and end lines of each definition).
+set -u
+root=${1:-.}
+cd "$root" || exit 2
+command -v ctags > /dev/null || { echo "code shape: ctags not found (Debian's universal-ctags; scripts/setup installs it)"; exit 2; }
+status=0
+sources() { (git ls-files "$@" 2>/dev/null || find "$@" -type f) | grep -E '\.(cpp|h|cu)$'; }
+while read -r lines file; do
+  [ "$file" = total ] && continue
+  if [ "$lines" -gt 600 ]; then echo "code shape: $file has $lines lines (at most 600)"; status=1; fi
+done < <(sources engine runner storage workbench | xargs wc -l)
+check_functions() {  # check_functions MAX FOLDER...
+  local max=$1; shift
+  while read -r start end file name; do
+    if [ $((end - start + 1)) -gt "$max" ]; then
+      echo "code shape: $file:$start $name is $((end - start + 1)) lines (at most $max)"; status=1
+    fi
+  done < <(sources "$@" | xargs ctags -x --fields=+ne --kinds-C++=f --language-force=C++ \
+             --_xformat='%n %e %F %N' 2>/dev/null)
+}
+check_functions 120 engine runner storage
+check_functions 150 workbench
+[ $status -eq 0 ] && echo "code shape: ok"
+exit $status
