@@ -106,27 +106,36 @@ void Registry::load_file(const std::string& path, const std::string& origin) {
   // Never dlclose a registered plugin: its objects live in the registry.
 }
 
-const ModelFamily& Registry::family(const std::string& name) const {
-  for (const Family& item : families_) {
-    if (item.entry.name == name) return *item.family;
+namespace {
+
+// The registered item named `name`; else a UsageError that lists the known names, or says
+// that no plugin of the kind is loaded.
+template <typename Item>
+const Item& registered(const std::vector<Item>& items, const std::string& name, const char* kind,
+                       const char* none_loaded, const char* known_label) {
+  for (const Item& item : items) {
+    if (item.entry.name == name) return item;
   }
   std::vector<std::string> known;
-  for (const Family& item : families_) known.push_back(item.entry.name);
-  throw UsageError(with_hint(fmt::format("unknown model family '{}'", name),
-                             known.empty() ? "no model family plugin is loaded; run `tfw plugins` "
-                                             "to see what was found and refused"
-                                           : fmt::format("known families: {}", fmt::join(known, ", "))));
+  for (const Item& item : items) known.push_back(item.entry.name);
+  throw UsageError(with_hint(fmt::format("unknown {} '{}'", kind, name),
+                             known.empty() ? std::string(none_loaded)
+                                           : fmt::format("{}: {}", known_label, fmt::join(known, ", "))));
+}
+
+}  // namespace
+
+const ModelFamily& Registry::family(const std::string& name) const {
+  return *registered(families_, name, "model family",
+                     "no model family plugin is loaded; run `tfw plugins` to see what was found and refused",
+                     "known families")
+              .family;
 }
 
 const GrowthMethod& Registry::growth_method(const std::string& name) const {
-  for (const Growth& item : growth_methods_) {
-    if (item.entry.name == name) return *item.method;
-  }
-  std::vector<std::string> known;
-  for (const Growth& item : growth_methods_) known.push_back(item.entry.name);
-  throw UsageError(with_hint(fmt::format("unknown growth method '{}'", name),
-                             known.empty() ? "no growth method plugin is loaded; run `tfw plugins`"
-                                           : fmt::format("known methods: {}", fmt::join(known, ", "))));
+  return *registered(growth_methods_, name, "growth method", "no growth method plugin is loaded; run `tfw plugins`",
+                     "known methods")
+              .method;
 }
 
 std::vector<PluginEntry> Registry::entries() const {
