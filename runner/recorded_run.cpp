@@ -35,11 +35,10 @@ std::string host_name() {
   return host;
 }
 
+// The model tables are compared as TOML values (an integer is not a float), not as text.
 void check_same_model(const RunConfig& given, const RunConfig& stored) {
-  std::ostringstream a, b;
-  a << *given.resolved["model"].as_table();
-  b << *stored.resolved["model"].as_table();
-  if (given.model.family != stored.model.family || a.str() != b.str()) {
+  if (given.model.family != stored.model.family ||
+      *given.resolved["model"].as_table() != *stored.resolved["model"].as_table()) {
     throw UsageError(with_hint(fmt::format("{} does not fit the checkpoint: its model is {} ({}), the run's is {} ({})",
                                            given.model.path, given.model.spec->summary(), given.model.family,
                                            stored.model.spec->summary(), stored.model.family),

@@ -129,6 +129,10 @@ const std::vector<Case> kCases = {
      "$T train $M/tiny-transformer.toml --home $H --name other --set train.max_steps=2 --init-from "
      "$H/runs/base/checkpoints/step-00000006.safetensors",
      2, "does not fit the checkpoint"},
+    {"resume with a config of the same family and another size",
+     "good c; sed -i 's/^n_attn = 64$/n_attn = 96/' c.toml; grep -q '^n_attn = 96$' c.toml && "
+     "$T train c.toml --resume base --home $H",
+     2, "does not fit the checkpoint"},
     {"resume a missing run", "$T train --resume nosuchrun --home $H", 2, "not found"},
     {"resume with a model change", "$T train --resume base --home $H --set model.d=32", 2,
      "only train.* keys can change on resume"},
