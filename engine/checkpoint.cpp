@@ -470,4 +470,29 @@ CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::opt
   return open.meta;
 }
 
+void model_weights_save(const std::string& path, Model& model, const std::map<std::string, std::string>& metadata) {
+  TensorsOut out;
+  for (const auto& [name, tensor] : checkpoint_model_tensors(model)) out.add(name, tensor);
+  std::string bytes = out.encode(metadata);
+  const std::string temp = path + ".tmp";
+  file_write_durably(temp, bytes.data(), bytes.size());
+  fs::rename(temp, path);
+}
+
+std::map<std::string, std::string> model_weights_load(const std::string& path, Model& model) {
+  OpenCheckpoint open;
+  open.file = std::make_unique<MappedFile>(path);
+  open.parsed = safetensors_parse(open.file->data(), open.file->size(), fmt::format("model weights '{}'", path));
+  for (const SafetensorsEntry& entry : open.parsed.tensors) open.by_name[entry.name] = &entry;
+  std::set<std::string> expected;
+  for (const auto& [name, tensor] : checkpoint_model_tensors(model)) {
+    load_into(open, path, name, tensor);
+    expected.insert(name);
+  }
+  for (const SafetensorsEntry& entry : open.parsed.tensors) {
+    if (expected.count(entry.name) == 0) does_not_fit(path, fmt::format("it holds '{}', which this model does not have", entry.name));
+  }
+  return open.parsed.metadata;
+}
+
 }  // namespace tfw

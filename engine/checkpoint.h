@@ -42,6 +42,16 @@ std::vector<std::pair<std::string, torch::Tensor>> checkpoint_model_tensors(Mode
 // The metadata entries checkpoint_save writes for `meta`.
 std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& meta);
 
+// The model's tensors alone (parameters and buffers under the model's own names: no "model."
+// prefix, no optimiser, no generator state) as a safetensors file at `path`, written
+// atomically, with `metadata` as its `__metadata__`: `tfw export-model`'s model.safetensors.
+void model_weights_save(const std::string& path, Model& model, const std::map<std::string, std::string>& metadata);
+
+// Reads such a file into `model`, by our own bounded parser: every tensor the model has, with
+// its dtype and shape, and nothing else (else UsageError naming the tensor). Returns the file's
+// metadata.
+std::map<std::string, std::string> model_weights_load(const std::string& path, Model& model);
+
 // checkpoint_verify for a given format version (the upgrade verifies version 1 files).
 void checkpoint_verify_version(const std::string& path, std::int64_t expected);
 

@@ -25,6 +25,20 @@ struct DecoderOptions {
   double rotary_base = 10000.0;
 };
 
+// A family's DecoderOptions from its spec's vocab, d, layernorm_eps, rotary_pct and rotary_base
+// (the keys tokenformer and transformer share), its embedding std and its head width.
+template <class Spec>
+DecoderOptions decoder_options(const Spec& spec, double embedding_std, std::int64_t head_dim) {
+  DecoderOptions options;
+  options.vocab = spec.vocab;
+  options.d = spec.d;
+  options.embedding_std = embedding_std;
+  options.final_norm_eps = spec.layernorm_eps;
+  options.rotary_dims = rotary_dims(head_dim, spec.rotary_pct);
+  options.rotary_base = spec.rotary_base;
+  return options;
+}
+
 class TiedDecoderLM : public LanguageModel {
  public:
   explicit TiedDecoderLM(const DecoderOptions& options);

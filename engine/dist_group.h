@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ class DistGroup {
  private:
   [[noreturn]] void fail(const std::string& what, const std::exception& cause);
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what);
+  // The work of a collective that `begin` starts on the backend; a failure to start throws
+  // as fail() does, naming `what`.
+  c10::intrusive_ptr<c10d::Work> start(const std::string& what,
+                                       const std::function<c10::intrusive_ptr<c10d::Work>()>& begin);
 
   DistEnv env_;
   c10::intrusive_ptr<c10d::Store> store_;

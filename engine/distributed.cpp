@@ -18,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "engine/dist_group.h"
+#include "engine/env_choice.h"
 #include "engine/error.h"
 
 namespace tfw {
@@ -133,17 +134,7 @@ std::optional<int> dist_master_port_from_environment() {
                                                                "itself when MASTER_PORT is not set"));
 }
 
-double dist_timeout_from_environment() {
-  const char* timeout = env_text("TFW_DIST_TIMEOUT");
-  if (timeout == nullptr) return 300;
-  char* end = nullptr;
-  const double seconds = std::strtod(timeout, &end);
-  if (end == timeout || *end != '\0' || !(seconds > 0)) {
-    throw UsageError(with_hint(fmt::format("TFW_DIST_TIMEOUT={}: expected a number of seconds > 0", timeout),
-                               "e.g. TFW_DIST_TIMEOUT=300 (the default)"));
-  }
-  return seconds;
-}
+double dist_timeout_from_environment() { return env_seconds("TFW_DIST_TIMEOUT", 300); }
 
 int dist_free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -232,15 +223,13 @@ std::string first_difference(const std::string& ours, const std::string& theirs)
 }  // namespace
 
 RunConfig dist_agree_config(DistGroup& group, const Registry& registry, const RunConfig* mine) {
-  std::string ours;
-  if (mine != nullptr) {
-    std::ostringstream text;
-    text << mine->resolved;
-    ours = text.str();
-  }
+  const std::string ours = mine != nullptr ? run_config_text(*mine) : std::string();
   const std::string theirs = group.broadcast_string(ours, "sending rank 0's config");
+  // Compared by identity; the text only names the first line that differs.
   std::string difference;
-  if (group.rank() != 0 && mine != nullptr && ours != theirs) difference = first_difference(ours, theirs);
+  if (group.rank() != 0 && mine != nullptr && config_identity(*mine) != config_identity(toml::parse(theirs))) {
+    difference = first_difference(ours, theirs);
+  }
   if (!difference.empty()) {
     group.store().set(fmt::format("tfw/config/{}", group.rank()),
                       std::vector<std::uint8_t>(difference.begin(), difference.end()));
@@ -330,16 +319,19 @@ void DistGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::stri
   }
 }
 
+c10::intrusive_ptr<c10d::Work> DistGroup::start(const std::string& what,
+                                                const std::function<c10::intrusive_ptr<c10d::Work>()>& begin) {
+  try {
+    return begin();
+  } catch (const std::exception& e) {
+    fail(what, e);
+  }
+}
+
 void DistGroup::allreduce_sum(std::vector<torch::Tensor>& tensors, const std::string& what) {
   for (torch::Tensor& tensor : tensors) {
     std::vector<torch::Tensor> one{tensor};
-    c10::intrusive_ptr<c10d::Work> work;
-    try {
-      work = group_->allreduce(one, c10d::AllreduceOptions{});
-    } catch (const std::exception& e) {
-      fail(what, e);
-    }
-    wait(work, what);
+    wait(start(what, [&] { return group_->allreduce(one, c10d::AllreduceOptions{}); }), what);
   }
 }
 
@@ -370,11 +362,8 @@ void DistGroup::average_gradients(const std::vector<torch::Tensor>& parameters, 
     for (const torch::Tensor& grad : bucket.grads) flat_views.push_back(grad.reshape({-1}));
     bucket.flat = torch::cat(flat_views);
     std::vector<torch::Tensor> one{bucket.flat};
-    try {
-      works.push_back(group_->allreduce(one, c10d::AllreduceOptions{}));
-    } catch (const std::exception& e) {
-      fail("the all-reduce of gradients", e);
-    }
+    works.push_back(start("the all-reduce of gradients",
+                          [&] { return group_->allreduce(one, c10d::AllreduceOptions{}); }));
   }
   for (std::size_t i = 0; i < buckets.size(); ++i) {
     wait(works[i], "the all-reduce of gradients");
@@ -394,13 +383,7 @@ void DistGroup::broadcast(std::vector<torch::Tensor>& tensors, const std::string
     // Gloo broadcasts contiguous tensors; parameters are, but go through a copy if not.
     torch::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
     std::vector<torch::Tensor> one{buffer};
-    c10::intrusive_ptr<c10d::Work> work;
-    try {
-      work = group_->broadcast(one, c10d::BroadcastOptions{});
-    } catch (const std::exception& e) {
-      fail(what, e);
-    }
-    wait(work, what);
+    wait(start(what, [&] { return group_->broadcast(one, c10d::BroadcastOptions{}); }), what);
     if (!buffer.is_same(tensor)) tensor.copy_(buffer);
   }
 }

@@ -1,13 +1,32 @@
-// A switch read once from the environment and shared by every thread, that code may also set
-// (tests and benchmarks compare both sides in one process): TFW_PATTENTION=reference,
-// TFW_PATTENTION_SCALAR=1, TFW_ATTENTION=manual.
+// Settings read from the environment. EnvChoice: a switch read once and shared by every
+// thread, that code may also set (tests and benchmarks compare both sides in one process):
+// TFW_PATTENTION=reference, TFW_PATTENTION_SCALAR=1, TFW_ATTENTION=manual. env_seconds: a
+// timeout (TFW_DIST_TIMEOUT, TFW_RECORD_TIMEOUT).
 #pragma once
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
 namespace tfw {
+
+// The number of seconds > 0 in the environment variable `name`, or `fallback` when it is unset
+// or empty; UsageError for anything else, so that a typo never silently means the default.
+inline double env_seconds(const char* name, double fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds > 0)) {
+    throw UsageError(with_hint(fmt::format("{}={}: expected a number of seconds > 0", name, text),
+                               fmt::format("e.g. {}={} (the default)", name, fallback)));
+  }
+  return seconds;
+}
 
 class EnvChoice {
  public:

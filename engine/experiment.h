@@ -78,7 +78,7 @@ struct Experiment {
 };
 
 // The figures `tfw export --figures` draws (docs/experiments.md).
-inline const std::vector<std::string> kFigureKinds = {"loss_vs_flops", "new_data", "flops_vs_length"};
+inline const std::vector<std::string> kFigureKinds = {"loss_vs_flops", "new_data", "flops_vs_length", "token_use"};
 
 // An experiment file, planned: merge (its `extends` chain, then each run's defaults, base
 // config, entry, grid value and seed), expand (grids and seeds into runs) and plan (each run

@@ -34,7 +34,6 @@ GrowResult grow_checkpoint(const Registry& registry, const GrowRequest& request)
   // The grown model as the method leaves it (msg adds its mask ramp, starting at step 0).
   target.model.spec = growth_grown_spec(registry.family(target.model.family), method, *source.model.spec,
                                         *target.model.spec, request.options, 0);
-  target.resolved.insert_or_assign("model", target.model.spec->to_toml());
   result.parameters_before = source.model.spec->parameter_count();
   result.parameters_after = target.model.spec->parameter_count();
 
@@ -74,10 +73,9 @@ GrowResult grow_checkpoint(const Registry& registry, const GrowRequest& request)
   CheckpointMeta meta;
   meta.val_loss = result.checked ? result.loss_after : std::nan("");
   meta.best_val_loss = meta.val_loss;
-  std::ostringstream config_text, options_text;
-  config_text << target.resolved;
+  std::ostringstream options_text;
   options_text << request.options;
-  meta.config_toml = config_text.str();
+  meta.config_toml = run_config_text(target);
   meta.inherited_flops = source_meta.inherited_flops + source_meta.flops;
   meta.parent_run = request.parent_run;
   meta.parent_checkpoint = std::filesystem::absolute(request.from_checkpoint).string();

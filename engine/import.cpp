@@ -534,9 +534,7 @@ std::string save_checkpoint(const fs::path& out, Model& lm, const RunConfig& con
   CheckpointMeta meta;
   meta.val_loss = std::nan("");
   meta.best_val_loss = meta.val_loss;
-  std::ostringstream resolved;
-  resolved << config.resolved;
-  meta.config_toml = resolved.str();
+  meta.config_toml = run_config_text(config);
   return checkpoint_save(out.string(), lm, nullptr, meta).path;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/plugin_api.h"
 
 namespace tfw {
 
@@ -24,6 +25,10 @@ std::shared_ptr<ImageClassifier> as_image_classifier(const std::shared_ptr<Model
                                "give a checkpoint of a vit or vision_tokenformer run"));
   }
   return classifier;
+}
+
+void family_spec_mismatch(const std::string& family, const ModelSpec& spec) {
+  throw UsageError(fmt::format("the {} family cannot build a '{}' model", family, spec.family()));
 }
 
 }  // namespace tfw

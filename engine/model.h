@@ -12,6 +12,7 @@
 namespace tfw {
 
 struct KVCache;  // engine/attention.h
+class ModelSpec;  // engine/plugin_api.h
 
 class Model : public torch::nn::Module {
  public:
@@ -61,5 +62,18 @@ class ImageClassifier : public Model {
 // `model` as a language model, or a UsageError saying that `what` (a command) needs one.
 std::shared_ptr<LanguageModel> as_language_model(const std::shared_ptr<Model>& model, const std::string& what);
 std::shared_ptr<ImageClassifier> as_image_classifier(const std::shared_ptr<Model>& model, const std::string& what);
+
+// Throws the UsageError of a family asked to build another family's spec.
+[[noreturn]] void family_spec_mismatch(const std::string& family, const ModelSpec& spec);
+
+// A ModelFamily::build(): `spec` as the family's own Spec type (else family_spec_mismatch),
+// built by `build` after seeding torch with `seed`, so that a build is deterministic in it.
+template <class Spec, class Build>
+std::shared_ptr<Model> family_build(const std::string& family, const ModelSpec& spec, std::uint64_t seed, Build build) {
+  const auto* own = dynamic_cast<const Spec*>(&spec);
+  if (own == nullptr) family_spec_mismatch(family, spec);
+  torch::manual_seed(seed);
+  return build(*own);
+}
 
 }  // namespace tfw

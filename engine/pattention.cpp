@@ -167,11 +167,14 @@ ScoreCapture::ScoreCapture(std::vector<std::string> labels)
   active_capture = this;
 }
 
+ScoreCapture::ScoreCapture(Sink sink) : sink_(std::move(sink)), previous_(active_capture) { active_capture = this; }
+
 ScoreCapture::~ScoreCapture() { active_capture = previous_; }
 
 ScoreCapture* ScoreCapture::active() { return active_capture; }
 
 void ScoreCapture::record(const std::string& label, const torch::Tensor& scores) {
+  if (sink_) return sink_(label, scores);
   if (!labels_.empty() && std::find(labels_.begin(), labels_.end(), label) == labels_.end()) return;
   scores_[label] = scores.detach().clone();
 }

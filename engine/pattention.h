@@ -9,6 +9,7 @@
 // as the authors' code does.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -35,6 +36,23 @@ struct PattentionSettings {
 };
 PattentionSettings pattention_settings_parse(ConfigTable& table);  // the caller calls finish()
 toml::table pattention_settings_toml(const PattentionSettings& settings);
+
+// Reads the [layernorm] and [pattention] sub-tables of a Pattention family's [model] table
+// (both finished) into `spec`'s layernorm_affine, layernorm_eps, norm, tau and pattention_eps:
+// the block settings tokenformer and vision_tokenformer share.
+template <class Spec>
+void pattention_blocks_parse(ConfigTable& model, Spec& spec) {
+  ConfigTable layernorm = model.sub("layernorm");
+  spec.layernorm_affine = layernorm.get_bool("affine", false);
+  spec.layernorm_eps = layernorm.get_double("eps", 1e-5);
+  layernorm.finish();
+  ConfigTable pattention = model.sub("pattention");
+  const PattentionSettings settings = pattention_settings_parse(pattention);
+  pattention.finish();
+  spec.norm = settings.norm;
+  spec.tau = settings.tau;
+  spec.pattention_eps = settings.eps;
+}
 
 struct PattentionOptions {
   PattentionOptions(std::int64_t d_in, std::int64_t d_out, std::int64_t tokens)
@@ -103,6 +121,10 @@ class ScoreCapture {
  public:
   // An empty filter captures every layer; otherwise only labels in it.
   explicit ScoreCapture(std::vector<std::string> labels = {});
+  // Hands each layer's scores (not detached, not copied) to `sink` instead of keeping them:
+  // for statistics over many batches without holding every batch's scores.
+  using Sink = std::function<void(const std::string& label, const torch::Tensor& scores)>;
+  explicit ScoreCapture(Sink sink);
   ~ScoreCapture();
   ScoreCapture(const ScoreCapture&) = delete;
   ScoreCapture& operator=(const ScoreCapture&) = delete;
@@ -115,6 +137,7 @@ class ScoreCapture {
 
  private:
   std::vector<std::string> labels_;
+  Sink sink_;
   std::map<std::string, torch::Tensor> scores_;
   ScoreCapture* previous_;
 };

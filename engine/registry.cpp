@@ -25,32 +25,32 @@ bool Registry::name_taken(const std::string& name, const std::string& kind) cons
   return false;
 }
 
-void Registry::add_model_family(std::shared_ptr<const ModelFamily> family) {
-  PluginEntry entry{family->name(), "model-family", family->version(), loading_path_,
-                    loading_origin_.empty() ? "in-process" : loading_origin_};
-  if (name_taken(entry.name, entry.kind)) {
-    rejected_.push_back({loading_path_, fmt::format("model family '{}' is already registered; "
-                                                    "this second copy is ignored", entry.name)});
-    return;
+std::optional<PluginEntry> Registry::entry_new(const std::string& name, const std::string& kind,
+                                               const std::string& version, const std::string& what) {
+  if (name_taken(name, kind)) {
+    rejected_.push_back({loading_path_, fmt::format("{} '{}' is already registered; this second copy is ignored",
+                                                    what, name)});
+    return std::nullopt;
   }
+  return PluginEntry{name, kind, version, loading_path_, loading_origin_.empty() ? "in-process" : loading_origin_};
+}
+
+void Registry::add_model_family(std::shared_ptr<const ModelFamily> family) {
+  std::optional<PluginEntry> entry = entry_new(family->name(), "model-family", family->version(), "model family");
+  if (!entry) return;
   if (!task_known(family->task())) {
     rejected_.push_back({loading_path_, fmt::format("model family '{}' declares the task '{}', which this tfw does not "
                                                     "know (language_model, image_classification); it is ignored",
-                                                    entry.name, family->task())});
+                                                    entry->name, family->task())});
     return;
   }
-  families_.push_back({std::move(family), std::move(entry)});
+  families_.push_back({std::move(family), std::move(*entry)});
 }
 
 void Registry::add_growth_method(std::shared_ptr<const GrowthMethod> method) {
-  PluginEntry entry{method->name(), "growth-method", method->version(), loading_path_,
-                    loading_origin_.empty() ? "in-process" : loading_origin_};
-  if (name_taken(entry.name, entry.kind)) {
-    rejected_.push_back({loading_path_, fmt::format("growth method '{}' is already registered; "
-                                                    "this second copy is ignored", entry.name)});
-    return;
-  }
-  growth_methods_.push_back({std::move(method), std::move(entry)});
+  std::optional<PluginEntry> entry = entry_new(method->name(), "growth-method", method->version(), "growth method");
+  if (!entry) return;
+  growth_methods_.push_back({std::move(method), std::move(*entry)});
 }
 
 void Registry::load_folder(const std::string& folder, const std::string& origin) {

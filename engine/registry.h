@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ class Registry : public PluginRegistrar {
     PluginEntry entry;
   };
   bool name_taken(const std::string& name, const std::string& kind) const;
+  // The entry of a plugin object registering now, or nothing (and a rejection naming it as
+  // `what`, e.g. "model family") when its name is taken.
+  std::optional<PluginEntry> entry_new(const std::string& name, const std::string& kind, const std::string& version,
+                                       const std::string& what);
 
   std::vector<Family> families_;
   std::vector<Growth> growth_methods_;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/registry.h"
+#include "engine/sha256.h"
 #include "engine/task.h"
 
 namespace tfw {
@@ -325,13 +327,28 @@ RunConfig run_config_parse(const Registry& registry, const toml::table& table, c
   config.train = train_parse(train_table);
   train_table.finish();
   top.finish();
-
-  config.resolved = toml::table{
-      {"name", model.name}, {"family", model.family}, {"model", model.spec->to_toml()},
-      {"data", data_to_toml(config.data)},
-      {"train", train_to_toml(config.train)}};
-  if (!model.description.empty()) config.resolved.insert("description", model.description);
   return config;
+}
+
+toml::table run_config_to_toml(const RunConfig& config) {
+  const ModelConfig& model = config.model;
+  toml::table table{{"name", model.name}, {"family", model.family}, {"model", model.spec->to_toml()},
+                    {"data", data_to_toml(config.data)}, {"train", train_to_toml(config.train)}};
+  if (!model.description.empty()) table.insert("description", model.description);
+  return table;
+}
+
+std::string run_config_text(const RunConfig& config) {
+  std::ostringstream text;
+  text << run_config_to_toml(config);
+  return text.str();
+}
+
+std::string config_identity(const toml::table& table) {
+  // As JSON: TOML's printer keeps how a file wrote a table (inline or not), JSON has one form.
+  std::ostringstream text;
+  text << toml::json_formatter{table};
+  return sha256_hex(text.str());
 }
 
 RunConfig run_config_load(const Registry& registry, const std::string& path,

@@ -141,8 +141,17 @@ struct RunConfig {
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
-  toml::table resolved;  // every table with defaults filled in; stored with runs and checkpoints
 };
+
+// The config as TOML, every table with its defaults filled in. It is derived from the typed
+// fields, never kept beside them: the store, checkpoints and run_dir/config.toml hold this.
+toml::table run_config_to_toml(const RunConfig& config);
+std::string run_config_text(const RunConfig& config);  // run_config_to_toml as text
+// A config's identity: the SHA-256 (hex) of its canonical text. Keys print sorted and values as
+// TOML values, so two tables that are equal as TOML have one identity, whatever file layout,
+// comments or key order they were written with.
+std::string config_identity(const toml::table& table);
+inline std::string config_identity(const RunConfig& config) { return config_identity(run_config_to_toml(config)); }
 
 // Reads `path`, applies `--set` overrides and validates every key.
 RunConfig run_config_load(const Registry& registry, const std::string& path,

@@ -12,7 +12,6 @@
 #include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -30,6 +29,7 @@
 #include "engine/peak.h"
 #include "engine/registry.h"
 #include "engine/runtime.h"
+#include "engine/token_use.h"
 #include "engine/train/growth_stages.h"
 #include "engine/train/metric_log.h"
 #include "engine/train/observers.h"
@@ -54,11 +54,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string config_text(const toml::table& resolved) {
-  std::ostringstream out;
-  out << resolved;
-  return out.str();
-}
 
 // An "evaluation" event's payload: the loss, the tokens, and the headline metrics (accuracy).
 std::string evaluation_payload(double val_loss, std::int64_t tokens, const std::vector<Metric>& metrics) {
@@ -288,8 +283,8 @@ void Trainer::prepare() {
   held_.emplace(*state_.model);
   stages_ = growth_stages(registry_, config_, state_.step, plan_.total_steps);
   state_.restart_step = growth_restart_step(config_, state_.step - 1, plan_.total_steps);
-  state_.config_toml = config_text(config_.resolved);
-  if (writer_) std::ofstream(options_.run_dir + "/config.toml") << "# resolved run config\n" << config_.resolved << "\n";
+  state_.config_toml = run_config_text(config_);
+  if (writer_) std::ofstream(options_.run_dir + "/config.toml") << "# resolved run config\n" << state_.config_toml << "\n";
   if (writer_) {
     metrics_.emplace(options_.run_dir + "/metrics.jsonl");
     observers_.add(&*metrics_);
@@ -398,7 +393,6 @@ void Trainer::grow(const GrowthStage& stage) {
   }
   state_.parameters = state_.model->parameters();
   config_.model.spec = stage.to;
-  config_.resolved.insert_or_assign("model", stage.to_model);
   plan_.flops_per_step = static_cast<double>(stage.to->flops_per_token(plan_.seq_len).training_per_example()) *
                          static_cast<double>(plan_.examples_per_step);
   if (stage.restarts_schedule) state_.restart_step = stage.event.at_step;
@@ -496,8 +490,13 @@ void Trainer::on_nonfinite(double loss, double wall) {
 // val/KEY.
 double Trainer::evaluate(double wall) {
   const auto started = Clock::now();
+  TokenUseMeter token_use(*state_.model);  // a grown model: how it uses its appended tokens
+  std::optional<ScoreCapture> capture;
+  if (!token_use.empty()) capture.emplace(token_use.sink());
   const std::vector<Metric> results = data_->validate(*state_.model, train_.eval_batches, precision_, dist_);
+  capture.reset();
   for (const Metric& m : results) metric("val/" + m.key, m.value, wall);
+  for (const Metric& m : token_use.metrics()) metric(m.key, m.value, wall);
   summary_.val_metrics = results;
   summary_.eval_seconds += seconds_since(started);
   return results.front().value;
@@ -521,7 +520,7 @@ void Trainer::save() {
   // becomes valid cannot lose them (resume rewrites only the steps after it).
   observers_.before_checkpoint();
   state_.sampler_state = data_->sampler_state();
-  state_.config_toml = config_text(config_.resolved);
+  state_.config_toml = run_config_text(config_);
   state_.threads = runtime_active_threads();
   CheckpointInfo saved = checkpoint_save(checkpoint_dir_, *state_.model, state_.optimizer.get(), state_);
   summary_.last_checkpoint = saved.path;

@@ -107,12 +107,10 @@ void refuse_changed(const BatchRecords& records, const Experiment& experiment,
     const RunRecord* record = records.find(run->name);
     if (record == nullptr || record->status != RunStatus::finished) continue;
     try {
-      if (toml::parse(record->config) == run->config.resolved) continue;
-      std::ostringstream now;
-      now << run->config.resolved;
+      if (config_identity(toml::parse(record->config)) == config_identity(run->config)) continue;
       changed.push_back(run->name);
       // What differs, as the store has it (the config that ran) against the file's.
-      for (const ConfigDifference& d : config_differences(record->config, now.str())) {
+      for (const ConfigDifference& d : config_differences(record->config, run_config_text(run->config))) {
         keys.push_back(fmt::format("    {}: {} = {} in the store, {} in the file", run->name, d.key,
                                    d.a.empty() ? "(absent)" : d.a, d.b.empty() ? "(absent)" : d.b));
       }

@@ -35,10 +35,11 @@ std::string host_name() {
   return host;
 }
 
-// The model tables are compared as TOML values (an integer is not a float), not as text.
-void check_same_model(const RunConfig& given, const RunConfig& stored) {
+// The model tables are compared by identity, as TOML values (an integer is not a float), not as
+// text. `stored_model` is the stored run's [model] table.
+void check_same_model(const RunConfig& given, const RunConfig& stored, const toml::table& stored_model) {
   if (given.model.family != stored.model.family ||
-      *given.resolved["model"].as_table() != *stored.resolved["model"].as_table()) {
+      config_identity(given.model.spec->to_toml()) != config_identity(stored_model)) {
     throw UsageError(with_hint(fmt::format("{} does not fit the checkpoint: its model is {} ({}), the run's is {} ({})",
                                            given.model.path, given.model.spec->summary(), given.model.family,
                                            stored.model.spec->summary(), stored.model.family),
@@ -46,24 +47,27 @@ void check_same_model(const RunConfig& given, const RunConfig& stored) {
   }
 }
 
+void check_same_model(const RunConfig& given, const RunConfig& stored) {
+  check_same_model(given, stored, stored.model.spec->to_toml());
+}
+
 // For --init-from: the checkpoint's [model] may carry state a growth method added (msg's
 // [model.msg] mask ramp), which the config does not name. Everything else must match; the run
 // then takes the checkpoint's model, state included.
 RunConfig adopt_checkpoint_model(const Registry& registry, const RunConfig& given, const RunConfig& stored) {
-  const toml::table& mine = *given.resolved["model"].as_table();
-  toml::table theirs = *stored.resolved["model"].as_table();
+  const toml::table mine = given.model.spec->to_toml();
+  const toml::table stored_model = stored.model.spec->to_toml();
+  toml::table theirs = stored_model;
   std::vector<std::string> added;
   for (const auto& [key, value] : theirs) {
     if (!mine.contains(key) && value.is_table()) added.emplace_back(key.str());
   }
   for (const std::string& key : added) theirs.erase(key);
-  RunConfig trimmed = stored;
-  trimmed.resolved.insert_or_assign("model", theirs);
-  check_same_model(given, trimmed);
+  check_same_model(given, stored, theirs);
   if (added.empty()) return given;
-  toml::table resolved = given.resolved;
-  resolved.insert_or_assign("model", *stored.resolved["model"].as_table());
-  return run_config_parse(registry, resolved, given.model.path);
+  toml::table adopted = run_config_to_toml(given);
+  adopted.insert_or_assign("model", stored_model);
+  return run_config_parse(registry, adopted, given.model.path);
 }
 
 // A new run's folder, freed of what an earlier attempt that never checkpointed left.
@@ -82,13 +86,6 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
   for (const char* stale : {"/metrics.jsonl", "/config.toml"}) fs::remove(run_dir + stale, ec);
   fs::create_directories(run_dir);
   return run_dir;
-}
-
-// The resolved config as the TOML text the store keeps.
-std::string resolved_text(const RunConfig& config) {
-  std::ostringstream config_text;
-  config_text << config.resolved;
-  return config_text.str();
 }
 
 // A run to resume: its folder and store id (into `options` and `run_id`), and the config it
@@ -155,7 +152,7 @@ std::int64_t record_new_run(RunBook& book, const RunRequest& request, const RunC
   record.name = fs::path(options.run_dir).filename().string();
   record.experiment = request.experiment;
   record.family = config.model.family;
-  record.config = resolved_text(config);
+  record.config = run_config_text(config);
   record.seed = static_cast<std::int64_t>(config.train.seed);
   record.git_commit = TFW_GIT_COMMIT;
   record.host = host_name();
@@ -251,7 +248,7 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
     run_id = record_new_run(*book, request, config, options);
   } else {
     // The store's config becomes the one that runs (--set, --extend), from this checkpoint on.
-    const std::string config_text = resolved_text(config);
+    const std::string config_text = run_config_text(config);
     const CheckpointInfo latest = checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr);
     book->resume(run_id, config_text, latest.step);
   }

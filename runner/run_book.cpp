@@ -122,9 +122,12 @@ namespace tfw::runner {
 
 void book_resume(Store& store, std::int64_t run, const std::string& config, std::int64_t step) {
   std::optional<RunRecord> record = store.run_get(run);
-  if (record && !config.empty() && record->config != config) {
+  // Compared key by key as TOML values, not as text: a config written another way is the same.
+  const std::vector<ConfigDifference> differences =
+      record && !config.empty() ? config_differences(record->config, config) : std::vector<ConfigDifference>{};
+  if (!differences.empty()) {
     nlohmann::json changes = nlohmann::json::array();
-    for (const ConfigDifference& d : config_differences(record->config, config)) {
+    for (const ConfigDifference& d : differences) {
       changes.push_back({{"key", d.key}, {"old", d.a}, {"new", d.b}});
     }
     store.run_set_config(run, config, {run, step, "config", nlohmann::json{{"changes", changes}, {"reason", "resume"}}.dump(), 0, 0});

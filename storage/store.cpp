@@ -52,6 +52,19 @@ void check_is_database(sqlite3* db, const std::string& path) {
   throw StoreError(store_failure(path, rc, message));
 }
 
+// A connection to the store file `path` opened with `flags` (sqlite3_open_v2's), checked to be
+// a database; throws StoreError (the connection closed) when either fails.
+sqlite3* database_open(const std::string& path, int flags) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close_v2(db);
+    throw StoreError(fmt::format("cannot open the store '{}': {}", path, message));
+  }
+  check_is_database(db, path);
+  return db;
+}
+
 // Holds an exclusive flock on <path>.lock for the lifetime of the object.
 class FileLock {
  public:
@@ -148,14 +161,7 @@ Store::~Store() { sqlite3_close_v2(db_); }
 
 std::unique_ptr<Store> Store::open(const std::string& path) {
   if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                      nullptr) != SQLITE_OK) {
-    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close_v2(db);
-    throw StoreError(fmt::format("cannot open the store '{}': {}", path, message));
-  }
-  check_is_database(db, path);
+  sqlite3* db = database_open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX);
   std::unique_ptr<Store> store(new Store(db, path, false));
   sqlite3_busy_timeout(db, 60000);
   exec(db, "PRAGMA foreign_keys = ON");
@@ -169,13 +175,7 @@ std::unique_ptr<Store> Store::open_readonly(const std::string& path) {
     throw StoreError(fmt::format("no store at '{}'\n  hint: runs are recorded there by `tfw train`; check --home / "
                                  "TFW_HOME", path));
   }
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
-    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close_v2(db);
-    throw StoreError(fmt::format("cannot open the store '{}': {}", path, message));
-  }
-  check_is_database(db, path);
+  sqlite3* db = database_open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX);
   std::unique_ptr<Store> store(new Store(db, path, true));
   sqlite3_busy_timeout(db, 60000);
   const int version = store->schema_version();

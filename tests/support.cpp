@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/error.h"
+#include "engine/model_export.h"
 #include "engine/runtime.h"
 
 namespace tfw::test {
@@ -37,16 +39,16 @@ ModelConfig config_from_repo(const std::string& relative_path) {
   return model_config_load(plugins(), std::string(TFW_SOURCE_DIR) + "/" + relative_path);
 }
 
-nlohmann::json toml_to_json(const toml::table& table) {
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [key, node] : table) {
-    if (const auto* sub = node.as_table()) out[std::string(key.str())] = toml_to_json(*sub);
-    else if (auto i = node.value_exact<std::int64_t>()) out[std::string(key.str())] = *i;
-    else if (auto d = node.value_exact<double>()) out[std::string(key.str())] = *d;
-    else if (auto b = node.value_exact<bool>()) out[std::string(key.str())] = *b;
-    else if (auto s = node.value_exact<std::string>()) out[std::string(key.str())] = *s;
+nlohmann::json toml_to_json(const toml::table& table) { return ::tfw::toml_to_json(table); }
+
+std::string usage_error(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const UsageError& e) {
+    return e.what();
   }
-  return out;
+  ADD_FAILURE() << "expected a UsageError";
+  return "";
 }
 
 std::vector<double> python_reference(const std::string& script, const std::string& dir, nlohmann::json meta,

@@ -2,6 +2,7 @@
 // configs from TOML text, float64 comparisons.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,9 @@ std::vector<double> python_reference(const std::string& script, const std::strin
 // within 1e-10, in that order, and that nothing is left over.
 void expect_matches_reference(const std::vector<double>& reference, const torch::Tensor& logits,
                               const torch::Tensor& loss, torch::nn::Module& model);
+
+// The message of the UsageError `body` throws; a test failure, and "", when it throws none.
+std::string usage_error(const std::function<void()>& body);
 
 // Largest absolute elementwise difference.
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);

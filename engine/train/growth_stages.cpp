@@ -86,7 +86,6 @@ std::vector<GrowthStage> growth_stages(const Registry& registry, const RunConfig
     view.finish();
     stage.plan = stage.method->plan(*stage.from, *stage.to, event.options);
     stage.to = growth_grown_spec(family, *stage.method, *stage.from, *stage.to, event.options, event.at_step);
-    stage.to_model = stage.to->to_toml();
     stage.restarts_schedule = restarts_schedule(event.options);
     stage.extends_optimizer =
         stage.method->in_place() && event.options["optimizer"].value_or(std::string("extend")) == "extend";

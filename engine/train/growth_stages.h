@@ -22,7 +22,6 @@ struct GrowthStage {
   GrowthEvent event;
   const GrowthMethod* method = nullptr;
   std::shared_ptr<const ModelSpec> from, to;
-  toml::table to_model;  // the resolved [model] table after the event
   GrowthPlan plan;
   bool restarts_schedule = false;  // options.lr_schedule = "restart"
   bool extends_optimizer = false;  // an in-place method with options.optimizer = "extend"

@@ -72,16 +72,7 @@ class TokenformerFamily : public ModelFamily {
       table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct),
                  "the paper uses 0.25");
     }
-    ConfigTable layernorm = table.sub("layernorm");
-    spec->layernorm_affine = layernorm.get_bool("affine", false);
-    spec->layernorm_eps = layernorm.get_double("eps", 1e-5);
-    layernorm.finish();
-    ConfigTable pattention = table.sub("pattention");
-    const PattentionSettings settings = pattention_settings_parse(pattention);
-    pattention.finish();
-    spec->norm = settings.norm;
-    spec->tau = settings.tau;
-    spec->pattention_eps = settings.eps;
+    pattention_blocks_parse(table, *spec);
     ConfigTable init = table.sub("init");
     spec->key_std = init.get_double("key_std", 0.02);
     spec->value_std = init.get_double("value_std", 0.0);
@@ -91,12 +82,7 @@ class TokenformerFamily : public ModelFamily {
   }
 
   std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
-    const auto* tokenformer = dynamic_cast<const TokenformerSpec*>(&spec);
-    if (tokenformer == nullptr) {
-      throw UsageError(fmt::format("the tokenformer family cannot build a '{}' model", spec.family()));
-    }
-    torch::manual_seed(seed);
-    return tokenformer_build(*tokenformer);
+    return family_build<TokenformerSpec>(name(), spec, seed, tokenformer_build);
   }
 };
 

@@ -51,13 +51,7 @@ class Block : public DecoderBlock {
 }  // namespace
 
 std::shared_ptr<LanguageModel> tokenformer_build(const TokenformerSpec& spec) {
-  DecoderOptions options;
-  options.vocab = spec.vocab;
-  options.d = spec.d;
-  options.embedding_std = spec.embedding_std;
-  options.final_norm_eps = spec.layernorm_eps;
-  options.rotary_dims = rotary_dims(spec.d / spec.heads, spec.rotary_pct);
-  options.rotary_base = spec.rotary_base;
+  const DecoderOptions options = decoder_options(spec, spec.embedding_std, spec.d / spec.heads);
   auto model = std::make_shared<TiedDecoderLM>(options);
   for (std::int64_t i = 0; i < spec.layers; ++i) model->add_block(std::make_shared<Block>(spec, i));
   return model;

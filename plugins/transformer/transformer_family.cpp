@@ -121,12 +121,7 @@ class TransformerFamily : public ModelFamily {
   }
 
   std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
-    const auto* transformer = dynamic_cast<const TransformerSpec*>(&spec);
-    if (transformer == nullptr) {
-      throw UsageError(fmt::format("the transformer family cannot build a '{}' model", spec.family()));
-    }
-    torch::manual_seed(seed);
-    return transformer_build(*transformer);
+    return family_build<TransformerSpec>(name(), spec, seed, transformer_build);
   }
 };
 

@@ -132,13 +132,7 @@ class MsgDecoderLM : public TiedDecoderLM {
 }  // namespace
 
 std::shared_ptr<LanguageModel> transformer_build(const TransformerSpec& spec) {
-  DecoderOptions options;
-  options.vocab = spec.vocab;
-  options.d = spec.d;
-  options.embedding_std = spec.init_std;
-  options.final_norm_eps = spec.layernorm_eps;
-  options.rotary_dims = rotary_dims(spec.head_dim, spec.rotary_pct);
-  options.rotary_base = spec.rotary_base;
+  const DecoderOptions options = decoder_options(spec, spec.init_std, spec.head_dim);
   if (spec.msg.on) {
     auto model = std::make_shared<MsgDecoderLM>(options, spec);
     for (std::int64_t i = 0; i < spec.layers; ++i) model->add_block(std::make_shared<Block>(spec, i, model->masks()));

@@ -156,10 +156,7 @@ class VitFamily : public ModelFamily {
   }
 
   std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
-    const auto* vit = dynamic_cast<const VitSpec*>(&spec);
-    if (vit == nullptr) throw UsageError(fmt::format("the vit family cannot build a '{}' model", spec.family()));
-    torch::manual_seed(seed);
-    return vit_build(*vit);
+    return family_build<VitSpec>(name(), spec, seed, vit_build);
   }
 };
 
@@ -190,16 +187,7 @@ class VisionTokenformerFamily : public ModelFamily {
     } else if (table.raw_self().contains("n_head")) {
       table.fail("n_head", "is only read with head = \"pattention\"", "remove it, or set head = \"pattention\"");
     }
-    ConfigTable layernorm = table.sub("layernorm");
-    spec->layernorm_affine = layernorm.get_bool("affine", false);
-    spec->layernorm_eps = layernorm.get_double("eps", 1e-5);
-    layernorm.finish();
-    ConfigTable pattention = table.sub("pattention");
-    const PattentionSettings settings = pattention_settings_parse(pattention);
-    pattention.finish();
-    spec->norm = settings.norm;
-    spec->tau = settings.tau;
-    spec->pattention_eps = settings.eps;
+    pattention_blocks_parse(table, *spec);
     ConfigTable init = table.sub("init");
     spec->init_std = init.get_double("std", 0.02);
     spec->key_std = init.get_double("key_std", 0.02);
@@ -209,12 +197,7 @@ class VisionTokenformerFamily : public ModelFamily {
   }
 
   std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
-    const auto* tokenformer = dynamic_cast<const VisionTokenformerSpec*>(&spec);
-    if (tokenformer == nullptr) {
-      throw UsageError(fmt::format("the vision_tokenformer family cannot build a '{}' model", spec.family()));
-    }
-    torch::manual_seed(seed);
-    return vision_tokenformer_build(*tokenformer);
+    return family_build<VisionTokenformerSpec>(name(), spec, seed, vision_tokenformer_build);
   }
 };
 

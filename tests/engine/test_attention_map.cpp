@@ -32,9 +32,7 @@ std::string save_model(const std::string& family, const std::string& dir, std::s
   RunConfig config = run_config_parse(test::plugins(), toml::parse(run_config_text(family), std::string("t.toml")), "t.toml");
   auto model = test::plugins().family(family).build(*config.model.spec, 7);
   CheckpointMeta meta;
-  std::ostringstream text;
-  text << config.resolved;
-  meta.config_toml = text.str();
+  meta.config_toml = tfw::run_config_text(config);
   meta.val_loss = meta.best_val_loss = std::nan("");
   const std::string path = checkpoint_save(dir, *model, nullptr, meta).path;
   if (out) *out = model;

@@ -22,17 +22,7 @@ n_ffn = 32
 vocab = 64
 )";
 
-// Returns the UsageError message of `body`, or fails the test.
-template <typename Body>
-std::string usage_error(Body body) {
-  try {
-    body();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a UsageError";
-  return "";
-}
+using test::usage_error;
 
 std::string write_temp(const std::string& name, const std::string& text) {
   auto dir = std::filesystem::temp_directory_path() / "tfw-test-config";
@@ -104,12 +94,43 @@ TEST(Config, Tf32IsOffByDefaultAndOnlyForCuda) {
   const std::string base = std::string(kTiny) + "[train]\nmax_steps = 3\n";
   RunConfig plain = run_config_load(test::plugins(), write_temp("plain.toml", base));
   EXPECT_FALSE(plain.train.tf32);
-  EXPECT_FALSE(plain.resolved["train"]["tf32"]);
+  EXPECT_FALSE(run_config_to_toml(plain)["train"]["tf32"]);
   std::string message =
       usage_error([&] { run_config_load(test::plugins(), write_temp("tf32.toml", base + "tf32 = true\n")); });
   EXPECT_NE(message.find("tf32.toml:11:8: train.tf32: TF32 matrix products are a CUDA setting"), std::string::npos)
       << message;
   EXPECT_NE(message.find("set train.device = \"cuda\""), std::string::npos) << message;
+}
+
+// A config's identity (issue 36): the TOML text is derived from the typed config, and two
+// files that say the same thing (other layout, comments, key order, an inline table) have one
+// identity; an integer and a float of the same size do not, nor does any changed value.
+TEST(Config, IdentityIsTheCanonicalFormNotTheText) {
+  const std::string base = std::string(kTiny) + "[train]\nmax_steps = 3\nlr = 0.003\n";
+  const RunConfig a = run_config_load(test::plugins(), write_temp("a.toml", base));
+  const RunConfig b = run_config_load(
+      test::plugins(), write_temp("b.toml", "# the same run, written another way\nfamily = \"tokenformer\"\nname = \"a\"\n"
+                                            "model = { vocab = 64, n_ffn = 32, n_attn = 8, heads = 2, d = 16, layers = 2 }\n"
+                                            "[train]\nlr = 3e-3 # 0.003\nmax_steps = 3\n"));
+  EXPECT_EQ(config_identity(a), config_identity(b));
+  EXPECT_EQ(config_identity(a).size(), 64u);  // SHA-256, hex
+  // Derived, not kept: reading the derived text back gives the same config.
+  const RunConfig again = run_config_parse(test::plugins(), toml::parse(run_config_text(a)), "a.toml");
+  EXPECT_EQ(run_config_text(again), run_config_text(a));
+  EXPECT_EQ(config_identity(again), config_identity(a));
+  // What the trainer does on growth (the model changes) changes the text and the identity.
+  toml::table model = a.model.spec->to_toml();
+  model.insert_or_assign("n_attn", 16);
+  toml::table table = run_config_to_toml(a);
+  table.insert_or_assign("model", model);
+  const RunConfig grown = run_config_parse(test::plugins(), table, "a.toml");
+  EXPECT_NE(config_identity(grown), config_identity(a));
+  EXPECT_EQ(run_config_to_toml(grown)["model"]["n_attn"].value<std::int64_t>(), 16);
+  // An integer is not a float, as TOML values.
+  toml::table as_float = run_config_to_toml(a), as_int = as_float;
+  as_float.insert_or_assign("x", 3.0);
+  as_int.insert_or_assign("x", 3);
+  EXPECT_NE(config_identity(as_float), config_identity(as_int));
 }
 
 TEST(Config, MissingKeyAndUnknownFamily) {

@@ -572,6 +572,16 @@ TEST(OnlineGrowth, ExactGrowthKeepsTheLossAndCountsFlopsPerStage) {
   const double small = train_plan(config).flops_per_step, large = train_plan(grown).flops_per_step;
   EXPECT_DOUBLE_EQ(summary.flops, 10 * small + 20 * large);
   EXPECT_EQ(summary.growth_events, 1);
+  // The evaluations after the growth at 10 (steps 25 and 30; eval_every 25) say how the
+  // appended tokens are used: zero keys at first, moved by 15 and 20 steps of training.
+  const std::vector<double> mass = logged(options.run_dir, "token_use/appended_mass");
+  ASSERT_EQ(mass.size(), 2u);
+  for (double m : mass) {
+    EXPECT_GT(m, 0.0);
+    EXPECT_LT(m, 1.0 / 3.0);  // 16 of 48 attention and 32 of 96 FFN tokens are new: less than if used alike
+  }
+  EXPECT_EQ(logged(options.run_dir, "token_use/layers.1.ffn/appended_active").size(), 2u);
+  EXPECT_GT(logged(options.run_dir, "token_use/layers.0.q/key_norm_old").at(0), 0.0);
 }
 
 TEST(OnlineGrowth, ResumeAfterAndBeforeTheEventContinuesExactly) {
@@ -620,7 +630,7 @@ options = { ramp_steps = 12, at = "interleave" }
   train_until(config, interrupted, 15);  // c = 5/12
   TrainOptions resumed = resuming(interrupted);
   const RunConfig resume_config = train_resume_config(test::plugins(), resumed.run_dir, {});
-  const toml::table& model = *resume_config.resolved["model"].as_table();
+  const toml::table model = resume_config.model.spec->to_toml();
   ASSERT_TRUE(model.contains("msg")) << model;
   EXPECT_EQ(model["msg"]["start_step"].value<std::int64_t>(), 10);
   EXPECT_EQ(model["msg"]["ramp_steps"].value<std::int64_t>(), 12);

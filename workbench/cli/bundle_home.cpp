@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/home.h"
 #include "runner/bundle.h"
 
 namespace tfw::cli {
@@ -38,6 +39,14 @@ std::string BundleHome::describe() const {
   std::string out = bundles_.size() == 1 ? "the bundle " : "the bundles ";
   for (std::size_t i = 0; i < bundles_.size(); ++i) out += (i ? ", " : "") + bundles_[i];
   return out;
+}
+
+std::string bundle_or_home(const std::vector<std::string>& bundles, const std::string& home,
+                           std::unique_ptr<BundleHome>& shipped) {
+  if (bundles.empty()) return home_resolve(home);
+  if (!home.empty()) throw UsageError(with_hint("--bundle and --home both name runs", "give one of them"));
+  shipped = std::make_unique<BundleHome>(bundles);
+  return shipped->home();
 }
 
 }  // namespace tfw::cli

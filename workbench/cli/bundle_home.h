@@ -3,6 +3,7 @@
 // report is rebuilt from shipped data alone and the user's home is never touched.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,11 @@ class BundleHome {
   std::string home_;
   std::vector<std::string> bundles_;
 };
+
+// The home a command's --bundle and --home options name: with bundles, the home of a new
+// BundleHome put in `shipped` (which keeps it alive; --home too is then refused), else
+// home_resolve(home).
+std::string bundle_or_home(const std::vector<std::string>& bundles, const std::string& home,
+                           std::unique_ptr<BundleHome>& shipped);
 
 }  // namespace tfw::cli

@@ -16,7 +16,6 @@
 
 #include "engine/error.h"
 #include "engine/experiment.h"
-#include "engine/home.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
 #include "storage/store.h"
@@ -44,11 +43,7 @@ struct ExportArgs {
 
 void run_export(const ExportArgs& args) {
   std::unique_ptr<BundleHome> shipped;
-  if (!args.bundles.empty()) {
-    if (!args.home.empty()) throw UsageError(with_hint("--bundle and --home both name runs", "give one of them"));
-    shipped = std::make_unique<BundleHome>(args.bundles);
-  }
-  const std::string home = shipped ? shipped->home() : home_resolve(args.home);
+  const std::string home = bundle_or_home(args.bundles, args.home, shipped);
   auto store = Store::open_readonly(home + "/runs.db");
   // EXPERIMENT is a file (then the plan gives order, seeds, parents, paper references and
   // comparisons) or a name in the store.
@@ -189,8 +184,7 @@ void add_export_command(CLI::App& app) {
                       "only with --out)");
   command->add_option("--paper-results", args->paper_results,
                       "the paper's numbers (default: assets/paper_results.toml next to the build)");
-  add_home_option(command, args->home);
-  command->add_option("--bundle", args->bundles, "read the runs from this bundle (tfw runs export); repeatable");
+  add_home_or_bundle_options(command, args->home, args->bundles);
   command->callback([args] { run_export(*args); });
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/import.h"
+#include "engine/model_export.h"
 #include "engine/registry.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
@@ -19,6 +20,24 @@ struct ImportArgs {
   ImportRequest request;
   bool json = false;
 };
+
+struct SafetensorsArgs {
+  std::string dir, out;
+  bool json = false;
+};
+
+void run_import_safetensors(const SafetensorsArgs& args) {
+  const ImportResult result = import_safetensors(registry(), args.dir, args.out);
+  if (args.json) {
+    print_json({{"checkpoint", result.checkpoint}, {"config", result.config}, {"model", result.model},
+                {"parameters", result.parameters}, {"tensors", result.tensors}});
+    return;
+  }
+  std::cout << fmt::format("imported {} tensors: {} ({} parameters)\ncheckpoint {}\nrun config {}\n", result.tensors,
+                           result.model, grouped(result.parameters), result.checkpoint, result.config);
+  std::cout << fmt::format("next: tfw eval {}   or   tfw sample {} --prompt \"...\"\n", result.checkpoint,
+                           result.checkpoint);
+}
 
 void run_import(const ImportArgs& args) {
   std::cerr << fmt::format("importing {} ...\n", args.request.dir);
@@ -57,6 +76,14 @@ void add_import_command(CLI::App& app) {
   command->add_option("--tokenizer", args->request.tokenizer, "the tokenizer.json (default: DIR/tokenizer.json)");
   command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
   command->callback([args] { run_import(*args); });
+
+  auto from = std::make_shared<SafetensorsArgs>();
+  CLI::App* safetensors = import->add_subcommand(
+      "safetensors", "A folder `tfw export-model` wrote (model.safetensors, config.json), back as a checkpoint");
+  safetensors->add_option("DIR", from->dir, "the folder with config.json and model.safetensors")->required();
+  safetensors->add_option("--out", from->out, "folder for the checkpoint and its run config")->required();
+  safetensors->add_flag("--json", from->json, "print JSON (keys in docs/cli.md)");
+  safetensors->callback([from] { run_import_safetensors(*from); });
 }
 
 }  // namespace tfw::cli

@@ -11,7 +11,6 @@
 #include "engine/error.h"
 #include "engine/experiment.h"
 #include "engine/files.h"
-#include "engine/home.h"
 #include "engine/registry.h"
 #include "engine/runtime.h"
 #include "storage/store.h"
@@ -33,11 +32,7 @@ struct ReportArgs {
 
 void run_report(const ReportArgs& args) {
   std::unique_ptr<BundleHome> shipped;
-  if (!args.bundles.empty()) {
-    if (!args.home.empty()) throw UsageError(with_hint("--bundle and --home both name runs", "give one of them"));
-    shipped = std::make_unique<BundleHome>(args.bundles);
-  }
-  const std::string home = shipped ? shipped->home() : home_resolve(args.home);
+  const std::string home = bundle_or_home(args.bundles, args.home, shipped);
   auto store = Store::open_readonly(home + "/runs.db");
   results::ReportOptions options;
   if (shipped) options.source = shipped->describe();
@@ -105,8 +100,7 @@ void add_report_command(CLI::App& app) {
   command->add_option("--index", args->index, "the index's file name, written for several experiments (default: README.md)");
   command->add_option("--paper-results", args->paper_results,
                       "the paper's numbers (default: assets/paper_results.toml next to the build)");
-  add_home_option(command, args->home);
-  command->add_option("--bundle", args->bundles, "read the runs from this bundle (tfw runs export); repeatable");
+  add_home_or_bundle_options(command, args->home, args->bundles);
   command->callback([args] { run_report(*args); });
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -23,7 +24,8 @@ void add_fit_command(CLI::App& app);
 void add_attention_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_sample_command(CLI::App& app);
-void add_import_command(CLI::App& app);
+void add_import_command(CLI::App& app);  // tokenformer, safetensors
+void add_export_model_command(CLI::App& app);
 void add_checkpoints_command(CLI::App& app);
 void add_gui_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
@@ -36,6 +38,13 @@ void cluster_cancel(const std::string& home, const std::string& target, bool jso
 // --home, with the one help text every command gives it.
 inline CLI::Option* add_home_option(CLI::App* command, std::string& home) {
   return command->add_option("--home", home, "TFW_HOME (default: $TFW_HOME, else ./tfw-home)");
+}
+
+// --home and --bundle of a command that reads its runs from either (bundle_or_home in
+// bundle_home.h), with the one help text both get.
+inline void add_home_or_bundle_options(CLI::App* command, std::string& home, std::vector<std::string>& bundles) {
+  add_home_option(command, home);
+  command->add_option("--bundle", bundles, "read the runs from this bundle (tfw runs export); repeatable");
 }
 
 // Thrown by a command that stopped early on request (Ctrl-C): exit code 130.

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   tfw::cli::add_eval_command(app);
   tfw::cli::add_sample_command(app);
   tfw::cli::add_import_command(app);
+  tfw::cli::add_export_model_command(app);
   tfw::cli::add_checkpoints_command(app);
   tfw::cli::add_gui_command(app);
   tfw::cli::add_serve_command(app);

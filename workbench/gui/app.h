@@ -47,6 +47,29 @@ class Panel {
   virtual void prepare(App& app) {}
 };
 
+// A panel set up from the app (its options, configs and runs) once, before its first draw()
+// or prepare(), not at construction: the options are only known once the app runs.
+class LazyPanel : public Panel {
+ public:
+  void draw(App& app) final {
+    initialise_once(app);
+    draw_view(app);
+  }
+  void prepare(App& app) override { initialise_once(app); }
+
+ protected:
+  virtual void initialise(App& app) = 0;
+  virtual void draw_view(App& app) = 0;  // draw(), on a set-up panel
+  void initialise_once(App& app) {
+    if (initialised_) return;
+    initialised_ = true;
+    initialise(app);
+  }
+
+ private:
+  bool initialised_ = false;
+};
+
 std::unique_ptr<Panel> make_runs_panel();
 std::unique_ptr<Panel> make_curves_panel();
 std::unique_ptr<Panel> make_flops_panel();

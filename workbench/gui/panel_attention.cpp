@@ -44,14 +44,17 @@ bool ready(const std::future<T>& f) {
   return f.valid() && f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
 }
 
-class AttentionPanel : public Panel {
+class AttentionPanel : public LazyPanel {
  public:
   const char* name() const override { return "attention"; }
   const char* title() const override { return "Parameter attention"; }
 
-  void draw(App& app) override {
-    if (!initialised_) initialise(app);
+  void draw_view(App& app) override {
     collect();
+    if (open_given_) {  // --checkpoint: its map at once, as the screenshot shows it
+      open_given_ = false;
+      start_map(app);
+    }
     source_picker(app);
     ImGui::SetNextItemWidth(120);
     ImGui::SliderInt("layer", &layer_, 0, std::max(0, layers_ - 1));
@@ -93,7 +96,7 @@ class AttentionPanel : public Panel {
   }
 
   void prepare(App& app) override {
-    if (!initialised_) initialise(app);
+    initialise_once(app);
     if (checkpoint_.empty()) return;
     start_map(app);
     job_.wait();
@@ -115,8 +118,7 @@ class AttentionPanel : public Panel {
     std::string error;
   };
 
-  void initialise(App& app) {
-    initialised_ = true;
+  void initialise(App& app) override {
     const std::string text = app.options.text.empty() ? "The cat sat on the mat. " : app.options.text;
     std::snprintf(text_, sizeof(text_), "%s", text.c_str());
     layer_ = app.options.layer;
@@ -126,6 +128,7 @@ class AttentionPanel : public Panel {
     }
     if (!app.options.checkpoint.empty()) {
       checkpoint_ = app.options.checkpoint;
+      open_given_ = true;
       return;
     }
     for (std::int64_t id : app.selected) {
@@ -159,7 +162,9 @@ class AttentionPanel : public Panel {
 
   void source_picker(App& app) {
     const RunRecord* current = app.run(run_);
-    const std::string label = current ? fmt::format("{} #{}", current->name, current->id) : "choose a run";
+    const std::string label = current                ? fmt::format("{} #{}", current->name, current->id)
+                              : !checkpoint_.empty() ? fmt::format("file {}", fs::path(checkpoint_).filename().string())
+                                                     : "choose a run";
     ImGui::SetNextItemWidth(260);
     if (ImGui::BeginCombo("run", label.c_str())) {
       for (const RunRecord& run : app.snapshot->runs) {
@@ -250,8 +255,12 @@ class AttentionPanel : public Panel {
     const float row_h = ImGui::GetTextLineHeight() + 2, label_w = 130, header_h = row_h;
     const int rows = static_cast<int>(map_.tokens.size());
     const std::int64_t columns = map_.parameter_tokens;
-    ImGui::Text("%s: %d input tokens × %lld parameter tokens%s.  Θ(S) from %.4f to %.4f", map_.label.c_str(), rows,
-                static_cast<long long>(columns), map_.truncated ? " (text cut to the model's context)" : "", low_, high_);
+    const bool grown = map_.tokens_at_creation > 0 && map_.tokens_at_creation < columns;
+    const std::string appended =
+        grown ? fmt::format(" ({} appended by growth, right of the cyan line)", columns - map_.tokens_at_creation) : "";
+    ImGui::Text("%s: %d input tokens × %lld parameter tokens%s%s.  Θ(S) from %.4f to %.4f", map_.label.c_str(), rows,
+                static_cast<long long>(columns), appended.c_str(),
+                map_.truncated ? " (text cut to the model's context)" : "", low_, high_);
     // Colour scale.
     ImDrawList* draw = ImGui::GetWindowDrawList();
     ImGui::SameLine();
@@ -278,6 +287,13 @@ class AttentionPanel : public Panel {
         const float x = origin.x + j * cell_w_;
         draw->AddRectFilled(ImVec2(x, y), ImVec2(x + cell_w_, y + row_h), heat((map_.at(i, j) - low_) / range));
       }
+    }
+    // The boundary between the tokens the layer was created with and those growth appended,
+    // as the CLI's PNG marks it (cmd_attention.cpp).
+    if (map_.tokens_at_creation > 0 && map_.tokens_at_creation < columns && map_.tokens_at_creation >= first &&
+        map_.tokens_at_creation <= last) {
+      const float x = origin.x + static_cast<float>(map_.tokens_at_creation) * cell_w_;
+      draw->AddLine(ImVec2(x, origin.y), ImVec2(x, origin.y + rows * row_h), IM_COL32(90, 220, 255, 255), 2);
     }
     if (chosen_token_ >= first && chosen_token_ < last) {
       const float x = origin.x + chosen_token_ * cell_w_;
@@ -393,7 +409,6 @@ class AttentionPanel : public Panel {
     ImGui::EndChild();
   }
 
-  bool initialised_ = false;
   std::int64_t run_ = 0;
   std::vector<CheckpointInfo> checkpoints_;
   std::string checkpoint_, error_;
@@ -401,6 +416,7 @@ class AttentionPanel : public Panel {
   int layer_ = 0, layers_ = 1, projection_ = 0, cell_w_ = 6;
   int image_ = 0;            // the validation image (image classifiers)
   bool image_mode_ = false;  // the checkpoint is an image classifier's
+  bool open_given_ = false;  // --checkpoint was given: compute its map on the first draw
   std::shared_ptr<AttentionProbe> probe_;
   std::future<Result> job_, contexts_job_;
   AttentionMap map_;

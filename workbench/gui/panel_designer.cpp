@@ -26,13 +26,12 @@ namespace tfw::gui {
 
 namespace {
 
-class DesignerPanel : public Panel {
+class DesignerPanel : public LazyPanel {
  public:
   const char* name() const override { return "designer"; }
   const char* title() const override { return "Schedule designer"; }
 
-  void draw(App& app) override {
-    if (!initialised_) initialise(app);
+  void draw_view(App& app) override {
     ImGui::BeginChild("design", ImVec2(ImGui::GetContentRegionAvail().x * 0.52f, 0), false);
     edit(app);
     ImGui::EndChild();
@@ -48,13 +47,8 @@ class DesignerPanel : public Panel {
     ImGui::EndChild();
   }
 
-  void prepare(App& app) override {
-    if (!initialised_) initialise(app);
-  }
-
  private:
-  void initialise(App& app) {
-    initialised_ = true;
+  void initialise(App& app) override {
     design_.base_config = app.options.configs.empty() ? "" : app.options.configs.front();
     if (design_.base_config.empty()) {
       for (const std::string& path : app.config_files()) {
@@ -310,7 +304,7 @@ class DesignerPanel : public Panel {
     plot_draw(plot);
   }
 
-  bool initialised_ = false, dirty_ = true, overwrite_ = false;
+  bool dirty_ = true, overwrite_ = false;
   std::uint64_t version_ = 0;
   Design design_;
   DesignPrediction prediction_;

@@ -33,13 +33,12 @@ struct Curve {
   std::vector<double> measured_lengths, measured_us;  // forward µs per token
 };
 
-class FlopsPanel : public Panel {
+class FlopsPanel : public LazyPanel {
  public:
   const char* name() const override { return "flops"; }
   const char* title() const override { return "FLOPs vs length"; }
 
-  void draw(App& app) override {
-    if (!initialised_) initialise(app);
+  void draw_view(App& app) override {
     // As wide as the longest entry (a checkbox, its name, a scroll bar), within a third of
     // the window: names are not clipped.
     float list_width = ImGui::CalcTextSize("Run configs (?)").x;
@@ -123,13 +122,8 @@ class FlopsPanel : public Panel {
     ImGui::EndChild();
   }
 
-  void prepare(App& app) override {
-    if (!initialised_) initialise(app);
-  }
-
  private:
-  void initialise(App& app) {
-    initialised_ = true;
+  void initialise(App& app) override {
     std::vector<std::string> wanted = app.options.configs;
     // Runs chosen with --select: their stored configs.
     if (wanted.empty() && !app.options.select.empty() && app.snapshot) {
@@ -213,7 +207,6 @@ class FlopsPanel : public Panel {
     }
   }
 
-  bool initialised_ = false;
   int mode_ = 0;
   std::map<std::string, Curve> chosen_;
   std::future<std::map<std::string, std::vector<std::pair<double, double>>>> measuring_;

@@ -166,21 +166,31 @@ void interact(PlotView& view, const Frame& f) {
 // Grid and ticks, the frame, and the axis labels.
 void draw_axes(const Plot& plot, const Frame& f) {
   const AxisMap &ax = f.ax, &ay = f.ay;
+  // A log axis of under three decades labels its 2 and 5 ticks too, as the exported figures do
+  // (figures.cpp); any label that would overlap the one before it is left out.
+  const bool x_minors = !ax.log || ax.hi - ax.lo < 3, y_minors = !ay.log || ay.hi - ay.lo < 3;
+  float last_right = -1e9f;
   for (const Tick& tick : axis_ticks(ax, std::max(2, static_cast<int>(f.width / 110)))) {
     const float x = f.to_screen(tick.value, ay.inverse(ay.lo)).x;
     if (x < f.lo.x - 0.5f || x > f.hi.x + 0.5f) continue;
     f.draw->AddLine(ImVec2(x, f.lo.y), ImVec2(x, f.hi.y), tick.major ? kGrid : kMinorGrid);
-    if (!tick.major && ax.log) continue;
+    if (!tick.major && !x_minors) continue;
     const ImVec2 extent = ImGui::CalcTextSize(tick.label.c_str());
     // Centred on its tick, but kept inside the widget (the last tick sits on the right edge).
     const float left = std::clamp(x - extent.x / 2, f.origin.x, f.origin.x + f.size.x - extent.x);
+    if (left < last_right + 6) continue;
+    last_right = left + extent.x;
     f.draw->AddText(ImVec2(left, f.hi.y + 3), kText, tick.label.c_str());
   }
+  float last_top = 1e9f;
   for (const Tick& tick : axis_ticks(ay, std::max(2, static_cast<int>(f.height / 40)))) {
     const float y = f.to_screen(ax.inverse(ax.lo), tick.value).y;
     if (y < f.lo.y - 0.5f || y > f.hi.y + 0.5f) continue;
     f.draw->AddLine(ImVec2(f.lo.x, y), ImVec2(f.hi.x, y), tick.major ? kGrid : kMinorGrid);
+    if (!tick.major && !y_minors) continue;
     const ImVec2 extent = ImGui::CalcTextSize(tick.label.c_str());
+    if (y + extent.y / 2 > last_top - 2) continue;  // ticks come bottom to top
+    last_top = y - extent.y / 2;
     f.draw->AddText(ImVec2(f.lo.x - extent.x - 4, y - extent.y / 2), kText, tick.label.c_str());
   }
   f.draw->AddRect(f.lo, f.hi, kBorder);
@@ -214,12 +224,15 @@ const std::vector<std::size_t>& decimated(Decimated& cached, const PlotLine& lin
   return cached.indices;
 }
 
-// The line through the points at `indices`, broken where a point cannot be drawn; `path` is scratch.
+// The line through the points at `indices`, broken where a point cannot be drawn; `path` is
+// scratch. A point alone (a run with one evaluation, say) is drawn as a dot, as the exported
+// figures draw it, instead of vanishing while its run stays in the legend.
 void draw_polyline(const PlotLine& line, const std::vector<std::size_t>& indices, const Frame& f,
                    std::vector<ImVec2>& path) {
   path.clear();
   auto flush = [&] {
     if (path.size() >= 2) f.draw->AddPolyline(path.data(), static_cast<int>(path.size()), line.colour, 0, line.thickness);
+    if (path.size() == 1) f.draw->AddCircleFilled(path.front(), line.thickness + 2.5f, line.colour);
     path.clear();
   };
   for (std::size_t i : indices) {

@@ -234,6 +234,44 @@ Figure new_data(const ExperimentResults& results, const std::string& mirrors) {
   return f;
 }
 
+// Growth diagnostics (engine/token_use.h): how much grown runs use their appended parameter
+// tokens, from the evaluations after their growth.
+Figure token_use(const ExperimentResults& results, const std::string& mirrors) {
+  Figure f = figure_of(results, "token_use", "use of the parameter tokens growth appended",
+                       "tokens trained (this run)", "share (0 to 1)");
+  f.log_x = false;
+  std::size_t colour = 0;
+  for (const Variant& v : results.variants()) {
+    const std::size_t c = colour++;
+    const std::pair<const char*, const char*> kinds[] = {{"token_use/appended_mass", "score mass on appended tokens"},
+                                                         {"token_use/appended_active", "appended tokens active"}};
+    for (std::size_t k = 0; k < 2; ++k) {
+      FigureSeries s;
+      s.colour = c;
+      s.dashed = k > 0;
+      for (const RunResult* run : v.finished()) {
+        std::vector<analysis::CurvePoint> line;
+        for (const MetricPoint& p : results.points(*run, kinds[k].first)) line.push_back({static_cast<double>(p.tokens), p.value});
+        line = analysis::curve_clean(line);
+        if (line.empty()) continue;
+        s.run_names.push_back(run->name + (k == 0 ? "" : " (active)"));
+        s.lines.push_back(std::move(line));
+      }
+      if (s.lines.empty()) continue;
+      s.label = fmt::format("{}: {} (n = {})", v.name, kinds[k].second, s.lines.size());
+      band_of(s);
+      f.series.push_back(std::move(s));
+    }
+  }
+  f.caption = caption_of(results,
+                         "Runs with grown Pattention layers only, at each evaluation after the growth, averaged over "
+                         "layers and projections. Solid: the share of the score mass |Θ(S)| on the appended tokens "
+                         "(m/n if they were used like the old ones, 0 if never). Dashed: the share of appended tokens "
+                         "some input activates above 0.1 times the old tokens' mean activation",
+                         mirrors);
+  return f;
+}
+
 Figure flops_vs_length(const ExperimentResults& results, const std::string& mirrors) {
   Figure f = figure_of(results, "flops_vs_length", "forward FLOPs per token against sequence length",
                        "sequence length T (tokens, log scale)", "forward FLOPs per token (log scale)");
@@ -320,6 +358,7 @@ std::vector<Figure> figures_of(const ExperimentResults& results) {
     if (kind == "loss_vs_flops") figures.push_back(loss_vs_flops(results, mirrors));
     if (kind == "new_data") figures.push_back(new_data(results, mirrors));
     if (kind == "flops_vs_length") figures.push_back(flops_vs_length(results, mirrors));
+    if (kind == "token_use") figures.push_back(token_use(results, mirrors));
   }
   return figures;
 }

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/env_choice.h"
 #include "engine/error.h"
 #include "storage/status.h"
 #include "workbench/service/client.h"
@@ -356,17 +357,7 @@ RecordTarget record_target(const std::string& address_flag, const std::string& t
   return {pick(address_flag, "TFW_RECORD_TO"), pick(token_flag, "TFW_TOKEN_FILE")};
 }
 
-double record_timeout_from_environment() {
-  const char* text = std::getenv("TFW_RECORD_TIMEOUT");
-  if (text == nullptr || *text == '\0') return 600;
-  char* end = nullptr;
-  const double seconds = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(seconds > 0)) {
-    throw UsageError(with_hint(fmt::format("TFW_RECORD_TIMEOUT={}: expected a number of seconds > 0", text),
-                               "e.g. TFW_RECORD_TIMEOUT=600 (the default)"));
-  }
-  return seconds;
-}
+double record_timeout_from_environment() { return env_seconds("TFW_RECORD_TIMEOUT", 600); }
 
 std::shared_ptr<runner::RunBook> remote_run_book(const std::string& address, const std::string& token_file,
                                                  double timeout_seconds) {
