@@ -12,6 +12,7 @@
 #include "engine/checkpoint.h"
 #include "engine/error.h"
 #include "engine/model_export.h"
+#include "engine/pattention.h"
 #include "engine/run_config.h"
 #include "tests/support.h"
 
@@ -137,6 +138,43 @@ void check_round_trip(const std::string& family, const std::string& more) {
 TEST(ModelExport, PythonReferenceComputesTheLogitsAndImportIsBitExact) {
   check_round_trip("tokenformer", "[model.layernorm]\naffine = true\n[model.init]\nkey_std = 0.3\nvalue_std = 0.3\n");
   check_round_trip("transformer", "[model.init]\nstd = 0.2\n");
+}
+
+// A grown model keeps tau = sqrt(n0) and n0 from before its growth. The loader of the docs reads
+// them and computes the engine's logits; the reference model, which takes n from the shapes,
+// describes ungrown models only, and differs here (so the scale is really exercised).
+TEST(ModelExport, TheDocsLoaderReadsAGrownModelsScale) {
+  const std::string root = (fs::temp_directory_path() / "tfw-model-export-grown").string();
+  fs::remove_all(root);
+  auto config = [](int n_attn, int n_ffn) {
+    const std::string text = test::TinyModel{"tokenformer", 16, 2, 30, n_attn, n_ffn}.toml() + "[train]\nmax_steps = 10\n";
+    return run_config_parse(test::plugins(), toml::parse(text, std::string("tiny.toml")), "tiny.toml");
+  };
+  const RunConfig small = config(12, 20), grown = config(16, 24);
+  std::shared_ptr<Model> model = test::plugins().family("tokenformer").build(*small.model.spec, 3);
+  torch::manual_seed(6);
+  for (const auto& item : model->named_modules()) {
+    if (auto* layer = dynamic_cast<PattentionImpl*>(item.value().get())) {
+      layer->append_tokens(torch::randn({4, layer->keys.size(1)}) * 0.3, torch::randn({4, layer->values.size(1)}));
+    }
+  }
+  CheckpointMeta meta;
+  meta.val_loss = meta.best_val_loss = std::nan("");
+  meta.config_toml = run_config_text(grown);
+  const std::string checkpoint = checkpoint_save(root + "/checkpoints", *model, nullptr, meta).path;
+  const std::string out = root + "/exported";
+  export_model(test::plugins(), checkpoint, out);
+  torch::manual_seed(12);
+  const torch::Tensor ids = torch::randint(30, {2, 9}, torch::kInt64);
+  std::vector<double> reference = python_logits(out, ids);
+  std::vector<double> docs = read_doubles(out + "/logits_docs.bin");
+  model->to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = model->forward(ids).reshape({-1}).contiguous();
+  ASSERT_EQ(docs.size(), static_cast<std::size_t>(logits.numel()));
+  ASSERT_EQ(reference.size(), docs.size());
+  EXPECT_LT(test::max_abs_diff(logits, torch::from_blob(docs.data(), {logits.numel()}, torch::kFloat64)), 1e-10);
+  EXPECT_GT(test::max_abs_diff(logits, torch::from_blob(reference.data(), {logits.numel()}, torch::kFloat64)), 1e-6);
 }
 
 TEST(ModelExport, BrokenOrHostileFoldersAreClearErrorsThatLeaveNothing) {

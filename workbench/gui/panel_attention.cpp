@@ -98,6 +98,7 @@ class AttentionPanel : public LazyPanel {
   void prepare(App& app) override {
     initialise_once(app);
     if (checkpoint_.empty()) return;
+    open_given_ = false;  // computed here, for the screenshot
     start_map(app);
     job_.wait();
     collect();

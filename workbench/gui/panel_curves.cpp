@@ -159,8 +159,16 @@ class CurvesPanel : public Panel {
     ImGui::SliderFloat("smoothing", &smoothing_, 0.0f, 0.99f, "%.2f");
     ImGui::SameLine();
     ImGui::Checkbox("growth events", &markers_);
+    // The mouse controls, in full where the toolbar leaves room, else behind a (?) (at 1000
+    // pixels wide the line was cut to "whe…").
+    const char* controls = "wheel: zoom x (shift: y) · drag: pan · double-click: fit · legend: toggle";
     ImGui::SameLine();
-    ImGui::TextDisabled("wheel: zoom x (shift: y) · drag: pan · double-click: fit · legend: toggle");
+    if (ImGui::CalcTextSize(controls).x < ImGui::GetContentRegionAvail().x) {
+      ImGui::TextDisabled("%s", controls);
+    } else {
+      ImGui::TextDisabled("(?)");
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", controls);
+    }
   }
 
   bool initialised_ = false;
