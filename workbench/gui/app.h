@@ -78,6 +78,9 @@ std::unique_ptr<Panel> make_designer_panel();
 
 // Small shared widgets.
 void help_marker(const char* text);
+// Text wrapped at spaces only, to the region's width: ImGui's own wrapping also breaks after a
+// '.', which cut "(4.2M" and "1.003e+13" in two. Lines of `text` stay lines.
+void text_wrapped_at_spaces(const std::string& text);
 // A centred, wrapped message for empty states.
 void empty_state(const char* title, const std::string& detail);
 

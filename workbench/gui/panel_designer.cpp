@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -95,7 +96,13 @@ class DesignerPanel : public LazyPanel {
       dirty_ = true;
     }
     ImGui::SetNextItemWidth(-120);
-    if (ImGui::BeginCombo("base config", design_.base_config.empty() ? "choose..." : design_.base_config.c_str())) {
+    // A path too long for the box shows its file name (the whole path in the tooltip).
+    std::string preview = design_.base_config.empty() ? "choose..." : design_.base_config;
+    const float room = ImGui::GetContentRegionAvail().x - 120 - ImGui::GetFrameHeight() - 8;
+    if (ImGui::CalcTextSize(preview.c_str()).x > room) preview = ".../" + fs::path(preview).filename().string();
+    const bool open = ImGui::BeginCombo("base config", preview.c_str());
+    if (!open && ImGui::IsItemHovered() && !design_.base_config.empty()) ImGui::SetTooltip("%s", design_.base_config.c_str());
+    if (open) {
       for (const std::string& path : app.config_files()) {
         if (ImGui::Selectable(path.c_str(), path == design_.base_config)) {
           design_.base_config = path;
@@ -121,7 +128,7 @@ class DesignerPanel : public LazyPanel {
       if (k == 0) {
         ImGui::TextDisabled("from scratch");
       } else {
-        ImGui::SetNextItemWidth(160);
+        ImGui::SetNextItemWidth(130);  // with the tokens field and "remove", one row at 1000 px
         if (ImGui::BeginCombo("method", stage.method.c_str())) {
           for (const std::string& method : methods) {
             if (ImGui::Selectable(method.c_str(), method == stage.method)) {
@@ -134,7 +141,7 @@ class DesignerPanel : public LazyPanel {
       }
       ImGui::SameLine();
       double tokens = stage.tokens;
-      ImGui::SetNextItemWidth(110);
+      ImGui::SetNextItemWidth(90);
       if (ImGui::InputDouble("tokens", &tokens, 0, 0, "%.3g") && tokens > 0) {
         stage.tokens = tokens;
         dirty_ = true;
@@ -239,27 +246,31 @@ class DesignerPanel : public LazyPanel {
       return;
     }
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
-    if (ImGui::BeginTable("predicted", 7, flags)) {
-      for (const char* column :
-           {"stage", "growth", "params", "tokens", "stage FLOPs", "cum. FLOPs", "loss (law)"}) {
-        ImGui::TableSetupColumn(column);
+    // Narrow (1000 px windows): no growth column (the form beside it names each method) and a
+    // short name for the control run, so that no column is cut.
+    const bool wide = ImGui::GetContentRegionAvail().x > 640;
+    if (ImGui::BeginTable("predicted", wide ? 7 : 6, flags)) {
+      for (const char* column : {"stage", "growth", "params", "tokens", "stage FLOPs", "cum. FLOPs", "loss (law)"}) {
+        if (wide || std::string_view(column) != "growth") ImGui::TableSetupColumn(column);
       }
       ImGui::TableHeadersRow();
       const double error = prediction_.loss_error;
-      auto row = [error](const StagePrediction& s, const char* name) {
+      auto row = [error, wide](const StagePrediction& s, const char* name) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(name);
-        ImGui::TableNextColumn();
-        ImGui::TextUnformatted(s.growth.empty() ? "-" : s.growth.c_str());
+        if (wide) {
+          ImGui::TableNextColumn();
+          ImGui::TextUnformatted(s.growth.empty() ? "-" : s.growth.c_str());
+        }
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(short_count(static_cast<double>(s.parameters)).c_str());
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(short_count(s.tokens).c_str());
         ImGui::TableNextColumn();
-        ImGui::Text("%.3e", s.flops);
+        ImGui::TextUnformatted(scientific_label(s.flops).c_str());
         ImGui::TableNextColumn();
-        ImGui::Text("%.3e", s.cumulative_flops);
+        ImGui::TextUnformatted(scientific_label(s.cumulative_flops).c_str());
         ImGui::TableNextColumn();
         if (std::isfinite(s.predicted_loss)) {
           ImGui::Text("%.3f \u00b1%.1f%%%s", s.predicted_loss, 100 * error, s.extrapolated ? "*" : "");
@@ -268,18 +279,20 @@ class DesignerPanel : public LazyPanel {
         }
       };
       for (const StagePrediction& s : prediction_.stages) row(s, s.name.c_str());
-      row(prediction_.scratch, "final size from scratch");
+      row(prediction_.scratch, wide ? "final size from scratch" : "from scratch");
       ImGui::EndTable();
     }
     const double grown = prediction_.stages.empty() ? 0 : prediction_.stages.back().cumulative_flops;
     const double scratch = prediction_.scratch.flops;
     if (scratch > 0) {
-      ImGui::TextWrapped("The schedule spends %.3e FLOPs: %.1f%% of training the final size (%s parameters) from scratch on "
-                  "the same %s tokens (%.3e).",
-                  grown, 100.0 * grown / scratch, short_count(static_cast<double>(prediction_.scratch.parameters)).c_str(),
-                  short_count(prediction_.scratch.tokens).c_str(), scratch);
+      text_wrapped_at_spaces(fmt::format(
+          "The schedule spends {} FLOPs: {:.1f}% of training the final size ({} parameters) from scratch on the same {} "
+          "tokens ({}).",
+          scientific_label(grown), 100.0 * grown / scratch,
+          short_count(static_cast<double>(prediction_.scratch.parameters)), short_count(prediction_.scratch.tokens),
+          scientific_label(scratch)));
     }
-    if (!prediction_.loss_note.empty()) ImGui::TextWrapped("%s", prediction_.loss_note.c_str());
+    if (!prediction_.loss_note.empty()) text_wrapped_at_spaces(prediction_.loss_note);
     // Cumulative FLOPs against tokens: the schedule (a kink at every growth) and from scratch.
     chart_tokens_ = {0};
     chart_flops_ = {0};
