@@ -72,8 +72,7 @@ AttentionProbe::AttentionProbe(const Registry& registry, const std::string& chec
   state_->checkpoint = checkpoint;
   state_->home = home;
   CheckpointMeta meta = checkpoint_read_meta(checkpoint);  // verifies size and CRC first
-  toml::table table = toml::parse(meta.config_toml, checkpoint);
-  state_->config = run_config_parse(registry, table, checkpoint);
+  state_->config = checkpoint_run_config(registry, meta, checkpoint);
   const ModelFamily& family = registry.family(state_->config.model.family);
   state_->model = family.build(*state_->config.model.spec, 0);
   checkpoint_load(checkpoint, *state_->model, nullptr);
@@ -121,7 +120,7 @@ std::int64_t AttentionProbe::parameter_tokens(std::int64_t layer, const std::str
   return found->second;
 }
 
-bool AttentionProbe::image_model() const { return state_->config.data.task == kImageClassificationTask; }
+bool AttentionProbe::image_model() const { return state_->config.data.task == Task::image_classification; }
 
 std::int64_t AttentionProbe::images() {
   if (!image_model()) return 0;

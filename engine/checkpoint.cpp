@@ -25,6 +25,7 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/files.h"
+#include "engine/run_config.h"
 #include "engine/safetensors.h"
 
 namespace tfw {
@@ -441,6 +442,23 @@ void optimizer_read(const OpenCheckpoint& open, const std::string& path, Model& 
 }  // namespace
 
 CheckpointMeta checkpoint_read_meta(const std::string& path) { return checkpoint_open(path).meta; }
+
+RunConfig checkpoint_run_config(const Registry& registry, const CheckpointMeta& meta, const std::string& where,
+                                const std::string& device) {
+  toml::table table;
+  try {
+    table = toml::parse(std::string_view(meta.config_toml), where);
+  } catch (const toml::parse_error& e) {
+    throw UsageError(fmt::format("checkpoint '{}': its stored config is not valid TOML: {}", where, e.description()));
+  }
+  if (!device.empty()) {
+    toml::table* train = table["train"].as_table();
+    if (train == nullptr) train = table.insert_or_assign("train", toml::table{}).first->second.as_table();
+    train->insert_or_assign("device", device);
+    if (device == "cpu") train->erase("tf32");  // a CUDA setting
+  }
+  return run_config_parse(registry, table, where);
+}
 
 CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::optim::Optimizer* optimizer) {
   const OpenCheckpoint open = checkpoint_open(path);

@@ -9,6 +9,9 @@
 
 namespace tfw {
 
+class Registry;
+struct RunConfig;
+
 // 2: safetensors (`step-N.safetensors`), plain data read by our own bounded parser.
 // 1: a LibTorch (TorchScript) archive `step-N.pt`; loading one can run code stored in it, so
 //    tfw no longer loads it: `tfw checkpoints upgrade` converts it (checkpoint_upgrade.h).
@@ -65,5 +68,13 @@ CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::
 
 // Reads only the metadata (verifies first).
 CheckpointMeta checkpoint_read_meta(const std::string& path);
+
+// The run config a checkpoint holds (meta.config_toml), rebuilt: `where` is the checkpoint's
+// path, the source its errors name. With a `device`, on that device instead of the one the run
+// trained on (checkpoints are device-free; "cpu" also drops the CUDA-only train.tf32). A config
+// that is not valid TOML is a UsageError naming the checkpoint; run_config_parse's errors pass
+// through (an unknown family: the plugin is not loaded).
+RunConfig checkpoint_run_config(const Registry& registry, const CheckpointMeta& meta, const std::string& where,
+                                const std::string& device = "");
 
 }  // namespace tfw

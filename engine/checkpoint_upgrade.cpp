@@ -214,12 +214,7 @@ std::string checkpoint_upgrade(const Registry& registry, const std::string& lega
     throw UsageError(fmt::format("{}: says format version {} inside, not 1", legacy_path, leaves.integer("format_version")));
   }
   const CheckpointMeta meta = legacy_meta(leaves);
-  RunConfig config;
-  try {
-    config = run_config_parse(registry, toml::parse(meta.config_toml, legacy_path), legacy_path);
-  } catch (const toml::parse_error& e) {
-    throw UsageError(fmt::format("{}: its stored config does not parse: {}", legacy_path, e.description()));
-  }
+  const RunConfig config = checkpoint_run_config(registry, meta, legacy_path);
   bool has_optimizer = false;
   for (const auto& [key, leaf] : leaves.all()) has_optimizer = has_optimizer || key.rfind("optimizer.", 0) == 0;
 

@@ -8,14 +8,6 @@
 
 namespace tfw {
 
-Precision precision_parse(const std::string& name) {
-  if (name == "fp32") return Precision::fp32;
-  if (name == "bf16") return Precision::bf16;
-  throw UsageError(with_hint(fmt::format("unknown precision \"{}\"", name), "use \"fp32\" or \"bf16\""));
-}
-
-std::string precision_name(Precision precision) { return precision == Precision::bf16 ? "bf16" : "fp32"; }
-
 bool cuda_available() { return torch::cuda::is_available(); }
 
 torch::Tensor to_device(const torch::Tensor& host, torch::Device device) {

@@ -10,25 +10,24 @@
 
 #include <torch/torch.h>
 
+#include "engine/precision.h"  // Precision, precision_parse, precision_name
+
 namespace tfw {
-
-enum class Precision { fp32, bf16 };
-
-Precision precision_parse(const std::string& name);  // "fp32" | "bf16"; throws UsageError
-std::string precision_name(Precision precision);
 
 // Whether this LibTorch has CUDA and finds a GPU.
 bool cuda_available();
 
 // What is wrong with train.device = `name` on this LibTorch and machine: not "cpu", "cuda"
 // or "cuda:N"; CUDA on a LibTorch without it (the message names the LibTorch); a device N
-// that does not exist. The config parser reports it at the key; device_resolve() throws it.
+// that does not exist. The config parser reports it at the key, before it keeps the text as a
+// DeviceName (engine/device_name.h); device_resolve() throws it.
 struct DeviceProblem {
   std::string message, hint;
 };
 std::optional<DeviceProblem> device_problem(const std::string& name);
 
 // `name` as a device of this LibTorch; throws UsageError with device_problem()'s words.
+// A config's device: device_resolve(config.train.device.text()).
 torch::Device device_resolve(const std::string& name);
 
 // A batch from host memory onto `device`: on CUDA through pinned memory with a non-blocking

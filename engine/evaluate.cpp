@@ -72,7 +72,7 @@ EvalReport evaluate_images(const Registry& registry, const EvalRequest& request,
   }
   const ModelFamily& family = registry.family(config.model.family);
   std::shared_ptr<Model> model = family.build(*config.model.spec, config.train.seed);
-  model->to(device_resolve(config.train.device));
+  model->to(device_resolve(config.train.device.text()));
   checkpoint_load(request.checkpoint, *model, nullptr);
   model->eval();
   const std::int64_t B = config.train.batch_size;
@@ -80,9 +80,9 @@ EvalReport evaluate_images(const Registry& registry, const EvalRequest& request,
   const ImageDataConfig& image = config.data.image;
   const ImageSplits splits = image_splits_load(image);  // for the split's size and name
   const std::int64_t batches = (splits.validation.count + B - 1) / B;
-  const std::vector<Metric> metrics = data->validate(*model, batches, precision_parse(config.train.precision), nullptr);
+  const std::vector<Metric> metrics = data->validate(*model, batches, config.train.precision, nullptr);
   EvalReport report = report_of(request, config, meta);
-  report.task = config.data.task;
+  report.task = task_name(config.data.task);
   report.seq_len = data->tokens_per_example();
   EvalResult result;
   result.corpus = image.dataset == "fashion-mnist" ? "fashion-mnist" : fs::path(image.dataset).filename().string();
@@ -106,14 +106,7 @@ namespace {
 // device-free: a GPU run's config names "cuda", and the CPU evaluates it with --device cpu).
 RunConfig checkpoint_config(const Registry& registry, const EvalRequest& request, const CheckpointMeta& meta) {
   try {
-    toml::table table = toml::parse(std::string_view(meta.config_toml), request.checkpoint);
-    if (!request.device.empty()) {
-      toml::table* train = table["train"].as_table();
-      if (train == nullptr) train = table.insert_or_assign("train", toml::table{}).first->second.as_table();
-      train->insert_or_assign("device", request.device);
-      if (request.device == "cpu") train->erase("tf32");  // a CUDA setting
-    }
-    return run_config_parse(registry, table, request.checkpoint);
+    return checkpoint_run_config(registry, meta, request.checkpoint, request.device);
   } catch (const UsageError& e) {
     const std::string message = first_line(e.what());
     const bool device = message.find("train.device") != std::string::npos;
@@ -145,7 +138,7 @@ std::shared_ptr<LanguageModel> load_language_model(const Registry& registry, con
                                                    const RunConfig& config) {
   const ModelFamily& family = registry.family(config.model.family);
   std::shared_ptr<LanguageModel> model = as_language_model(family.build(*config.model.spec, config.train.seed), "tfw eval");
-  model->to(device_resolve(config.train.device));
+  model->to(device_resolve(config.train.device.text()));
   checkpoint_load(request.checkpoint, *model, nullptr);
   return model;
 }
@@ -374,12 +367,12 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
   }
   const CheckpointMeta meta = checkpoint_read_meta(request.checkpoint);  // verifies: a corrupt file is a UsageError
   const RunConfig config = checkpoint_config(registry, request, meta);
-  if (config.data.task == kImageClassificationTask) return evaluate_images(registry, request, config, meta, on_message);
+  if (config.data.task == Task::image_classification) return evaluate_images(registry, request, config, meta, on_message);
   const ModelShape shape = config.model.spec->shape();
   const std::int64_t T = window_length(request, config, shape), V = shape.vocab;
   const std::int64_t B = config.train.batch_size;
   const std::int64_t N = request.windows > 0 ? request.windows : B * config.train.eval_batches;
-  const Precision precision = precision_parse(config.train.precision);
+  const Precision precision = config.train.precision;
   std::shared_ptr<LanguageModel> model = load_language_model(registry, request, config);
   const std::vector<std::string> blocks = request.blocks.value_or(config.train.mask.use);
   const std::string mask = mask_apply(*model, config.train.mask, blocks);

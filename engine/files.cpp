@@ -25,18 +25,22 @@ void path_fsync(const std::string& path) {
   }
 }
 
-void file_write_durably(const std::string& path, const char* bytes, std::size_t size) {
+namespace {
+
+// file_write_durably, its errors prefixed with `who` ("import: ") and, on a full disk,
+// `disk_full_hint`.
+void write_durably(const std::string& path, const char* bytes, std::size_t size, const std::string& who,
+                   const char* disk_full_hint) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    throw Error(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
+    throw Error(fmt::format("{}cannot create '{}': {}", who, path, std::strerror(errno)));
   }
   auto fail = [&](const char* what) {
     const int code = errno;
     ::close(fd);
     ::unlink(path.c_str());
-    std::string hint = code == ENOSPC || code == EDQUOT ? "free space on that disk (or move TFW_HOME), then resume the run"
-                                                        : "check the disk and the folder's permissions";
-    throw Error(with_hint(fmt::format("cannot {} '{}': {}", what, path, std::strerror(code)), hint));
+    std::string hint = code == ENOSPC || code == EDQUOT ? disk_full_hint : "check the disk and the folder's permissions";
+    throw Error(with_hint(fmt::format("{}cannot {} '{}': {}", who, what, path, std::strerror(code)), hint));
   };
   std::size_t done = 0;
   while (done < size) {
@@ -52,8 +56,18 @@ void file_write_durably(const std::string& path, const char* bytes, std::size_t 
   if (::close(fd) != 0) {
     const int code = errno;
     ::unlink(path.c_str());
-    throw Error(fmt::format("cannot close '{}': {}", path, std::strerror(code)));
+    throw Error(fmt::format("{}cannot close '{}': {}", who, path, std::strerror(code)));
   }
+}
+
+}  // namespace
+
+void file_write_durably(const std::string& path, const char* bytes, std::size_t size) {
+  write_durably(path, bytes, size, "", "free space on that disk (or move TFW_HOME), then resume the run");
+}
+
+void text_file_write(const std::string& path, const std::string& text, const std::string& who) {
+  write_durably(path, text.data(), text.size(), who + ": ", "free space on that disk, then run it again");
 }
 
 std::uint32_t file_crc32(const std::string& path) {

@@ -15,6 +15,12 @@ void path_fsync(const std::string& path);
 // reason and the fix; never leaves a partial file behind.
 void file_write_durably(const std::string& path, const char* bytes, std::size_t size);
 
+// A small text file (a model.toml, a config.json) written as file_write_durably writes: on any
+// failure (an unwritable folder, a full disk) no partial file is left, and the Error says what
+// wrote it (`who`, e.g. "import": "import: cannot create 'DIR/model.toml': Permission denied"),
+// the file, the reason and the fix.
+void text_file_write(const std::string& path, const std::string& text, const std::string& who);
+
 // The CRC-32 (zlib's) of a file's bytes, read in 1 MiB blocks; of no bytes when it cannot be read.
 std::uint32_t file_crc32(const std::string& path);
 

@@ -19,8 +19,7 @@ namespace tfw {
 
 GrowResult grow_checkpoint(const Registry& registry, const GrowRequest& request) {
   CheckpointMeta source_meta = checkpoint_read_meta(request.from_checkpoint);
-  toml::table source_table = toml::parse(source_meta.config_toml, request.from_checkpoint);
-  RunConfig source = run_config_parse(registry, source_table, request.from_checkpoint);
+  RunConfig source = checkpoint_run_config(registry, source_meta, request.from_checkpoint);
   RunConfig target = run_config_load(registry, request.to_config, request.to_overrides);
   const GrowthMethod& method = registry.growth_method(request.method);
   if (!method.grows(source.model.family)) {

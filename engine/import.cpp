@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -22,6 +21,7 @@
 #include "engine/checkpoint.h"
 #include "engine/data/tokenizer.h"
 #include "engine/error.h"
+#include "engine/files.h"
 #include "engine/neox_config.h"
 #include "engine/run_config.h"
 #include "engine/torch_pickle.h"
@@ -480,9 +480,9 @@ toml::table run_config_table(const std::string& dir, const std::string& weights,
 std::string write_run_config(const toml::table& table, Output& out) {
   const std::string config_path = (out.dir / "model.toml").string();
   out.written.push_back(config_path);
-  std::ofstream file(config_path);
-  file << "# Written by `tfw import tokenformer` (docs/import.md).\n" << table << "\n";
-  if (!file) throw UsageError(fmt::format("import: cannot write {}", config_path));
+  std::ostringstream text;
+  text << "# Written by `tfw import tokenformer` (docs/import.md).\n" << table << "\n";
+  text_file_write(config_path, text.str(), "import");
   return config_path;
 }
 

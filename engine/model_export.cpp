@@ -12,6 +12,7 @@
 #include "engine/checkpoint.h"
 #include "engine/checkpoint_meta.h"
 #include "engine/error.h"
+#include "engine/files.h"
 #include "engine/json_depth.h"
 #include "engine/run_config.h"
 
@@ -157,12 +158,7 @@ toml::table json_to_toml(const json& object) {
 
 ModelExport export_model(const Registry& registry, const std::string& checkpoint, const std::string& out_dir) {
   const CheckpointMeta meta = checkpoint_read_meta(checkpoint);
-  RunConfig config;
-  try {
-    config = run_config_parse(registry, toml::parse(meta.config_toml, checkpoint), checkpoint);
-  } catch (const toml::parse_error& e) {
-    throw UsageError(fmt::format("checkpoint '{}': its config is not valid TOML: {}", checkpoint, e.description()));
-  }
+  const RunConfig config = checkpoint_run_config(registry, meta, checkpoint);
   std::shared_ptr<Model> model = registry.family(config.model.family).build(*config.model.spec, 0);
   checkpoint_load(checkpoint, *model, nullptr);
 
@@ -187,11 +183,7 @@ ModelExport export_model(const Registry& registry, const std::string& checkpoint
       {"config_toml", run_config_text(config)}};
   const std::string text = out.dump(2) + "\n";
   const std::string temp = result.config + ".tmp";
-  {
-    std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-    file << text;
-    if (!file) throw Error(fmt::format("export-model: cannot write {}", temp));
-  }
+  text_file_write(temp, text, "export-model");
   fs::rename(temp, result.config);
   return result;
 }
@@ -212,8 +204,9 @@ ImportResult import_safetensors(const Registry& registry, const std::string& dir
   ImportResult result;
   result.config = (fs::path(out_dir) / "model.toml").string();
   try {
-    std::ofstream(result.config) << "# Written by `tfw import safetensors` from " << dir << "\n"
-                                 << run_config_text(config) << "\n";
+    text_file_write(result.config,
+                    fmt::format("# Written by `tfw import safetensors` from {}\n{}\n", dir, run_config_text(config)),
+                    "import");
     CheckpointMeta meta;
     meta.val_loss = meta.best_val_loss = std::nan("");
     meta.config_toml = run_config_text(config);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -33,11 +34,12 @@ double measure() {
 }
 
 // Dense matrix products on a CUDA device, timed between device synchronisations.
-double measure_cuda(const std::string& device, const std::string& precision) {
+double measure_cuda(const DeviceName& device, Precision precision) {
   torch::NoGradGuard no_grad;
   const std::int64_t n = 8192;
-  const auto options =
-      torch::TensorOptions().device(torch::Device(device)).dtype(precision == "bf16" ? torch::kBFloat16 : torch::kFloat32);
+  const auto options = torch::TensorOptions()
+                           .device(torch::Device(device.text()))
+                           .dtype(precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat32);
   torch::Tensor a = torch::randn({n, n}, options), b = torch::randn({n, n}, options), c = torch::empty({n, n}, options);
   for (int i = 0; i < 3; ++i) torch::matmul_out(c, a, b);
   torch::cuda::synchronize();
@@ -87,10 +89,11 @@ double cached_peak(const std::string& home, const std::string& key, const std::f
 
 }  // namespace
 
-double peak_flops_resolve(const std::string& home, double configured, const std::string& device,
-                          const std::string& precision) {
-  if (configured > 0 || device.rfind("cuda", 0) != 0) return peak_flops_resolve(home, configured);
-  const std::string key = fmt::format("{}-{}-{}", host_name(), device == "cuda" ? "cuda:0" : device, precision);
+double peak_flops_resolve(const std::string& home, double configured, const DeviceName& device,
+                          Precision precision) {
+  if (configured > 0 || !device.is_cuda()) return peak_flops_resolve(home, configured);
+  const std::string key =  // "cuda" is cached as cuda:0
+      fmt::format("{}-cuda:{}-{}", host_name(), std::max(device.index, 0), precision_name(precision));
   return cached_peak(home, key, [&] { return Probe{measure_cuda(device, precision), true}; });
 }
 

@@ -83,10 +83,10 @@ ImageDataConfig image_data_parse(ConfigTable& table, const std::string& config_p
   return image;
 }
 
-DataConfig data_parse(ConfigTable& table, const std::string& config_path, const std::string& task) {
+DataConfig data_parse(ConfigTable& table, const std::string& config_path, Task task) {
   DataConfig data;
   data.task = task;
-  if (task == kImageClassificationTask) {
+  if (task == Task::image_classification) {
     data.image = image_data_parse(table, config_path);
     return data;
   }
@@ -104,7 +104,7 @@ DataConfig data_parse(ConfigTable& table, const std::string& config_path, const 
 }
 
 toml::table data_to_toml(const DataConfig& data) {
-  if (data.task == kImageClassificationTask) {
+  if (data.task == Task::image_classification) {
     const ImageDataConfig& image = data.image;
     return toml::table{{"dataset", image.dataset}, {"validation", image.validation}, {"tuning_size", image.tuning_size},
                        {"crop_pad", image.crop_pad}, {"flip", image.flip}};
@@ -215,16 +215,21 @@ TrainConfig train_parse(ConfigTable& t) {
       at_least<std::int64_t>(t, "checkpoint_every", t.get_int("checkpoint_every", c.checkpoint_every), 1);
   c.keep_checkpoints =
       at_least<std::int64_t>(t, "keep_checkpoints", t.get_int("keep_checkpoints", c.keep_checkpoints), 1);
-  c.nan_policy = t.get_choice("nan_policy", c.nan_policy, {"stop", "skip"});
+  c.nan_policy = *nan_policy_parse(t.get_choice("nan_policy", nan_policy_name(c.nan_policy), {"stop", "skip"}));
   c.log_every = at_least<std::int64_t>(t, "log_every", t.get_int("log_every", c.log_every), 1);
   c.peak_flops = at_least(t, "peak_flops", t.get_double("peak_flops", 0), 0.0);
-  c.precision = t.get_choice("precision", c.precision, {"fp32", "bf16"});
-  c.device = t.get_string("device", c.device);
-  if (std::optional<DeviceProblem> problem = device_problem(c.device)) {
+  c.precision = precision_parse(t.get_choice("precision", precision_name(c.precision), {"fp32", "bf16"}));
+  const std::string device = t.get_string("device", c.device.text());
+  if (std::optional<DeviceProblem> problem = device_problem(device)) {
     t.fail("device", problem->message, problem->hint);
   }
+  // device_problem() let only "cpu", "cuda" and "cuda:N" through, and LibTorch only N without
+  // a leading zero: the text parses, and prints back as it was written.
+  const std::optional<DeviceName> parsed = device_name_parse(device);
+  if (!parsed) t.fail("device", fmt::format("\"{}\" is not a device", device), "use \"cpu\", \"cuda\" or \"cuda:N\"");
+  c.device = *parsed;
   c.tf32 = t.get_bool("tf32", c.tf32);
-  if (c.tf32 && c.device == "cpu") {
+  if (c.tf32 && !c.device.is_cuda()) {
     t.fail("tf32", "TF32 matrix products are a CUDA setting, and train.device is \"cpu\"",
            "remove train.tf32, or set train.device = \"cuda\"");
   }
@@ -272,13 +277,13 @@ toml::table train_to_toml(const TrainConfig& c) {
                 {"eps", c.eps}, {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip},
                 {"eval_every", c.eval_every}, {"eval_batches", c.eval_batches},
                 {"checkpoint_every", c.checkpoint_every}, {"keep_checkpoints", c.keep_checkpoints},
-                {"nan_policy", c.nan_policy}, {"log_every", c.log_every}};
+                {"nan_policy", nan_policy_name(c.nan_policy)}, {"log_every", c.log_every}};
   if (c.max_steps > 0) t.insert("max_steps", c.max_steps);
   if (c.max_tokens > 0) t.insert("max_tokens", c.max_tokens);
   if (c.max_flops > 0) t.insert("max_flops", c.max_flops);
   if (c.peak_flops > 0) t.insert("peak_flops", c.peak_flops);
-  if (c.precision != "fp32") t.insert("precision", c.precision);
-  if (c.device != "cpu") t.insert("device", c.device);
+  if (c.precision != Precision::fp32) t.insert("precision", precision_name(c.precision));
+  if (c.device.is_cuda()) t.insert("device", c.device.text());
   if (c.tf32) t.insert("tf32", true);
   if (c.schedule_steps > 0) t.insert("schedule_steps", c.schedule_steps);
   if (!c.growth.empty()) {
@@ -320,8 +325,14 @@ RunConfig run_config_parse(const Registry& registry, const toml::table& table, c
   ConfigTable model_table = top.sub("model");
   model.spec = family->parse(model_table);
   model_table.finish();
+  // The registry refuses a family whose task this tfw does not know (task_known).
+  const std::optional<Task> task = task_parse(family->task());
+  if (!task) {
+    top.fail("family", fmt::format("model family '{}' declares the unknown task '{}'", model.family, family->task()),
+             "");
+  }
   ConfigTable data_table = top.sub("data");
-  config.data = data_parse(data_table, path, family->task());
+  config.data = data_parse(data_table, path, *task);
   data_table.finish();
   ConfigTable train_table = top.sub("train");
   config.train = train_parse(train_table);

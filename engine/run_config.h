@@ -1,15 +1,21 @@
 // A run configuration file: `family`, the [model] table (parsed by the family's plugin
 // into a typed ModelSpec), [data] and [train]. Every table is validated whichever command
 // reads the file, so `tfw params` on a training config still rejects a misspelt [train]
-// key; every key not read is an error naming file:line:col. Torch-free.
+// key; every key not read is an error naming file:line:col. Choices are typed (Task,
+// Precision, NanPolicy, DeviceName): parsed once here, written back as the same text by
+// run_config_to_toml. Torch-free.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/device_name.h"
 #include "engine/plugin_api.h"
+#include "engine/precision.h"
+#include "engine/task.h"
 
 namespace tfw {
 
@@ -40,7 +46,7 @@ struct ImageDataConfig {
 // [data]: its keys depend on the family's task (engine/task.h): a corpus and a tokenizer for a
 // language model, an image dataset for an image classifier.
 struct DataConfig {
-  std::string task = "language_model";  // engine/task.h: the family's, not a key
+  Task task = Task::language_model;  // engine/task.h: the family's, not a key
   ImageDataConfig image;                // image_classification
   std::string corpus = "gcide";  // built-in name, text file or folder, or a prepared shard folder
   std::string tokenizer = "byte";
@@ -92,7 +98,19 @@ struct MaskConfig {
 // What a run trains on, for people: the corpus of a language model, the dataset of an image
 // classifier.
 inline const std::string& data_name(const DataConfig& data) {
-  return data.task == "image_classification" ? data.image.dataset : data.corpus;
+  return data.task == Task::image_classification ? data.image.dataset : data.corpus;
+}
+
+// train.nan_policy, what a NaN or infinite loss does: stop raises, skip drops the update.
+enum class NanPolicy { stop, skip };
+
+inline std::string nan_policy_name(NanPolicy policy) { return policy == NanPolicy::skip ? "skip" : "stop"; }
+
+// "stop" | "skip"; nullopt for anything else.
+inline std::optional<NanPolicy> nan_policy_parse(const std::string& name) {
+  if (name == "stop") return NanPolicy::stop;
+  if (name == "skip") return NanPolicy::skip;
+  return std::nullopt;
 }
 
 // How a set of blocks is named in evaluations and reports: "a+b"; "" for every token.
@@ -122,13 +140,16 @@ struct TrainConfig {
   std::int64_t eval_batches = 10;
   std::int64_t checkpoint_every = 500;
   std::int64_t keep_checkpoints = 3;  // the last K, plus the best by validation loss
-  std::string nan_policy = "stop";    // "stop" or "skip"
+  NanPolicy nan_policy = NanPolicy::stop;  // "stop" or "skip"
   std::int64_t log_every = 10;
   double peak_flops = 0;              // for MFU; 0: measured once per machine and cached
   // "fp32", or "bf16": bf16 autocast for the matmuls, fp32 master weights, optimiser state,
-  // normalisations and loss (engine/device.h). Evaluation follows it; checkpoints stay fp32.
-  std::string precision = "fp32";
-  std::string device = "cpu";         // "cpu", "cuda" or "cuda:N" (checked when training starts)
+  // normalisations and loss (engine/precision.h, engine/device.h). Evaluation follows it;
+  // checkpoints stay fp32.
+  Precision precision = Precision::fp32;
+  // "cpu", "cuda" or "cuda:N" (engine/device_name.h): checked against this LibTorch and
+  // machine when the config is read (device_problem), and again when training starts.
+  DeviceName device;
   // float32 matrix products on CUDA in TF32 (cuBLAS and cuDNN): faster, with a 10-bit
   // mantissa. Off by default, so that fp32 means fp32; only for a CUDA device.
   bool tf32 = false;

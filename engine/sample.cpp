@@ -32,8 +32,7 @@ SampleStats sample_checkpoint(const Registry& registry, const SampleRequest& req
   if (!(request.temperature >= 0)) throw UsageError("--temperature takes a number >= 0 (0: greedy)");
   if (request.top_k < 0) throw UsageError("--top-k takes a number >= 0 (0: every token)");
   const CheckpointMeta meta = checkpoint_read_meta(request.checkpoint);
-  const RunConfig config =
-      run_config_parse(registry, toml::parse(std::string_view(meta.config_toml), request.checkpoint), request.checkpoint);
+  const RunConfig config = checkpoint_run_config(registry, meta, request.checkpoint);
   const std::int64_t S = config.model.spec->shape().seq_len;
   const std::unique_ptr<Tokenizer> tokenizer = tokenizer_create(config.data.tokenizer);
   std::vector<std::uint32_t> prompt;
@@ -41,13 +40,13 @@ SampleStats sample_checkpoint(const Registry& registry, const SampleRequest& req
   if (prompt.empty()) throw UsageError(with_hint("--prompt is empty", "give the text to continue, e.g. --prompt \"In the beginning\""));
   std::shared_ptr<LanguageModel> model =
       as_language_model(registry.family(config.model.family).build(*config.model.spec, 0), "tfw sample");
-  model->to(device_resolve(config.train.device));
+  model->to(device_resolve(config.train.device.text()));
   checkpoint_load(request.checkpoint, *model, nullptr);
   mask_apply(*model, config.train.mask, config.train.mask.use);  // as the run trained: its parameter blocks
   model->eval();
   torch::NoGradGuard no_grad;
   const torch::Device device = module_device(*model);
-  const Precision precision = precision_parse(config.train.precision);
+  const Precision precision = config.train.precision;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(request.seed);
 
   SampleStats stats;

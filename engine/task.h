@@ -4,6 +4,7 @@
 // the store and exports are the same code for every task. Torch-free.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace tfw {
@@ -22,8 +23,22 @@ struct Metric {
   bool headline = false;  // shown beside the loss on progress lines and in summaries (accuracy)
 };
 
-inline bool task_known(const std::string& task) {
-  return task == kLanguageModelTask || task == kImageClassificationTask;
+// A task as a value: the typed config holds it (DataConfig::task, run_config.h); plugins name
+// theirs as text (ModelFamily::task), parsed where the config is read.
+enum class Task { language_model, image_classification };
+
+// kLanguageModelTask or kImageClassificationTask.
+inline std::string task_name(Task task) {
+  return task == Task::image_classification ? kImageClassificationTask : kLanguageModelTask;
 }
+
+// "language_model" | "image_classification"; nullopt for anything else.
+inline std::optional<Task> task_parse(const std::string& name) {
+  if (name == kLanguageModelTask) return Task::language_model;
+  if (name == kImageClassificationTask) return Task::image_classification;
+  return std::nullopt;
+}
+
+inline bool task_known(const std::string& task) { return task_parse(task).has_value(); }
 
 }  // namespace tfw

@@ -37,12 +37,11 @@ void TokenUseMeter::add(Layer& layer, const torch::Tensor& scores) {
   const std::int64_t m = layer.n - layer.n0;
   const torch::Tensor a = scores.detach().to(torch::kFloat64).abs().reshape({-1, layer.n});  // (rows, n)
   const torch::Tensor old = a.narrow(1, 0, layer.n0), appended = a.narrow(1, layer.n0, m);
-  const double old_sum = old.sum().item<double>(), appended_sum = appended.sum().item<double>();
-  layer.mass_all += old_sum + appended_sum;
-  layer.mass_appended += appended_sum;
-  layer.old_sum += old_sum;
+  const torch::Tensor old_sum = old.sum(), appended_sum = appended.sum();
+  layer.old_sum = layer.old_sum.defined() ? layer.old_sum + old_sum : old_sum;
+  layer.appended_sum = layer.appended_sum.defined() ? layer.appended_sum + appended_sum : appended_sum;
   layer.old_count += static_cast<double>(old.numel());
-  const torch::Tensor most = std::get<0>(appended.max(0)).to(torch::kCPU);  // (m)
+  const torch::Tensor most = std::get<0>(appended.max(0));  // (m)
   layer.appended_max = layer.appended_max.defined() ? torch::maximum(layer.appended_max, most) : most;
 }
 
@@ -51,9 +50,11 @@ std::vector<Metric> TokenUseMeter::metrics() const {
   double mass = 0, active = 0;
   int seen = 0;
   for (const auto& [label, layer] : layers_) {
-    if (!layer.appended_max.defined() || layer.mass_all <= 0) continue;
-    const double appended_mass = layer.mass_appended / layer.mass_all;
-    const double threshold = kTokenUseThreshold * layer.old_sum / layer.old_count;
+    if (!layer.appended_max.defined()) continue;
+    const double old_sum = layer.old_sum.item<double>(), appended_sum = layer.appended_sum.item<double>();
+    if (old_sum + appended_sum <= 0) continue;
+    const double appended_mass = appended_sum / (old_sum + appended_sum);
+    const double threshold = kTokenUseThreshold * old_sum / layer.old_count;
     const double appended_active = (layer.appended_max > threshold).to(torch::kFloat64).mean().item<double>();
     const std::string prefix = "token_use/" + label + "/";
     out.push_back({prefix + "appended_mass", appended_mass});

@@ -10,7 +10,9 @@
 //                    of the keys and of the values.
 // Metrics "token_use/<layer>/<name>" (layer "layers.3.q"), and "token_use/appended_mass" and
 // "token_use/appended_active": the means over the layers. A layer under a parameter mask
-// (train.mask) is left out: its scores cover only the tokens in use.
+// (train.mask) is left out: its scores cover only the tokens in use. With several ranks
+// (`--nproc`), each validates its share of the batches and rank 0 records: the diagnostics are
+// of rank 0's share (not all-reduced), while val/loss is of every rank's.
 #pragma once
 
 #include <cstdint>
@@ -41,9 +43,11 @@ class TokenUseMeter {
   struct Layer {
     PattentionImpl* module = nullptr;
     std::int64_t n = 0, n0 = 0;
-    double mass_all = 0, mass_appended = 0, old_sum = 0;
+    // Sums of |Θ(S)| over what the sink saw, float64 scalars on the scores' device (read once,
+    // in metrics(): adding a batch never waits for the device).
+    torch::Tensor old_sum, appended_sum;
     double old_count = 0;
-    torch::Tensor appended_max;  // (n - n0) float64 on the CPU: the largest |Θ(S)| seen per appended token
+    torch::Tensor appended_max;  // (n - n0) float64 on the scores' device: the largest |Θ(S)| per appended token
   };
   void add(Layer& layer, const torch::Tensor& scores);
   std::map<std::string, Layer> layers_;

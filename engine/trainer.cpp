@@ -161,12 +161,11 @@ Trainer::Trainer(const Registry& registry, const RunConfig& config, const TrainO
       family_(registry.family(config.model.family)),
       plan_(train_plan(config)),
       device_(torch::kCPU),
-      precision_(Precision::fp32),
+      precision_(config.train.precision),
       dist_(options.dist.get()) {
   train_memory_check(config_, plan_);
-  device_ = device_resolve(train_.device);  // a UsageError before any work
+  device_ = device_resolve(train_.device.text());  // a UsageError before any work
   if (device_.is_cuda()) cuda_set_tf32(train_.tf32);  // fp32 means fp32 unless asked
-  precision_ = precision_parse(train_.precision);
   if (dist_ != nullptr) {
     rank_ = dist_->rank();
     world_ = dist_->world();
@@ -323,12 +322,12 @@ void Trainer::announce() {
   if (options_.observer == nullptr) return;
   nlohmann::json provenance = {{"libtorch", torch_version()},
                                {"cuda", torch_cuda_version()},
-                               {"device", train_.device},
-                               {"processor", compute_device_name(train_.device)},
+                               {"device", train_.device.text()},
+                               {"processor", compute_device_name(train_.device.text())},
                                {"threads", runtime_threads()},
-                               {"precision", train_.precision},
+                               {"precision", precision_name(train_.precision)},
                                {"world_size", world_}};
-  if (train_.device != "cpu") provenance["tf32"] = train_.tf32;
+  if (train_.device.is_cuda()) provenance["tf32"] = train_.tf32;
   for (const auto& [key, value] : options_.provenance) provenance[key] = value;
   event("provenance", state_.step, provenance.dump());
 }
@@ -476,8 +475,8 @@ double Trainer::forward_backward(double* data_seconds) {
 void Trainer::on_nonfinite(double loss, double wall) {
   metric("event/nonfinite_loss", loss, wall);
   flush_metrics();
-  event("nan", state_.step, fmt::format(R"({{"loss":"{}","policy":"{}"}})", loss, train_.nan_policy));
-  if (train_.nan_policy == "stop") {
+  event("nan", state_.step, fmt::format(R"({{"loss":"{}","policy":"{}"}})", loss, nan_policy_name(train_.nan_policy)));
+  if (train_.nan_policy == NanPolicy::stop) {
     throw Error(with_hint(fmt::format("loss is {} at step {}; stopped (train.nan_policy = \"stop\")", loss,
                                       state_.step),
                           "lower train.lr, raise train.warmup_steps, or set train.nan_policy = \"skip\"; "

@@ -128,7 +128,8 @@ std::map<std::string, SlurmJobState> slurm_query(const std::vector<std::string>&
 }
 
 std::vector<ClusterJobRow> slurm_refresh(Store& store, const std::string& experiment) {
-  std::vector<ClusterJobRow> rows = store.cluster_jobs(experiment);
+  ClusterJobs cluster_jobs(store);
+  std::vector<ClusterJobRow> rows = cluster_jobs.list(experiment);
   std::vector<std::string> ids;
   for (const ClusterJobRow& row : rows) {
     if (row.scheduler == "slurm" && !slurm_state_final(row.state)) ids.push_back(row.job_id);
@@ -139,7 +140,7 @@ std::vector<ClusterJobRow> slurm_refresh(Store& store, const std::string& experi
     auto it = states.find(row.job_id);
     if (row.scheduler != "slurm" || slurm_state_final(row.state) || it == states.end()) continue;
     if (it->second.state != row.state || it->second.reason != row.reason || it->second.exit_code >= 0) {
-      store.cluster_job_update(row.id, it->second.state, it->second.exit_code, it->second.reason);
+      cluster_jobs.update(row.id, it->second.state, it->second.exit_code, it->second.reason);
       row.state = it->second.state;
       row.reason = it->second.reason;
       if (it->second.exit_code >= 0) row.exit_code = it->second.exit_code;
@@ -284,7 +285,7 @@ void SlurmExecutor::flush() {
     row.state = "PENDING";
     row.script = script;
     row.log = entry.task.log_path;
-    entry.row = store_->cluster_job_add(row);
+    entry.row = ClusterJobs(*store_).add(row);
   };
   if (!roots.empty()) {
     // One array: task i runs the i-th run's script.
@@ -405,7 +406,7 @@ std::vector<std::string> SlurmExecutor::poll(double seconds) {
       if (it == states.end() || task_final(entry.status.state)) continue;
       const SlurmJobState& s = it->second;
       if (s.state != entry.state || slurm_state_final(s.state)) {
-        store_->cluster_job_update(entry.row, s.state, s.exit_code, s.reason);
+        ClusterJobs(*store_).update(entry.row, s.state, s.exit_code, s.reason);
       }
       entry.state = s.state;
       entry.status.state = task_state_of(s.state);

@@ -4,8 +4,8 @@
 // (and `--kill-on-invalid-dep=yes`, so a failed parent cancels its children). A run with
 // several ranks (`nproc`) launches them with `srun` inside its allocation. The scripts are
 // kept: one per run in its run folder (`slurm-job.sh`), and the array's in the experiment's
-// work folder. Every submission is a row of the store's `cluster_jobs`, whose state comes
-// from `squeue`, then `sacct`, then `scontrol`. Cancelling is `scancel`.
+// work folder. Every submission is a row of the store's `cluster_jobs` (cluster_jobs.h),
+// whose state comes from `squeue`, then `sacct`, then `scontrol`. Cancelling is `scancel`.
 // docs/cluster.md, docs/design/ARCHITECTURE.md "The runner".
 #pragma once
 
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "runner/cluster_jobs.h"
 #include "runner/executor.h"
 #include "storage/store.h"
 

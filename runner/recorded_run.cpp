@@ -137,9 +137,7 @@ RunConfig new_run_config(const Registry& registry, const RunRequest& request, Ru
     options.init_from = init_from_checkpoint(request.init_from);
     // The model must be the checkpoint's; [data] and [train] are the new run's.
     const CheckpointMeta origin = checkpoint_read_meta(options.init_from);
-    config = adopt_checkpoint_model(registry, config,
-                                    run_config_parse(registry, toml::parse(origin.config_toml, options.init_from),
-                                                     options.init_from));
+    config = adopt_checkpoint_model(registry, config, checkpoint_run_config(registry, origin, options.init_from));
   }
   options.run_dir = prepare_new_run(request, config, book, hooks);
   return config;

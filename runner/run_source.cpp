@@ -42,10 +42,10 @@ RunNews LocalRunSource::news(std::int64_t run, RunCursor& cursor) { return store
 
 std::vector<CheckpointRow> LocalRunSource::checkpoints(std::int64_t run) { return store().checkpoints(run); }
 
-std::vector<ClusterJobRow> LocalRunSource::cluster_jobs() {
-  std::vector<ClusterJobRow> rows = store().cluster_jobs();
+std::vector<runner::ClusterJobRow> LocalRunSource::cluster_jobs() {
+  std::vector<runner::ClusterJobRow> rows = runner::ClusterJobs(store()).list();
   bool live = false;
-  for (const ClusterJobRow& row : rows) live = live || !runner::slurm_state_final(row.state);
+  for (const runner::ClusterJobRow& row : rows) live = live || !runner::slurm_state_final(row.state);
   const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   if (live && now - slurm_asked_ >= 5 && !runner::program_path("squeue").empty()) {
     slurm_asked_ = now;

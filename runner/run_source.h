@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runner/cluster_jobs.h"
 #include "storage/store.h"
 
 namespace tfw {
@@ -40,7 +41,7 @@ class RunSource {
   virtual std::vector<CheckpointRow> checkpoints(std::int64_t run) = 0;
   // Runs submitted to a cluster scheduler (`tfw run --executor slurm`), by id; empty when the
   // source cannot tell (a service does not serve them yet).
-  virtual std::vector<ClusterJobRow> cluster_jobs() { return {}; }
+  virtual std::vector<runner::ClusterJobRow> cluster_jobs() { return {}; }
   // Every run's `tfw eval` results, by id; empty when the source cannot tell (a service does
   // not serve them yet).
   virtual std::vector<EvaluationRow> evaluations() { return {}; }
@@ -62,7 +63,7 @@ class LocalRunSource : public RunSource {
   std::vector<CheckpointRow> checkpoints(std::int64_t run) override;
   // The store's rows; while some are queued or running and Slurm's commands are here, their
   // states are refreshed from Slurm (executor_slurm.h) at most every 5 s.
-  std::vector<ClusterJobRow> cluster_jobs() override;
+  std::vector<runner::ClusterJobRow> cluster_jobs() override;
   std::vector<EvaluationRow> evaluations() override { return store().evaluations(0); }
   void reset() override { store_.reset(); }
 

@@ -1,6 +1,8 @@
-// Internal to tfw_storage: a prepared statement with typed binds and columns, one-shot exec,
-// and the error message for a failed SQLite call (naming the file, with a hint). Not part
-// of the store's API; store.cpp and store_jobs.cpp share it.
+// A prepared statement with typed binds and columns, one-shot exec, and the error message
+// for a failed SQLite call (naming the file, with a hint). Not part of the store's API: the
+// store's own files use it, and so do the classes that keep their tables in the store on its
+// connection (Store::connection()): workbench/service/job_queue.cpp, runner/cluster_jobs.cpp.
+// Their libraries link SQLite themselves.
 #pragma once
 
 #include <sqlite3.h>

@@ -1,8 +1,11 @@
-// The run store: every run, its metrics, checkpoints, events, lineage and compute budget in
-// one SQLite file (TFW_HOME/runs.db). Schema versioned with PRAGMA user_version and forward
-// migrations run under a file lock; WAL, busy_timeout, synchronous=NORMAL. Writers: one
-// MetricWriter per process batches points in transactions on its own thread and connection;
-// readers open read-only. Never includes torch (docs/design/ARCHITECTURE.md).
+// The run store: every run, its metrics, checkpoints, events, evaluations, lineage and compute
+// budget in one SQLite file (TFW_HOME/runs.db). Schema versioned with PRAGMA user_version and
+// forward migrations run under a file lock; WAL, busy_timeout, synchronous=NORMAL. Writers:
+// one MetricWriter per process batches points in transactions on its own thread and
+// connection; readers open read-only. The schema also holds the tables of other layers, which
+// work on the store's connection (connection()) with their own classes: the engine service's
+// job queue (workbench/service/job_queue.h) and the runs submitted to a cluster scheduler
+// (runner/cluster_jobs.h). Never includes torch (docs/design/ARCHITECTURE.md).
 #pragma once
 
 #include <condition_variable>
@@ -90,32 +93,6 @@ struct RunNews {
   std::vector<MetricPoint> points;  // by key, then step
   std::vector<EventRow> events;     // by id
   bool empty() const { return points.empty() && events.empty(); }
-};
-
-// A job of the engine service (`tfw serve`): an experiment file it runs with `tfw run`.
-struct JobRow {
-  std::int64_t id = 0;
-  std::string kind = "experiment";  // experiment, or run (a single run config wrapped as an experiment)
-  std::string name;                 // the experiment's name: its runs are stored under it
-  std::string file;                 // the experiment file (under TFW_HOME/jobs/ID/)
-  JobStatus status = JobStatus::queued;
-  double submitted = 0, started = 0, ended = 0;
-  std::int64_t exit_code = -1;      // -1: none yet
-  std::string error;
-  std::string client;               // the peer address that submitted it
-};
-
-// A run submitted to a cluster scheduler (`tfw run --executor slurm`): one row per submission.
-struct ClusterJobRow {
-  std::int64_t id = 0;
-  std::string experiment, run;     // the run it executes
-  std::string scheduler = "slurm";
-  std::string job_id;              // the scheduler's id: "123", or "123_4" for an array task
-  std::string state;               // the scheduler's word: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
-  std::string script, log;         // the generated script (kept for the user) and the run's output
-  double submitted = 0, updated = 0;
-  std::int64_t exit_code = -1;     // -1: none yet
-  std::string reason;              // why it waits, or how it ended (the scheduler's reason)
 };
 
 // One metric of `tfw eval` (v4): a checkpoint evaluated on a corpus.
@@ -207,29 +184,19 @@ class Store {
   RunNews news(std::int64_t run, RunCursor& cursor);
   std::int64_t metrics_count(std::int64_t run);
 
-  // The service's job queue.
-  std::int64_t job_create(const JobRow& job);  // queued, submitted now
-  void job_set_file(std::int64_t job, const std::string& file);
-  void job_set_status(std::int64_t job, JobStatus status, std::int64_t exit_code = -1,
-                      const std::string& error = "");
-  std::optional<JobRow> job_get(std::int64_t job);
-  std::vector<JobRow> jobs(std::optional<JobStatus> status = std::nullopt);  // by id
-
   // `tfw eval` results (v4), in one transaction; of a run, by id.
   void evaluations_add(const std::vector<EvaluationRow>& rows);
   std::vector<EvaluationRow> evaluations(std::int64_t run);  // run 0: every run's
-
-  // Runs submitted to a cluster scheduler (v3).
-  std::int64_t cluster_job_add(const ClusterJobRow& job);  // submitted and updated now
-  void cluster_job_update(std::int64_t id, const std::string& state, std::int64_t exit_code, const std::string& reason);
-  // By id; of one experiment when `experiment` is not empty.
-  std::vector<ClusterJobRow> cluster_jobs(const std::string& experiment = "");
 
   bool integrity_ok();
   const std::string& path() const { return path_; }
   // The folder that holds the store (TFW_HOME), absolute. Run folders and checkpoint paths
   // inside it are stored relative to it and read back absolute.
   const std::string& home() const { return home_; }
+  // The store's SQLite connection, for the classes that keep their own tables in this store
+  // on the same connection (storage/sqlite_statement.h runs statements on it): the service's
+  // JobQueue and the runner's ClusterJobs. Owned by the store; valid while it lives.
+  sqlite3* connection() { return db_; }
 
  private:
   Store(sqlite3* db, std::string path, bool readonly);

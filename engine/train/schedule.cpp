@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -30,7 +29,7 @@ TrainPlan train_plan(const RunConfig& config) {
                                            shape.seq_len),
                                "lower train.seq_len or raise model.seq_len"));
   }
-  if (config.data.task == kImageClassificationTask && train.seq_len > 0 && train.seq_len != shape.seq_len) {
+  if (config.data.task == Task::image_classification && train.seq_len > 0 && train.seq_len != shape.seq_len) {
     throw UsageError(with_hint(fmt::format("train.seq_len = {}: an image classifier reads {} tokens per image", train.seq_len,
                                            shape.seq_len),
                                "leave train.seq_len out (0) for an image-classification run"));
@@ -97,11 +96,11 @@ void train_memory_check(const RunConfig& config, const TrainPlan& plan) {
   const double need = train_memory_bytes(config, plan);
   // On a GPU the memory that counts is what the device has free now (other processes and
   // this one's earlier allocations taken off); on the CPU the machine's physical memory.
-  const std::string& device = config.train.device;
+  const DeviceName& device = config.train.device;
   double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   std::string where = fmt::format("this machine has {:.3g} GB", have / 1e9);
-  if (device.rfind("cuda", 0) == 0) {
-    const int index = device.size() > 5 ? std::atoi(device.c_str() + 5) : 0;  // "cuda" or "cuda:N"
+  if (device.is_cuda()) {
+    const int index = std::max(device.index, 0);  // "cuda" or "cuda:N"
     if (const std::optional<CudaMemory> memory = cuda_memory(index)) {
       have = static_cast<double>(memory->free_bytes);
       where = fmt::format("GPU cuda:{} has {:.3g} GB free of {:.3g} GB", index, have / 1e9,

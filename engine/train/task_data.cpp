@@ -280,7 +280,7 @@ torch::Tensor batch_loss(Model& model, const Batch& batch, Precision precision) 
 std::unique_ptr<TaskData> task_data_open(const RunConfig& config, const std::string& home, std::int64_t batch_size,
                                          std::int64_t seq_len, std::uint64_t seed,
                                          const std::function<void(const std::string&)>& say) {
-  if (config.data.task == kImageClassificationTask) {
+  if (config.data.task == Task::image_classification) {
     return std::make_unique<ImageClassificationData>(config, batch_size, seed, say);
   }
   return std::make_unique<LanguageModelData>(config, home, batch_size, seq_len, seed);

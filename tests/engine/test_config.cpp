@@ -2,6 +2,7 @@
 // sees for a missing file, a syntax error, an unknown key, a wrong type or a bad value.
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -131,6 +132,45 @@ TEST(Config, IdentityIsTheCanonicalFormNotTheText) {
   as_float.insert_or_assign("x", 3.0);
   as_int.insert_or_assign("x", 3);
   EXPECT_NE(config_identity(as_float), config_identity(as_int));
+}
+
+// The choices are typed (issue 36): read once where the file is read, and printed back as the
+// text they were written as.
+TEST(Config, ChoicesAreTypedAndPrintBackAsWritten) {
+  const std::string base = std::string(kTiny) + "[train]\nmax_steps = 3\n";
+  const RunConfig plain = run_config_load(test::plugins(), write_temp("plain.toml", base));
+  EXPECT_EQ(plain.data.task, Task::language_model);
+  EXPECT_EQ(plain.train.precision, Precision::fp32);
+  EXPECT_EQ(plain.train.nan_policy, NanPolicy::stop);
+  EXPECT_EQ(plain.train.device, DeviceName{});
+  const toml::table plain_toml = run_config_to_toml(plain);
+  EXPECT_EQ(plain_toml["train"]["nan_policy"].value<std::string>(), "stop");
+  EXPECT_FALSE(plain_toml["train"]["precision"]);  // the defaults fp32 and cpu are left out
+  EXPECT_FALSE(plain_toml["train"]["device"]);
+  const std::string choices = "precision = \"bf16\"\nnan_policy = \"skip\"\ndevice = \"cpu\"\n";
+  const RunConfig chosen = run_config_load(test::plugins(), write_temp("chosen.toml", base + choices));
+  EXPECT_EQ(chosen.train.precision, Precision::bf16);
+  EXPECT_EQ(chosen.train.nan_policy, NanPolicy::skip);
+  const toml::table chosen_toml = run_config_to_toml(chosen);
+  EXPECT_EQ(chosen_toml["train"]["precision"].value<std::string>(), "bf16");
+  EXPECT_EQ(chosen_toml["train"]["nan_policy"].value<std::string>(), "skip");
+  EXPECT_FALSE(chosen_toml["train"]["device"]);
+  // Devices as the config writes them; CUDA ones are refused on this machine before parsing.
+  for (const char* text : {"cpu", "cuda", "cuda:0", "cuda:3", "cuda:12"}) {
+    const std::optional<DeviceName> device = device_name_parse(text);
+    ASSERT_TRUE(device) << text;
+    EXPECT_EQ(device->text(), text);
+  }
+  EXPECT_EQ(device_name_parse("cuda:3")->index, 3);
+  EXPECT_EQ(device_name_parse("cuda")->index, -1);
+  for (const char* text : {"", "gpu", "CPU", "cuda:", "cuda:x", "cuda:01", "cuda:-1", "cuda:1 "}) {
+    EXPECT_FALSE(device_name_parse(text)) << text;
+  }
+  EXPECT_EQ(task_parse("image_classification"), Task::image_classification);
+  EXPECT_EQ(task_name(Task::language_model), kLanguageModelTask);
+  EXPECT_FALSE(task_parse("regression"));
+  EXPECT_EQ(nan_policy_parse("skip"), NanPolicy::skip);
+  EXPECT_FALSE(nan_policy_parse("ignore"));
 }
 
 TEST(Config, MissingKeyAndUnknownFamily) {

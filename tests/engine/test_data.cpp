@@ -12,18 +12,14 @@
 #include "engine/data/tokenizer.h"
 #include "engine/error.h"
 #include "engine/registry.h"
+#include "tests/scratch.h"
 
 namespace tfw {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("tfw-test-data-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_dir("data-" + name); }
 
 std::vector<std::uint32_t> all_tokens(const TokenShard& shard) {
   std::vector<std::uint32_t> out;

@@ -139,6 +139,48 @@ TEST_F(GuiScreens, CurvesViewDrawsEachSelectedRunInItsColour) {
   EXPECT_LT(none.count_near(31, 119, 180, 20, x0, y0, x1, y1), 60u);
 }
 
+// Runs that differ only in seed: one line in the first colour (their mean) over a translucent
+// band (their minimum to maximum), and no second colour; --each-seed draws the three runs in
+// three colours and no band.
+TEST_F(GuiScreens, CurvesViewDrawsASeedGroupAsItsMeanOverItsBand) {
+  const std::string home = "/tmp/tfw-test-gui-seeds-" + std::to_string(::getpid());
+  fs::remove_all(home);
+  Result run = tfw("run " TFW_SOURCE_DIR "/tests/data/tiny-seeds.toml --only 'baseline*' --home " + home);
+  ASSERT_EQ(run.code, 0) << run.output;
+  const std::string select = "--select baseline-s0,baseline-s1,baseline-s2 --x steps --metric train/loss";
+  Image grouped = shot("curves", select, home);
+  fs::copy_file(kShots + "/curves.png", kShots + "/curves-grouped.png", fs::copy_options::overwrite_existing);
+  Image each = shot("curves", select + " --each-seed", home);
+  fs::remove_all(home);
+  const int x0 = 80, y0 = 80, x1 = 1180, y1 = 690;
+  // The band: the blue (31, 119, 180) at alpha 56/255 over the plot's (22, 24, 28).
+  const auto band = [&](const Image& image) { return image.count_near(24, 45, 61, 6, x0, y0, x1, y1); };
+  EXPECT_GT(grouped.count_near(31, 119, 180, 40, x0, y0, x1, y1), 100u) << kShots << "/curves-grouped.png";
+  EXPECT_LT(grouped.count_near(255, 127, 14, 40, x0, y0, x1, y1), 10u);
+  EXPECT_LT(grouped.count_near(44, 160, 44, 40, x0, y0, x1, y1), 10u);
+  EXPECT_GT(band(grouped), 5000u) << kShots << "/curves-grouped.png";  // 19,157 when written
+  EXPECT_GT(each.count_near(255, 127, 14, 40, x0, y0, x1, y1), 100u) << kShots << "/curves.png";
+  EXPECT_GT(each.count_near(44, 160, 44, 40, x0, y0, x1, y1), 100u);
+  EXPECT_LT(band(each), 1000u);  // 208 when written: the edges of the blue line
+}
+
+// The cumulative-tokens axis: `grown` (orange) continues where `small` (blue) ended, so the
+// left half of the plot holds small and the right half grown; on the tokens axis both start at
+// the left. (Both ran 20 steps of the same batch: the same tokens each.)
+TEST_F(GuiScreens, CurvesCumulativeTokensContinueAGrownRunWhereItsParentEnded) {
+  const std::string select = "--select small,grown --metric train/loss --x ";
+  Image cumulative = shot("curves", select + "cumulative_tokens");
+  fs::copy_file(kShots + "/curves.png", kShots + "/curves-cumulative-tokens.png", fs::copy_options::overwrite_existing);
+  Image tokens = shot("curves", select + "tokens");
+  const int x0 = 80, y0 = 80, x1 = 1180, y1 = 690, middle = (x0 + x1) / 2;
+  const auto orange_left = [&](const Image& image) { return image.count_near(255, 127, 14, 40, x0, y0, middle, y1); };
+  const auto blue_right = [&](const Image& image) { return image.count_near(31, 119, 180, 40, middle, y0, x1, y1); };
+  // Only the legend's swatches (14 × 10 pixels, on one side) are off their side: 140 when
+  // written, against 652 on the tokens axis.
+  EXPECT_LT(orange_left(cumulative) + blue_right(cumulative), 300u) << kShots << "/curves-cumulative-tokens.png";
+  EXPECT_GT(orange_left(tokens) + blue_right(tokens), 450u) << kShots << "/curves.png";
+}
+
 TEST_F(GuiScreens, FlopsViewPlotsTheFormulaForEachConfig) {
   Image image = shot("flops", "--config " TFW_SOURCE_DIR "/experiments/mini/e2-tokenformer-grown.toml --config " TFW_SOURCE_DIR
                               "/experiments/mini/e2-transformer-grown.toml");

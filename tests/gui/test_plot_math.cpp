@@ -134,6 +134,28 @@ TEST(PlotMath, EmaIsBiasCorrected) {
   EXPECT_DOUBLE_EQ(with_nan[2], 2.0);
 }
 
+TEST(PlotMath, SeedBandIsMeanMinMaxWhereEverySeedHasAValue) {
+  // A: (0,4) (10,2) (20,1); B: (5,3) (15,3) (25,0). Both cover [5, 20]; the grid is 5, 10, 15, 20.
+  // A at 5 = 3 and at 15 = 1.5; B at 10 = 3 and at 20 = 3 + (20-15)/(25-15)·(0-3) = 1.5.
+  const std::vector<double> ax = {0, 10, 20}, ay = {4, 2, 1}, bx = {5, 15, 25}, by = {3, 3, 0};
+  const SeedBand band = seed_band({{&ax, &ay}, {&bx, &by}});
+  EXPECT_EQ(band.x, (std::vector<double>{5, 10, 15, 20}));
+  EXPECT_EQ(band.mean, (std::vector<double>{3, 2.5, 2.25, 1.25}));
+  EXPECT_EQ(band.low, (std::vector<double>{3, 2, 1.5, 1}));
+  EXPECT_EQ(band.high, (std::vector<double>{3, 3, 3, 1.5}));
+  EXPECT_EQ(band.count, (std::vector<int>{2, 2, 2, 2}));
+  // A NaN evaluation leaves its run out of that x only.
+  const std::vector<double> cy = {4, std::nan(""), 1};
+  const SeedBand with_nan = seed_band({{&ax, &ay}, {&ax, &cy}});
+  EXPECT_EQ(with_nan.mean, (std::vector<double>{4, 2, 1}));
+  EXPECT_EQ(with_nan.count, (std::vector<int>{2, 1, 2}));
+  // Runs that share no span, or an empty run, give no band.
+  const std::vector<double> late = {30, 40}, none;
+  EXPECT_TRUE(seed_band({{&ax, &ay}, {&late, &late}}).x.empty());
+  EXPECT_TRUE(seed_band({{&ax, &ay}, {&none, &none}}).x.empty());
+  EXPECT_TRUE(seed_band({}).x.empty());
+}
+
 TEST(PlotMath, NearestPointInScreenSpace) {
   std::vector<double> x = {0, 1, 2}, y = {0, 1, 4};
   AxisMap ax{0, 2, false}, ay{0, 4, false};

@@ -6,6 +6,7 @@
 // remote service's socket.
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -23,6 +24,35 @@ namespace tfw::gui {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The lineage's tokens before a run (the cumulative-tokens axis), computed by hand: A is a root
+// whose tokens per FLOP changed (an online growth), B was grown from A's end, C from B's middle
+// (B's points not in the snapshot: its overall tokens per FLOP), D and E from inside A.
+TEST(InheritedTokens, ReadsEachAncestorsTokensAtTheGrowthPoint) {
+  StoreSnapshot snapshot;
+  const auto run = [](std::int64_t id, std::int64_t parent, std::int64_t tokens, double flops, double inherited) {
+    RunRecord r;
+    r.id = id, r.parent = parent, r.tokens = tokens, r.flops = flops, r.inherited_flops = inherited;
+    return r;
+  };
+  snapshot.runs = {run(1, 0, 1000, 100, 0), run(2, 1, 300, 50, 100), run(3, 2, 0, 0, 125), run(4, 1, 0, 0, 40),
+                   run(5, 1, 0, 0, 10), run(6, 99, 0, 0, 10), run(7, 0, 5, 5, -1)};
+  auto a = std::make_shared<RunData>();
+  auto series = std::make_shared<Series>();
+  series->flops = {20, 60, 100};
+  series->tokens = {200, 400, 1000};
+  a->metrics["train/loss"] = series;
+  snapshot.data[1] = a;
+  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[0]), 0);     // a root
+  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[1]), 1000);  // A's end: its tokens
+  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[2]), 1000 + 300.0 * 25 / 50);  // + B at 25 of its 50 FLOPs
+  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[3]), 300);   // A at 40: between (20, 200) and (60, 400)
+  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[4]), 100);   // A at 10: between its start and (20, 200)
+  EXPECT_TRUE(std::isnan(inherited_tokens(snapshot, snapshot.runs[5])));  // its parent is not in the snapshot
+  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[6]), 0);
+  EXPECT_EQ(with_ancestors(snapshot, {3, 4}), (std::set<std::int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(with_ancestors(snapshot, {7}), (std::set<std::int64_t>{7}));
+}
 
 std::string fresh_home(const std::string& name) {
   const std::string home = "/tmp/tfw-test-watcher-" + name;

@@ -57,7 +57,8 @@ TEST(Vision, FamiliesDeclareTheImageTask) {
   EXPECT_EQ(test::plugins().family("vision_tokenformer").task(), "image_classification");
   EXPECT_EQ(test::plugins().family("tokenformer").task(), "language_model");
   const RunConfig config = run_config_of(kVit);
-  EXPECT_EQ(config.data.task, "image_classification");
+  EXPECT_EQ(config.data.task, Task::image_classification);
+  EXPECT_EQ(task_name(config.data.task), "image_classification");
   EXPECT_EQ(config.data.image.dataset, "fashion-mnist");
   EXPECT_EQ(config.data.image.validation, "test");
 }

@@ -28,6 +28,29 @@ TEST(Format, FloatsAsWritten) {
             "[train]\nlr = 0.003\nname = 'a = 0.10000000000000001'\n");
 }
 
+TEST(Format, ProgressOfARunningRun) {
+  // 200 steps; points at step 10 (wall 5 s) and step 50 (wall 25 s): 40 steps in 20 s, so the
+  // 150 left take 75 s.
+  const tfw::RunBudget steps{200, 0, 0};
+  const tfw::RunPoint first{10, 2560, 1e9, 5}, latest{50, 12800, 5e9, 25};
+  const tfw::RunProgress p = tfw::run_progress(steps, first, latest);
+  EXPECT_DOUBLE_EQ(p.fraction, 0.25);
+  EXPECT_DOUBLE_EQ(p.eta_seconds, 75);
+  EXPECT_EQ(tfw::progress_text(steps, first, latest), "step 50 of 200 (25%), 12.8K tokens, 1m15s left");
+  // A token budget of 51,200: 5% at the first point, 25% at the latest, 20 s apart: 0.75 / 0.2 × 20 s = 75 s.
+  const tfw::RunBudget tokens{0, 51200, 0};
+  EXPECT_DOUBLE_EQ(tfw::run_progress(tokens, first, latest).fraction, 0.25);
+  EXPECT_DOUBLE_EQ(tfw::run_progress(tokens, first, latest).eta_seconds, 75);
+  EXPECT_EQ(tfw::progress_text(tokens, first, latest), "step 50 (25%), 12.8K tokens of 51.2K, 1m15s left");
+  // A FLOPs budget of 2e10: 25% again.
+  EXPECT_EQ(tfw::progress_text({0, 0, 2e10}, first, latest), "step 50 (25%), 12.8K tokens, 5e+09 of 2e+10 FLOPs, 1m15s left");
+  // One point: no rate, so no time left; no budget: no share either.
+  EXPECT_EQ(tfw::run_progress(steps, latest, latest).eta_seconds, -1);
+  EXPECT_EQ(tfw::progress_text({}, first, latest), "step 50, 12.8K tokens");
+  // Past the budget (a run extended by hand): capped at 100%, nothing left.
+  EXPECT_DOUBLE_EQ(tfw::run_progress({40, 0, 0}, first, latest).fraction, 1.0);
+}
+
 TEST(Format, TableColumnsAreAsWideAsTheirWidestCell) {
   const std::string table = tfw::text_table({{"run", "tokens/s"}, {"a-very-long-run-name", "12"}, {"b", "3,456"}},
                                             {false, true});

@@ -20,6 +20,7 @@
 #include "storage/store.h"
 #include "tests/cli/run_command.h"
 #include "tests/service/service_helpers.h"
+#include "workbench/service/job_queue.h"
 
 namespace tfw {
 namespace {
@@ -181,8 +182,9 @@ TEST(ServiceAttack, TwentyRoundsOfSubmitCancelAndJobsKeepTheStoreWhole) {
   EXPECT_EQ(server.stop(), 0);
   EXPECT_EQ(integrity(home), "ok\n");
   auto store = Store::open_readonly(home + "/runs.db");
-  EXPECT_EQ(store->jobs().size(), 20u);
-  for (const JobRow& job : store->jobs()) EXPECT_EQ(job.status, JobStatus::cancelled);
+  service::JobQueue jobs(*store);
+  EXPECT_EQ(jobs.list().size(), 20u);
+  for (const service::JobRow& job : jobs.list()) EXPECT_EQ(job.status, service::JobStatus::cancelled);
 }
 
 // A job that fails on its data (a corpus shorter than one window), then one more job: both
@@ -263,12 +265,13 @@ TEST(ServiceAttack, ManyJobsArePagedAndClientsThatStopReadingCannotGrowTheServic
   const std::string home = fresh_home("paging");
   {
     std::unique_ptr<Store> store = Store::open(home + "/runs.db");
+    service::JobQueue jobs(*store);
     for (int i = 0; i < 3500; ++i) {
-      JobRow job;
+      service::JobRow job;
       job.name = fmt::format("job-{}", i);
       job.client = "127.0.0.1:1";
-      const std::int64_t id = store->job_create(job);
-      store->job_set_status(id, JobStatus::cancelled, -1, std::string(200, 'x'));
+      const std::int64_t id = jobs.create(job);
+      jobs.set_status(id, service::JobStatus::cancelled, -1, std::string(200, 'x'));
     }
   }
   ServeProcess server = serve(home);

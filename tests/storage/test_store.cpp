@@ -16,18 +16,14 @@
 #include <gtest/gtest.h>
 
 #include "storage/store.h"
+#include "tests/scratch.h"
 
 namespace tfw {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string fresh_store(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("tfw-test-store-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return (dir / "runs.db").string();
-}
+std::string fresh_store(const std::string& name) { return test::fresh_store("store-" + name); }
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -63,25 +59,11 @@ TEST(StoreMigration, FromAnEmptyFileAndEveryEarlierVersion) {
     store_create_at_version(read_path, version);
     EXPECT_EQ(Store::open_readonly(read_path)->schema_version(), kStoreSchemaVersion);
   }
-  // v1 -> v2 keeps every run: the jobs table is added beside them.
+  // v1 -> v2 keeps every run: the jobs table is added beside them (the service's job queue
+  // on a migrated store: tests/service/test_job_queue.cpp).
   std::string v1 = fresh_store("keep-v1");
   store_create_at_version(v1, 1);
-  {
-    auto writer = Store::open(v1);  // migrates; add a run, then check both tables work
-    writer->run_create(run_named("kept"));
-    JobRow job;
-    job.name = "queued-job";
-    job.file = "/x/experiment.toml";
-    const std::int64_t id = writer->job_create(job);
-    writer->job_set_status(id, JobStatus::running);
-    EXPECT_EQ(writer->job_get(id)->status, JobStatus::running);
-    EXPECT_GT(writer->job_get(id)->started, 0);
-    writer->job_set_status(id, JobStatus::failed, 3, "boom");
-    EXPECT_EQ(writer->job_get(id)->exit_code, 3);
-    EXPECT_EQ(writer->job_get(id)->error, "boom");
-    EXPECT_EQ(writer->jobs(JobStatus::failed).size(), 1u);
-    EXPECT_TRUE(writer->jobs(JobStatus::queued).empty());
-  }
+  Store::open(v1)->run_create(run_named("kept"));  // migrates, then adds a run
   EXPECT_EQ(Store::open_readonly(v1)->runs().size(), 1u);
 }
 
@@ -334,23 +316,18 @@ TEST(StoreWriter, ABoundedQueueMakesPushWaitInsteadOfDropping) {
 
 }  // namespace
 // Every status maps to one name and back; the names are the ones the schema's CHECK allows
-// (a run stored with each status reads back as it).
+// (a run stored with each status reads back as it). The jobs' statuses:
+// tests/service/test_job_queue.cpp.
 TEST(Statuses, EveryNameRoundTripsThroughTheStore) {
   for (RunStatus status : {RunStatus::queued, RunStatus::running, RunStatus::finished, RunStatus::failed,
                            RunStatus::killed, RunStatus::crashed}) {
     EXPECT_EQ(run_status_parse(status_name(status)), status);
   }
-  for (JobStatus status : {JobStatus::queued, JobStatus::running, JobStatus::finished, JobStatus::failed,
-                           JobStatus::cancelled}) {
-    EXPECT_EQ(job_status_parse(status_name(status)), status);
-  }
   EXPECT_EQ(run_status_parse("cancelled"), std::nullopt);  // a job status, not a run's
-  EXPECT_EQ(job_status_parse("killed"), std::nullopt);
   EXPECT_EQ(run_status_parse("Finished"), std::nullopt);
   EXPECT_EQ(run_status_choices(), "queued, running, finished, failed, killed or crashed");
   EXPECT_FALSE(status_final(RunStatus::running));
   EXPECT_TRUE(status_final(RunStatus::crashed));
-  EXPECT_TRUE(status_final(JobStatus::cancelled));
 
   auto store = Store::open(fresh_store("statuses"));
   for (RunStatus status : {RunStatus::queued, RunStatus::finished, RunStatus::failed, RunStatus::killed}) {
@@ -358,13 +335,6 @@ TEST(Statuses, EveryNameRoundTripsThroughTheStore) {
     const std::int64_t id = store->run_create(record);
     store->run_finish(id, status, "{}");
     EXPECT_EQ(store->run_get(id)->status, status) << status_name(status);
-  }
-  JobRow job;
-  job.name = "j";
-  const std::int64_t id = store->job_create(job);
-  for (JobStatus status : {JobStatus::running, JobStatus::finished, JobStatus::failed, JobStatus::cancelled}) {
-    store->job_set_status(id, status);
-    EXPECT_EQ(store->job_get(id)->status, status) << status_name(status);
   }
 }
 

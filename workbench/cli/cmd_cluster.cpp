@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/home.h"
+#include "runner/cluster_jobs.h"
 #include "runner/executor_slurm.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
@@ -17,7 +18,7 @@ namespace tfw::cli {
 
 namespace {
 
-nlohmann::json row_json(const ClusterJobRow& row) {
+nlohmann::json row_json(const runner::ClusterJobRow& row) {
   return {{"id", row.id},           {"experiment", row.experiment}, {"run", row.run},
           {"scheduler", row.scheduler}, {"job_id", row.job_id},     {"state", row.state},
           {"exit_code", row.exit_code < 0 ? nlohmann::json(nullptr) : nlohmann::json(row.exit_code)},
@@ -29,10 +30,10 @@ nlohmann::json row_json(const ClusterJobRow& row) {
 
 void cluster_jobs_print(const std::string& home, const std::string& experiment, bool json) {
   std::unique_ptr<Store> store = Store::open(home_resolve(home) + "/runs.db");
-  const std::vector<ClusterJobRow> rows = runner::slurm_refresh(*store, experiment);
+  const std::vector<runner::ClusterJobRow> rows = runner::slurm_refresh(*store, experiment);
   if (json) {
     nlohmann::json list = nlohmann::json::array();
-    for (const ClusterJobRow& row : rows) list.push_back(row_json(row));
+    for (const runner::ClusterJobRow& row : rows) list.push_back(row_json(row));
     print_json({{"jobs", list}});
     return;
   }
@@ -42,7 +43,7 @@ void cluster_jobs_print(const std::string& home, const std::string& experiment, 
   }
   std::cout << fmt::format("{:>4}  {:<22} {:<28} {:<10} {:<11} {:>4}  {:<9} {}\n", "id", "experiment", "run", "job",
                            "state", "exit", "submitted", "reason");
-  for (const ClusterJobRow& row : rows) {
+  for (const runner::ClusterJobRow& row : rows) {
     std::cout << fmt::format("{:>4}  {:<22} {:<28} {:<10} {:<11} {:>4}  {:<9} {}\n", row.id, row.experiment, row.run,
                              row.job_id, row.state, row.exit_code < 0 ? "-" : std::to_string(row.exit_code),
                              local_time(row.submitted, "%H:%M:%S"), row.reason);
@@ -51,14 +52,14 @@ void cluster_jobs_print(const std::string& home, const std::string& experiment, 
 
 void cluster_cancel(const std::string& home, const std::string& target, bool json) {
   std::unique_ptr<Store> store = Store::open(home_resolve(home) + "/runs.db");
-  const std::vector<ClusterJobRow> cancelled = runner::slurm_cancel(*store, target);
+  const std::vector<runner::ClusterJobRow> cancelled = runner::slurm_cancel(*store, target);
   if (json) {
     nlohmann::json list = nlohmann::json::array();
-    for (const ClusterJobRow& row : cancelled) list.push_back(row_json(row));
+    for (const runner::ClusterJobRow& row : cancelled) list.push_back(row_json(row));
     print_json({{"cancelled", list}});
     return;
   }
-  for (const ClusterJobRow& row : cancelled) {
+  for (const runner::ClusterJobRow& row : cancelled) {
     std::cout << fmt::format("scancel {}: run {} of experiment {} (it was {}); a running training checkpoints first\n",
                              row.job_id, row.run, row.experiment, row.state);
   }

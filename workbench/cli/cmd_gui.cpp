@@ -29,8 +29,10 @@ void add_gui_command(CLI::App& app) {
   command->add_option("--height", options->height, "window height")->check(CLI::Range(240, 8192));
   command->add_option("--metric", options->metric, "curves: the metric (train/loss, val/loss, ...)");
   command->add_option("--x", options->x_axis, "curves: x axis")
-      ->check(CLI::IsMember({"steps", "tokens", "flops", "cumulative_flops", "wall"}));
+      ->check(CLI::IsMember({"steps", "tokens", "cumulative_tokens", "flops", "cumulative_flops", "wall"}));
   command->add_flag("--log-x", options->log_x, "curves: log x axis");
+  command->add_flag("--each-seed", options->each_seed,
+                    "curves: draw every run of a seed group alone (default: their mean and min-max band)");
   command->add_flag("--log-y", options->log_y, "curves: log y axis");
   command->add_option("--smoothing", options->smoothing, "curves: EMA weight in [0, 1)")->check(CLI::Range(0.0, 0.99));
   command->add_option("--checkpoint", options->checkpoint, "attention: a checkpoint (.safetensors)");

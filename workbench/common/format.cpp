@@ -111,4 +111,41 @@ std::string local_time(double unix_seconds, const char* format) {
   return text;
 }
 
+namespace {
+
+// The share of the budget at `p`; -1 when no budget is set.
+double budget_fraction(const RunBudget& budget, const RunPoint& p) {
+  double f = -1;
+  if (budget.max_steps > 0) f = static_cast<double>(p.step) / static_cast<double>(budget.max_steps);
+  else if (budget.max_tokens > 0) f = static_cast<double>(p.tokens) / budget.max_tokens;
+  else if (budget.max_flops > 0) f = p.flops / budget.max_flops;
+  return f < 0 ? -1 : std::min(f, 1.0);
+}
+
+}  // namespace
+
+RunProgress run_progress(const RunBudget& budget, const RunPoint& first, const RunPoint& latest) {
+  RunProgress progress;
+  progress.fraction = budget_fraction(budget, latest);
+  const double done = progress.fraction - budget_fraction(budget, first), seconds = latest.wall - first.wall;
+  if (progress.fraction >= 0 && done > 0 && seconds > 0) {
+    progress.eta_seconds = seconds / done * (1 - progress.fraction);
+  }
+  return progress;
+}
+
+std::string progress_text(const RunBudget& budget, const RunPoint& first, const RunPoint& latest) {
+  const RunProgress progress = run_progress(budget, first, latest);
+  std::string text = budget.max_steps > 0 ? fmt::format("step {} of {}", latest.step, budget.max_steps)
+                                          : fmt::format("step {}", latest.step);
+  if (progress.fraction >= 0) text += fmt::format(" ({:.0f}%)", 100 * progress.fraction);
+  text += ", " + short_count(static_cast<double>(latest.tokens)) + " tokens";
+  if (budget.max_steps <= 0 && budget.max_tokens > 0) text += " of " + short_count(budget.max_tokens);
+  if (budget.max_steps <= 0 && budget.max_tokens <= 0 && budget.max_flops > 0) {
+    text += fmt::format(", {:.3g} of {:.3g} FLOPs", latest.flops, budget.max_flops);
+  }
+  if (progress.eta_seconds >= 0) text += ", " + duration_text(progress.eta_seconds) + " left";
+  return text;
+}
+
 }  // namespace tfw

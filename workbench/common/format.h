@@ -26,6 +26,25 @@ std::string toml_value_as_written(const std::string& text);
 // a stored config; the stored text itself is not changed).
 std::string toml_as_written(const std::string& text);
 
+// How far a running run is through its budget (train.max_steps, max_tokens or max_flops: the
+// one that is set), and the time left at the rate between two of its recorded points (the
+// first and the latest a reader has: step, tokens, own FLOPs, wall seconds since it started).
+struct RunBudget {
+  std::int64_t max_steps = 0;
+  double max_tokens = 0, max_flops = 0;
+};
+struct RunPoint {
+  std::int64_t step = 0, tokens = 0;
+  double flops = 0, wall = 0;
+};
+struct RunProgress {
+  double fraction = -1;     // of the budget, in [0, 1]; -1: no budget is set
+  double eta_seconds = -1;  // -1: no rate yet (one point, or no time between the two)
+};
+RunProgress run_progress(const RunBudget& budget, const RunPoint& first, const RunPoint& latest);
+// "step 50 of 200 (25%), 1.6k tokens, 2m30s left" (parts it cannot say are left out).
+std::string progress_text(const RunBudget& budget, const RunPoint& first, const RunPoint& latest);
+
 // Columns padded to their widest cell, two spaces apart; `right[i]`: column i aligned right
 // (numbers). The first row is the header. No cell is cut.
 std::string text_table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right = {});

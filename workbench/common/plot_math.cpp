@@ -224,4 +224,62 @@ int least_covered_corner(const std::vector<std::pair<double, double>>& points, d
   return best;
 }
 
+namespace {
+
+// y of the run at x (inside its span), by linear interpolation between its neighbours.
+double read_at(const XY& run, double x) {
+  const std::vector<double>& xs = *run.x;
+  const std::vector<double>& ys = *run.y;
+  const std::size_t n = std::min(xs.size(), ys.size());
+  const auto begin = xs.begin(), end = xs.begin() + static_cast<std::ptrdiff_t>(n);
+  const auto it = std::lower_bound(begin, end, x);
+  if (it == end) return std::nan("");
+  const std::size_t i = static_cast<std::size_t>(it - begin);
+  if (xs[i] == x || i == 0) return ys[i];
+  const double f = (x - xs[i - 1]) / (xs[i] - xs[i - 1]);
+  return ys[i - 1] + f * (ys[i] - ys[i - 1]);
+}
+
+}  // namespace
+
+SeedBand seed_band(const std::vector<XY>& runs) {
+  SeedBand band;
+  if (runs.empty()) return band;
+  double first = -std::numeric_limits<double>::infinity(), last = std::numeric_limits<double>::infinity();
+  for (const XY& run : runs) {
+    const std::size_t n = std::min(run.x->size(), run.y->size());
+    if (n == 0) return band;
+    first = std::max(first, run.x->front());
+    last = std::min(last, (*run.x)[n - 1]);
+  }
+  std::vector<double> grid;
+  for (const XY& run : runs) {
+    const std::size_t n = std::min(run.x->size(), run.y->size());
+    for (std::size_t i = 0; i < n; ++i) {
+      if ((*run.x)[i] >= first && (*run.x)[i] <= last) grid.push_back((*run.x)[i]);
+    }
+  }
+  std::sort(grid.begin(), grid.end());
+  grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+  for (double x : grid) {
+    double sum = 0, low = std::numeric_limits<double>::infinity(), high = -low;
+    int count = 0;
+    for (const XY& run : runs) {
+      const double y = read_at(run, x);
+      if (!std::isfinite(y)) continue;
+      sum += y;
+      low = std::min(low, y);
+      high = std::max(high, y);
+      ++count;
+    }
+    if (count == 0) continue;
+    band.x.push_back(x);
+    band.mean.push_back(sum / count);
+    band.low.push_back(low);
+    band.high.push_back(high);
+    band.count.push_back(count);
+  }
+  return band;
+}
+
 }  // namespace tfw

@@ -52,6 +52,23 @@ std::vector<std::size_t> downsample_minmax(const std::vector<double>& x, const s
 // s_t = w·s_{t-1} + (1 - w)·v_t, reported as s_t / (1 - w^(t+1)). NaN values are skipped.
 std::vector<double> ema(const std::vector<double>& values, double weight);
 
+// Runs that differ only in seed, drawn as one: their mean and their minimum and maximum at
+// every x where all of them have a value. The grid is the union of the runs' x values inside
+// the span every run covers ([largest first x, smallest last x]); each run is read there by
+// linear interpolation in x between its neighbouring points. A run whose value there is not
+// finite (a NaN evaluation) is left out of that x; an x where none is finite is left out.
+// Past the span (a seed still running, a seed stopped early) there is no mean: the seeds are
+// drawn alone. x of each run ascending.
+struct SeedBand {
+  std::vector<double> x, mean, low, high;
+  std::vector<int> count;  // the runs averaged at each x
+};
+struct XY {
+  const std::vector<double>* x = nullptr;
+  const std::vector<double>* y = nullptr;
+};
+SeedBand seed_band(const std::vector<XY>& runs);
+
 // The index of the point nearest to (x, y) in screen space, given the per-axis scales
 // (pixels per transformed unit); -1 when none is within `radius` pixels.
 std::ptrdiff_t nearest_point(const std::vector<double>& x, const std::vector<double>& y, const AxisMap& ax,

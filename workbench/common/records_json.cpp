@@ -25,12 +25,6 @@ nlohmann::json run_json(const RunRecord& r) {
           {"error", r.error}, {"run_dir", r.run_dir}};
 }
 
-nlohmann::json job_json(const JobRow& j) {
-  return {{"id", j.id}, {"kind", j.kind}, {"name", j.name}, {"status", status_name(j.status)}, {"submitted", j.submitted},
-          {"started", j.started}, {"ended", j.ended},
-          {"exit_code", j.exit_code < 0 ? nlohmann::json(nullptr) : nlohmann::json(j.exit_code)}, {"error", j.error}};
-}
-
 namespace {
 
 using nlohmann::json;

@@ -1,6 +1,6 @@
 // The store's records as JSON, one shape everywhere: `tfw runs --json`, the service's
-// summary and watch replies, `tfw jobs --json`. Keys are documented in docs/cli.md and
-// docs/service.md.
+// summary and watch replies. Keys are documented in docs/cli.md and docs/service.md. A
+// service job's JSON (`tfw jobs --json`) lives with the job queue (workbench/service/job_queue.h).
 #pragma once
 
 #include <string>
@@ -14,7 +14,6 @@ namespace tfw {
 // `text` parsed as JSON, or {} when it is not JSON (a run's final_metrics).
 nlohmann::json json_or_empty(const std::string& text);
 nlohmann::json run_json(const RunRecord& run);
-nlohmann::json job_json(const JobRow& job);
 
 // The stored form, for the service's `runs`, `history` and `checkpoints` replies that a
 // remote RunSource reads (docs/service.md, "Reading runs"): every field exactly as the store

@@ -232,7 +232,7 @@ void open_store(App& app) {
       app.selected.insert(it->id);
     }
   }
-  app.watcher->watch(app.selected);
+  app.watcher->watch(with_ancestors(*app.snapshot, app.selected));
   app.snapshot = app.watcher->poll();
 }
 
@@ -366,7 +366,7 @@ int frame_loop(App& app, const std::vector<std::unique_ptr<Panel>>& panels, std:
     draw_workbench(app, panels, frame == 0 ? initial : panels.size());
 
     // Headless there is no polling thread: read the store when the selection changed.
-    if (app.watcher->watch(app.selected) && app.headless) app.snapshot = app.watcher->poll();
+    if (app.watcher->watch(with_ancestors(*app.snapshot, app.selected)) && app.headless) app.snapshot = app.watcher->poll();
 
     const auto [width, height] = render(window);
     if (options.bench_frames > 0) {

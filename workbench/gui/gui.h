@@ -18,9 +18,10 @@ struct GuiOptions {
   int width = 1440, height = 900;
   // View settings (the same as the controls; useful for screenshots).
   std::string metric = "train/loss";
-  std::string x_axis = "tokens";    // steps tokens flops cumulative_flops wall
+  std::string x_axis = "tokens";    // steps tokens cumulative_tokens flops cumulative_flops wall
   bool log_x = false, log_y = false;
   double smoothing = 0;
+  bool each_seed = false;           // curves: every run of a seed group alone, not their mean and band
   std::string checkpoint;           // attention: a checkpoint path (default: the first selected run's newest)
   std::string text;                 // attention: the input text
   int layer = 0;

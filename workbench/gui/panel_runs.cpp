@@ -11,8 +11,10 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 #include "workbench/common/first_steps.h"
+#include "workbench/common/format.h"
 #include "workbench/gui/app.h"
 
 namespace tfw::gui {
@@ -177,7 +179,7 @@ class RunsPanel : public Panel {
           case 4: return {0, r->family};
           case 5: return {0, status_name(r->status)};
           case 6: return {static_cast<double>(r->parameters), ""};
-          case 7: return {static_cast<double>(r->tokens), ""};
+          case 7: return {live_tokens(*r, snapshot), ""};
           case 8: return {r->cumulative_flops, ""};
           case 9: {
             const double loss = final_val_loss(*r);
@@ -219,7 +221,7 @@ class RunsPanel : public Panel {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(short_count(static_cast<double>(r->parameters)).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(short_count(static_cast<double>(r->tokens)).c_str());
+      ImGui::TextUnformatted(short_count(live_tokens(*r, snapshot)).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(fmt::format("{:.3g}", r->cumulative_flops).c_str());
       ImGui::TableNextColumn();
@@ -282,6 +284,7 @@ class RunsPanel : public Panel {
       if (chain.size() > 400) break;
     }
     ImGui::Text("lineage: %s", chain.c_str());
+    if (r->status == RunStatus::running) progress(*r, snapshot);
     ImGui::Text("own FLOPs %.3g + inherited %.3g = cumulative %.3g", r->flops, r->inherited_flops, r->cumulative_flops);
     if (!r->growth_method.empty()) ImGui::Text("grown with %s %s", r->growth_method.c_str(), r->growth_options.c_str());
     ImGui::TextDisabled("%s", r->run_dir.c_str());
@@ -305,6 +308,42 @@ class RunsPanel : public Panel {
       help_marker("Cancels the engine-service job that runs this run's experiment.");
     }
     if (!message_.empty()) ImGui::TextWrapped("%s", message_.c_str());
+  }
+
+  // A run's tokens: the store's, which move only at checkpoints, or, for a running run whose
+  // points the GUI reads (a ticked one), those of its latest training-loss point.
+  static double live_tokens(const RunRecord& r, const StoreSnapshot& snapshot) {
+    double tokens = static_cast<double>(r.tokens);
+    const auto found = snapshot.data.find(r.id);
+    if (r.status != RunStatus::running || found == snapshot.data.end()) return tokens;
+    const Series* series = found->second->series("train/loss");
+    return series && !series->tokens.empty() ? std::max(tokens, series->tokens.back()) : tokens;
+  }
+
+  // A running run's step, tokens and time left, from its training-loss points (the store's
+  // tokens and FLOPs move only at checkpoints). Only for a ticked run: the watcher reads the
+  // points of those.
+  static void progress(const RunRecord& r, const StoreSnapshot& snapshot) {
+    const auto found = snapshot.data.find(r.id);
+    const Series* series = found == snapshot.data.end() ? nullptr : found->second->series("train/loss");
+    if (!series || series->step.empty()) {
+      ImGui::TextDisabled("progress: tick the run to follow its steps");
+      return;
+    }
+    RunBudget budget;
+    try {
+      const toml::table config = toml::parse(r.config);
+      budget.max_steps = config["train"]["max_steps"].value_or<std::int64_t>(0);
+      budget.max_tokens = config["train"]["max_tokens"].value_or(0.0);
+      budget.max_flops = config["train"]["max_flops"].value_or(0.0);
+    } catch (const std::exception&) {
+      // an unreadable config: progress without a budget
+    }
+    const auto point = [&](std::size_t i) {
+      return RunPoint{static_cast<std::int64_t>(series->step[i]), static_cast<std::int64_t>(series->tokens[i]),
+                      series->flops[i], series->wall[i]};
+    };
+    ImGui::Text("progress: %s", progress_text(budget, point(0), point(series->step.size() - 1)).c_str());
   }
 
   // The run's `tfw eval` results: one line per corpus (and parameter blocks), newest last.

@@ -128,6 +128,7 @@ void fit_axes(const Plot& plot, PlotView& view, const Frame& f) {
     if (!visible(view, line)) continue;
     xs.push_back(line.x);
     ys.push_back(line.y);
+    if (line.band_low && line.band_high) ys.insert(ys.end(), {line.band_low, line.band_high});
   }
   AxisMap x, y;
   const bool fit_x = axis_fit(xs, plot.log_x, 0.0, x), fit_y = axis_fit(ys, plot.log_y, 0.05, y);
@@ -246,8 +247,28 @@ void draw_polyline(const PlotLine& line, const std::vector<std::size_t>& indices
   flush();
 }
 
+// The band between band_low and band_high at the line's points (`indices`): one quad per
+// segment, each a trapezoid between two x, so convex; skipped where a value cannot be drawn.
+void draw_band(const PlotLine& line, const std::vector<std::size_t>& indices, const Frame& f) {
+  const ImU32 fill = (line.colour & 0x00FFFFFF) | (IM_COL32(0, 0, 0, 56) & 0xFF000000);
+  const std::vector<double>&x = *line.x, &low = *line.band_low, &high = *line.band_high;
+  for (std::size_t k = 1; k < indices.size(); ++k) {
+    const std::size_t a = indices[k - 1], b = indices[k];
+    if (b >= low.size() || b >= high.size()) break;
+    const ImVec2 quad[4] = {f.to_screen(x[a], low[a]), f.to_screen(x[a], high[a]), f.to_screen(x[b], high[b]),
+                            f.to_screen(x[b], low[b])};
+    bool finite = true;
+    for (const ImVec2& p : quad) finite = finite && std::isfinite(p.x) && std::isfinite(p.y);
+    if (finite) f.draw->AddConvexPolyFilled(quad, 4, fill);
+  }
+}
+
 void draw_lines(const Plot& plot, PlotView& view, const Frame& f) {
   std::vector<ImVec2> path;
+  for (const PlotLine& line : plot.lines) {  // bands first, so that no band covers a line
+    if (!visible(view, line) || line.points || !line.band_low || !line.band_high) continue;
+    draw_band(line, decimated(view.decimated[line.label], line, f), f);
+  }
   for (const PlotLine& line : plot.lines) {
     if (!visible(view, line)) continue;
     if (line.points) draw_points(line, f);

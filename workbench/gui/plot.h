@@ -1,6 +1,6 @@
 // Our plot widget on ImDrawList (Debian's ImGui 1.86 has no ImPlot): lines and points on
 // linear or log axes, tick labels, a legend whose entries toggle their line, vertical
-// markers (growth events), a hover read-out of the nearest point, wheel zoom, drag pan and
+// markers (growth events), translucent bands (a seed group's min–max), a hover read-out of the nearest point, wheel zoom, drag pan and
 // double-click reset. Long lines are min/max-downsampled to the pixel columns they cover,
 // so a million points across lines stay interactive. Used by the curves and FLOPs panels
 // and the schedule designer.
@@ -26,6 +26,10 @@ struct PlotLine {
   // Changes whenever the data behind x and y changes without changing their address or size
   // (another x column, another smoothing): the widget caches per line on (address, size, version).
   std::uint64_t version = 0;
+  // A band behind the line (a seed group's minimum and maximum), at the line's x; version
+  // covers it too. Filled in the line's colour, translucent.
+  const std::vector<double>* band_low = nullptr;
+  const std::vector<double>* band_high = nullptr;
 };
 
 struct PlotMarker {

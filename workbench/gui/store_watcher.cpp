@@ -1,7 +1,9 @@
 // See store_watcher.h.
 #include "workbench/gui/store_watcher.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace tfw::gui {
 
@@ -160,6 +162,60 @@ void StoreWatcher::refresh() {
   generation_ += changed ? 1 : 0;
   next->generation = generation_;
   snapshot_ = next;
+}
+
+namespace {
+
+const RunRecord* record_of(const StoreSnapshot& snapshot, std::int64_t id) {
+  for (const RunRecord& r : snapshot.runs) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
+// The tokens `run` had seen when its own FLOPs were `flops` (see inherited_tokens).
+double tokens_at_own_flops(const StoreSnapshot& snapshot, const RunRecord& run, double flops) {
+  if (run.flops > 0 && std::abs(flops - run.flops) <= 1e-9 * run.flops) return static_cast<double>(run.tokens);
+  const auto data = snapshot.data.find(run.id);
+  const Series* series = data == snapshot.data.end() ? nullptr : data->second->series("train/loss");
+  if (series && !series->flops.empty() && flops <= series->flops.back()) {
+    // From (0, 0), the run's start, through its points.
+    double f0 = 0, t0 = 0;
+    for (std::size_t i = 0; i < series->flops.size(); ++i) {
+      const double f1 = series->flops[i], t1 = series->tokens[i];
+      if (flops <= f1) return f1 == f0 ? t1 : t0 + (flops - f0) / (f1 - f0) * (t1 - t0);
+      f0 = f1, t0 = t1;
+    }
+  }
+  return run.flops > 0 ? static_cast<double>(run.tokens) * flops / run.flops : 0.0;
+}
+
+}  // namespace
+
+double inherited_tokens(const StoreSnapshot& snapshot, const RunRecord& run) {
+  double tokens = 0;
+  const RunRecord* child = &run;
+  for (int depth = 0; child->parent != 0; ++depth) {
+    const RunRecord* parent = record_of(snapshot, child->parent);
+    if (!parent || depth > 1000) return std::nan("");
+    // The parent's own FLOPs when the child was grown from it.
+    const double at = std::max(0.0, child->inherited_flops) - std::max(0.0, parent->inherited_flops);
+    tokens += tokens_at_own_flops(snapshot, *parent, std::max(0.0, at));
+    child = parent;
+  }
+  return tokens;
+}
+
+std::set<std::int64_t> with_ancestors(const StoreSnapshot& snapshot, const std::set<std::int64_t>& runs) {
+  std::set<std::int64_t> all = runs;
+  for (std::int64_t id : runs) {
+    const RunRecord* r = record_of(snapshot, id);
+    for (int depth = 0; r && r->parent != 0 && depth < 1000; ++depth) {
+      if (!all.insert(r->parent).second) break;  // its ancestors are in already
+      r = record_of(snapshot, r->parent);
+    }
+  }
+  return all;
 }
 
 }  // namespace tfw::gui

@@ -49,11 +49,25 @@ struct StoreSnapshot {
   std::string error;       // the runs could not be read (newer schema, not SQLite, no service, ...)
   std::vector<RunRecord> runs;
   std::map<std::int64_t, std::shared_ptr<const RunData>> data;  // the watched runs
-  std::vector<ClusterJobRow> cluster_jobs;  // runs submitted to Slurm (states refreshed by the source)
+  std::vector<runner::ClusterJobRow> cluster_jobs;  // runs submitted to Slurm (states refreshed by the source)
   std::vector<EvaluationRow> evaluations;   // `tfw eval` results, by id
   std::uint64_t generation = 0;  // bumps whenever anything changed
   double read_at = 0;            // unix seconds of the poll
 };
+
+// The training tokens a run's lineage saw before it: for each ancestor, the tokens it had seen
+// when the run below it was grown from it, summed, so that tokens + this is the cumulative
+// tokens axis (a grown run continues where its parent's tokens ended, as cumulative FLOPs do).
+// The store records the FLOPs inherited (inherited_flops), not the tokens; the ancestor's own
+// FLOPs at the growth point are read back to tokens: its final tokens when it was grown from
+// its end (the usual case); else by linear interpolation in its train/loss points' (flops,
+// tokens) when the snapshot has them (a run with one model size has a constant tokens per
+// FLOP, so this is exact between two points); else at its overall tokens per FLOP. NaN when
+// an ancestor is not in the snapshot. 0 for a run grown from nothing.
+double inherited_tokens(const StoreSnapshot& snapshot, const RunRecord& run);
+
+// The runs and every ancestor of them (the watcher reads their points for inherited_tokens).
+std::set<std::int64_t> with_ancestors(const StoreSnapshot& snapshot, const std::set<std::int64_t>& runs);
 
 class StoreWatcher {
  public:

@@ -12,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "engine/error.h"
+#include "engine/run_config.h"
 
 namespace tfw::results {
 
@@ -188,9 +189,7 @@ std::vector<SeedGroup> group_by_seed(const std::vector<RunRecord>& runs) {
       toml::table config = toml::parse(r.config);
       config.erase("name");
       if (toml::table* train = config["train"].as_table()) train->erase("seed");
-      std::ostringstream text;
-      text << config;
-      key += text.str();
+      key += config_identity(config);  // the canonical form: layout and key order do not split a group
     } catch (const std::exception&) {
       key += r.name;  // an unreadable config groups with nothing else
     }

@@ -21,12 +21,13 @@ namespace tfw::service {
 namespace fs = std::filesystem;
 
 json Service::Impl::cancel(std::int64_t id) {
-  std::optional<JobRow> job = store->job_get(id);
+  JobQueue jobs(*store);
+  std::optional<JobRow> job = jobs.get(id);
   if (!job) throw UsageError(fmt::format("no job {}", id));
   std::lock_guard<std::mutex> lock(jobs_mutex);
   if (auto queued = std::find(queue.begin(), queue.end(), id); queued != queue.end()) {
     queue.erase(queued);
-    store->job_set_status(id, JobStatus::cancelled, -1, "cancelled before it started");
+    jobs.set_status(id, JobStatus::cancelled, -1, "cancelled before it started");
     return {{"type", "cancelled"}, {"job", id}, {"was", "queued"}};
   }
   if (auto found = running.find(id); found != running.end()) {
@@ -72,6 +73,7 @@ int Service::Impl::run_job(const JobRow& job, int threads, const std::atomic<boo
 
 void Service::Impl::worker_loop(int slot) {
   auto writer = Store::open(home + "/runs.db");
+  JobQueue jobs(*writer);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, cores / std::max(1, options.jobs));
   while (true) {
@@ -85,10 +87,10 @@ void Service::Impl::worker_loop(int slot) {
       queue.pop_front();
       running[id] = stop;
     }
-    std::optional<JobRow> job = writer->job_get(id);
+    std::optional<JobRow> job = jobs.get(id);
     int code = -1;
     if (job) {
-      writer->job_set_status(id, JobStatus::running);
+      jobs.set_status(id, JobStatus::running);
       code = run_job(*job, threads, *stop);
     }
     bool cancelled = false;
@@ -99,17 +101,17 @@ void Service::Impl::worker_loop(int slot) {
     }
     if (!job) continue;
     if (cancelled) {
-      writer->job_set_status(id, JobStatus::cancelled, code,
-                             "cancelled while running: its runs checkpointed and ended as killed");
+      jobs.set_status(id, JobStatus::cancelled, code,
+                      "cancelled while running: its runs checkpointed and ended as killed");
     } else if (stopping) {
-      writer->job_set_status(id, JobStatus::queued, -1, "interrupted by the service stopping: resumes at the next start");
+      jobs.set_status(id, JobStatus::queued, -1, "interrupted by the service stopping: resumes at the next start");
     } else if (code == 0) {
-      writer->job_set_status(id, JobStatus::finished, code);
+      jobs.set_status(id, JobStatus::finished, code);
     } else {
       std::ifstream in(fs::path(job->file).parent_path() / "job.log");
       std::string text((std::istreambuf_iterator<char>(in)), {});
       if (text.size() > 2000) text = "..." + text.substr(text.size() - 2000);
-      writer->job_set_status(id, JobStatus::failed, code, text);
+      jobs.set_status(id, JobStatus::failed, code, text);
     }
   }
 }

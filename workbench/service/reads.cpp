@@ -61,7 +61,7 @@ json page_of(const Records& records, std::int64_t after, ToJson to_json, bool& m
 // what a client reads (issue 33).
 json Service::Impl::read_jobs(const json& message) {
   bool more = false;
-  json list = page_of(store->jobs(), after_of(message), job_json, more);
+  json list = page_of(JobQueue(*store).list(), after_of(message), job_json, more);
   return {{"type", "jobs"}, {"jobs", std::move(list)}, {"more", more}};
 }
 

@@ -63,10 +63,11 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
     [[maybe_unused]] ssize_t n = pwrite(s.lock_fd, bound.data(), bound.size(), 0);
   }
   // Jobs that were running when the service last stopped resume; queued ones stay queued.
-  for (const JobRow& job : s.store->jobs(JobStatus::running)) {
-    s.store->job_set_status(job.id, JobStatus::queued, -1, "resumed after a service restart");
+  JobQueue jobs(*s.store);
+  for (const JobRow& job : jobs.list(JobStatus::running)) {
+    jobs.set_status(job.id, JobStatus::queued, -1, "resumed after a service restart");
   }
-  for (const JobRow& job : s.store->jobs(JobStatus::queued)) s.queue.push_back(job.id);
+  for (const JobRow& job : jobs.list(JobStatus::queued)) s.queue.push_back(job.id);
 }
 
 Service::~Service() {

@@ -23,6 +23,7 @@
 
 #include "runner/run_source.h"
 #include "storage/store.h"
+#include "workbench/service/job_queue.h"
 #include "workbench/service/protocol.h"
 #include "workbench/service/server.h"
 

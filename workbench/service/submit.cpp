@@ -116,11 +116,12 @@ json Service::Impl::submit(const json& message, const std::string& client) {
   job.kind = experiment ? "experiment" : "run";
   job.name = name;
   job.client = client;
-  job.id = store->job_create(job);
+  JobQueue jobs(*store);
+  job.id = jobs.create(job);
   const fs::path folder = fs::path(home) / "jobs" / std::to_string(job.id);
   fs::remove_all(folder);
   fs::rename(staging, folder);
-  store->job_set_file(job.id, (folder / "experiment.toml").string());
+  jobs.set_file(job.id, (folder / "experiment.toml").string());
   {
     std::lock_guard<std::mutex> lock(jobs_mutex);
     queue.push_back(job.id);

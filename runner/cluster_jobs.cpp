@@ -1,0 +1,63 @@
+// See cluster_jobs.h.
+#include "runner/cluster_jobs.h"
+
+#include <sqlite3.h>
+
+#include "storage/sqlite_statement.h"
+
+namespace tfw::runner {
+
+using detail::Statement;
+
+namespace {
+
+const char* kClusterColumns = "SELECT id, experiment, run, scheduler, job_id, state, script, log, submitted, updated, "
+                              "exit_code, reason FROM cluster_jobs";
+
+ClusterJobRow cluster_job_from(Statement& s) {
+  ClusterJobRow job;
+  job.id = s.integer(0);
+  job.experiment = s.text(1);
+  job.run = s.text(2);
+  job.scheduler = s.text(3);
+  job.job_id = s.text(4);
+  job.state = s.text(5);
+  job.script = s.text(6);
+  job.log = s.text(7);
+  job.submitted = s.real(8);
+  job.updated = s.real(9);
+  job.exit_code = s.is_null(10) ? -1 : s.integer(10);
+  job.reason = s.text(11);
+  return job;
+}
+
+}  // namespace
+
+std::int64_t ClusterJobs::add(const ClusterJobRow& job) {
+  sqlite3* db = store_.connection();
+  Statement s(db, "INSERT INTO cluster_jobs (experiment, run, scheduler, job_id, state, script, log, submitted, updated, "
+                  "reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)");
+  s.bind(1, job.experiment).bind(2, job.run).bind(3, job.scheduler).bind(4, job.job_id).bind(5, job.state);
+  s.bind(6, job.script).bind(7, job.log).bind(8, store_now()).bind(9, job.reason);
+  s.step();
+  return sqlite3_last_insert_rowid(db);
+}
+
+void ClusterJobs::update(std::int64_t id, const std::string& state, std::int64_t exit_code,
+                         const std::string& reason) {
+  Statement s(store_.connection(), "UPDATE cluster_jobs SET state = ?2, updated = ?3, "
+                                   "exit_code = CASE WHEN ?4 < 0 THEN exit_code ELSE ?4 END, reason = ?5 WHERE id = ?1");
+  s.bind(1, id).bind(2, state).bind(3, store_now()).bind(4, exit_code).bind(5, reason);
+  s.step();
+}
+
+std::vector<ClusterJobRow> ClusterJobs::list(const std::string& experiment) {
+  Statement s(store_.connection(),
+              (std::string(kClusterColumns) + " WHERE ?1 = '' OR experiment = ?1 ORDER BY id").c_str());
+  s.bind(1, experiment);
+  std::vector<ClusterJobRow> out;
+  while (s.step()) out.push_back(cluster_job_from(s));
+  return out;
+}
+
+}  // namespace tfw::runner

@@ -1,0 +1,91 @@
+// See job_queue.h.
+#include "workbench/service/job_queue.h"
+
+#include <sqlite3.h>
+
+#include "storage/sqlite_statement.h"
+#include "storage/status_names.h"
+
+namespace tfw::service {
+
+using detail::Statement;
+
+namespace {
+
+constexpr detail::StatusNames<JobStatus, 5> kJobNames = {{{JobStatus::queued, "queued"},
+                                                          {JobStatus::running, "running"},
+                                                          {JobStatus::finished, "finished"},
+                                                          {JobStatus::failed, "failed"},
+                                                          {JobStatus::cancelled, "cancelled"}}};
+
+JobRow job_from(Statement& s) {
+  JobRow job;
+  job.id = s.integer(0);
+  job.kind = s.text(1);
+  job.name = s.text(2);
+  job.file = s.text(3);
+  job.status = job_status_parse(s.text(4)).value_or(JobStatus::failed);  // the schema CHECKs the names
+  job.submitted = s.real(5);
+  job.started = s.is_null(6) ? 0 : s.real(6);
+  job.ended = s.is_null(7) ? 0 : s.real(7);
+  job.exit_code = s.is_null(8) ? -1 : s.integer(8);
+  job.error = s.text(9);
+  job.client = s.text(10);
+  return job;
+}
+
+const char* kJobColumns = "SELECT id, kind, name, file, status, submitted, started, ended, exit_code, error, client FROM jobs";
+
+}  // namespace
+
+const char* status_name(JobStatus status) { return detail::status_name_of(kJobNames, status); }
+std::optional<JobStatus> job_status_parse(std::string_view text) { return detail::status_parse(kJobNames, text); }
+std::string job_status_choices() { return detail::status_choices(kJobNames); }
+bool status_final(JobStatus status) { return status != JobStatus::queued && status != JobStatus::running; }
+
+std::int64_t JobQueue::create(const JobRow& job) {
+  sqlite3* db = store_.connection();
+  Statement s(db, "INSERT INTO jobs (kind, name, file, status, submitted, client) VALUES (?1, ?2, ?3, 'queued', ?4, ?5)");
+  s.bind(1, job.kind).bind(2, job.name).bind(3, job.file).bind(4, store_now()).bind(5, job.client);
+  s.step();
+  return sqlite3_last_insert_rowid(db);
+}
+
+void JobQueue::set_file(std::int64_t job, const std::string& file) {
+  Statement s(store_.connection(), "UPDATE jobs SET file = ?2 WHERE id = ?1");
+  s.bind(1, job).bind(2, file);
+  s.step();
+}
+
+void JobQueue::set_status(std::int64_t job, JobStatus status, std::int64_t exit_code, const std::string& error) {
+  // started is set on the way to running, ended on the way to a final state.
+  Statement s(store_.connection(), "UPDATE jobs SET status = ?2, "
+                                   "started = CASE WHEN ?2 = 'running' THEN ?3 ELSE started END, "
+                                   "ended = CASE WHEN ?2 IN ('finished','failed','cancelled') THEN ?3 ELSE NULL END, "
+                                   "exit_code = CASE WHEN ?4 < 0 THEN NULL ELSE ?4 END, error = ?5 WHERE id = ?1");
+  s.bind(1, job).bind(2, std::string(status_name(status))).bind(3, store_now()).bind(4, exit_code).bind(5, error);
+  s.step();
+}
+
+std::optional<JobRow> JobQueue::get(std::int64_t job) {
+  Statement s(store_.connection(), (std::string(kJobColumns) + " WHERE id = ?1").c_str());
+  s.bind(1, job);
+  if (!s.step()) return std::nullopt;
+  return job_from(s);
+}
+
+std::vector<JobRow> JobQueue::list(std::optional<JobStatus> status) {
+  Statement s(store_.connection(), (std::string(kJobColumns) + " WHERE ?1 = '' OR status = ?1 ORDER BY id").c_str());
+  s.bind(1, status ? std::string(status_name(*status)) : std::string());
+  std::vector<JobRow> out;
+  while (s.step()) out.push_back(job_from(s));
+  return out;
+}
+
+nlohmann::json job_json(const JobRow& j) {
+  return {{"id", j.id}, {"kind", j.kind}, {"name", j.name}, {"status", status_name(j.status)}, {"submitted", j.submitted},
+          {"started", j.started}, {"ended", j.ended},
+          {"exit_code", j.exit_code < 0 ? nlohmann::json(nullptr) : nlohmann::json(j.exit_code)}, {"error", j.error}};
+}
+
+}  // namespace tfw::service
