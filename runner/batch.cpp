@@ -407,11 +407,11 @@ void Batch::tally() {
     result_.stopped += phase == Phase::stopped || phase == Phase::pending;
     const RunRecord* record = records_->find(run->name);
     if (record == nullptr) continue;
-    const nlohmann::json metrics = nlohmann::json::parse(record->final_metrics, nullptr, false);
-    if (metrics.is_object() && metrics.value("contended", false)) {
+    const FinalMetrics& metrics = record->final_metrics;
+    if (metrics.flag("contended")) {
       result_.contended.push_back(fmt::format("contention: other processes used {:.0f}% of the CPUs while {} trained; "
                                               "its times are not comparable with a run on an idle machine",
-                                              100 * metrics.value("other_cpu_share", 0.0), run->name));
+                                              100 * metrics.number("other_cpu_share").value_or(0.0), run->name));
     }
   }
   result_.summary = fmt::format("experiment {}: {} of {} runs finished, {} failed, {} blocked by a failed parent",

@@ -71,7 +71,7 @@ json run_object(Store& store, const RunRecord& r) {
               {"parent", parent}, {"growth_method", r.growth_method}, {"growth_options", r.growth_options},
               {"stage", r.stage}, {"parameters", r.parameters}, {"tokens", r.tokens}, {"flops", r.flops},
               {"inherited_flops", r.inherited_flops}, {"cumulative_flops", r.cumulative_flops},
-              {"final_metrics", r.final_metrics}, {"error", r.error}, {"metrics", metrics}, {"events", events},
+              {"final_metrics", r.final_metrics.text()}, {"error", r.error}, {"metrics", metrics}, {"events", events},
               {"checkpoints", checkpoints}};
   if (!evaluations.empty()) object["evaluations"] = evaluations;  // bundles of runs without any stay as they were
   return object;

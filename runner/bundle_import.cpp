@@ -181,8 +181,9 @@ class RunReader {
     r.flops = real(object, "flops");
     r.inherited_flops = real(object, "inherited_flops");
     r.cumulative_flops = real(object, "cumulative_flops");
-    r.final_metrics = text(object, "final_metrics");
-    if (!json::accept(r.final_metrics)) fail("'final_metrics' must hold a JSON object");
+    std::string final_metrics = text(object, "final_metrics");
+    if (!json::accept(final_metrics)) fail("'final_metrics' must hold a JSON object");
+    r.final_metrics = FinalMetrics::from_text(std::move(final_metrics));
     r.error = text(object, "error");
     const json& metrics = at(object, "metrics");
     if (!metrics.is_object()) fail("'metrics' must be an object");

@@ -108,7 +108,7 @@ RunRecord run_from(Statement& s) {
   r.tokens = s.integer(17);
   r.flops = s.real(18);
   r.cumulative_flops = s.real(19);
-  r.final_metrics = s.text(20);
+  r.final_metrics = FinalMetrics::from_text(s.text(20));
   r.error = s.text(21);
   r.run_dir = s.text(22);
   r.inherited_flops = s.real(23);
@@ -297,7 +297,7 @@ std::int64_t Store::run_insert(const RunRecord& run) {
   if (run.parent != 0) s.bind(12, run.parent); else s.bind_null(12);
   s.bind(13, run.growth_method).bind(14, run.growth_options).bind(15, run.stage).bind(16, run.parameters)
       .bind(17, run.tokens).bind(18, run.flops).bind(19, run.inherited_flops).bind(20, run.cumulative_flops)
-      .bind(21, run.final_metrics.empty() ? std::string("{}") : run.final_metrics).bind(22, run.error)
+      .bind(21, run.final_metrics.text()).bind(22, run.error)
       .bind(23, to_stored(run.run_dir));
   s.step();
   return sqlite3_last_insert_rowid(db_);

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "storage/final_metrics.h"
 #include "storage/status.h"
 
 struct sqlite3;
@@ -57,7 +58,7 @@ struct RunRecord {
   // run was grown from. -1 in run_create means "the parent's cumulative FLOPs now".
   double inherited_flops = -1;
   double cumulative_flops = 0;  // inherited + own: the lineage's budget
-  std::string final_metrics;    // JSON object
+  FinalMetrics final_metrics;   // typed when read; its text as stored
   std::string error;
   std::string run_dir;       // absolute when read (stored relative to the home when inside it)
 };

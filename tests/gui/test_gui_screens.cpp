@@ -179,6 +179,25 @@ TEST_F(GuiScreens, CurvesCumulativeTokensContinueAGrownRunWhereItsParentEnded) {
   // written, against 652 on the tokens axis.
   EXPECT_LT(orange_left(cumulative) + blue_right(cumulative), 300u) << kShots << "/curves-cumulative-tokens.png";
   EXPECT_GT(orange_left(tokens) + blue_right(tokens), 450u) << kShots << "/curves.png";
+  // grown's growth marker (a dashed vertical line in grown's orange, translucent and
+  // anti-aliased, so any orange hue) stands where small ended, at 5,120 tokens: blue reaches
+  // it from the left, and grown's own line begins one training step (256 tokens, some 25 px)
+  // to its right. It once stood on grown's first point. Below the legend, which lies at the top.
+  const int below_legend = y0 + (y1 - y0) / 4;
+  int marker = -1;
+  std::size_t most = 0;
+  for (int x = x0; x < x1; ++x) {
+    std::size_t n = 0;
+    for (int y = below_legend; y < y1; ++y) {
+      const unsigned char* p = cumulative.at(x, y);
+      n += p[0] >= 80 && p[0] > p[1] + 30 && p[1] > p[2];
+    }
+    if (n > most) most = n, marker = x;
+  }
+  ASSERT_GT(most, 100u) << "no growth marker in " << kShots << "/curves-cumulative-tokens.png";
+  EXPECT_GT(cumulative.count_near(31, 119, 180, 40, marker - 6, below_legend, marker, y1), 0u) << "marker at x " << marker;
+  EXPECT_EQ(cumulative.count_near(255, 127, 14, 40, marker + 2, below_legend, marker + 12, y1), 0u) << "marker at x " << marker;
+  EXPECT_GT(cumulative.count_near(255, 127, 14, 40, marker + 2, below_legend, marker + 60, y1), 0u) << "marker at x " << marker;
 }
 
 TEST_F(GuiScreens, FlopsViewPlotsTheFormulaForEachConfig) {

@@ -156,6 +156,27 @@ TEST(PlotMath, SeedBandIsMeanMinMaxWhereEverySeedHasAValue) {
   EXPECT_TRUE(seed_band({}).x.empty());
 }
 
+TEST(PlotMath, InterpolateInsideAndOutsideByTheEdgeRule) {
+  const std::vector<double> xs = {20, 21, 22, 24}, ys = {5120, 5376, 5632, 6400};
+  for (Outside o : {Outside::nan, Outside::hold, Outside::extend}) {
+    EXPECT_EQ(interpolate(xs, ys, 21, o), 5376);       // a point's own y
+    EXPECT_EQ(interpolate(xs, ys, 23, o), 6016);       // halfway between 5632 and 6400
+    EXPECT_EQ(interpolate(xs, ys, 21.25, o), 5440);    // 5376 + 0.25 * 256
+    EXPECT_TRUE(std::isnan(interpolate({}, {}, 1, o)));
+  }
+  EXPECT_TRUE(std::isnan(interpolate(xs, ys, 19, Outside::nan)));
+  EXPECT_TRUE(std::isnan(interpolate(xs, ys, 25, Outside::nan)));
+  EXPECT_EQ(interpolate(xs, ys, 19, Outside::hold), 5120);
+  EXPECT_EQ(interpolate(xs, ys, 25, Outside::hold), 6400);
+  // A grown run's points start at step 21: its growth at step 20 is where the first segment leads.
+  EXPECT_EQ(interpolate({21, 22}, {5376, 5632}, 20, Outside::extend), 5120);
+  EXPECT_EQ(interpolate(xs, ys, 26, Outside::extend), 7168);  // 6400 + 2 * 384
+  EXPECT_EQ(interpolate({3}, {7}, 9, Outside::extend), 7);    // one point holds
+  // The shorter vector bounds the points; equal x take the first one's y.
+  EXPECT_EQ(interpolate({1, 2, 3}, {10, 20}, 3, Outside::hold), 20);
+  EXPECT_EQ(interpolate({1, 2, 2, 3}, {10, 20, 30, 40}, 2, Outside::nan), 20);
+}
+
 TEST(PlotMath, NearestPointInScreenSpace) {
   std::vector<double> x = {0, 1, 2}, y = {0, 1, 4};
   AxisMap ax{0, 2, false}, ay{0, 4, false};

@@ -59,3 +59,20 @@ TEST(Format, TableColumnsAreAsWideAsTheirWidestCell) {
             "a-very-long-run-name        12\n"
             "b                        3,456\n");
 }
+
+// One unit per character: the lines the GUI's wrapped text draws.
+TEST(Format, TextWrapsAtSpacesOnlyNeverInsideAWord) {
+  const auto chars = [](const std::string& s) { return static_cast<double>(s.size()); };
+  using Lines = std::vector<std::string>;
+  // "grown with" (10) + " " + 20 = 31 > 20: the options go to a line of their own, whole.
+  EXPECT_EQ(tfw::wrap_at_spaces("grown with net2net {\"n_attn\":32,\"n_ffn\":48}", 20, chars),
+            (Lines{"grown with net2net", "{\"n_attn\":32,\"n_ffn\":48}"}));
+  // Exactly the width fits; one more does not.
+  EXPECT_EQ(tfw::wrap_at_spaces("aaaa bbbb cccc", 9, chars), (Lines{"aaaa bbbb", "cccc"}));
+  EXPECT_EQ(tfw::wrap_at_spaces("aaaa bbbb cccc", 8, chars), (Lines{"aaaa", "bbbb", "cccc"}));
+  // A path wider than the line stays whole; line breaks are kept; runs of spaces become one.
+  EXPECT_EQ(tfw::wrap_at_spaces("at /a/very/long/run/folder/path now", 10, chars),
+            (Lines{"at", "/a/very/long/run/folder/path", "now"}));
+  EXPECT_EQ(tfw::wrap_at_spaces("one\ntwo  three", 40, chars), (Lines{"one", "two three"}));
+  EXPECT_EQ(tfw::wrap_at_spaces("", 40, chars), (Lines{""}));
+}

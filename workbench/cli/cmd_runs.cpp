@@ -43,29 +43,27 @@ struct RunsArgs {
 };
 
 std::string metric(const RunRecord& r, const char* key) {
-  nlohmann::json metrics = json_or_empty(r.final_metrics);
-  if (!metrics.contains(key) || !metrics[key].is_number()) return "-";
-  return fmt::format("{:.4f}", metrics[key].get<double>());
+  const std::optional<double> value = r.final_metrics.number(key);
+  return value ? fmt::format("{:.4f}", *value) : "-";
 }
 
 // A final metric as a person reads it: integers grouped, other numbers to 6 significant
 // digits, booleans as yes/no, "-" when the run has none.
-std::string metric_value_text(const nlohmann::json& v) {
-  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
-  if (v.is_number_integer()) return grouped(v.get<std::int64_t>());
-  if (v.is_number()) {
-    const double d = v.get<double>();
+std::string metric_value_text(const FinalValue& v) {
+  using Kind = FinalValue::Kind;
+  if (v.kind == Kind::flag) return v.flag ? "yes" : "no";
+  if (v.kind == Kind::integer) return grouped(v.integer);
+  if (v.kind == Kind::number) {
+    const double d = v.number;
     if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) return grouped(static_cast<std::int64_t>(d));
     return fmt::format("{:.6g}", d);
   }
-  if (v.is_string()) return v.get<std::string>();
-  return v.dump();
+  return v.text;  // a string, or the JSON of anything else
 }
 
 std::string metric_text(const RunRecord& r, const std::string& key) {
-  nlohmann::json metrics = json_or_empty(r.final_metrics);
-  if (!metrics.contains(key)) return "-";
-  return metric_value_text(metrics[key]);
+  const FinalValue* value = r.final_metrics.find(key);
+  return value == nullptr ? "-" : metric_value_text(*value);
 }
 
 std::unique_ptr<Store> open_store(const std::string& home) { return Store::open_readonly(home + "/runs.db"); }
@@ -116,12 +114,10 @@ void run_list(const RunsArgs& args) {
   if (!by_metric.empty()) {
     std::set<std::string> known;
     auto value = [&](const RunRecord& r) -> std::optional<double> {
-      const nlohmann::json m = json_or_empty(r.final_metrics);
-      for (const auto& [key, v] : m.items()) {
+      for (const auto& [key, v] : r.final_metrics.entries()) {
         if (v.is_number()) known.insert(key);
       }
-      if (m.contains(by_metric) && m[by_metric].is_number()) return m[by_metric].get<double>();
-      return std::nullopt;
+      return r.final_metrics.number(by_metric);
     };
     std::vector<std::pair<std::optional<double>, RunRecord>> keyed;
     for (RunRecord& r : runs) keyed.emplace_back(value(r), std::move(r));
@@ -210,13 +206,13 @@ void run_show(const RunsArgs& args) {
                            r.host, r.git_commit, r.seed);
   std::cout << fmt::format("  parameters {}  tokens {}  own FLOPs {:.3e}  cumulative FLOPs {:.3e}\n",
                            grouped(r.parameters), grouped(r.tokens), r.flops, r.cumulative_flops);
-  const nlohmann::json finals = json_or_empty(r.final_metrics);
+  const FinalMetrics& finals = r.final_metrics;
   if (finals.empty()) {
     std::cout << "  final metrics: none yet\n";
   } else {
     std::cout << "  final metrics:\n";
     std::vector<std::vector<std::string>> rows;
-    for (const auto& [key, value] : finals.items()) rows.push_back({"   ", key, metric_value_text(value)});
+    for (const auto& [key, value] : finals.entries()) rows.push_back({"   ", key, metric_value_text(value)});
     std::cout << text_table(rows, {false, false, true});
   }
   if (!r.error.empty()) std::cout << "  error: " << r.error << "\n";
@@ -249,8 +245,7 @@ void run_show(const RunsArgs& args) {
 std::vector<double> group_losses(const results::SeedGroup& g) {
   std::vector<double> values;
   for (const RunRecord* r : g.runs) {
-    const nlohmann::json m = nlohmann::json::parse(r->final_metrics, nullptr, false);
-    if (m.is_object() && m.contains("val_loss") && m["val_loss"].is_number()) values.push_back(m["val_loss"].get<double>());
+    if (const std::optional<double> loss = r->final_metrics.number("val_loss")) values.push_back(*loss);
   }
   return values;
 }
@@ -304,9 +299,9 @@ void run_compare(const RunsArgs& args) {
   row("best val loss", [](const RunRecord& r) { return metric(r, "best_val_loss"); });
   row("train loss", [](const RunRecord& r) { return metric(r, "train_loss"); });
   row("tokens/s", [](const RunRecord& r) {
-    const nlohmann::json m = json_or_empty(r.final_metrics);
-    if (!m.contains("tokens_per_second") || !m["tokens_per_second"].is_number()) return std::string("-");
-    return grouped(static_cast<std::int64_t>(std::llround(m["tokens_per_second"].get<double>())));
+    const std::optional<double> rate = r.final_metrics.number("tokens_per_second");
+    if (!rate) return std::string("-");
+    return grouped(static_cast<std::int64_t>(std::llround(*rate)));
   });
   row("host", [](const RunRecord& r) { return r.host; });
   // Config keys: those that differ between the runs (every key with --all-keys), floats as written.

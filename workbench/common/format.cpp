@@ -148,4 +148,36 @@ std::string progress_text(const RunBudget& budget, const RunPoint& first, const 
   return text;
 }
 
+std::vector<std::string> wrap_at_spaces(const std::string& text, double width,
+                                        const std::function<double(const std::string&)>& measure) {
+  std::vector<std::string> lines;
+  const double space = measure(" ");
+  std::size_t line_begin = 0;
+  while (line_begin <= text.size()) {
+    std::size_t line_end = text.find('\n', line_begin);
+    if (line_end == std::string::npos) line_end = text.size();
+    std::string line;
+    double used = -1;  // < 0: nothing on this line yet
+    for (std::size_t i = line_begin; i < line_end;) {
+      std::size_t j = text.find(' ', i);
+      if (j == std::string::npos || j > line_end) j = line_end;
+      const std::string word = text.substr(i, j - i);
+      i = j + 1;
+      if (word.empty()) continue;
+      const double w = measure(word);
+      if (used >= 0 && used + space + w <= width) {
+        line += " " + word;
+        used += space + w;
+      } else {
+        if (used >= 0) lines.push_back(line);
+        line = word;
+        used = w;
+      }
+    }
+    lines.push_back(line);
+    line_begin = line_end + 1;
+  }
+  return lines;
+}
+
 }  // namespace tfw

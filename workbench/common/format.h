@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,13 @@ std::string toml_value_as_written(const std::string& text);
 // A TOML document's `key = float` lines written as above, everything else as it is (for showing
 // a stored config; the stored text itself is not changed).
 std::string toml_as_written(const std::string& text);
+
+// Text broken into lines no wider than `width` at spaces only, never inside a word: a path, a
+// JSON object or a config value stays whole (on a line of its own when it is wider than
+// `width`). `measure` gives a string's width in the caller's units (pixels in the GUI). Line
+// breaks in the text are kept; runs of spaces between words on one line become one.
+std::vector<std::string> wrap_at_spaces(const std::string& text, double width,
+                                        const std::function<double(const std::string&)>& measure);
 
 // How far a running run is through its budget (train.max_steps, max_tokens or max_flops: the
 // one that is set), and the time left at the rate between two of its recorded points (the

@@ -226,21 +226,26 @@ int least_covered_corner(const std::vector<std::pair<double, double>>& points, d
 
 namespace {
 
-// y of the run at x (inside its span), by linear interpolation between its neighbours.
-double read_at(const XY& run, double x) {
-  const std::vector<double>& xs = *run.x;
-  const std::vector<double>& ys = *run.y;
-  const std::size_t n = std::min(xs.size(), ys.size());
-  const auto begin = xs.begin(), end = xs.begin() + static_cast<std::ptrdiff_t>(n);
-  const auto it = std::lower_bound(begin, end, x);
-  if (it == end) return std::nan("");
-  const std::size_t i = static_cast<std::size_t>(it - begin);
-  if (xs[i] == x || i == 0) return ys[i];
-  const double f = (x - xs[i - 1]) / (xs[i] - xs[i - 1]);
-  return ys[i - 1] + f * (ys[i] - ys[i - 1]);
-}
-
 }  // namespace
+
+double interpolate(const std::vector<double>& xs, const std::vector<double>& ys, double at, Outside outside) {
+  const std::size_t n = std::min(xs.size(), ys.size());
+  if (n == 0) return std::nan("");
+  auto line = [&](std::size_t a, std::size_t b) {  // through points a and b, at `at`
+    if (xs[b] == xs[a]) return ys[b];
+    return ys[a] + (at - xs[a]) / (xs[b] - xs[a]) * (ys[b] - ys[a]);
+  };
+  if (at < xs[0] || at > xs[n - 1]) {
+    const bool before = at < xs[0];
+    if (outside == Outside::nan) return std::nan("");
+    if (outside == Outside::hold || n == 1) return before ? ys[0] : ys[n - 1];
+    return before ? line(0, 1) : line(n - 2, n - 1);
+  }
+  const auto begin = xs.begin();
+  const std::size_t i = static_cast<std::size_t>(std::lower_bound(begin, begin + static_cast<std::ptrdiff_t>(n), at) - begin);
+  if (xs[i] == at || i == 0) return ys[i];
+  return line(i - 1, i);
+}
 
 SeedBand seed_band(const std::vector<XY>& runs) {
   SeedBand band;
@@ -265,7 +270,7 @@ SeedBand seed_band(const std::vector<XY>& runs) {
     double sum = 0, low = std::numeric_limits<double>::infinity(), high = -low;
     int count = 0;
     for (const XY& run : runs) {
-      const double y = read_at(run, x);
+      const double y = interpolate(*run.x, *run.y, x, Outside::nan);
       if (!std::isfinite(y)) continue;
       sum += y;
       low = std::min(low, y);

@@ -52,6 +52,13 @@ std::vector<std::size_t> downsample_minmax(const std::vector<double>& x, const s
 // s_t = w·s_{t-1} + (1 - w)·v_t, reported as s_t / (1 - w^(t+1)). NaN values are skipped.
 std::vector<double> ema(const std::vector<double>& values, double weight);
 
+// y at `at` on the polyline through (xs[i], ys[i]), xs ascending (the shorter vector bounds
+// it): a point's own y at its x (the first of equal xs), linear between neighbours, and
+// outside [xs.front(), xs.back()] as `outside` says: NaN, the end's y held, or the end
+// segment extended (a single point holds). NaN when there is no point.
+enum class Outside { nan, hold, extend };
+double interpolate(const std::vector<double>& xs, const std::vector<double>& ys, double at, Outside outside);
+
 // Runs that differ only in seed, drawn as one: their mean and their minimum and maximum at
 // every x where all of them have a value. The grid is the union of the runs' x values inside
 // the span every run covers ([largest first x, smallest last x]); each run is read there by

@@ -21,7 +21,7 @@ nlohmann::json run_json(const RunRecord& r) {
           {"parent", r.parent == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.parent)},
           {"growth_method", r.growth_method}, {"growth_options", r.growth_options}, {"stage", r.stage},
           {"parameters", r.parameters}, {"tokens", r.tokens}, {"flops", r.flops}, {"inherited_flops", r.inherited_flops},
-          {"cumulative_flops", r.cumulative_flops}, {"final_metrics", json_or_empty(r.final_metrics)},
+          {"cumulative_flops", r.cumulative_flops}, {"final_metrics", json_or_empty(r.final_metrics.text())},
           {"error", r.error}, {"run_dir", r.run_dir}};
 }
 
@@ -106,10 +106,14 @@ json encode(std::int64_t value) { return value; }
 json encode(double value) { return number_json(value); }
 json encode(const std::string& value) { return value; }
 json encode(RunStatus value) { return status_name(value); }
+json encode(const FinalMetrics& value) { return value.text(); }
 
 void decode(const json& object, const char* name, std::int64_t& value) { value = integer(object, name); }
 void decode(const json& object, const char* name, double& value) { value = number(object, name); }
 void decode(const json& object, const char* name, std::string& value) { value = text(object, name); }
+void decode(const json& object, const char* name, FinalMetrics& value) {
+  value = FinalMetrics::from_text(text(object, name));
+}
 void decode(const json& object, const char* name, RunStatus& value) {
   const std::string given = text(object, name);
   std::optional<RunStatus> status = run_status_parse(given);

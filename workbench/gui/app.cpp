@@ -60,27 +60,9 @@ const std::vector<std::string>& App::config_files() {
 }
 
 void text_wrapped_at_spaces(const std::string& text) {
-  const float space = ImGui::CalcTextSize(" ").x, width = ImGui::GetContentRegionAvail().x;
-  std::size_t line_begin = 0;
-  while (line_begin <= text.size()) {
-    std::size_t line_end = text.find('\n', line_begin);
-    if (line_end == std::string::npos) line_end = text.size();
-    float used = -1;  // < 0: nothing on this line yet
-    for (std::size_t i = line_begin; i < line_end;) {
-      std::size_t j = text.find(' ', i);
-      if (j == std::string::npos || j > line_end) j = line_end;
-      const std::string word = text.substr(i, j - i);
-      const float w = ImGui::CalcTextSize(word.c_str()).x;
-      if (used >= 0 && used + space + w <= width) {
-        ImGui::SameLine(0, space);
-        used += space + w;
-      } else {
-        used = w;
-      }
-      ImGui::TextUnformatted(word.c_str());
-      i = j + 1;
-    }
-    line_begin = line_end + 1;
+  const auto measure = [](const std::string& s) { return static_cast<double>(ImGui::CalcTextSize(s.c_str()).x); };
+  for (const std::string& line : wrap_at_spaces(text, ImGui::GetContentRegionAvail().x, measure)) {
+    ImGui::TextUnformatted(line.c_str());
   }
 }
 

@@ -45,14 +45,11 @@ std::vector<double> x_column(const Series& s, int k, double inherited) {
 }
 
 // x at `step`, interpolated along the series (for event markers).
+// x of the run at `step`: between its points by interpolation, and outside them along its
+// first or last segment. A grown run's first training point is step 1, so its growth marker
+// (step 0) sits where the run begins, the parent's end, not at that first point.
 double x_at_step(const Series& s, const std::vector<double>& x, double step) {
-  if (s.step.empty()) return std::nan("");
-  auto it = std::lower_bound(s.step.begin(), s.step.end(), step);
-  if (it == s.step.end()) return x.back();
-  const std::size_t i = static_cast<std::size_t>(it - s.step.begin());
-  if (i == 0 || s.step[i] == step) return x[i];
-  const double f = (step - s.step[i - 1]) / (s.step[i] - s.step[i - 1]);
-  return x[i - 1] + f * (x[i] - x[i - 1]);
+  return interpolate(s.step, x, step, Outside::extend);
 }
 
 class CurvesPanel : public Panel {
@@ -185,9 +182,10 @@ class CurvesPanel : public Panel {
   void add_markers(App& app, const RunData& data, const Series& series, const Columns& columns, ImU32 line_colour,
                    Plot& plot) {
     if (!data.record.growth_method.empty() && !columns.x.empty()) {
-      // A run grown from another: its curve starts where the growth happened.
+      // A run grown from another: its curve starts where the growth happened, at its step 0
+      // (its first training point is step 1, a step past the parent's end).
       const RunRecord* parent = app.run(data.record.parent);
-      plot.markers.push_back({columns.x.front(), (line_colour & 0x00FFFFFF) | 0xB0000000,
+      plot.markers.push_back({x_at_step(series, columns.x, 0.0), (line_colour & 0x00FFFFFF) | 0xB0000000,
                               fmt::format("{} grown from {} with {}", data.record.name, parent ? parent->name : "?",
                                           data.record.growth_method)});
     }

@@ -178,7 +178,7 @@ class DesignerPanel : public LazyPanel {
     help_marker("Launch submits the file to the engine service (embedded in the GUI unless a `tfw serve` serves this "
                 "TFW_HOME or --connect names one); its runs appear in the Runs tab and update live. Closing the GUI "
                 "stops its embedded service's jobs at a checkpoint; they resume at the next start.");
-    if (!message_.empty()) ImGui::TextWrapped("%s", message_.c_str());
+    if (!message_.empty()) text_wrapped_at_spaces(message_);
   }
 
   static bool text_field(const char* label, std::string& value, const char* hint) {
@@ -242,7 +242,7 @@ class DesignerPanel : public LazyPanel {
   void show_prediction() {
     if (!prediction_.error.empty()) {
       ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "The design does not plan:");
-      ImGui::TextWrapped("%s", prediction_.error.c_str());
+      text_wrapped_at_spaces(prediction_.error);
       return;
     }
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;

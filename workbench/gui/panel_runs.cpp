@@ -10,7 +10,6 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "workbench/common/first_steps.h"
@@ -46,13 +45,7 @@ ImVec4 slurm_colour(const std::string& state) {
 constexpr RunStatus kStatusChoices[] = {RunStatus::running, RunStatus::finished, RunStatus::failed,
                                         RunStatus::killed,  RunStatus::crashed,  RunStatus::queued};
 
-double final_val_loss(const RunRecord& run) {
-  nlohmann::json metrics = nlohmann::json::parse(run.final_metrics, nullptr, false);
-  if (metrics.is_object() && metrics.contains("val_loss") && metrics["val_loss"].is_number()) {
-    return metrics["val_loss"].get<double>();
-  }
-  return std::nan("");
-}
+double final_val_loss(const RunRecord& run) { return run.final_metrics.number_or_nan("val_loss"); }
 
 class RunsPanel : public Panel {
  public:
@@ -283,12 +276,17 @@ class RunsPanel : public Panel {
       chain = at->name + (chain.empty() ? "" : " -> " + chain);
       if (chain.size() > 400) break;
     }
-    ImGui::Text("lineage: %s", chain.c_str());
+    // Long values (a lineage, growth options, an error) wrap at spaces, never inside a name or a value.
+    text_wrapped_at_spaces("lineage: " + chain);
     if (r->status == RunStatus::running) progress(*r, snapshot);
     ImGui::Text("own FLOPs %.3g + inherited %.3g = cumulative %.3g", r->flops, r->inherited_flops, r->cumulative_flops);
-    if (!r->growth_method.empty()) ImGui::Text("grown with %s %s", r->growth_method.c_str(), r->growth_options.c_str());
+    if (!r->growth_method.empty()) text_wrapped_at_spaces(fmt::format("grown with {} {}", r->growth_method, r->growth_options));
     ImGui::TextDisabled("%s", r->run_dir.c_str());
-    if (!r->error.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", r->error.c_str());
+    if (!r->error.empty()) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.45f, 0.4f, 1));
+      text_wrapped_at_spaces(r->error);
+      ImGui::PopStyleColor();
+    }
     evaluations(*r, snapshot);
     if (r->status == RunStatus::running && app.service) {
       if (ImGui::Button("cancel its job")) {
@@ -307,7 +305,7 @@ class RunsPanel : public Panel {
       }
       help_marker("Cancels the engine-service job that runs this run's experiment.");
     }
-    if (!message_.empty()) ImGui::TextWrapped("%s", message_.c_str());
+    if (!message_.empty()) text_wrapped_at_spaces(message_);
   }
 
   // A run's tokens: the store's, which move only at checkpoints, or, for a running run whose

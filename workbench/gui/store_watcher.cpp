@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "workbench/common/plot_math.h"
+
 namespace tfw::gui {
 
 std::string StoreSnapshot::where() const {
@@ -179,13 +181,10 @@ double tokens_at_own_flops(const StoreSnapshot& snapshot, const RunRecord& run, 
   const auto data = snapshot.data.find(run.id);
   const Series* series = data == snapshot.data.end() ? nullptr : data->second->series("train/loss");
   if (series && !series->flops.empty() && flops <= series->flops.back()) {
-    // From (0, 0), the run's start, through its points.
-    double f0 = 0, t0 = 0;
-    for (std::size_t i = 0; i < series->flops.size(); ++i) {
-      const double f1 = series->flops[i], t1 = series->tokens[i];
-      if (flops <= f1) return f1 == f0 ? t1 : t0 + (flops - f0) / (f1 - f0) * (t1 - t0);
-      f0 = f1, t0 = t1;
-    }
+    // From (0, 0), the run's start, to its first point; then through its points.
+    const double f1 = series->flops.front(), t1 = series->tokens.front();
+    if (flops <= f1) return f1 == 0 ? t1 : flops / f1 * t1;
+    return interpolate(series->flops, series->tokens, flops, Outside::nan);
   }
   return run.flops > 0 ? static_cast<double>(run.tokens) * flops / run.flops : 0.0;
 }

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "engine/error.h"
@@ -30,8 +29,8 @@ FamilyFit family_fit(Store& store, const std::string& family, const std::string&
     if (!experiments.empty() && std::find(experiments.begin(), experiments.end(), r.experiment) == experiments.end()) {
       continue;
     }
-    const nlohmann::json m = nlohmann::json::parse(r.final_metrics, nullptr, false);
-    if (!m.is_object() || !m.contains("val_loss") || !m["val_loss"].is_number()) continue;
+    const std::optional<double> val_loss = r.final_metrics.number("val_loss");
+    if (!val_loss) continue;
     Candidate c;
     try {
       const toml::table config = toml::parse(r.config);
@@ -44,7 +43,7 @@ FamilyFit family_fit(Store& store, const std::string& family, const std::string&
       continue;
     }
     c.name = r.name;
-    c.point = {static_cast<double>(r.parameters), static_cast<double>(r.tokens), m["val_loss"].get<double>()};
+    c.point = {static_cast<double>(r.parameters), static_cast<double>(r.tokens), *val_loss};
     corpora[c.corpus + " (" + c.tokenizer + ")"] += 1;
     candidates.push_back(c);
   }

@@ -66,10 +66,9 @@ std::string measured_section(const ExperimentResults& results) {
     high = std::max(high, rec.parameters);
     hosts.insert(rec.host);
     if (r.seed >= 0) seeds.insert(r.seed);
-    const nlohmann::json m = nlohmann::json::parse(rec.final_metrics, nullptr, false);
-    if (m.is_object() && m.contains("contended") && m["contended"].is_boolean() && m["contended"].get<bool>()) contended += 1;
-    if (m.is_object() && m.contains("other_cpu_share") && m["other_cpu_share"].is_number()) {
-      most_other = std::max(most_other, m["other_cpu_share"].get<double>());
+    if (rec.final_metrics.flag("contended")) contended += 1;
+    if (const std::optional<double> other = rec.final_metrics.number("other_cpu_share")) {
+      most_other = std::max(most_other, *other);
     }
   }
   // How many runs ran at once, at most (`tfw run --jobs N`): their [started, ended] spans.

@@ -9,7 +9,6 @@
 #include <tuple>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "engine/error.h"
@@ -21,16 +20,9 @@ namespace tfw::results {
 
 namespace {
 
-double final_metric(const RunRecord& r, const char* key) {
-  nlohmann::json metrics = nlohmann::json::parse(r.final_metrics, nullptr, false);
-  if (metrics.is_discarded() || !metrics.contains(key) || !metrics[key].is_number()) return std::nan("");
-  return metrics[key].get<double>();
-}
+double final_metric(const RunRecord& r, const char* key) { return r.final_metrics.number_or_nan(key); }
 
-bool json_flag(const RunRecord& r, const char* key) {
-  nlohmann::json metrics = nlohmann::json::parse(r.final_metrics, nullptr, false);
-  return metrics.is_object() && metrics.contains(key) && metrics[key].is_boolean() && metrics[key].get<bool>();
-}
+bool json_flag(const RunRecord& r, const char* key) { return r.final_metrics.flag(key); }
 
 }  // namespace
 
