@@ -168,7 +168,7 @@ TEST(PlotMath, InterpolateInsideAndOutsideByTheEdgeRule) {
   EXPECT_TRUE(std::isnan(interpolate(xs, ys, 25, Outside::nan)));
   EXPECT_EQ(interpolate(xs, ys, 19, Outside::hold), 5120);
   EXPECT_EQ(interpolate(xs, ys, 25, Outside::hold), 6400);
-  // A grown run's points start at step 21: its growth at step 20 is where the first segment leads.
+  // Before the first point, along the first segment: from (21, 5376) and (22, 5632) back to 20.
   EXPECT_EQ(interpolate({21, 22}, {5376, 5632}, 20, Outside::extend), 5120);
   EXPECT_EQ(interpolate(xs, ys, 26, Outside::extend), 7168);  // 6400 + 2 * 384
   EXPECT_EQ(interpolate({3}, {7}, 9, Outside::extend), 7);    // one point holds

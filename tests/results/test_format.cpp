@@ -64,7 +64,7 @@ TEST(Format, TableColumnsAreAsWideAsTheirWidestCell) {
 TEST(Format, TextWrapsAtSpacesOnlyNeverInsideAWord) {
   const auto chars = [](const std::string& s) { return static_cast<double>(s.size()); };
   using Lines = std::vector<std::string>;
-  // "grown with" (10) + " " + 20 = 31 > 20: the options go to a line of their own, whole.
+  // "grown with net2net" (18) + " " + 24 = 43 > 20: the options go to a line of their own, whole.
   EXPECT_EQ(tfw::wrap_at_spaces("grown with net2net {\"n_attn\":32,\"n_ffn\":48}", 20, chars),
             (Lines{"grown with net2net", "{\"n_attn\":32,\"n_ffn\":48}"}));
   // Exactly the width fits; one more does not.
@@ -74,5 +74,9 @@ TEST(Format, TextWrapsAtSpacesOnlyNeverInsideAWord) {
   EXPECT_EQ(tfw::wrap_at_spaces("at /a/very/long/run/folder/path now", 10, chars),
             (Lines{"at", "/a/very/long/run/folder/path", "now"}));
   EXPECT_EQ(tfw::wrap_at_spaces("one\ntwo  three", 40, chars), (Lines{"one", "two three"}));
-  EXPECT_EQ(tfw::wrap_at_spaces("", 40, chars), (Lines{""}));
+  EXPECT_EQ(tfw::wrap_at_spaces("", 40, chars), Lines{});
+  // An error's hint keeps its indentation; a final line break adds no line; a blank line stays.
+  EXPECT_EQ(tfw::wrap_at_spaces("no store\n  hint: run tfw train first\n", 14, chars),
+            (Lines{"no store", "  hint: run", "tfw train", "first"}));
+  EXPECT_EQ(tfw::wrap_at_spaces("a\n\nb", 40, chars), (Lines{"a", "", "b"}));
 }

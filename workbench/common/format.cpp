@@ -153,15 +153,19 @@ std::vector<std::string> wrap_at_spaces(const std::string& text, double width,
   std::vector<std::string> lines;
   const double space = measure(" ");
   std::size_t line_begin = 0;
-  while (line_begin <= text.size()) {
+  while (line_begin < text.size()) {
     std::size_t line_end = text.find('\n', line_begin);
     if (line_end == std::string::npos) line_end = text.size();
+    // A line's indentation stays with its first word ("  hint: ..." under an error).
+    std::size_t first = line_begin;
+    while (first < line_end && text[first] == ' ') ++first;
     std::string line;
     double used = -1;  // < 0: nothing on this line yet
-    for (std::size_t i = line_begin; i < line_end;) {
+    for (std::size_t i = first; i < line_end;) {
       std::size_t j = text.find(' ', i);
       if (j == std::string::npos || j > line_end) j = line_end;
-      const std::string word = text.substr(i, j - i);
+      std::string word = text.substr(i, j - i);
+      if (i == first) word = text.substr(line_begin, first - line_begin) + word;
       i = j + 1;
       if (word.empty()) continue;
       const double w = measure(word);
@@ -174,7 +178,7 @@ std::vector<std::string> wrap_at_spaces(const std::string& text, double width,
         used = w;
       }
     }
-    lines.push_back(line);
+    lines.push_back(line);  // an empty line between two is kept (a paragraph's break)
     line_begin = line_end + 1;
   }
   return lines;

@@ -30,7 +30,8 @@ std::string toml_as_written(const std::string& text);
 // Text broken into lines no wider than `width` at spaces only, never inside a word: a path, a
 // JSON object or a config value stays whole (on a line of its own when it is wider than
 // `width`). `measure` gives a string's width in the caller's units (pixels in the GUI). Line
-// breaks in the text are kept; runs of spaces between words on one line become one.
+// breaks in the text are kept (a final one adds no empty line), a line's leading spaces stay
+// with its first word, and runs of spaces between words become one. No lines for "".
 std::vector<std::string> wrap_at_spaces(const std::string& text, double width,
                                         const std::function<double(const std::string&)>& measure);
 

@@ -45,9 +45,8 @@ std::vector<double> x_column(const Series& s, int k, double inherited) {
 }
 
 // x at `step`, interpolated along the series (for event markers).
-// x of the run at `step`: between its points by interpolation, and outside them along its
-// first or last segment. A grown run's first training point is step 1, so its growth marker
-// (step 0) sits where the run begins, the parent's end, not at that first point.
+// x of the run at `step` (a growth event inside it): between its points by interpolation,
+// and outside them along its first or last segment.
 double x_at_step(const Series& s, const std::vector<double>& x, double step) {
   return interpolate(s.step, x, step, Outside::extend);
 }
@@ -182,10 +181,14 @@ class CurvesPanel : public Panel {
   void add_markers(App& app, const RunData& data, const Series& series, const Columns& columns, ImU32 line_colour,
                    Plot& plot) {
     if (!data.record.growth_method.empty() && !columns.x.empty()) {
-      // A run grown from another: its curve starts where the growth happened, at its step 0
-      // (its first training point is step 1, a step past the parent's end).
+      // A run grown from another starts where the growth happened: at its step 0, with no
+      // tokens, FLOPs or time of its own yet, so on this axis at what its lineage saw before it
+      // (the cumulative axes) or at 0. Its first training point is a step later. A log axis
+      // cannot show 0: there the marker stands on that first point.
+      double start = columns.inherited;
+      if (!std::isfinite(start) || (log_x_ && start <= 0)) start = columns.x.front();
       const RunRecord* parent = app.run(data.record.parent);
-      plot.markers.push_back({x_at_step(series, columns.x, 0.0), (line_colour & 0x00FFFFFF) | 0xB0000000,
+      plot.markers.push_back({start, (line_colour & 0x00FFFFFF) | 0xB0000000,
                               fmt::format("{} grown from {} with {}", data.record.name, parent ? parent->name : "?",
                                           data.record.growth_method)});
     }

@@ -130,6 +130,10 @@ void fit_axes(const Plot& plot, PlotView& view, const Frame& f) {
     ys.push_back(line.y);
     if (line.band_low && line.band_high) ys.insert(ys.end(), {line.band_low, line.band_high});
   }
+  // Markers are drawn too: a grown run's start (its step 0) lies left of its first point.
+  std::vector<double> marker_x;
+  for (const PlotMarker& m : plot.markers) marker_x.push_back(m.x);
+  if (!xs.empty() && !marker_x.empty()) xs.push_back(&marker_x);
   AxisMap x, y;
   const bool fit_x = axis_fit(xs, plot.log_x, 0.0, x), fit_y = axis_fit(ys, plot.log_y, 0.05, y);
   if (!fit_x || !fit_y || f.width < 20 || f.height < 20) {
