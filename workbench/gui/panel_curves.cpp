@@ -44,7 +44,6 @@ std::vector<double> x_column(const Series& s, int k, double inherited) {
   }
 }
 
-// x at `step`, interpolated along the series (for event markers).
 // x of the run at `step` (a growth event inside it): between its points by interpolation,
 // and outside them along its first or last segment.
 double x_at_step(const Series& s, const std::vector<double>& x, double step) {

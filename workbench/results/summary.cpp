@@ -18,14 +18,6 @@
 
 namespace tfw::results {
 
-namespace {
-
-double final_metric(const RunRecord& r, const char* key) { return r.final_metrics.number_or_nan(key); }
-
-bool json_flag(const RunRecord& r, const char* key) { return r.final_metrics.flag(key); }
-
-}  // namespace
-
 std::string mean_text(const analysis::MeanInterval& m, const char* format) {
   const std::string mean = fmt::format(fmt::runtime(format), m.mean);
   if (!m.has_interval()) return fmt::format("{} (n = 1: no interval)", mean);
@@ -245,7 +237,7 @@ RunTables run_tables(const ExperimentResults& set, const std::string& paper_path
       continue;
     }
     const RunRecord& r = *run.record;
-    const double val = final_metric(r, "val_loss");
+    const double val = r.final_metrics.number_or_nan("val_loss");
     std::vector<Cell> paper_cells(4, none);
     if (!paper_key.empty()) {
       const toml::node* entry = toml::at_path(paper, paper_key).node();
@@ -283,9 +275,9 @@ RunTables run_tables(const ExperimentResults& set, const std::string& paper_path
     const double wall = r.ended > r.started ? r.ended - r.started : 0;
     ledger.rows.push_back({text_cell(r.name), count(r.parameters), count(r.tokens), number(r.flops, "{:.3e}"),
                            number(r.cumulative_flops, "{:.3e}"), number(wall, "{:.0f}"),
-                           number(final_metric(r, "other_cpu_share"), "{:.2f}"),
-                           text_cell(std::isfinite(final_metric(r, "other_cpu_share"))
-                                         ? (json_flag(r, "contended") ? "yes" : "no")
+                           number(r.final_metrics.number_or_nan("other_cpu_share"), "{:.2f}"),
+                           text_cell(r.final_metrics.number("other_cpu_share")
+                                         ? (r.final_metrics.flag("contended") ? "yes" : "no")
                                          : "-"),
                            text_cell(r.host)});
   }
