@@ -104,6 +104,9 @@ Process Process::spawn(const ProcessSpec& spec) {
       const int err = ::open(spec.error_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (err >= 0) dup2(err, STDERR_FILENO);
     }
+    // The child gets stdin, stdout and stderr, nothing else: no descriptor this process
+    // inherited or opened (a test runner's log, a store's WAL, a socket) stays open in it.
+    close_range(3, ~0U, 0);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -15,17 +17,38 @@ namespace tfw::test {
 
 struct Result {
   int code;
-  std::string output;  // stdout, and stderr too unless asked otherwise
+  std::string output;  // everything the command wrote: its stdout, then its stderr (for messages)
+  std::string out;     // its stdout alone: parse this (JSON, CSV, numbers), never `output`
+  std::string err;     // its stderr alone
 };
 
+// Runs `command` with /bin/sh and collects its stdout and stderr apart, so that a note on
+// stderr (progress, "other processes used N% of the CPUs" on a busy machine) never lands
+// inside what a test parses. `with_stderr = false` discards stderr instead.
 inline Result capture(const std::string& command, bool with_stderr = true) {
-  FILE* pipe = popen((command + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  Result run{-1, ""};
-  if (pipe == nullptr) return run;
+  Result run{-1, "", "", ""};
+  char err_path[] = "/tmp/tfw-test-stderr-XXXXXX";
+  const int err_fd = with_stderr ? mkstemp(err_path) : -1;
+  if (with_stderr && err_fd < 0) return run;
+  if (err_fd >= 0) close(err_fd);
+  // A brace group, so that a command ending in `;` or `&` or holding its own redirections works.
+  const std::string wrapped = "{ " + command + "\n} 2>" + (with_stderr ? std::string(err_path) : "/dev/null");
+  FILE* pipe = popen(wrapped.c_str(), "r");
+  if (pipe == nullptr) {
+    if (with_stderr) unlink(err_path);
+    return run;
+  }
   std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) run.output += buffer.data();
+  std::size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
   int status = pclose(pipe);
   run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (with_stderr) {
+    std::ifstream in(err_path, std::ios::binary);
+    run.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    unlink(err_path);
+  }
+  run.output = run.out + run.err;
   return run;
 }
 

@@ -270,7 +270,7 @@ TEST_F(BadInput, ARunThatNeverCheckpointedCanBeStartedAgainAndRunsCanBeDeleted) 
   EXPECT_NE(again.output.find("never wrote a checkpoint: starting it again replaces its record"), std::string::npos)
       << again.output;
   Result listed = script("sqlite3 $W/h3/runs.db \"SELECT name, status FROM runs\"");
-  EXPECT_EQ(listed.output, "again|finished\n");
+  EXPECT_EQ(listed.out, "again|finished\n");
   Result removed = script("$T runs delete again --files --home $W/h3; ls $W/h3/runs; "
                           "sqlite3 $W/h3/runs.db \"SELECT COUNT(*) FROM runs; SELECT COUNT(*) FROM metrics\"");
   EXPECT_NE(removed.output.find("deleted run 1 'again' (default); its folder"), std::string::npos) << removed.output;

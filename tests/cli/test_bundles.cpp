@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/run_command.h"
+#include "tests/cli/trained_once.h"
 
 namespace {
 
@@ -38,15 +39,17 @@ const std::string kTfw = TFW_BINARY;
 const std::string kPython = TFW_PYTHON;
 const std::string kExperiment = std::string(TFW_SOURCE_DIR) + "/tests/data/tiny-experiment.toml";
 
-// One home with the tiny experiment (a grown lineage and a baseline), made once per process.
+// One home with the tiny experiment (a grown lineage and a baseline), trained once per suite
+// run (tests/cli/trained_once.h) and copied for each process.
 class Bundles : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     root_ = fmt::format("/tmp/tfw-test-bundles-{}", getpid());
     fs::remove_all(root_);
     fs::create_directories(root_);
-    Result made = shell(fmt::format("{} run {} --home {}/a", kTfw, kExperiment, root_));
-    ASSERT_EQ(made.code, 0) << made.output;
+    const std::string failure =
+        tfw::test::trained_home(fmt::format("{} run {} --home $H", kTfw, kExperiment), root_ + "/a");
+    ASSERT_EQ(failure, "");
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
   static std::string root_;
@@ -55,7 +58,7 @@ std::string Bundles::root_;
 
 nlohmann::json runs_json(const std::string& home) {
   Result list = capture(fmt::format("{} runs list --json --home {}", kTfw, home), false);
-  return nlohmann::json::parse(list.output)["runs"];
+  return nlohmann::json::parse(list.out)["runs"];
 }
 
 // Export, import into an empty home, export again: the same bytes; lineage and cumulative
@@ -256,7 +259,7 @@ TEST_F(Bundles, AReportFromABundleIsTheReportFromTheHome) {
 TEST_F(Bundles, EveryRunRecordsWhatProducedIt) {
   Result show = capture(fmt::format("sqlite3 {}/a/runs.db \"SELECT payload FROM events WHERE kind = 'provenance'\"", root_));
   ASSERT_EQ(show.code, 0) << show.output;
-  std::istringstream lines(show.output);
+  std::istringstream lines(show.out);
   std::size_t n = 0;
   for (std::string line; std::getline(lines, line);) {
     const nlohmann::json p = nlohmann::json::parse(line);
@@ -310,7 +313,7 @@ TEST_F(Bundles, AResumeWithSetUpdatesTheStoredConfig) {
   Result resumed = shell(fmt::format("{} train --resume long --set train.max_steps=80 --extend keep --home {}", kTfw, home));
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   Result show = capture(fmt::format("{} runs show long --json --home {}", kTfw, home), false);
-  const nlohmann::json run = nlohmann::json::parse(show.output);
+  const nlohmann::json run = nlohmann::json::parse(show.out);
   const std::string config = run["config"].get<std::string>();
   EXPECT_NE(config.find("max_steps = 80"), std::string::npos) << config;
   Result event = capture(fmt::format("sqlite3 {}/runs.db \"SELECT step, payload FROM events WHERE kind = 'config'\"", home));
@@ -363,7 +366,7 @@ TEST_F(Bundles, EvaluationsTravelWithTheirRun) {
   ASSERT_EQ(from_a.code, 0) << from_a.output;
   EXPECT_NE(from_a.output.rfind("0\n", 0), 0u) << "no evaluation was recorded: " << from_a.output;
   EXPECT_NE(from_a.output.find("fortunes"), std::string::npos) << from_a.output;
-  EXPECT_EQ(from_a.output, from_home.output);
+  EXPECT_EQ(from_a.out, from_home.out);
   Result again = shell(fmt::format("{} runs export baseline --out {}.2 --home {}", kTfw, file, home));
   ASSERT_EQ(again.code, 0) << again.output;
   EXPECT_EQ(read(file), read(file + ".2"));

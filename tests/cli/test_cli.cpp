@@ -64,7 +64,7 @@ TEST(Cli, UsageErrorsExitTwoWithAMessage) {
 TEST(Cli, ParamsJsonHasTheParameterCountAndFlopsTerms) {
   Result run = tfw("params --json " + kPaper + "tokenformer-150m.toml");
   ASSERT_EQ(run.code, 0) << run.output;
-  nlohmann::json json = nlohmann::json::parse(run.output);
+  nlohmann::json json = nlohmann::json::parse(run.out);
   EXPECT_EQ(json["parameters"].get<std::int64_t>(), 151881216);
   EXPECT_EQ(json["family"], "tokenformer");
   EXPECT_EQ(json["flops_per_token"]["seq_len"].get<std::int64_t>(), 2048);
@@ -81,7 +81,7 @@ TEST(Cli, FlopsJsonPerLength) {
   Result run = tfw("flops --json " + kPaper + "tokenformer-scaling-124m.toml " + kPaper +
                 "transformer-scaling-354m.toml --lengths 512,4096");
   ASSERT_EQ(run.code, 0) << run.output;
-  nlohmann::json json = nlohmann::json::parse(run.output);
+  nlohmann::json json = nlohmann::json::parse(run.out);
   ASSERT_EQ(json.size(), 2u);
   ASSERT_EQ(json[0]["lengths"].size(), 2u);
   const auto& row = json[0]["lengths"][1];
@@ -92,7 +92,7 @@ TEST(Cli, FlopsJsonPerLength) {
   // --measure adds the measured forward time per token beside the formula.
   Result measured = tfw("flops --json --measure " + kMini + "tiny-tokenformer.toml --lengths 16,64");
   ASSERT_EQ(measured.code, 0) << measured.output;
-  nlohmann::json timing = nlohmann::json::parse(measured.output)[0]["lengths"];
+  nlohmann::json timing = nlohmann::json::parse(measured.out)[0]["lengths"];
   ASSERT_EQ(timing.size(), 2u);
   for (const auto& row : timing) {
     EXPECT_GT(row["measured_seconds_per_token"].get<double>(), 0.0);
@@ -106,7 +106,7 @@ TEST(Cli, PluginsListsOutOfTreeAndRefusesWrongVersion) {
   std::string environment = "TFW_PLUGIN_PATH=" TFW_SAMPLE_PLUGIN_DIR "/good:" TFW_SAMPLE_PLUGIN_DIR "/wrong_version";
   Result run = tfw("plugins --json", environment);
   ASSERT_EQ(run.code, 0) << run.output;
-  nlohmann::json json = nlohmann::json::parse(run.output);
+  nlohmann::json json = nlohmann::json::parse(run.out);
   std::vector<std::string> names;
   for (const auto& plugin : json["plugins"]) names.push_back(plugin["name"]);
   EXPECT_EQ(names, (std::vector<std::string>{"tokenformer", "transformer", "vit", "vision_tokenformer", "bigram",
@@ -127,7 +127,7 @@ TEST(Cli, PluginsListsOutOfTreeAndRefusesWrongVersion) {
 TEST(Cli, SmokeTrainsBothTinyModels) {
   Result run = tfw("smoke --json --steps 8 " + kMini + "tiny-tokenformer.toml " + kMini + "tiny-transformer.toml");
   ASSERT_EQ(run.code, 0) << run.output;
-  nlohmann::json json = nlohmann::json::parse(run.output);
+  nlohmann::json json = nlohmann::json::parse(run.out);
   ASSERT_EQ(json.size(), 2u);
   for (const auto& result : json) {
     EXPECT_TRUE(result["loss_fell"].get<bool>()) << result.dump();
@@ -146,7 +146,7 @@ TEST(Cli, DataPrepareAndListAFolderCorpus) {
   std::system(("printf 'hello tokenformer' > " + source + "/a.txt").c_str());
   Result prepare = tfw("data prepare " + source + " --json --home " + home);
   ASSERT_EQ(prepare.code, 0) << prepare.output;
-  nlohmann::json json = nlohmann::json::parse(prepare.output);
+  nlohmann::json json = nlohmann::json::parse(prepare.out);
   // 17 bytes, one block: too short for a validation block, so its last 17 / 20 -> 1 token is
   // the validation shard.
   EXPECT_EQ(json["train_tokens"].get<std::int64_t>(), 16);
@@ -156,7 +156,7 @@ TEST(Cli, DataPrepareAndListAFolderCorpus) {
   EXPECT_NE(again.output.find("already prepared"), std::string::npos) << again.output;
   Result list = tfw("data list --json", "TFW_HOME=" + home);
   ASSERT_EQ(list.code, 0) << list.output;
-  EXPECT_EQ(nlohmann::json::parse(list.output)["prepared"].size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(list.out)["prepared"].size(), 1u);
   Result missing = tfw("data prepare /nonexistent/corpus --home " + home);
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.output.find("unknown corpus '/nonexistent/corpus'"), std::string::npos) << missing.output;
@@ -213,7 +213,7 @@ TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   Result listed = tfw("runs list --json --home " + home, "TFW_HEARTBEAT_TIMEOUT=1");
   ASSERT_EQ(listed.code, 0) << listed.output;
-  nlohmann::json runs = nlohmann::json::parse(listed.output)["runs"];
+  nlohmann::json runs = nlohmann::json::parse(listed.out)["runs"];
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0]["status"], "crashed");
   const std::int64_t run_id = runs[0]["id"].get<std::int64_t>();
@@ -228,14 +228,14 @@ TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
   // Resumed as the same run, now finished, with every step's loss recorded once.
   Result shown = tfw("runs show --json " + std::to_string(run_id) + " --home " + home);
   ASSERT_EQ(shown.code, 0) << shown.output;
-  nlohmann::json record = nlohmann::json::parse(shown.output);
+  nlohmann::json record = nlohmann::json::parse(shown.out);
   EXPECT_EQ(record["status"], "finished");
   EXPECT_EQ(record["tokens"].get<std::int64_t>(), (newest + 3) * 16 * 64);
   EXPECT_EQ(tfw("runs list --json --home " + home).output.find("\"id\": 2"), std::string::npos);
   const std::string count = "sqlite3 " + home + "/runs.db \"SELECT COUNT(*) FROM metrics WHERE run_id = " +
                             std::to_string(run_id) + " AND key = 'train/loss'\"";
   Result losses = capture(count);
-  EXPECT_GE(std::stoll(losses.output), newest + 3);
+  EXPECT_GE(std::stoll(losses.out), newest + 3);
 }
 
 }  // namespace
@@ -261,11 +261,11 @@ TEST(Cli, DocsListEveryCommand) {
     }
     return names;
   };
-  const std::vector<std::string> commands = subcommands(tfw("--help").output);
+  const std::vector<std::string> commands = subcommands(tfw("--help").out);
   ASSERT_GE(commands.size(), 20u);
   for (const std::string& command : commands) {
     EXPECT_NE(docs.find("`tfw " + command), std::string::npos) << "docs/cli.md does not list tfw " << command;
-    for (const std::string& sub : subcommands(tfw(command + " --help").output)) {
+    for (const std::string& sub : subcommands(tfw(command + " --help").out)) {
       EXPECT_NE(docs.find("`tfw " + command + " " + sub), std::string::npos)
           << "docs/cli.md does not list tfw " << command << " " << sub;
     }
@@ -284,7 +284,7 @@ TEST(Cli, TheFirstCommandAnEmptyStoreSuggestsWorks) {
   Result first = capture(std::string("cd " TFW_SOURCE_DIR " && " TFW_BINARY " ") + command + " --home " + home);
   ASSERT_EQ(first.code, 0) << first.output;
   Result list = tfw("runs list --json --home " + home);
-  const nlohmann::json runs = nlohmann::json::parse(list.output)["runs"];
+  const nlohmann::json runs = nlohmann::json::parse(list.out)["runs"];
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0]["status"], "finished");
 }
@@ -301,7 +301,7 @@ TEST(Cli, RunsListShowCompareAndBadStores) {
   }
   Result list = tfw("runs list --json --status finished --sort name --desc --home " + home);
   ASSERT_EQ(list.code, 0) << list.output;
-  nlohmann::json runs = nlohmann::json::parse(list.output)["runs"];
+  nlohmann::json runs = nlohmann::json::parse(list.out)["runs"];
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0]["name"], b);
   EXPECT_EQ(runs[0]["tokens"].get<std::int64_t>(), 5 * 16 * 64);
@@ -312,7 +312,7 @@ TEST(Cli, RunsListShowCompareAndBadStores) {
   for (const char* order : {"", " --desc"}) {
     Result by_loss = tfw(std::string("runs list --json --sort val_loss") + order + " --home " + home);
     ASSERT_EQ(by_loss.code, 0) << by_loss.output;
-    const nlohmann::json sorted = nlohmann::json::parse(by_loss.output)["runs"];
+    const nlohmann::json sorted = nlohmann::json::parse(by_loss.out)["runs"];
     const double first = sorted[0]["final_metrics"]["val_loss"], second = sorted[1]["final_metrics"]["val_loss"];
     EXPECT_TRUE(*order ? first >= second : first <= second) << by_loss.output;
   }
@@ -331,7 +331,7 @@ TEST(Cli, RunsListShowCompareAndBadStores) {
   EXPECT_EQ(show.output.find("0.90000000000000002"), std::string::npos) << show.output;
   Result compare = tfw("runs compare a " + b + " --json --home " + home);
   ASSERT_EQ(compare.code, 0) << compare.output;
-  EXPECT_EQ(nlohmann::json::parse(compare.output)["runs"].size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(compare.out)["runs"].size(), 2u);
   // The table: b's whole name, tokens/s as integers, and lr as written.
   Result table = tfw("runs compare a " + b + " --home " + home);
   ASSERT_EQ(table.code, 0) << table.output;
@@ -353,7 +353,7 @@ TEST(Cli, RunsListShowCompareAndBadStores) {
   Result bad = tfw("train " + kMini + "tiny-train-tokenformer.toml --home " + bad_home);
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.output.find("is not a tfw store"), std::string::npos) << bad.output;
-  EXPECT_EQ(capture("cat " + bad_home + "/runs.db").output, "my notes\n");
+  EXPECT_EQ(capture("cat " + bad_home + "/runs.db").out, "my notes\n");
 }
 
 }  // namespace
@@ -366,13 +366,13 @@ TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
   Result small = tfw_json("train " + kMini + "growth-tokenformer-small.toml --json --home " + home +
                      " --set train.max_steps=20 --set train.eval_batches=2");
   ASSERT_EQ(small.code, 0) << small.output;
-  const std::string checkpoint = nlohmann::json::parse(small.output)["last_checkpoint"];
-  const double small_flops = nlohmann::json::parse(small.output)["training_flops"];
+  const std::string checkpoint = nlohmann::json::parse(small.out)["last_checkpoint"];
+  const double small_flops = nlohmann::json::parse(small.out)["training_flops"];
   Result grown = tfw_json("grow --method pattention_grow --from " + checkpoint + " --to " + kMini +
                      "growth-tokenformer-large.toml --out " + home + "/grown --check --json --home " + home +
                      " --set train.eval_batches=2");
   ASSERT_EQ(grown.code, 0) << grown.output;
-  nlohmann::json g = nlohmann::json::parse(grown.output);
+  nlohmann::json g = nlohmann::json::parse(grown.out);
   EXPECT_TRUE(g["declared_exact"].get<bool>());
   EXPECT_LT(g["max_abs_logit_diff"].get<double>(), 1e-4);
   EXPECT_NEAR(g["loss_after"].get<double>(), g["loss_before"].get<double>(), 1e-5);
@@ -383,22 +383,22 @@ TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
                       "growth-tokenformer-large.toml --out " + home + "/grown-normal --check --json --home " + home +
                       " --set train.eval_batches=2");
   ASSERT_EQ(normal.code, 0) << normal.output;
-  EXPECT_FALSE(nlohmann::json::parse(normal.output)["declared_exact"].get<bool>());
-  EXPECT_GT(nlohmann::json::parse(normal.output)["max_abs_logit_diff"].get<double>(), 1e-3);
+  EXPECT_FALSE(nlohmann::json::parse(normal.out)["declared_exact"].get<bool>());
+  EXPECT_GT(nlohmann::json::parse(normal.out)["max_abs_logit_diff"].get<double>(), 1e-3);
   // Train from the grown checkpoint: a child of run 1, whose budget includes run 1's FLOPs.
   Result child = tfw_json("train " + kMini + "growth-tokenformer-large.toml --init-from " + g["checkpoint"].get<std::string>() +
                      " --name grown --json --home " + home + " --set train.max_steps=5");
   ASSERT_EQ(child.code, 0) << child.output;
   // Its time breakdown adds up: steps, data, evaluations (the one before the first step
   // included), checkpoints and growth fit in this process's time.
-  const nlohmann::json time = nlohmann::json::parse(child.output)["time"];
+  const nlohmann::json time = nlohmann::json::parse(child.out)["time"];
   const double parts = time["step"].get<double>() + time["data"].get<double>() + time["eval"].get<double>() +
                        time["checkpoint"].get<double>() + time["growth"].get<double>();
   EXPECT_GT(time["eval"].get<double>(), 0.0);
   EXPECT_LE(parts, time["process"].get<double>() + 1e-6) << time.dump();
   EXPECT_GT(parts, 0.5 * time["process"].get<double>()) << time.dump();
   Result shown = tfw_json("runs show grown --json --home " + home);
-  nlohmann::json run = nlohmann::json::parse(shown.output);
+  nlohmann::json run = nlohmann::json::parse(shown.out);
   EXPECT_EQ(run["parent"].get<std::int64_t>(), 1);
   EXPECT_EQ(run["growth_method"], "pattention_grow");
   EXPECT_EQ(run["stage"].get<std::int64_t>(), 1);
@@ -431,12 +431,12 @@ TEST(Cli, MsgGrowThenTrainCarriesTheRamp) {
   Result small = tfw_json("train " + kMini + "growth-transformer-small.toml --json --home " + home +
                      " --set train.max_steps=20 --set train.eval_batches=2");
   ASSERT_EQ(small.code, 0) << small.output;
-  const std::string checkpoint = nlohmann::json::parse(small.output)["last_checkpoint"];
+  const std::string checkpoint = nlohmann::json::parse(small.out)["last_checkpoint"];
   Result grown = tfw_json("grow --method msg --option ramp_steps=10 --from " + checkpoint + " --to " + kMini +
                      "growth-transformer-large.toml --out " + home + "/grown --check --json --home " + home +
                      " --set train.eval_batches=2");
   ASSERT_EQ(grown.code, 0) << grown.output;
-  const nlohmann::json g = nlohmann::json::parse(grown.output);
+  const nlohmann::json g = nlohmann::json::parse(grown.out);
   EXPECT_TRUE(g["declared_exact"].get<bool>());
   EXPECT_LT(g["max_abs_logit_diff"].get<double>(), 1e-4);
   Result child = tfw("train " + kMini + "growth-transformer-large.toml --init-from " + home +

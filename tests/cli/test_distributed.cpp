@@ -72,7 +72,7 @@ double weight_difference(const std::string& a, const std::string& b) {
 }
 
 std::string sql(const std::string& home, const std::string& query) {
-  return capture("sqlite3 " + home + "/runs.db \"" + query + "\"").output;
+  return capture("sqlite3 " + home + "/runs.db \"" + query + "\"").out;
 }
 
 TEST(DataParallel, TwoRanksOfHalfTheBatchMatchOneRankOfTheWholeBatchForThirtySteps) {
@@ -83,7 +83,7 @@ TEST(DataParallel, TwoRanksOfHalfTheBatchMatchOneRankOfTheWholeBatchForThirtySte
   ASSERT_EQ(one.code, 0) << one.output;
   const Result two = tfw(common + " --name two --nproc 2");
   ASSERT_EQ(two.code, 0) << two.output;
-  const nlohmann::json summary = nlohmann::json::parse(two.output.substr(two.output.find("{\n")));
+  const nlohmann::json summary = nlohmann::json::parse(two.out.substr(two.out.find("{\n")));
   EXPECT_EQ(summary["world_size"], 2);
   EXPECT_GT(summary["comm_seconds"].get<double>(), 0);
   // Every step's loss, and the final weights, within 1e-5 (float32 sums in another order).
@@ -212,7 +212,7 @@ TEST(DataParallel, CtrlCStopsEveryRankAtTheSameStepWithACheckpoint) {
   EXPECT_NE(run.output.find("interrupted; resume with"), std::string::npos) << run.output;
   EXPECT_EQ(sql(home, "SELECT status FROM runs"), "killed\n");
   // ("trai[n]": the shell that runs pgrep does not match itself.)
-  EXPECT_EQ(capture("pgrep -f -- '--threads 1 trai[n] --home " + home + "'").output, "") << "no rank is left running";
+  EXPECT_EQ(capture("pgrep -f -- '--threads 1 trai[n] --home " + home + "'").out, "") << "no rank is left running";
 }
 
 }  // namespace

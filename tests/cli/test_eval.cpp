@@ -15,6 +15,7 @@
 
 #include "engine/device.h"
 #include "tests/cli/run_command.h"
+#include "tests/cli/trained_once.h"
 
 namespace {
 
@@ -32,7 +33,7 @@ Result tfw(const std::string& arguments, const std::string& environment = "") {
 }
 
 nlohmann::json json_of(const Result& result) {
-  return nlohmann::json::parse(result.output.substr(result.output.find("{\n")));
+  return nlohmann::json::parse(result.out.substr(result.out.find("{\n")));
 }
 
 
@@ -53,9 +54,10 @@ class Eval : public ::testing::Test {
  protected:
   static void TearDownTestSuite() { fs::remove_all(kHome); }
   static void SetUpTestSuite() {
-    fs::remove_all(kHome);
-    const Result trained = tfw("train " + kTiny + " --set train.max_steps=60 --set train.eval_every=60");
-    ASSERT_EQ(trained.code, 0) << trained.output;
+    // Trained once per suite run (tests/cli/trained_once.h), copied for this process.
+    const std::string failure = tfw::test::trained_home(
+        TFW_BINARY " train " + kTiny + " --set train.max_steps=60 --set train.eval_every=60 --home $H", kHome);
+    ASSERT_EQ(failure, "");
   }
 };
 
@@ -160,7 +162,7 @@ TEST_F(Eval, ClozeScoresEveryPassageOfTheListItWrites) {
   }
   EXPECT_EQ(passages, 20);
   const std::string stored = capture("sqlite3 " + kHome + "/runs.db \"SELECT windows FROM evaluations WHERE metric = "
-                                     "'cloze_accuracy' ORDER BY id DESC LIMIT 1\"").output;
+                                     "'cloze_accuracy' ORDER BY id DESC LIMIT 1\"").out;
   EXPECT_EQ(stored, "20\n");
 }
 
@@ -190,14 +192,14 @@ TEST_F(Eval, SampleIsTheSameWithTheCacheAndForASeed) {
   const Result cached = capture(TFW_BINARY " " + prompt + "--temperature 0 --home " + kHome, false);
   const Result recomputed = capture(TFW_BINARY " " + prompt + "--temperature 0 --no-cache --home " + kHome, false);
   ASSERT_EQ(cached.code, 0) << cached.output;
-  EXPECT_EQ(cached.output, recomputed.output);
+  EXPECT_EQ(cached.out, recomputed.out);
   EXPECT_EQ(cached.output.rfind("In the beginning God", 0), 0u) << cached.output;
-  EXPECT_EQ(cached.output.size(), std::string("In the beginning God").size() + 150 + 1);  // byte tokens, a newline
+  EXPECT_EQ(cached.out.size(), std::string("In the beginning God").size() + 150 + 1);  // byte tokens, a newline
   const Result a = capture(TFW_BINARY " " + prompt + "--seed 7 --top-k 20 --home " + kHome, false);
   const Result b = capture(TFW_BINARY " " + prompt + "--seed 7 --top-k 20 --home " + kHome, false);
   const Result c = capture(TFW_BINARY " " + prompt + "--seed 8 --top-k 20 --home " + kHome, false);
-  EXPECT_EQ(a.output, b.output);
-  EXPECT_NE(a.output, c.output);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
   const Result empty = tfw("sample tiny-train-tokenformer --prompt ''");
   EXPECT_EQ(empty.code, 2) << empty.output;
   EXPECT_NE(empty.output.find("--prompt is empty"), std::string::npos) << empty.output;
@@ -205,7 +207,7 @@ TEST_F(Eval, SampleIsTheSameWithTheCacheAndForASeed) {
 
 TEST_F(Eval, BadInputIsAClearErrorAndRecordsNothing) {
   const std::string count = "sqlite3 " + kHome + "/runs.db \"SELECT COUNT(*) FROM evaluations\"";
-  const std::string before = capture(count).output;
+  const std::string before = capture(count).out;
   Result missing = tfw("eval tiny-train-tokenformer --corpus /nonexistent/text.txt");
   EXPECT_EQ(missing.code, 2) << missing.output;
   EXPECT_NE(missing.output.find("--corpus /nonexistent/text.txt: no such file or folder"), std::string::npos)
@@ -233,7 +235,7 @@ TEST_F(Eval, BadInputIsAClearErrorAndRecordsNothing) {
   EXPECT_NE(long_window.output.find("exceeds the model's context (64 tokens)"), std::string::npos) << long_window.output;
   Result no_target = tfw("eval nosuchrun");
   EXPECT_EQ(no_target.code, 2) << no_target.output;
-  EXPECT_EQ(capture(count).output, before) << "nothing recorded";
+  EXPECT_EQ(capture(count).out, before) << "nothing recorded";
 
   // A checkpoint of a family no loaded plugin provides: the sample plugin's bigram model.
   const std::string plugin = std::string("TFW_PLUGIN_PATH=") + TFW_SAMPLE_PLUGIN_DIR + "/good";

@@ -49,7 +49,7 @@ metric = "eval/loss@jargon"
 }
 
 
-std::string sql(const std::string& query) { return capture("sqlite3 " + kHome + "/runs.db \"" + query + "\"").output; }
+std::string sql(const std::string& query) { return capture("sqlite3 " + kHome + "/runs.db \"" + query + "\"").out; }
 
 TEST(ExperimentEval, EvaluatesEveryRunOnceWithItsBlocks) {
   fs::remove_all(kHome);

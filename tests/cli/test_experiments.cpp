@@ -47,7 +47,7 @@ TEST(Experiments, EveryShippedFileParsesAndDryRuns) {
     if (is_experiment(entry.path())) {
       Output plan = tfw_stdout("run --dry-run --json " + entry.path().string() + " --home /tmp/tfw-test-dryrun");
       ASSERT_EQ(plan.code, 0) << plan.output;
-      nlohmann::json json = nlohmann::json::parse(plan.output);
+      nlohmann::json json = nlohmann::json::parse(plan.out);
       EXPECT_FALSE(json["runs"].empty());
       for (const auto& run : json["runs"]) {
         EXPECT_GT(run["parameters"].get<std::int64_t>(), 0);
@@ -69,7 +69,7 @@ TEST(Experiments, PaperPlanCountsCumulativeBudgets) {
                            "/tmp/tfw-test-dryrun");
   ASSERT_EQ(plan.code, 0) << plan.output;
   std::map<std::string, nlohmann::json> runs;
-  const nlohmann::json parsed = nlohmann::json::parse(plan.output);  // a named value: no dangling range-for
+  const nlohmann::json parsed = nlohmann::json::parse(plan.out);  // a named value: no dangling range-for
   for (const auto& run : parsed["runs"]) runs[run["name"].get<std::string>()] = run;
   ASSERT_TRUE(runs.count("tokenformer-1400m")) << plan.output.substr(0, 600);
   const double ladder = runs["tokenformer-124m"]["training_flops"].get<double>() +
@@ -129,7 +129,7 @@ seeds = [0, 1]
 )");
   Output plan = tfw_stdout("run --dry-run --json " + child + " --home /tmp/tfw-test-dryrun");
   ASSERT_EQ(plan.code, 0) << plan.output;
-  nlohmann::json json = nlohmann::json::parse(plan.output);
+  nlohmann::json json = nlohmann::json::parse(plan.out);
   EXPECT_EQ(json["experiment"], "child");
   std::vector<std::string> names;
   for (const auto& run : json["runs"]) names.push_back(run["name"]);
@@ -151,7 +151,7 @@ TEST(Experiments, TinyExperimentRunsSkipsWhenRunAgainAndExports) {
   EXPECT_EQ(again.output.find("training"), std::string::npos) << again.output;
 
   Output shown = tfw_stdout("runs show grown --json --home " + home);
-  nlohmann::json grown = nlohmann::json::parse(shown.output);
+  nlohmann::json grown = nlohmann::json::parse(shown.out);
   EXPECT_EQ(grown["experiment"], "tiny");
   EXPECT_EQ(grown["growth_method"], "pattention_grow");
   ASSERT_EQ(grown["lineage"].size(), 2u);
@@ -226,7 +226,7 @@ TEST(Experiments, ABatchStoppedWithSigtermResumesWhereItStopped) {
   Output stopped = shell(script);
   EXPECT_NE(stopped.output.find("rc=130"), std::string::npos) << stopped.output;
   Output listed = tfw_stdout("runs list --json --experiment tiny --home " + home);
-  nlohmann::json runs = nlohmann::json::parse(listed.output)["runs"];
+  nlohmann::json runs = nlohmann::json::parse(listed.out)["runs"];
   ASSERT_GE(runs.size(), 1u);
   EXPECT_EQ(runs[0]["status"], "killed");
   Output resumed = tfw("run " + file + " --home " + home);
@@ -234,7 +234,7 @@ TEST(Experiments, ABatchStoppedWithSigtermResumesWhereItStopped) {
   EXPECT_NE(resumed.output.find("small: killed before, resuming"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("3 of 3 runs finished"), std::string::npos) << resumed.output;
   listed = tfw_stdout("runs list --json --experiment tiny --home " + home);
-  const nlohmann::json final_runs = nlohmann::json::parse(listed.output)["runs"];
+  const nlohmann::json final_runs = nlohmann::json::parse(listed.out)["runs"];
   for (const auto& run : final_runs) EXPECT_EQ(run["status"], "finished") << run.dump();
   EXPECT_EQ(final_runs.size(), 3u);
 }

@@ -18,6 +18,7 @@
 #include <stb_image.h>
 
 #include "tests/cli/run_command.h"
+#include "tests/cli/trained_once.h"
 
 namespace {
 
@@ -67,9 +68,9 @@ class Report : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     home_ = new std::string((fs::temp_directory_path() / ("tfw-report-" + std::to_string(getpid()))).string());
-    fs::remove_all(*home_);
-    const auto run = tfw("run " + kExperiment + " --home " + *home_);
-    ASSERT_EQ(run.code, 0) << run.output;
+    // Trained once per suite run (tests/cli/trained_once.h), copied for this process.
+    const std::string failure = tfw::test::trained_home(TFW_BINARY " run " + kExperiment + " --home $H", *home_);
+    ASSERT_EQ(failure, "");
   }
   static void TearDownTestSuite() {
     fs::remove_all(*home_);
@@ -81,7 +82,7 @@ class Report : public ::testing::Test {
     std::map<std::string, double> out;
     const auto table = tfw("export " + kExperiment + " --home " + home() + " --format csv --table results", false);
     EXPECT_EQ(table.code, 0) << table.output;
-    for (auto& row : csv(table.output)) out[row["run"]] = std::stod(row["val_loss"]);
+    for (auto& row : csv(table.out)) out[row["run"]] = std::stod(row["val_loss"]);
     return out;
   }
   static std::string* home_;
@@ -93,7 +94,7 @@ TEST_F(Report, GroupsShowTheMeanAndTheStudentTIntervalOverSeeds) {
   ASSERT_EQ(losses.size(), 12u);
   const auto groups = tfw("export " + kExperiment + " --home " + home() + " --format csv --table groups", false);
   ASSERT_EQ(groups.code, 0) << groups.output;
-  const auto rows = csv(groups.output);
+  const auto rows = csv(groups.out);
   ASSERT_EQ(rows.size(), 4u);
   for (const auto& row : rows) {
     SCOPED_TRACE(row.at("variant"));
@@ -114,7 +115,7 @@ TEST_F(Report, APairedComparisonIsTheMeanOfPerSeedDifferences) {
   const auto table = tfw("export " + kExperiment + " --home " + home() + " --format csv --table comparisons", false);
   ASSERT_EQ(table.code, 0) << table.output;
   std::map<std::string, std::map<std::string, std::string>> by_name;
-  for (auto& row : csv(table.output)) by_name[row["comparison"]] = row;
+  for (auto& row : csv(table.out)) by_name[row["comparison"]] = row;
   ASSERT_EQ(by_name.size(), 4u);
   const auto& c = by_name.at("grown-vs-scratch");
   std::vector<double> d;
@@ -134,7 +135,7 @@ TEST_F(Report, APairedComparisonIsTheMeanOfPerSeedDifferences) {
   const auto seeds = tfw("export " + kExperiment + " --home " + home() + " --format csv --table comparison_seeds", false);
   ASSERT_EQ(seeds.code, 0) << seeds.output;
   int rows = 0;
-  for (auto& row : csv(seeds.output)) {
+  for (auto& row : csv(seeds.out)) {
     if (row["comparison"] != "grown-vs-scratch") continue;
     const std::string seed = row["seed"];
     EXPECT_DOUBLE_EQ(std::stod(row["a"]), losses.at("grown-s" + seed));
@@ -187,7 +188,7 @@ TEST_F(Report, ComputeToReachALossFollowsTheLineageCurves) {
     log_b += std::log10(*b) / 3;
   }
   const auto table = tfw("export " + kExperiment + " --home " + home() + " --format csv --table comparisons", false);
-  for (auto& row : csv(table.output)) {
+  for (auto& row : csv(table.out)) {
     if (row["comparison"] != "compute-to-reach") continue;
     // Curves are exported with 6 significant digits: agreement to that precision.
     EXPECT_NEAR(std::log10(std::stod(row["a_mean"])), log_a, 2e-5);
@@ -301,7 +302,7 @@ TEST_F(Report, NamesEachClaimWithAVerdict) {
 TEST_F(Report, RunsCompareGroupsRunsThatDifferOnlyInSeed) {
   const auto out = tfw("runs compare grown-s0 grown-s1 grown-s2 scratch-s0 --json --home " + home(), false);
   ASSERT_EQ(out.code, 0) << out.output;
-  const auto json = nlohmann::json::parse(out.output);
+  const auto json = nlohmann::json::parse(out.out);
   ASSERT_EQ(json["groups"].size(), 2u);
   EXPECT_EQ(json["groups"][0]["label"], "grown");
   EXPECT_EQ(json["groups"][0]["n"], 3);
@@ -382,7 +383,7 @@ TEST_F(Report, FitUsesTheFamilysRunsFromScratchAndRefusesTooFew) {
   ASSERT_EQ(tfw("run " + kSource + "/tests/data/tiny-fit.toml --home " + home()).code, 0);
   out = tfw("fit tokenformer --json --home " + home(), false);
   ASSERT_EQ(out.code, 0) << out.output;
-  const auto json = nlohmann::json::parse(out.output);
+  const auto json = nlohmann::json::parse(out.out);
   // 6 grid runs + 3 small + 3 scratch; the grown runs are left out. `small` is the grid's
   // (n_ffn 32, 20 steps) point again, so the points are 6 + 1 (scratch) distinct.
   EXPECT_EQ(json["runs"], 12);
@@ -395,7 +396,7 @@ TEST_F(Report, FitUsesTheFamilysRunsFromScratchAndRefusesTooFew) {
   EXPECT_LT(json["rms_log_error"].get<double>(), 0.1);
   out = tfw("fit tokenformer --experiment tiny-fit --json --home " + home(), false);
   ASSERT_EQ(out.code, 0) << out.output;
-  EXPECT_EQ(nlohmann::json::parse(out.output)["runs"], 6);  // only the grid's runs
+  EXPECT_EQ(nlohmann::json::parse(out.out)["runs"], 6);  // only the grid's runs
   out = tfw("fit tokenformer --corpus gcide --home " + home());
   EXPECT_EQ(out.code, 2) << out.output;
   EXPECT_NE(out.output.find("no finished runs of 'tokenformer' from scratch on corpus 'gcide'"), std::string::npos)

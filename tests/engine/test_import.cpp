@@ -359,14 +359,14 @@ TEST(Import, CommandLineImportThenEvalAttentionSample) {
   };
   test::Result imported = test::capture(TFW_BINARY " import tokenformer " + dir + " --out " + out + " --json", false);
   ASSERT_EQ(imported.code, 0) << imported.output;
-  const nlohmann::json result = nlohmann::json::parse(imported.output);
+  const nlohmann::json result = nlohmann::json::parse(imported.out);
   const std::string checkpoint = result["checkpoint"];
   EXPECT_EQ(result["parameters"], 50304 * 32 + 2 * 2 * 32 * (4 * 24 + 48) + 2 * 32);
   EXPECT_EQ(result["tensors"], 23);
 
   test::Result evaluated = tfw("eval " + checkpoint + " --corpus jargon --windows 2 --json");
   ASSERT_EQ(evaluated.code, 0) << evaluated.output;
-  const nlohmann::json eval = nlohmann::json::parse(evaluated.output.substr(evaluated.output.find('{')));
+  const nlohmann::json eval = nlohmann::json::parse(evaluated.out.substr(evaluated.out.find('{')));
   const double loss = eval["results"][0]["loss"].get<double>();
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_GT(loss, 0.0);

@@ -52,6 +52,11 @@ libs_of() {
   esac
 }
 
+compiler=clang++
+if command -v ccache > /dev/null; then
+  compiler="ccache clang++"
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1  # -g: paths in the debug info may be another clone's
+fi
 failed=0
 for target in "${targets[@]}"; do
   dir="$out/$target"
@@ -60,7 +65,16 @@ for target in "${targets[@]}"; do
   read -r -a sources <<< "$(sources_of "$target")"
   read -r -a libs <<< "$(libs_of "$target")"
   read -r -a extra <<< "$(extra_flags_of "$target")"
-  (cd "$root" && clang++ "${flags[@]}" ${extra[@]+"${extra[@]}"} "tests/fuzz/fuzz_$target.cpp" "${sources[@]}" -o "$binary" "${libs[@]}")
+  # One object per source through ccache (when there is one), then the link: a second run,
+  # or a fresh clone of the same sources, compiles nothing again.
+  objects=()
+  for source in "tests/fuzz/fuzz_$target.cpp" "${sources[@]}"; do
+    object="$dir/obj/${source//\//_}.o"
+    mkdir -p "$dir/obj"
+    (cd "$root" && $compiler "${flags[@]}" ${extra[@]+"${extra[@]}"} -c "$source" -o "$object")
+    objects+=("$object")
+  done
+  clang++ "${flags[@]}" "${objects[@]}" -o "$binary" "${libs[@]}"
   leaks=1
   [ "$target" = torch_pickle ] && leaks=0  # LibTorch's own start-up allocations are never freed
   seeds="$root/tests/fuzz/seeds/$target"

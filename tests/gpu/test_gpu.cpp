@@ -265,9 +265,9 @@ checkpoint_every = 100
 nlohmann::json train_json(const std::string& arguments) {
   const test::Result out = tfw("train --json " + arguments);
   EXPECT_EQ(out.code, 0) << out.output;
-  const std::size_t brace = out.output.find('{');
+  const std::size_t brace = out.out.find('{');
   if (out.code != 0 || brace == std::string::npos) return nlohmann::json::object();
-  return nlohmann::json::parse(out.output.substr(brace), nullptr, false);
+  return nlohmann::json::parse(out.out.substr(brace), nullptr, false);
 }
 
 // The memory check counts the GPU's free memory on CUDA (cudaMemGetInfo), not the host's: a
@@ -302,7 +302,7 @@ TEST(Gpu, Bf16TrainingReachesFp32ValidationLossWithinOnePercent) {
                                               write_config(home, "bf16-composition", "max_steps = 300\ndevice = \"cuda\"\nprecision = \"bf16\"") +
                                               " --home " + home);
   ASSERT_EQ(composed.code, 0) << composed.output;
-  const double c = nlohmann::json::parse(composed.output.substr(composed.output.find('{')))["val_loss"].get<double>();
+  const double c = nlohmann::json::parse(composed.out.substr(composed.out.find('{')))["val_loss"].get<double>();
   std::cout << fmt::format("validation loss after 300 steps on CUDA, bf16 with the composition: {:.4f} ({:+.2f}%)\n",
                            c, 100 * (c - a) / a);
   EXPECT_LE(std::abs(c - a) / a, 0.01);
@@ -321,7 +321,7 @@ TEST(Gpu, CheckpointsMoveBetweenTheGpuAndTheCpu) {
   const std::string run = gpu["run_dir"].get<std::string>();
   const test::Result eval = tfw("eval " + run + " --device cpu --json --no-record --home " + home);
   ASSERT_EQ(eval.code, 0) << eval.output;
-  const nlohmann::json evaluated = nlohmann::json::parse(eval.output.substr(eval.output.find('{')));
+  const nlohmann::json evaluated = nlohmann::json::parse(eval.out.substr(eval.out.find('{')));
   const double on_gpu = gpu["val_loss"].get<double>(), on_cpu = evaluated["results"][0]["loss"].get<double>();
   std::cout << fmt::format("validation loss of the GPU run: on the GPU {:.6f}, its checkpoint on the CPU {:.6f}\n", on_gpu,
                            on_cpu);

@@ -114,7 +114,7 @@ TEST(Designer, PredictionIsTheEnginesPlanAndMatchesTheDryRun) {
   EXPECT_EQ(design_save(three_stages(), path, true), "");
   test::Result plan = test::capture(TFW_BINARY " run --dry-run --json " + path + " --home " + dir + "/home 2>/dev/null");
   ASSERT_EQ(plan.code, 0) << plan.output;
-  nlohmann::json json = nlohmann::json::parse(plan.output);
+  nlohmann::json json = nlohmann::json::parse(plan.out);
   const nlohmann::json& runs = json["runs"];
   ASSERT_EQ(runs.size(), 4u);
   for (std::size_t k = 0; k < 3; ++k) {
@@ -200,7 +200,7 @@ TEST(Designer, LaunchThroughTheEmbeddedServiceRunsTheSchedule) {
   ASSERT_EQ(status, "finished");
   test::Result runs = test::capture(TFW_BINARY " runs list --json --home " + dir + "/home 2>/dev/null");
   ASSERT_EQ(runs.code, 0) << runs.output;
-  nlohmann::json json = nlohmann::json::parse(runs.output);
+  nlohmann::json json = nlohmann::json::parse(runs.out);
   ASSERT_EQ(json["runs"].size(), 2u);
   EXPECT_EQ(json["runs"][1]["name"], "stage2");
   EXPECT_EQ(json["runs"][1]["growth_method"], "pattention_grow");

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/run_command.h"
+#include "tests/cli/trained_once.h"
 #include "tests/gui/store_files.h"
 #include "workbench/colormap.h"
 #include "workbench/service/serve_process.h"
@@ -78,8 +79,10 @@ class GuiScreens : public ::testing::Test {
     fs::remove_all(kHome);
     fs::remove_all(kShots);
     fs::create_directories(kShots);
-    Result run = tfw("run " TFW_SOURCE_DIR "/tests/data/tiny-experiment.toml --home " + kHome);
-    ASSERT_EQ(run.code, 0) << run.output;
+    // The tiny experiment, trained once per suite run (tests/cli/trained_once.h), copied here.
+    const std::string failure =
+        tfw::test::trained_home(TFW_BINARY " run " TFW_SOURCE_DIR "/tests/data/tiny-experiment.toml --home $H", kHome);
+    ASSERT_EQ(failure, "");
   }
 
   static Image shot(const std::string& view, const std::string& extra = "", const std::string& home = kHome) {
@@ -254,7 +257,7 @@ TEST_F(GuiScreens, AttentionViewShowsAnImageWithItsPatchGrid) {
   Result cli = tfw("attention " + checkpoint + " --home " + home + " --image 3 --layer 1 --proj ffn --token 5 --json --out " +
                    home + "/map");
   ASSERT_EQ(cli.code, 0) << cli.output;
-  const nlohmann::json json = nlohmann::json::parse(cli.output);
+  const nlohmann::json json = nlohmann::json::parse(cli.out);
   EXPECT_EQ(json["input_tokens"], 17);
   EXPECT_EQ(json["image"]["rows"], 4);
   EXPECT_EQ(json["image"]["parameter_token"], 5);
@@ -368,7 +371,7 @@ TEST_F(GuiScreens, AttentionCommandWritesCsvAndPngThatAgree) {
   Result result = tfw("attention grown --home " + kHome + " --text 'the Lord' --layer 0 --proj q --out " + out +
                       " --token 5 --top 3 --json");
   ASSERT_EQ(result.code, 0) << result.output;
-  nlohmann::json json = nlohmann::json::parse(result.output);
+  nlohmann::json json = nlohmann::json::parse(result.out);
   EXPECT_EQ(json["label"], "layers.0.q");
   EXPECT_EQ(json["input_tokens"], 8);        // byte tokens
   EXPECT_EQ(json["parameter_tokens"], 32);   // the grown stage's n_attn

@@ -42,7 +42,7 @@ std::map<std::int64_t, double> jsonl_losses(const std::string& run_dir, std::siz
 }
 
 std::string sql(const std::string& home, const std::string& query) {
-  return test::capture("sqlite3 " + home + "/runs.db \"" + query + "\"").output;
+  return test::capture("sqlite3 " + home + "/runs.db \"" + query + "\"").out;
 }
 
 runner::Process train_in_background(const std::string& node, const std::string& name, const std::string& address,

@@ -23,7 +23,7 @@ const std::string kTiny = std::string(TFW_SOURCE_DIR) + "/experiments/mini/tiny-
 const std::string kRun = "tiny-train-tokenformer";
 
 std::string sql(const std::string& home, const std::string& query) {
-  return test::capture("sqlite3 " + home + "/runs.db \"" + query + "\"").output;
+  return test::capture("sqlite3 " + home + "/runs.db \"" + query + "\"").out;
 }
 
 // The error a request gets ("(accepted)" when it is not refused). A refused request closes
@@ -40,7 +40,7 @@ std::string refusal(const std::string& address, const json& message) {
 
 // Every file under `dir` with its bytes, for "nothing changed".
 std::string snapshot(const std::string& dir) {
-  return test::capture("cd " + dir + " && find . -type f -print0 | sort -z | xargs -0 md5sum").output;
+  return test::capture("cd " + dir + " && find . -type f -print0 | sort -z | xargs -0 md5sum").out;
 }
 
 TEST(RecordRights, AClientTouchesOnlyTheRunsItCreated) {

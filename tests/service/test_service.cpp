@@ -314,12 +314,12 @@ TEST(Service, CommandLineClientsSubmitWatchListAndCancel) {
   }
   test::Result submitted = test::capture(TFW_BINARY " submit " + config + connect + " --json 2>&1");
   ASSERT_EQ(submitted.code, 0) << submitted.output;
-  const std::int64_t job = json::parse(submitted.output)["job"];
+  const std::int64_t job = json::parse(submitted.out)["job"];
   // `tfw watch` streams it; stop reading after a few points (the run goes on).
   test::Result watched = test::capture(std::string("timeout 60 ") + TFW_BINARY " watch long-run --wait 60 --json" +
                                        connect + " | head -n 5");
   std::vector<json> lines;
-  std::stringstream stream(watched.output);
+  std::stringstream stream(watched.out);
   for (std::string line; std::getline(stream, line);) lines.push_back(json::parse(line));
   ASSERT_EQ(lines.size(), 5u) << watched.output;
   EXPECT_EQ(lines[0]["type"], "watching");
@@ -337,10 +337,10 @@ TEST(Service, CommandLineClientsSubmitWatchListAndCancel) {
   EXPECT_EQ(keys.output.find("\"key\":\"train/loss\""), std::string::npos) << keys.output;
   test::Result found = test::capture(TFW_BINARY " jobs --json --home " + home);
   ASSERT_EQ(found.code, 0) << found.output;
-  EXPECT_EQ(json::parse(found.output)["jobs"].size(), 1u);
+  EXPECT_EQ(json::parse(found.out)["jobs"].size(), 1u);
   test::Result listed = test::capture(TFW_BINARY " jobs --json" + connect);
   ASSERT_EQ(listed.code, 0) << listed.output;
-  EXPECT_EQ(json::parse(listed.output)["jobs"][0]["status"], "running");
+  EXPECT_EQ(json::parse(listed.out)["jobs"][0]["status"], "running");
   test::Result cancelled = test::capture(TFW_BINARY " cancel " + std::to_string(job) + connect);
   ASSERT_EQ(cancelled.code, 0) << cancelled.output;
   EXPECT_NE(cancelled.output.find("job " + std::to_string(job) + " cancelled (it was running)"), std::string::npos);

@@ -2,6 +2,7 @@
 // 2 usage or configuration error (the message names the file, key and fix).
 #include <chrono>
 #include <cstdlib>
+#include <unistd.h>
 #include <thread>
 #include <iostream>
 #include <string>
@@ -17,6 +18,19 @@
 
 namespace {
 
+// The first word that is not an option or its value: the command.
+std::string command_of(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads") {
+      ++i;
+      continue;
+    }
+    if (arg.rfind("-", 0) != 0) return arg;
+  }
+  return "";
+}
+
 // OpenMP reads its wait policy once, as its runtime loads (before main). A training that
 // starts beside other busy processes sets a passive one for itself by starting again with
 // it: a thread then sleeps at a barrier instead of spinning, which beside one busy process
@@ -25,27 +39,24 @@ namespace {
 // engine/load.h). Any other command, or a policy the user set, is left alone.
 void wait_passively_when_training(int argc, char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  bool training = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--threads") {
-      ++i;
-      continue;
-    }
-    if (arg.rfind("-", 0) == 0) continue;
-    training = arg == "train";
-    break;
-  }
-  if (!training) return;
+  if (command_of(argc, argv) != "train") return;
   tfw::LoadMeter meter;  // a quarter of a second of the other processes' CPU use
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
   const double busy_cores = meter.other_cpu_share() * static_cast<double>(std::thread::hardware_concurrency());
   if (busy_cores > 0.5) tfw::runner::process_restart_with("OMP_WAIT_POLICY", "PASSIVE", argv);  // on failure, as it is
 }
 
+// A service runs for days: it keeps no descriptor it was handed beyond stdin, stdout and
+// stderr (a test runner's log, a shell's file), which would otherwise stay open, and show as
+// "(deleted)" once replaced, for its whole life. Nothing of tfw has opened a file yet here.
+void close_inherited_descriptors_when_serving(int argc, char** argv) {
+  if (command_of(argc, argv) == "serve") close_range(3, ~0U, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  close_inherited_descriptors_when_serving(argc, argv);
   wait_passively_when_training(argc, argv);
   CLI::App app{"tfw: Tokenformer Workbench. Train, grow, record and compare Tokenformer and "
                "Transformer language models.",
