@@ -49,7 +49,7 @@ done
 # Every other report says at its top that its data does not ship yet.
 for report in "$root"/docs/results/*.md; do
   name=$(basename "$report" .md)
-  case "$name" in README|preface|performance|e2-flops-vs-length) continue ;; esac
+  case "$name" in README|preface|performance|build-and-test|e2-flops-vs-length) continue ;; esac  # measurements, not reports
   if printf '%s\n' "${shipped[@]:-}" | grep -qx "$name"; then continue; fi
   if ! head -5 "$report" | grep -q 'data does not ship yet'; then
     echo "FAIL: docs/results/$name.md neither ships its data (docs/results/data/) nor says so at its top"; status=1

@@ -67,9 +67,7 @@ void run_export(const ExportArgs& args) {
     throw UsageError(with_hint(fmt::format("no runs of experiment '{}' in {}", name, store->path()),
                                "run it first with `tfw run EXPERIMENT.toml`"));
   }
-  const std::string paper_path = args.paper_results.empty()
-                                     ? executable_dir() + "/../assets/paper_results.toml"
-                                     : args.paper_results;
+  const std::string paper_path = args.paper_results.empty() ? paper_results_default() : args.paper_results;
   RunTables per_run = run_tables(*set, paper_path);
   const std::vector<Table> groups = groups_tables(*set);
   // Comparisons only when their table is shown: the other tables of a batch still running

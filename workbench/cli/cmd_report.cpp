@@ -37,7 +37,7 @@ void run_report(const ReportArgs& args) {
   results::ReportOptions options;
   if (shipped) options.source = shipped->describe();
   options.out_dir = args.out;
-  options.paper_results = args.paper_results.empty() ? executable_dir() + "/../assets/paper_results.toml" : args.paper_results;
+  options.paper_results = args.paper_results.empty() ? paper_results_default() : args.paper_results;
   options.tool_version = std::string("tfw ") + TFW_VERSION + ", LibTorch " + torch_version();
   options.command = "tfw report";
   for (const std::string& e : args.experiments) options.command += " " + e;

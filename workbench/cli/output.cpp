@@ -1,9 +1,12 @@
 #include "workbench/cli/output.h"
 
+#include "engine/registry.h"
+
 #include <signal.h>
 
 #include <csignal>
 
+#include <filesystem>
 #include <iostream>
 
 namespace tfw::cli {
@@ -22,6 +25,12 @@ StopSignals::StopSignals(void (*handler)(int)) {
 StopSignals::~StopSignals() {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+}
+
+std::string paper_results_default() {
+  const std::string beside = executable_dir() + "/../assets/paper_results.toml";
+  if (std::filesystem::exists(beside)) return beside;
+  return std::string(TFW_ASSETS_DIR) + "/paper_results.toml";
 }
 
 }  // namespace tfw::cli

@@ -2,6 +2,8 @@
 // (shared with the GUI) and is found from tfw::cli unqualified.
 #pragma once
 
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "workbench/common/format.h"
@@ -9,6 +11,10 @@
 namespace tfw::cli {
 
 void print_json(const nlohmann::json& value);
+
+// The paper's numbers (assets/paper_results.toml): beside the build (build/../assets), or, for
+// a build folder outside the checkout (TFW_BUILD_DIR), in the checkout it was built from.
+std::string paper_results_default();
 
 // While it lives, SIGINT and SIGTERM call `handler` (without SA_RESTART, so that a wait is cut
 // short); then they are back to their defaults, also when the command throws.
