@@ -16,6 +16,7 @@
 #include "storage/store.h"
 #include "workbench/cli/bundle_home.h"
 #include "workbench/cli/commands.h"
+#include "workbench/cli/output.h"
 #include "workbench/results/report.h"
 
 namespace tfw::cli {
