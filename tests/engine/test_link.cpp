@@ -40,7 +40,9 @@ std::vector<Binding> bindings_of(const std::string& command, bool must_succeed =
   }
   const tfw::test::Result run =
       tfw::test::capture("LD_BIND_NOW=1 LD_DEBUG=bindings LD_DEBUG_OUTPUT=" + log + " " + command);
-  if (must_succeed) EXPECT_EQ(run.code, 0) << run.output;
+  if (must_succeed) {
+    EXPECT_EQ(run.code, 0) << run.output;
+  }
   static const std::regex line(R"(binding file (\S+) \[\d+\] to (\S+) \[\d+\]: normal symbol `([^']+)')");
   std::vector<Binding> found;
   for (const auto& entry : fs::directory_iterator("/tmp")) {
