@@ -14,6 +14,7 @@
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/data/stored_paths.h"
 #include "engine/home.h"
 #include "engine/model.h"
 #include "engine/pattention.h"
@@ -73,6 +74,8 @@ AttentionProbe::AttentionProbe(const Registry& registry, const std::string& chec
   state_->home = home;
   CheckpointMeta meta = checkpoint_read_meta(checkpoint);  // verifies size and CRC first
   state_->config = checkpoint_run_config(registry, meta, checkpoint);
+  stored_config_check(state_->config, home_resolve(home), "checkpoint " + checkpoint + "'s config", true,
+                      std::filesystem::path(checkpoint).parent_path().string());
   const ModelFamily& family = registry.family(state_->config.model.family);
   state_->model = family.build(*state_->config.model.spec, 0);
   checkpoint_load(checkpoint, *state_->model, nullptr);
@@ -231,6 +234,10 @@ std::vector<ActivatingContext> AttentionProbe::top_contexts(std::int64_t layer, 
                                fmt::format("pick 0..{}", n - 1)));
   }
   const RunConfig& config = state_->config;
+  stored_paths_check({{config.data.corpus}, config.data.tokenizer, "",
+                      std::filesystem::path(state_->checkpoint).parent_path().string()},
+                     home_resolve(state_->home),
+                     "checkpoint " + state_->checkpoint + "'s config");
   const std::string shard_dir = data_ensure_prepared(config.data.corpus, config.data.tokenizer,
                                                      home_data_dir(home_resolve(state_->home)), PrepareOptions());
   ShardMeta shards = shard_meta_read(shard_dir);

@@ -24,6 +24,7 @@
 
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/json_bounded.h"
 #include "engine/files.h"
 #include "engine/run_config.h"
 #include "engine/safetensors.h"
@@ -308,6 +309,17 @@ CheckpointMeta meta_from(const std::map<std::string, std::string>& metadata, con
   meta.growth_method = metadata_text(metadata, path, "growth_method");
   meta.growth_options = metadata_text(metadata, path, "growth_options");
   meta.threads = metadata.count("threads") ? metadata_integer(metadata, path, "threads") : 0;
+  // Counters are never negative and FLOPs are finite: a step of -5 rewrote a run's stored steps,
+  // and an inherited_flops of inf was stored, then refused in the run's bundle (issue 50).
+  const std::pair<const char*, double> counts[] = {
+      {"step", static_cast<double>(meta.step)}, {"tokens", static_cast<double>(meta.tokens)}, {"flops", meta.flops},
+      {"inherited_flops", meta.inherited_flops}, {"threads", static_cast<double>(meta.threads)}};
+  for (const auto& [key, value] : counts) {
+    if (!std::isfinite(value) || value < 0) {
+      throw UsageError(with_hint(fmt::format("checkpoint '{}': metadata '{}' is {}, not a count >= 0", path, key, value),
+                                 "use another checkpoint of the run; this file is damaged or was not written by tfw"));
+    }
+  }
   return meta;
 }
 
@@ -368,15 +380,10 @@ void optimizer_read(const OpenCheckpoint& open, const std::string& path, Model& 
     throw UsageError(with_hint(fmt::format("checkpoint '{}' holds no optimiser state", path),
                                "it was written by tfw grow or tfw import: start a run from it with --init-from"));
   }
+  // Two counts per parameter tensor and a few per group: bounded by the metadata's own limits.
   nlohmann::json state;
-  try {
-    state = nlohmann::json::parse(text->second, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      if (depth > 4) throw nlohmann::json::other_error::create(501, "nested too deeply", nullptr);
-      return true;
-    });
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("checkpoint '{}': its optimiser entry is not valid: {}", path, e.what()));
-  }
+  const std::string why = json_parse_bounded(text->second, {5, std::size_t{1} << 20, std::size_t{1} << 22}, state);
+  if (!why.empty()) throw UsageError(fmt::format("checkpoint '{}': its optimiser entry {}", path, why));
   const auto names = parameter_names(model);
   auto& groups = optimizer.param_groups();
   try {
@@ -457,7 +464,31 @@ RunConfig checkpoint_run_config(const Registry& registry, const CheckpointMeta& 
     train->insert_or_assign("device", device);
     if (device == "cpu") train->erase("tf32");  // a CUDA setting
   }
-  return run_config_parse(registry, table, where);
+  RunConfig config = run_config_parse(registry, table, where);
+  // A forged config (d = 1,000,000) built a 2.8 GB model before its tensors were compared: a
+  // model with more parameters than the file stores model elements for cannot be the file's.
+  std::error_code ec;
+  const std::string suffix = ".safetensors";
+  if (where.size() > suffix.size() && where.compare(where.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+      std::filesystem::is_regular_file(where, ec)) {
+    const MappedFile file(where);
+    const SafetensorsFile parsed = safetensors_parse(file.data(), file.size(), fmt::format("checkpoint '{}'", where));
+    double stored = 0;
+    for (const SafetensorsEntry& entry : parsed.tensors) {
+      if (entry.name.rfind("optimizer.", 0) == 0) continue;
+      double elements = 1;
+      for (const std::int64_t size : entry.shape) elements *= static_cast<double>(size);
+      stored += elements;
+    }
+    const double wanted = static_cast<double>(config.model.spec->parameter_count());
+    if (wanted > stored) {
+      throw UsageError(with_hint(fmt::format("checkpoint '{}': its config describes a model of {:.0f} parameters, but the "
+                                             "file stores {:.0f} model values: the config does not fit its weights",
+                                             where, wanted, stored),
+                                 "the file is damaged or forged; use another checkpoint of the run"));
+    }
+  }
+  return config;
 }
 
 CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::optim::Optimizer* optimizer) {

@@ -2,6 +2,7 @@
 #include "engine/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -133,7 +134,10 @@ void config_apply_overrides(toml::table& table, const std::vector<std::string>& 
       }
       toml::node* next = current->get(part);
       if (next == nullptr) {
-        current->insert(part, toml::table{});
+        // A table made here carries the --set text as its source, so an error about it (an
+        // unknown table, `--set modle.d=128`) names the argument, not "<config>:0:0".
+        toml::table made = toml::parse("t = {}", source);
+        made.get("t")->visit([&](auto&& value) { current->insert(part, std::move(value)); });
         next = current->get(part);
       }
       if (!next->is_table()) {
@@ -184,11 +188,25 @@ std::int64_t ConfigTable::get_int(std::string_view key, std::int64_t fallback) {
 }
 
 std::int64_t ConfigTable::require_int(std::string_view key) {
-  if (!has(key)) {
-    lookup(key);
-    fail(key, "missing", fmt::format("add {} = <integer> to [{}]", key, prefix_));
-  }
+  if (!has(key)) missing(key, fmt::format("add {} = <integer> to [{}]", key, prefix_));
   return get_int(key, 0);
+}
+
+// A required key that is absent: when the table holds a key one or two letters away from it
+// (n_atn for n_attn), that key is the mistake, named where it stands.
+void ConfigTable::missing(std::string_view key, const std::string& hint) {
+  for (const auto& [other, node] : *table_) {
+    if (read_.count(other.str()) || edit_distance(other.str(), std::string(key)) > 2) continue;
+    const toml::source_region& source = other.source();
+    std::string where = source.path ? fmt::format("{}:{}:{}", *source.path, source.begin.line, source.begin.column)
+                                    : config_where(node);
+    if (source.path && source.path->rfind(kOverridePrefix, 0) == 0) where = *source.path;
+    throw UsageError(with_hint(fmt::format("{}: unknown key '{}', and {} is missing", where, dotted(other.str()),
+                                           dotted(key)),
+                               fmt::format("did you mean '{}'?", key)));
+  }
+  lookup(key);
+  fail(key, "missing", hint);
 }
 
 double ConfigTable::get_double(std::string_view key, double fallback) {
@@ -197,6 +215,18 @@ double ConfigTable::get_double(std::string_view key, double fallback) {
   if (auto value = node->value_exact<double>()) return *value;
   if (auto value = node->value_exact<std::int64_t>()) return static_cast<double>(*value);
   fail_type(key, *node, "a number");
+}
+
+double ConfigTable::get_positive(std::string_view key, double fallback) {
+  const double value = get_double(key, fallback);
+  if (!std::isfinite(value) || value <= 0) fail(key, fmt::format("must be a finite number above 0, got {}", value), "");
+  return value;
+}
+
+double ConfigTable::get_nonnegative(std::string_view key, double fallback) {
+  const double value = get_double(key, fallback);
+  if (!std::isfinite(value) || value < 0) fail(key, fmt::format("must be a finite number >= 0, got {}", value), "");
+  return value;
 }
 
 bool ConfigTable::get_bool(std::string_view key, bool fallback) {
@@ -243,10 +273,7 @@ std::vector<std::int64_t> ConfigTable::get_int_array(std::string_view key) {
 }
 
 std::string ConfigTable::require_string(std::string_view key) {
-  if (!has(key)) {
-    lookup(key);
-    fail(key, "missing", fmt::format("add {} = \"...\"", dotted(key)));
-  }
+  if (!has(key)) missing(key, fmt::format("add {} = \"...\"", dotted(key)));
   return get_string(key, "");
 }
 

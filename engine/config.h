@@ -33,6 +33,10 @@ class ConfigTable {
   std::int64_t get_int(std::string_view key, std::int64_t fallback);
   std::int64_t require_int(std::string_view key);
   double get_double(std::string_view key, double fallback);
+  // A finite number above 0 (a base, an epsilon), or at least 0 (a standard deviation): NaN, an
+  // infinity or a value out of range is an error naming the key (it gave NaN at step 0).
+  double get_positive(std::string_view key, double fallback);
+  double get_nonnegative(std::string_view key, double fallback);
   bool get_bool(std::string_view key, bool fallback);
   std::string get_string(std::string_view key, const std::string& fallback);
   std::string require_string(std::string_view key);
@@ -68,6 +72,7 @@ class ConfigTable {
   const toml::node* lookup(std::string_view key);
   [[noreturn]] void fail_type(std::string_view key, const toml::node& node,
                               const char* expected) const;
+  [[noreturn]] void missing(std::string_view key, const std::string& hint);
 
   const toml::table* table_;
   std::string prefix_;

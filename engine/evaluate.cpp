@@ -13,6 +13,7 @@
 #include "engine/data/cloze.h"
 #include "engine/data/images.h"
 #include "engine/data/shards.h"
+#include "engine/data/stored_paths.h"
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
 #include "engine/error.h"
@@ -367,6 +368,9 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
   }
   const CheckpointMeta meta = checkpoint_read_meta(request.checkpoint);  // verifies: a corrupt file is a UsageError
   const RunConfig config = checkpoint_config(registry, request, meta);
+  // The checkpoint's [data] is the file's word, not the user's: it reads only inside the home.
+  stored_config_check(config, home_resolve(request.home), "checkpoint " + request.checkpoint + "'s config",
+                      !request.corpora.empty(), fs::path(request.checkpoint).parent_path().string());
   if (config.data.task == Task::image_classification) return evaluate_images(registry, request, config, meta, on_message);
   const ModelShape shape = config.model.spec->shape();
   const std::int64_t T = window_length(request, config, shape), V = shape.vocab;

@@ -17,49 +17,17 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/experiment_files.h"
 #include "engine/home.h"
 #include "engine/registry.h"
 
 namespace tfw {
 
 namespace fs = std::filesystem;
+using experiment_files::merge_into;
+using experiment_files::read_with_extends;
 
 namespace {
-
-// Moves every node of `from` into `into`; tables merge key by key, anything else replaces.
-void merge_into(toml::table& into, toml::table&& from) {
-  for (auto&& [key, node] : from) {
-    toml::node* existing = into.get(key);
-    if (existing != nullptr && existing->is_table() && node.is_table()) {
-      merge_into(*existing->as_table(), std::move(*node.as_table()));
-    } else {
-      node.visit([&](auto&& value) { into.insert_or_assign(key, std::move(value)); });
-    }
-  }
-}
-
-// The experiment file with its `extends` chain applied (the extending file wins).
-toml::table read_with_extends(const std::string& path, std::set<std::string>& seen) {
-  const std::string canonical = fs::weakly_canonical(path).string();
-  if (seen.count(canonical)) throw UsageError(fmt::format("{}: `extends` forms a cycle", path));
-  seen.insert(canonical);
-  toml::table table = config_read_file(path);
-  const toml::node* extends = table["experiment"]["extends"].node();
-  if (extends == nullptr) return table;
-  auto base_name = extends->value<std::string>();
-  if (!base_name) {
-    throw UsageError(fmt::format("{}: experiment.extends: expected a file name (string)", config_where(*extends)));
-  }
-  const std::string base_path = (fs::path(path).parent_path() / *base_name).string();
-  if (!fs::exists(base_path)) {
-    throw UsageError(with_hint(fmt::format("{}: experiment.extends: '{}' not found", config_where(*extends), base_path),
-                               "paths are relative to the extending file"));
-  }
-  toml::table base = read_with_extends(base_path, seen);
-  if (toml::table* experiment = base["experiment"].as_table()) experiment->erase("name");  // the name is the extender's
-  merge_into(base, std::move(table));
-  return base;
-}
 
 std::string value_text(const toml::node& node) {
   if (auto number = node.value_exact<double>()) return fmt::format("{:g}", *number);
@@ -108,10 +76,16 @@ std::vector<std::int64_t> seeds_read(ConfigTable& check, const toml::table& tabl
   if (node == nullptr) return seeds;
   const toml::array* array = node->as_array();
   if (array == nullptr) check.fail("seeds", "expected an array of integers", "write seeds = [0, 1, 2]");
+  // Each seed is a run: more seeds than runs allowed is refused before they are read.
+  if (array->size() > kMaxRuns) {
+    check.fail("seeds", fmt::format("{} seeds, more than the limit of {} runs in one experiment", array->size(), kMaxRuns),
+               "split the study into several experiment files");
+  }
+  std::set<std::int64_t> seen;
   for (const toml::node& seed : *array) {
     const auto value = seed.value_exact<std::int64_t>();
     if (!value || *value < 0) check.fail("seeds", "expected an array of integers >= 0", "write seeds = [0, 1, 2]");
-    if (std::find(seeds.begin(), seeds.end(), *value) != seeds.end()) {
+    if (!seen.insert(*value).second) {
       check.fail("seeds", fmt::format("seed {} is listed twice", *value), "list each seed once");
     }
     seeds.push_back(*value);
@@ -265,6 +239,13 @@ std::vector<std::string> entries_in_order(const toml::table& file, ConfigTable& 
     runs.sub(key.str());  // marks it known
   }
   if (names.empty()) throw UsageError(with_hint(fmt::format("{}: no runs", where), "add at least one [runs.NAME] table"));
+  // Each entry is at least one run: more entries than runs allowed is refused before ordering
+  // them (a 5,000-stage chain listed children first took minutes to order).
+  if (names.size() > kMaxRuns) {
+    throw UsageError(with_hint(fmt::format("{}: {} [runs.*] entries, more than the limit of {} runs in one experiment",
+                                           where, names.size(), kMaxRuns),
+                               "split the study into several experiment files"));
+  }
   // toml++ keeps keys sorted: restore file order, then put parents before their children.
   const toml::table& tables = *runs_table;
   std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
@@ -548,53 +529,6 @@ Experiment experiment_parse(const Registry& registry, const toml::table& table, 
   // lines); a copy per run to merge from.
   Source source{name, base_dir, [&table] { return table; }};
   return experiment_build(registry, table, source);
-}
-
-std::string experiment_self_contained(const std::string& path) {
-  std::set<std::string> seen;
-  toml::table file = read_with_extends(path, seen);
-  if (toml::table* experiment = file["experiment"].as_table()) {
-    experiment->erase("extends");
-    if (!experiment->contains("name")) experiment->insert("name", fs::path(path).stem().string());
-  } else {
-    file.insert("experiment", toml::table{{"name", fs::path(path).stem().string()}});
-  }
-  // Runs in file order (toml++ keeps tables sorted by key; the order says what runs first).
-  std::vector<std::pair<std::uint32_t, std::string>> order;
-  if (toml::table* runs = file["runs"].as_table()) {
-    for (auto&& [name, node] : *runs) {
-      order.emplace_back(node.source().begin.line, std::string(name.str()));
-      toml::table* run = node.as_table();
-      if (run == nullptr) continue;
-      auto config = (*run)["config"].value<std::string>();
-      if (!config) continue;
-      const std::string config_path = (fs::path(path).parent_path() / *config).string();
-      if (!fs::exists(config_path)) {
-        throw UsageError(with_hint(fmt::format("{}: runs.{}.config: '{}' not found", path, name.str(), config_path),
-                                   "paths are relative to the experiment file"));
-      }
-      toml::table merged = config_read_file(config_path);
-      merged.erase("name");  // a config file's name is not the run's
-      merged.erase("description");
-      run->erase("config");
-      merge_into(merged, std::move(*run));
-      *run = std::move(merged);
-    }
-  }
-  std::sort(order.begin(), order.end());
-  toml::table runs;
-  if (toml::node* node = file.get("runs"); node && node->is_table()) runs = std::move(*node->as_table());
-  file.erase("runs");
-  std::ostringstream out;
-  out << file << "\n";
-  for (const auto& [line, name] : order) {
-    toml::table one;
-    toml::table wrapper;
-    runs.get(name)->visit([&](auto&& value) { one.insert(name, std::move(value)); });
-    wrapper.insert("runs", std::move(one));
-    out << "\n" << wrapper << "\n";
-  }
-  return out.str();
 }
 
 }  // namespace tfw

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/json_bounded.h"
 
 namespace tfw {
 
@@ -23,7 +24,6 @@ namespace fs = std::filesystem;
 // deeper value would make every later dump() in a message recurse that deep.
 constexpr std::uintmax_t kMaxNeoxConfigBytes = 16ull << 20;
 constexpr int kMaxNeoxConfigDepth = 32;
-struct ConfigTooDeep {};
 
 }  // namespace
 
@@ -78,18 +78,14 @@ nlohmann::json neox_config_parse(const std::string& text, const std::string& pat
       ++i;
     }
   }
+  // A NeoX config is a flat table of some hundred settings: its bounds, checked while parsing.
   nlohmann::json value;
-  try {
-    value = nlohmann::json::parse(json, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      if (depth > kMaxNeoxConfigDepth) throw ConfigTooDeep{};
-      return true;
-    });
-  } catch (const ConfigTooDeep&) {
-    throw UsageError(fmt::format("config {}: nests deeper than {} levels: not a NeoX config", path, kMaxNeoxConfigDepth));
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(with_hint(fmt::format("config {}: not a NeoX config in JSON form ({})", path, e.what()),
+  const std::string why = json_parse_bounded(json, {kMaxNeoxConfigDepth, 1 << 16, 1 << 20}, value);
+  if (why.rfind("is not valid JSON", 0) == 0) {
+    throw UsageError(with_hint(fmt::format("config {}: not a NeoX config in JSON form: it {}", path, why),
                                "pass the release's config as in configs/tokenformer/*_eval.yml of Haiyang-W/TokenFormer"));
   }
+  if (!why.empty()) throw UsageError(fmt::format("config {}: {}: not a NeoX config", path, why));
   if (!value.is_object()) throw UsageError(fmt::format("config {}: not a table of settings", path));
   return value;
 }

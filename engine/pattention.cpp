@@ -15,7 +15,7 @@ PattentionSettings pattention_settings_parse(ConfigTable& table) {
   PattentionSettings settings;
   settings.norm = pattention_norm_parse(table.get_choice("norm", "l2_gelu", {"l2_gelu", "gelu_l2", "gelu_l1", "softmax"}));
   settings.tau = tau_mode_parse(table.get_choice("tau", "fixed", {"fixed", "sqrt_n"}));
-  settings.eps = table.get_double("eps", settings.eps);
+  settings.eps = table.get_nonnegative("eps", settings.eps);
   return settings;
 }
 

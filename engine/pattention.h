@@ -44,7 +44,7 @@ template <class Spec>
 void pattention_blocks_parse(ConfigTable& model, Spec& spec) {
   ConfigTable layernorm = model.sub("layernorm");
   spec.layernorm_affine = layernorm.get_bool("affine", false);
-  spec.layernorm_eps = layernorm.get_double("eps", 1e-5);
+  spec.layernorm_eps = layernorm.get_positive("eps", 1e-5);
   layernorm.finish();
   ConfigTable pattention = model.sub("pattention");
   const PattentionSettings settings = pattention_settings_parse(pattention);

@@ -56,7 +56,7 @@ double measure_cuda(const DeviceName& device, Precision precision) {
 
 struct Probe {
   double flops = 0;
-  bool cacheable = true;  // false: measured beside busy processes, serves this run only
+  bool cacheable = true;  // false: measured beside busy processes, not used (peak_flops_resolve gives 0)
 };
 
 std::string host_name() {
@@ -78,7 +78,9 @@ double cached_peak(const std::string& home, const std::string& key, const std::f
   }
   if (auto cached = table["peak_flops"][key].value<double>()) return *cached;
   const Probe measured = probe();
-  if (!measured.cacheable) return measured.flops;
+  // A probe beside busy processes reads low, and an MFU over it reads high (223% was printed):
+  // it is not used. 0 means "not measured", and MFU is then reported as not measured.
+  if (!measured.cacheable) return 0;
   if (!table.contains("peak_flops")) table.insert("peak_flops", toml::table{});
   table["peak_flops"].as_table()->insert_or_assign(key, measured.flops);
   std::filesystem::create_directories(home);
@@ -102,8 +104,8 @@ double peak_flops_resolve(const std::string& home, double configured) {
   const std::string key = fmt::format("{}-threads{}", host_name(), torch::get_num_threads());
   return cached_peak(home, key, [] {
     // A probe beside other busy processes reads low (seen: 60 GFLOP/s beside a training, where
-    // this machine's idle figure is 203), and a cached low peak would inflate every later run's
-    // MFU. So a contended probe serves this run only and is measured again next time.
+    // this machine's idle figure is 203; 26 GFLOP/s gave an MFU of 223%). So a contended probe
+    // is neither cached nor used: the run's MFU is "not measured", and the next run probes again.
     const LoadMeter load;
     const double peak = measure();
     return Probe{peak, !load_contended(load.other_cpu_share(), torch::get_num_threads())};

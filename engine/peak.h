@@ -1,6 +1,7 @@
 // The machine's peak FLOP/s for MFU: measured once with a float32 matmul probe at the
 // current thread count and cached in TFW_HOME/machine.toml (per host and thread count). A
-// probe taken while other processes kept the cores busy (load.h) is used but not cached.
+// probe taken while other processes kept the cores busy (load.h) is neither used nor cached:
+// the peak is then 0, "not measured", and so is the run's MFU.
 #pragma once
 
 #include <string>
@@ -10,8 +11,8 @@
 
 namespace tfw {
 
-// `configured` > 0 wins; else the cached value; else measure (about a second) and cache it,
-// unless other processes contended for the cores during the probe.
+// `configured` > 0 wins; else the cached value; else measure (about a second) and cache it;
+// 0 when other processes contended for the cores during the probe.
 double peak_flops_resolve(const std::string& home, double configured);
 
 // The same for a training on `device` (cpu, cuda, cuda:N) in `precision` (fp32, bf16):

@@ -118,6 +118,10 @@ toml::table data_to_toml(const DataConfig& data) {
   return table;
 }
 
+constexpr std::int64_t kMaxEvalBatches = 1000000;
+// A learning rate above this is no learning rate (1e300 overflowed a float in the optimiser).
+constexpr double kMaxLearningRate = 100;
+
 template <typename T>
 T at_least(ConfigTable& table, const char* key, T value, T minimum) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -192,6 +196,10 @@ TrainConfig train_parse(ConfigTable& t) {
   c.seq_len = at_least<std::int64_t>(t, "seq_len", t.get_int("seq_len", c.seq_len), 0);
   if (c.seq_len > kMaxWidth) config_size(t, "seq_len", c.seq_len);
   c.lr = at_least(t, "lr", t.get_double("lr", c.lr), 0.0);
+  if (c.lr > kMaxLearningRate) {
+    t.fail("lr", fmt::format("must be at most {:g}, got {:g}", kMaxLearningRate, c.lr),
+           "AdamW's learning rates are around 1e-4 to 1e-2");
+  }
   c.min_lr_ratio = at_least(t, "min_lr_ratio", t.get_double("min_lr_ratio", c.min_lr_ratio), 0.0);
   c.warmup_steps = at_least<std::int64_t>(t, "warmup_steps", t.get_int("warmup_steps", c.warmup_steps), -1);
   c.warmup_fraction = at_least(t, "warmup_fraction", t.get_double("warmup_fraction", c.warmup_fraction), 0.0);
@@ -211,6 +219,11 @@ TrainConfig train_parse(ConfigTable& t) {
   }
   c.eval_every = at_least<std::int64_t>(t, "eval_every", t.get_int("eval_every", c.eval_every), 1);
   c.eval_batches = at_least<std::int64_t>(t, "eval_batches", t.get_int("eval_batches", c.eval_batches), 1);
+  // An evaluation of 2^63 batches never ends: bounded, as every count a file gives is.
+  if (c.eval_batches > kMaxEvalBatches) {
+    t.fail("eval_batches", fmt::format("must be at most {}, got {}", kMaxEvalBatches, c.eval_batches),
+           "an evaluation reads eval_batches × batch_size windows; a few dozen batches are usual");
+  }
   c.checkpoint_every =
       at_least<std::int64_t>(t, "checkpoint_every", t.get_int("checkpoint_every", c.checkpoint_every), 1);
   c.keep_checkpoints =

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <torch/version.h>
+#include <ATen/Version.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
 namespace tfw {
@@ -38,6 +39,8 @@ void runtime_use_threads(int threads) {
 int runtime_active_threads() { return active_threads; }
 
 const char* torch_version() { return TORCH_VERSION; }
+
+std::string cpu_capability() { return at::get_cpu_capability(); }
 
 #ifndef TFW_TORCH_CUDA
 #define TFW_TORCH_CUDA ""

@@ -23,6 +23,11 @@ int runtime_active_threads();
 // The LibTorch version the engine was compiled against, "2.11.0".
 const char* torch_version();
 
+// The CPU kernels ATen dispatches to on this machine: "AVX512", "AVX2", "DEFAULT" (its widest
+// vector ISA, or ATEN_CPU_CAPABILITY's choice). The same config and seed give the same numbers
+// only under the same capability: AVX-512 and AVX2 kernels round differently (issue 51).
+std::string cpu_capability();
+
 // The CUDA version that LibTorch was built with, "13.0"; "" for a CPU-only LibTorch.
 const char* torch_cuda_version();
 

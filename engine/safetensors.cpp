@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/json_bounded.h"
 
 namespace tfw {
 
@@ -21,11 +22,6 @@ struct DtypeSize {
 
 constexpr DtypeSize kDtypes[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},
                                  {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},   {"BOOL", 1}};
-
-// Thrown by the parser callback; becomes a UsageError naming the file.
-struct HeaderLimit {
-  std::string why;
-};
 
 [[noreturn]] void refuse(const std::string& what, const std::string& why) {
   throw UsageError(with_hint(fmt::format("{}: not a valid safetensors file: {}", what, why),
@@ -111,25 +107,16 @@ SafetensorsFile safetensors_parse(const char* bytes, std::size_t size, const std
   const char* data = header + header_size;
   const std::uint64_t data_size = size - 8 - header_size;
 
-  // Depth and count are bounded while parsing, before the tree grows: a header is an object of
-  // objects whose deepest values are the shape and offset arrays (3 levels).
-  std::size_t keys = 0;
+  // Depth and counts are bounded while parsing, before the tree grows: a header is an object of
+  // objects whose deepest values are the shape and offset arrays (3 levels); a tensor's entry is
+  // 3 containers and about 12 values (with its shape's dimensions).
+  const std::size_t entries = kSafetensorsMaxTensors + kSafetensorsMaxMetadata;
   nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(
-        header, header + header_size,
-        [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-          if (depth > 3) throw HeaderLimit{"the header nests deeper than the format's 3 levels"};
-          if (event == nlohmann::json::parse_event_t::key && ++keys > 4 * (kSafetensorsMaxTensors + kSafetensorsMaxMetadata)) {
-            throw HeaderLimit{fmt::format("the header has more than {} tensors and {} metadata entries",
-                                          kSafetensorsMaxTensors, kSafetensorsMaxMetadata)};
-          }
-          return true;
-        });
-  } catch (const HeaderLimit& e) {
-    refuse(what, e.why);
-  } catch (const nlohmann::json::exception& e) {
-    refuse(what, fmt::format("its header is not valid JSON ({})", e.what()));
+  const std::string why = json_parse_bounded(std::string_view(header, header_size), {3, 3 * entries + 1, 16 * entries}, root);
+  if (!why.empty()) {
+    refuse(what, why.rfind("is not", 0) == 0 ? "its header " + why
+                                             : fmt::format("its header {} (at most {} tensors and {} metadata entries)",
+                                                           why, kSafetensorsMaxTensors, kSafetensorsMaxMetadata));
   }
   if (!root.is_object()) refuse(what, "its header is not a JSON object");
 

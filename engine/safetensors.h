@@ -8,7 +8,7 @@
 //
 // The parser trusts nothing. Before anything is allocated it checks, with checked arithmetic:
 //   - N is at most kSafetensorsMaxHeader (100 MiB) and at most the bytes that follow it;
-//   - the JSON nests at most 3 levels, with at most kSafetensorsMaxTensors (1,000,000) tensors
+//   - the JSON nests at most 3 levels (counted while parsing), with at most kSafetensorsMaxTensors (1,000,000) tensors
 //     and kSafetensorsMaxMetadata (10,000) metadata entries, names of at most 1,024 bytes;
 //   - each shape has at most 8 dimensions, none negative, and shape × element size equals the
 //     tensor's byte range without overflowing 64 bits;

@@ -2,6 +2,7 @@
 #include "engine/sample.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -9,9 +10,11 @@
 
 #include "engine/attention.h"
 #include "engine/checkpoint.h"
+#include "engine/data/stored_paths.h"
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/home.h"
 #include "engine/mask.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
@@ -33,6 +36,8 @@ SampleStats sample_checkpoint(const Registry& registry, const SampleRequest& req
   if (request.top_k < 0) throw UsageError("--top-k takes a number >= 0 (0: every token)");
   const CheckpointMeta meta = checkpoint_read_meta(request.checkpoint);
   const RunConfig config = checkpoint_run_config(registry, meta, request.checkpoint);
+  stored_config_check(config, home_resolve(request.home), "checkpoint " + request.checkpoint + "'s config", true,
+                      std::filesystem::path(request.checkpoint).parent_path().string());
   const std::int64_t S = config.model.spec->shape().seq_len;
   const std::unique_ptr<Tokenizer> tokenizer = tokenizer_create(config.data.tokenizer);
   std::vector<std::uint32_t> prompt;
@@ -84,6 +89,14 @@ SampleStats sample_checkpoint(const Registry& registry, const SampleRequest& req
   for (std::int64_t i = 0; i < request.tokens; ++i) {
     began = Clock::now();
     torch::Tensor scores = logits.to(torch::kFloat64);
+    // Weights that are NaN or infinite (a diverged or damaged checkpoint) give scores no
+    // distribution can come from: said as the checkpoint's problem, not torch's (issue 50).
+    if (!torch::isfinite(scores).all().item<bool>()) {
+      throw UsageError(with_hint(fmt::format("checkpoint {}: its model gives scores that are not finite (NaN or "
+                                             "infinite weights) at token {}",
+                                             request.checkpoint, i),
+                                 "sample an earlier checkpoint of the run, from before it diverged"));
+    }
     std::int64_t next = 0;
     if (request.temperature == 0) {
       next = scores.argmax().item<std::int64_t>();

@@ -23,6 +23,7 @@ class Registry;
 
 struct SampleRequest {
   std::string checkpoint;
+  std::string home;  // TFW_HOME: a tokenizer.json the checkpoint names is read only inside it
   std::string prompt;
   std::int64_t tokens = 200;   // to generate
   double temperature = 1.0;    // 0: greedy

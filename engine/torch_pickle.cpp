@@ -10,6 +10,7 @@
 #include <caffe2/serialize/inline_container.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -18,69 +19,13 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/torch_pickle_value.h"
 
 namespace tfw {
 
 namespace {
 
-struct PyValue;
-using PyRef = std::shared_ptr<PyValue>;
-
-// A value on the interpreter's stack: only what a state dict needs is kept precisely.
-struct PyValue {
-  enum class Kind { none, boolean, integer, real, string, bytes, tuple, list, dict, global, object, tensor, storage };
-  Kind kind = Kind::none;
-  std::int64_t integer = 0;  // boolean too
-  double real = 0;
-  std::string text;          // string, bytes, and a global's or an object's "module.name"
-  std::vector<PyRef> items;  // tuple, list
-  std::vector<std::pair<PyRef, PyRef>> entries;  // dict, and an object's state dict, in insertion order
-  std::unordered_map<std::string, std::size_t> index;  // a dict's string keys -> entries (linear scans were quadratic)
-  torch::Tensor tensor;      // tensor; storage (1-D, its dtype)
-
-  PyValue() = default;
-  PyValue(const PyValue&) = delete;
-  PyValue& operator=(const PyValue&) = delete;
-  // Iterative: a value nested 10^5 deep (a hostile pickle) must not recurse through
-  // destructors and overflow the stack. Children whose last owner is this value are emptied
-  // before they die, so each destructor runs at most one level deep.
-  ~PyValue() {
-    std::vector<PyRef> work;
-    auto take = [&work](PyValue& value) {
-      for (PyRef& item : value.items) work.push_back(std::move(item));
-      for (auto& [key, item] : value.entries) {
-        work.push_back(std::move(key));
-        work.push_back(std::move(item));
-      }
-      value.items.clear();
-      value.entries.clear();
-    };
-    take(*this);
-    while (!work.empty()) {
-      PyRef value = std::move(work.back());
-      work.pop_back();
-      if (value && value.use_count() == 1) take(*value);
-    }
-  }
-};
-
-PyRef make(PyValue::Kind kind) {
-  auto value = std::make_shared<PyValue>();
-  value->kind = kind;
-  return value;
-}
-
-PyRef make_text(PyValue::Kind kind, std::string text) {
-  PyRef value = make(kind);
-  value->text = std::move(text);
-  return value;
-}
-
-PyRef make_integer(std::int64_t integer, PyValue::Kind kind = PyValue::Kind::integer) {
-  PyRef value = make(kind);
-  value->integer = integer;
-  return value;
-}
+using namespace torch_pickle_detail;
 
 struct StorageType {
   const char* name;
@@ -96,6 +41,24 @@ constexpr StorageType kStorageTypes[] = {
     {"torch.ByteStorage", torch::kByte},       {"torch.BoolStorage", torch::kBool},
     {"torch.UntypedStorage", torch::kByte},
 };
+
+// A record's inflated size, declared in the zip's directory, checked before it is inflated:
+// a 3 MB file whose data.pkl inflates to 3 GiB reached 3.4 GB of memory (issue 50). miniz
+// inflates into a buffer of the declared size and fails when the stream gives more, so the
+// declared size bounds what is allocated.
+void record_size_check(caffe2::serialize::PyTorchStreamReader& archive, const std::string& record,
+                       std::uint64_t limit, const std::string& path) {
+  const std::uint64_t declared = archive.getRecordSize(record);
+  if (declared > limit) {
+    throw UsageError(with_hint(fmt::format("{}: its record {} declares {} bytes inflated, more than the {} this file "
+                                           "may hold",
+                                           path, record, declared, limit),
+                               "torch.save stores records uncompressed; this one was inflated on purpose or damaged"));
+  }
+}
+
+// data.pkl is the object graph, not the weights: a 7B model's is a few hundred KB.
+constexpr std::uint64_t kMaxPickleBytes = 64ull << 20;
 
 class Interpreter {
  public:
@@ -443,6 +406,9 @@ class Interpreter {
     const std::int64_t numel = integer_of(a[4]);
     const std::string record = "data/" + key;
     if (!archive_.hasRecord(record)) fail(fmt::format("the record {} of a storage is missing", record));
+    // torch.save stores storages uncompressed: none may inflate past 4 times the file (+1 MiB).
+    if (archive_bytes_ == 0) archive_bytes_ = std::filesystem::file_size(path_) + 1;
+    record_size_check(archive_, record, 4 * archive_bytes_ + (1ull << 20), path_);
     auto [data_ptr, bytes] = archive_.getRecord(record);
     const std::size_t element = c10::elementSize(type->dtype);
     // numel * element is not formed: for a hostile numel it wraps past 2^64 (2^62 + 32 floats
@@ -462,6 +428,7 @@ class Interpreter {
   caffe2::serialize::PyTorchStreamReader& archive_;
   const char* data_;
   std::size_t size_, position_ = 0;
+  std::uint64_t archive_bytes_ = 0;  // the file's size (+1), once a storage is read
   std::vector<PyRef> stack_;
   std::vector<std::size_t> marks_;
   std::unordered_map<std::uint64_t, PyRef> memo_;
@@ -514,6 +481,7 @@ auto with_archive_root(const std::string& path, Body body) {
       }
     }
     if (!archive->hasRecord("data.pkl")) throw UsageError(fmt::format("{}: the archive has no data.pkl", path));
+    record_size_check(*archive, "data.pkl", kMaxPickleBytes, path);
     auto [pickle, bytes] = archive->getRecord("data.pkl");
     Interpreter interpreter(path, *archive, static_cast<const char*>(pickle.get()), bytes);
     PyRef root = interpreter.run();
@@ -525,14 +493,23 @@ auto with_archive_root(const std::string& path, Body body) {
 }
 
 constexpr int kMaxArchiveDepth = 64;
+// Values visited, a shared one each time it is reached: the memo lets a 1.6 KB file name one
+// dict twice at each of 40 levels, 2^40 values to a walk that follows every name.
+constexpr std::size_t kMaxArchiveVisits = std::size_t{1} << 21;
 
 // Depth-first over dicts and objects' state dicts, with dotted names; bounded depth (a
-// cyclic or hostile nesting is refused, not followed).
+// cyclic or hostile nesting is refused, not followed) and a bounded number of values visited.
 void flatten(const std::string& path, const PyValue& value, const std::string& name, int depth,
-             std::map<std::string, ArchiveLeaf>& out) {
+             std::map<std::string, ArchiveLeaf>& out, std::size_t& visits) {
   if (depth > kMaxArchiveDepth) {
     throw UsageError(fmt::format("{}: objects nested deeper than {} levels at '{}'", path, kMaxArchiveDepth,
                                  name.substr(0, 200)));
+  }
+  if (++visits > kMaxArchiveVisits) {
+    throw UsageError(with_hint(fmt::format("{}: holds more than {} values, counting a shared one each time it is "
+                                           "named: not a checkpoint",
+                                           path, kMaxArchiveVisits),
+                               "a model's checkpoint names each tensor once; this file repeats shared objects"));
   }
   ArchiveLeaf leaf;
   switch (value.kind) {
@@ -540,7 +517,7 @@ void flatten(const std::string& path, const PyValue& value, const std::string& n
     case PyValue::Kind::object:
       for (const auto& [key, item] : value.entries) {
         if (key->kind != PyValue::Kind::string) continue;
-        flatten(path, *item, name.empty() ? key->text : name + "." + key->text, depth + 1, out);
+        flatten(path, *item, name.empty() ? key->text : name + "." + key->text, depth + 1, out, visits);
       }
       return;
     case PyValue::Kind::tensor: leaf.kind = ArchiveLeaf::Kind::tensor; leaf.tensor = value.tensor; break;
@@ -567,7 +544,8 @@ void flatten(const std::string& path, const PyValue& value, const std::string& n
 std::map<std::string, ArchiveLeaf> torch_archive_flatten(const std::string& path) {
   return with_archive_root(path, [&](const PyRef& root) {
     std::map<std::string, ArchiveLeaf> out;
-    flatten(path, *root, "", 0, out);
+    std::size_t visits = 0;
+    flatten(path, *root, "", 0, out, visits);
     return out;
   });
 }

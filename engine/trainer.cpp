@@ -231,15 +231,16 @@ void Trainer::resume() {
   if (state_.examples < 0) state_.examples = state_.tokens / data_->tokens_per_example();  // an older checkpoint
   data_->sampler_restore(state_.sampler_state);
   say(fmt::format("resumed {} at step {} ({} tokens)", latest.path, state_.step, state_.tokens));
-  // The thread count the run trained with, unless --threads says otherwise: another count
-  // splits the reductions differently, and the losses would not continue exactly.
+  // The thread count the run trained with, unless --threads says otherwise (another count splits
+  // reductions differently); capped at this machine's cores (a forged 1024 started 1,026 threads).
   if (state_.threads > 0 && state_.threads != runtime_threads() && !runtime_threads_explicit() && dist_ == nullptr) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    runtime_init(static_cast<int>(state_.threads));
-    say(fmt::format("threads: {}, as the run recorded{}", state_.threads,
-                    cores > 0 && cores < state_.threads
-                        ? fmt::format(" (this machine has {} cores: slower, but the same arithmetic)", cores)
-                        : ""));
+    const bool capped = cores > 0 && state_.threads > cores;
+    runtime_init(capped ? cores : static_cast<int>(state_.threads));
+    say(capped ? fmt::format("threads: {}, this machine's cores; the run recorded {}, so its losses may differ from an "
+                             "uninterrupted run's in the last digits from here on (--threads N chooses)",
+                             cores, state_.threads)
+               : fmt::format("threads: {}, as the run recorded", state_.threads));
   }
 }
 
@@ -328,6 +329,7 @@ void Trainer::announce() {
                                {"precision", precision_name(train_.precision)},
                                {"world_size", world_}};
   if (train_.device.is_cuda()) provenance["tf32"] = train_.tf32;
+  else provenance["cpu_capability"] = cpu_capability();
   for (const auto& [key, value] : options_.provenance) provenance[key] = value;
   event("provenance", state_.step, provenance.dump());
 }

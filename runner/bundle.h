@@ -31,6 +31,10 @@ inline constexpr int kBundleFormatVersion = 1;
 struct BundleLimits {
   std::size_t header_bytes = 64 << 10;            // the first line
   std::size_t run_bytes = std::size_t{256} << 20;  // one run's line
+  // A run line's JSON, counted while it is parsed: a metric point is one array of 5 numbers
+  // (about 50 bytes of text), so a full line holds some 5 million; an empty array is 3 bytes.
+  std::size_t run_containers = std::size_t{8} << 20;
+  std::size_t run_values = std::size_t{32} << 20;
   int depth = 8;                                   // JSON nesting of a line
   std::int64_t runs = 100000;
   std::int64_t files_per_run = 20000;

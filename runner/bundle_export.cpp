@@ -162,6 +162,14 @@ BundleSummary bundle_export(Store& store, const BundleExport& what, const std::s
   }
   const std::vector<RunRecord> ordered = bundle_order(store, chosen);
 
+  // Its folder is made, as every other --out makes its own (issue 51).
+  if (const fs::path folder = fs::path(out).parent_path(); !folder.empty()) {
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    if (ec) throw UsageError(with_hint(fmt::format("cannot make the folder {} for the bundle: {}", folder.string(),
+                                                   ec.message()),
+                                       "choose a writable --out"));
+  }
   const std::string temporary = fmt::format("{}.tmp-{}", out, ::getpid());
   std::int64_t files_total = 0;
   std::vector<std::pair<json, std::vector<std::string>>> lines;

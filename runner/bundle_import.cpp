@@ -4,10 +4,13 @@
 // the new runs into its store in one transaction.
 #include "runner/bundle.h"
 
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -19,7 +22,7 @@
 #include "engine/error.h"
 #include "engine/files.h"
 #include "engine/home.h"
-#include "engine/json_depth.h"
+#include "engine/json_bounded.h"
 #include "engine/sha256.h"
 #include "runner/bundle_parts.h"
 #include "runner/lineage.h"
@@ -189,6 +192,10 @@ class RunReader {
     if (!metrics.is_object()) fail("'metrics' must be an object");
     for (const auto& [key, points] : metrics.items()) {
       if (key.empty() || key.size() > 256) fail("a metric key is empty or longer than 256 bytes");
+      // SQLite's text stops at a NUL: such a key read back cut short, and the import "differed".
+      if (std::any_of(key.begin(), key.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
+        fail("a metric key holds a control character (a NUL, a newline)");
+      }
       for (const json& p : array(points, key)) {
         array(p, key, 5);
         const double value = p[4].is_null() ? std::nan("") : real_value(p[4], key);
@@ -271,8 +278,8 @@ std::vector<IncomingRun> read_bundle(const std::string& bundle, const BundleLimi
   const std::string not_bundle = "name a file that `tfw runs export` wrote";
   const std::optional<std::string> first = reader.line(limits.header_bytes, "the header line");
   if (reader.direct()) refuse("it is not a tfw bundle (not gzip-compressed)", not_bundle);
-  json header = first && json_nesting_depth(*first, limits.depth) <= limits.depth ? json::parse(*first, nullptr, false)
-                                                                            : json(nullptr);
+  json header;
+  if (first) json_parse_bounded(*first, {limits.depth, 1 << 12, 1 << 14}, header);
   if (!header.is_object() || header.value("format", json()) != kBundleFormat ||
       !header.value("format_version", json()).is_number_integer()) {
     refuse("it is not a tfw bundle (its first line is not a bundle header)", not_bundle);
@@ -294,11 +301,12 @@ std::vector<IncomingRun> read_bundle(const std::string& bundle, const BundleLimi
     const std::string where = fmt::format("line {}", index + 2);
     const std::optional<std::string> line = reader.line(limits.run_bytes, where);
     if (!line) refuse("it ends before its last line", "the file is truncated: copy or export it again");
-    if (json_nesting_depth(*line, limits.depth) > limits.depth) {
-      refuse(fmt::format("{} is nested deeper than {} levels", where, limits.depth), not_bundle);
+    json parsed;
+    const std::string why = json_parse_bounded(*line, {limits.depth, limits.run_containers, limits.run_values}, parsed);
+    if (why.rfind("is not valid JSON", 0) == 0 || (why.empty() && !parsed.is_object())) {
+      refuse(fmt::format("{} is not JSON", where), not_bundle);
     }
-    json parsed = json::parse(*line, nullptr, false);
-    if (parsed.is_discarded() || !parsed.is_object()) refuse(fmt::format("{} is not JSON", where), not_bundle);
+    if (!why.empty()) refuse(fmt::format("{} {}", where, why), not_bundle);
     if (parsed.contains("end")) {
       const json& end = parsed["end"];
       if (!end.is_object() || end.value("runs", json()) != json(runs.size()) || end.value("files", json()) != json(files_seen) ||
@@ -327,6 +335,7 @@ std::vector<IncomingRun> read_bundle(const std::string& bundle, const BundleLimi
     in.hash = hash;
     const std::string label = run_label(in.record.experiment, in.record.name);
     if (!labels.insert(label).second) check.fail(fmt::format("run '{}' appears twice", label));
+    if (in.parent_label == label) check.fail(fmt::format("run '{}' names itself as its parent", label));
     if (!in.parent_label.empty() && !labels.count(in.parent_label)) {
       // The parent must come first; one that is not in the bundle must be in the home (checked later).
       in.parent_label = "?" + in.parent_label;
@@ -335,8 +344,10 @@ std::vector<IncomingRun> read_bundle(const std::string& bundle, const BundleLimi
     if (static_cast<std::int64_t>(files.size()) > limits.files_per_run) {
       check.fail(fmt::format("more than {} files", limits.files_per_run));
     }
+    std::set<std::string> names;
     for (const json& f : files) {
       const std::string name = check.text(f, "name", 64);
+      if (!names.insert(name).second) check.fail(fmt::format("file {} appears twice", name));
       const std::int64_t bytes = check.integer(f, "bytes");
       const std::string expected = check.text(f, "sha256", 64);
       if (!checkpoint_file_name_ok(name)) check.fail(fmt::format("file name '{}' is not a checkpoint's", name));
@@ -363,6 +374,91 @@ std::vector<IncomingRun> read_bundle(const std::string& bundle, const BundleLimi
   }
 }
 
+// An import that did not finish (Ctrl-C, SIGTERM, SIGKILL) leaves its staging folder
+// TFW_HOME/.import-PID, whose journal `placed` lists the run folders it had made in the home
+// (experiment, name and folder, one per line, written before the folder). The store rolled its
+// rows back, so a listed folder whose run the store does not know is debris: the next import
+// removes it, then the staging folder. A staging folder of a live process is left alone.
+void sweep_dead_imports(const std::string& home, Store& store) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(home, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".import-", 0) != 0 || !entry.is_directory(ec)) continue;
+    const std::string digits = name.substr(8);
+    if (digits.empty() || digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::ifstream journal(entry.path() / "placed");
+    for (std::string line; std::getline(journal, line);) {
+      const std::size_t a = line.find('\t'), b = line.find('\t', a == std::string::npos ? a : a + 1);
+      if (a == std::string::npos || b == std::string::npos) continue;
+      const std::string experiment = line.substr(0, a), run = line.substr(a + 1, b - a - 1), dir = line.substr(b + 1);
+      if (!store.run_in_experiment(experiment, run) && dir == run_dir_of(home, experiment, run) && path_inside(dir, home)) {
+        fs::remove_all(dir, ec);
+      }
+    }
+    fs::remove_all(entry.path(), ec);
+  }
+}
+
+// The bundle's runs checked against the home before anything is written: a parent outside
+// the bundle must be in the home; a run the home holds already must be the same (then it is
+// left as it is, `ids` gets its id); a new run's folder must lie inside the home and hold no
+// checkpoints. Returns the runs to import; UsageError (nothing imported) otherwise.
+std::vector<IncomingRun*> runs_to_import(const std::string& bundle, const std::string& home, Store& store,
+                                         std::map<std::string, json>& objects, std::vector<IncomingRun>& runs,
+                                         BundleSummary& summary, std::map<std::string, std::int64_t>& ids) {
+  std::error_code ec;
+  std::vector<IncomingRun*> fresh;
+  for (IncomingRun& in : runs) {
+    const std::string label = run_label(in.record.experiment, in.record.name);
+    summary.runs.push_back(label);
+    if (!in.parent_label.empty() && in.parent_label[0] == '?') {
+      const std::string parent = in.parent_label.substr(1);
+      const std::size_t slash = parent.find('/');
+      if (!store.run_in_experiment(parent.substr(0, slash), parent.substr(slash + 1))) {
+        throw UsageError(with_hint(fmt::format("bundle {}: run '{}' was grown from '{}', which is neither in the "
+                                               "bundle nor in {}; nothing was imported",
+                                               bundle, label, parent, home),
+                                   "export the run again: tfw runs export takes a run's ancestors with it"));
+      }
+      in.parent_label = parent;
+    }
+    if (std::optional<RunRecord> existing = store.run_in_experiment(in.record.experiment, in.record.name)) {
+      const json mine = run_object(store, *existing);
+      if (object_hash(mine) == in.hash) {
+        ids[label] = existing->id;
+        summary.unchanged.push_back(label);
+        continue;
+      }
+      throw UsageError(with_hint(
+          fmt::format("bundle {}: run '{}' differs from run {} '{}' of {} ({} differ); nothing was imported", bundle,
+                      label, existing->id, existing->name, home, differing_fields(objects[label], mine)),
+          fmt::format("import into another home (--home), or delete that run first (tfw runs delete {})", existing->id)));
+    }
+    const std::string run_dir = run_dir_of(home, in.record.experiment, in.record.name);
+    // A link planted in the home (runs/EXP, the run's folder or its checkpoints/) would carry
+    // the files outside it: every folder on the way must resolve inside the home.
+    for (const std::string& dir : {run_dir, run_dir + "/checkpoints"}) {
+      if (fs::is_symlink(dir, ec) || !path_inside(dir, home)) {
+        throw UsageError(with_hint(fmt::format("bundle {}: run '{}' would be written to {}, which leads outside {} "
+                                               "(a symbolic link); nothing was imported",
+                                               bundle, label, dir, home),
+                                   "remove the link, or import into another home (--home)"));
+      }
+    }
+    if (fs::exists(run_dir + "/checkpoints", ec) && !fs::is_empty(run_dir + "/checkpoints", ec)) {
+      throw UsageError(with_hint(fmt::format("bundle {}: run '{}' is not in the store of {}, but its folder {} holds "
+                                             "checkpoints; nothing was imported",
+                                             bundle, label, home, run_dir),
+                                 "move that folder away, or import into another home (--home)"));
+    }
+    in.record.run_dir = run_dir;
+    fresh.push_back(&in);
+  }
+  return fresh;
+}
+
 }  // namespace
 
 BundleSummary bundle_import(const std::string& bundle, const std::string& home, const BundleLimits& limits) {
@@ -386,45 +482,11 @@ BundleSummary bundle_import(const std::string& bundle, const std::string& home, 
   std::vector<IncomingRun> runs = read_bundle(bundle, limits, staging, objects);
 
   auto store = Store::open(home + "/runs.db");
+  sweep_dead_imports(home, *store);
+  std::ofstream placed(staging + "/placed", std::ios::app);  // the journal sweep_dead_imports reads
   BundleSummary summary;
   std::map<std::string, std::int64_t> ids;  // label -> id in this home
-  std::vector<IncomingRun*> fresh;
-  for (IncomingRun& in : runs) {
-    const std::string label = run_label(in.record.experiment, in.record.name);
-    summary.runs.push_back(label);
-    if (!in.parent_label.empty() && in.parent_label[0] == '?') {
-      const std::string parent = in.parent_label.substr(1);
-      const std::size_t slash = parent.find('/');
-      if (!store->run_in_experiment(parent.substr(0, slash), parent.substr(slash + 1))) {
-        throw UsageError(with_hint(fmt::format("bundle {}: run '{}' was grown from '{}', which is neither in the "
-                                               "bundle nor in {}; nothing was imported",
-                                               bundle, label, parent, home),
-                                   "export the run again: tfw runs export takes a run's ancestors with it"));
-      }
-      in.parent_label = parent;
-    }
-    if (std::optional<RunRecord> existing = store->run_in_experiment(in.record.experiment, in.record.name)) {
-      const json mine = run_object(*store, *existing);
-      if (object_hash(mine) == in.hash) {
-        ids[label] = existing->id;
-        summary.unchanged.push_back(label);
-        continue;
-      }
-      throw UsageError(with_hint(
-          fmt::format("bundle {}: run '{}' differs from run {} '{}' of {} ({} differ); nothing was imported", bundle,
-                      label, existing->id, existing->name, home, differing_fields(objects[label], mine)),
-          fmt::format("import into another home (--home), or delete that run first (tfw runs delete {})", existing->id)));
-    }
-    const std::string run_dir = run_dir_of(home, in.record.experiment, in.record.name);
-    if (fs::exists(run_dir + "/checkpoints", ec) && !fs::is_empty(run_dir + "/checkpoints", ec)) {
-      throw UsageError(with_hint(fmt::format("bundle {}: run '{}' is not in the store of {}, but its folder {} holds "
-                                             "checkpoints; nothing was imported",
-                                             bundle, label, home, run_dir),
-                                 "move that folder away, or import into another home (--home)"));
-    }
-    in.record.run_dir = run_dir;
-    fresh.push_back(&in);
-  }
+  const std::vector<IncomingRun*> fresh = runs_to_import(bundle, home, *store, objects, runs, summary, ids);
 
   Undo undo;
   store->transaction([&] {
@@ -434,8 +496,13 @@ BundleSummary bundle_import(const std::string& bundle, const std::string& home, 
       if (auto known = ids.find(in->parent_label); known != ids.end()) {
         record.parent = known->second;
       } else if (!in->parent_label.empty()) {
-        record.parent = store->run_in_experiment(in->parent_label.substr(0, in->parent_label.find('/')),
-                                                 in->parent_label.substr(in->parent_label.find('/') + 1))->id;
+        const std::optional<RunRecord> parent = store->run_in_experiment(
+            in->parent_label.substr(0, in->parent_label.find('/')), in->parent_label.substr(in->parent_label.find('/') + 1));
+        if (!parent) {  // checked above; kept so that no path reads an empty optional
+          throw UsageError(fmt::format("bundle {}: run '{}' names parent '{}', which is not in {}; nothing was imported",
+                                       bundle, run_label(record.experiment, record.name), in->parent_label, home));
+        }
+        record.parent = parent->id;
       }
       const std::int64_t id = store->run_insert(record);
       ids[run_label(record.experiment, record.name)] = id;
@@ -446,6 +513,10 @@ BundleSummary bundle_import(const std::string& bundle, const std::string& home, 
         store->event_add(e);
       }
       const fs::path checkpoints = fs::path(record.run_dir) / "checkpoints";
+      if (!fs::exists(record.run_dir)) {
+        placed << record.experiment << '\t' << record.name << '\t' << record.run_dir << std::endl;
+        path_fsync(staging + "/placed");
+      }
       for (const fs::path& dir : {fs::path(record.run_dir), checkpoints}) {
         if (!fs::exists(dir)) {
           fs::create_directories(dir);

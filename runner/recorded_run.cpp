@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint_meta.h"
+#include "engine/data/stored_paths.h"
 #include "engine/error.h"
 #include "engine/home.h"
 #include "engine/registry.h"
@@ -19,6 +20,7 @@
 #include "runner/lineage.h"
 #include "engine/load.h"
 #include "runner/run_book.h"
+#include "runner/run_lock.h"
 #include "storage/store.h"
 
 #include "tfw_commit.h"  // TFW_GIT_COMMIT, stamped at build time (cmake/commit_stamp.cmake)
@@ -72,11 +74,14 @@ RunConfig adopt_checkpoint_model(const Registry& registry, const RunConfig& give
 
 // A new run's folder, freed of what an earlier attempt that never checkpointed left.
 std::string prepare_new_run(const RunRequest& request, const RunConfig& config, RunBook& book,
-                            const RunHooks& hooks) {
+                            const RunHooks& hooks, std::unique_ptr<RunLock>& lock) {
   const std::string name = request.name.empty() ? config.model.name : request.name;
   name_check(name, "run name", request.name.empty() ? config.model.path + ": name" : "--name");
   name_check(request.experiment, "experiment name", "--experiment");
   const std::string run_dir = run_dir_of(request.home, request.experiment, name);
+  // Held from here to the end of the run: another process that reaches the same run (a second
+  // batch of the same file in this home) is refused, not interleaved with this one.
+  lock = RunLock::hold(run_dir, fmt::format("'{}'", name));
   if (!checkpoint_list(run_dir + "/checkpoints").empty()) {
     throw UsageError(with_hint(fmt::format("run '{}' already exists at {}", name, run_dir),
                                fmt::format("continue it with `tfw train --resume {}`, or choose another --name", run_dir)));
@@ -91,7 +96,8 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
 // A run to resume: its folder and store id (into `options` and `run_id`), and the config it
 // continues with.
 RunConfig resumed_run_config(const Registry& registry, const RunRequest& request, RunBook& book,
-                             const std::shared_ptr<DistGroup>& dist, TrainOptions& options, std::int64_t& run_id) {
+                             const std::shared_ptr<DistGroup>& dist, TrainOptions& options, std::int64_t& run_id,
+                             std::unique_ptr<RunLock>& lock) {
   std::tie(options.run_dir, run_id) = book.resolve(request.resume, request.home);
   // A run's folder is in its home; a record that names any other folder (one a recording
   // client claimed, issue 33) is never written to: checkpoints, metrics and pruning stay
@@ -102,8 +108,34 @@ RunConfig resumed_run_config(const Registry& registry, const RunRequest& request
                                            request.resume, options.run_dir, request.home),
                                "a run recorded from another machine resumes there, with --record-to"));
   }
+  // One process trains a run: a second resume, or a delete, waits its turn by refusal. The
+  // record is looked up again under the lock: a delete that won the race leaves nothing to resume.
+  lock = RunLock::hold(options.run_dir, fmt::format("'{}'", request.resume));
+  std::int64_t still = 0;
+  try {
+    still = book.resolve(request.resume, request.home).second;
+  } catch (const UsageError&) {
+  }
+  if (still != run_id) {
+    throw UsageError(with_hint(fmt::format("run '{}' was deleted while this resume started; nothing was trained",
+                                           request.resume),
+                               "start it again from its config"));
+  }
   RunConfig config = train_resume_config(registry, options.run_dir, request.overrides, request.extend);
+  // Its [data] comes from its checkpoint (an imported bundle's, perhaps): read only inside the home.
+  stored_config_check(config, request.home, fmt::format("run '{}''s stored config", request.resume));
   if (!request.config.empty()) check_same_model(run_config_load(registry, request.config), config);
+  // A run that trained its whole budget has nothing to resume: training "zero steps" would
+  // rewrite its record (its wall time, tokens/s and MFU) with nothing measured.
+  const std::int64_t done = checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr).step;
+  const std::int64_t budget = train_plan(config).total_steps;
+  if (done >= budget) {
+    throw UsageError(with_hint(fmt::format("run '{}' has trained all {} steps of its budget (its last checkpoint is "
+                                           "step {}): resuming would train nothing, and its record stays as it is",
+                                           request.resume, budget, done),
+                               "to train it further, raise its budget: `tfw train --resume RUN --set "
+                               "train.max_steps=N --extend keep` (or stretch); to score it, `tfw eval RUN`"));
+  }
   if (dist) config = dist_agree_config(*dist, registry, &config);
   options.resume = true;
   return config;
@@ -126,20 +158,21 @@ std::string init_from_checkpoint(const std::string& init_from) {
 // A new run: its config (with the model of the checkpoint it starts from, --init-from) and its
 // folder, prepared (into `options`).
 RunConfig new_run_config(const Registry& registry, const RunRequest& request, RunBook& book, const RunHooks& hooks,
-                         const std::shared_ptr<DistGroup>& dist, TrainOptions& options) {
+                         const std::shared_ptr<DistGroup>& dist, TrainOptions& options, std::unique_ptr<RunLock>& lock) {
   if (request.config.empty()) throw UsageError("tfw train needs a CONFIG.toml, or --resume RUN");
   RunConfig config = run_config_load(registry, request.config, request.overrides);
   if (dist) config = dist_agree_config(*dist, registry, &config);
-  // A config that cannot train (no budget, a model that cannot fit in memory) is refused
-  // before anything is recorded or replaced.
+  // A config that cannot train (no budget, a model that cannot fit in memory, a corpus that
+  // does not exist) is refused before anything is recorded or replaced.
   train_memory_check(config, train_plan(config));
+  data_preflight(config, request.home);
   if (!request.init_from.empty()) {
     options.init_from = init_from_checkpoint(request.init_from);
     // The model must be the checkpoint's; [data] and [train] are the new run's.
     const CheckpointMeta origin = checkpoint_read_meta(options.init_from);
     config = adopt_checkpoint_model(registry, config, checkpoint_run_config(registry, origin, options.init_from));
   }
-  options.run_dir = prepare_new_run(request, config, book, hooks);
+  options.run_dir = prepare_new_run(request, config, book, hooks, lock);
   return config;
 }
 
@@ -237,9 +270,10 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
   std::int64_t run_id = 0;
   TrainOptions options;
   options.home = request.home;
+  std::unique_ptr<RunLock> lock;  // the run's, held until this returns (run_lock.h)
   RunConfig config = request.resume.empty()
-                         ? new_run_config(registry, request, *book, hooks, dist, options)
-                         : resumed_run_config(registry, request, *book, dist, options, run_id);
+                         ? new_run_config(registry, request, *book, hooks, dist, options, lock)
+                         : resumed_run_config(registry, request, *book, dist, options, run_id, lock);
 
   // Record the run: a new one (with its lineage), or the resumed one as the same run.
   if (run_id == 0) {

@@ -122,6 +122,11 @@ namespace tfw::runner {
 
 void book_resume(Store& store, std::int64_t run, const std::string& config, std::int64_t step) {
   std::optional<RunRecord> record = store.run_get(run);
+  // A run deleted since it was looked up: training it would record into nothing.
+  if (!record) {
+    throw UsageError(with_hint(fmt::format("run {} is no longer in the store (deleted meanwhile); nothing was trained", run),
+                               "start it again from its config"));
+  }
   // Compared key by key as TOML values, not as text: a config written another way is the same.
   const std::vector<ConfigDifference> differences =
       record && !config.empty() ? config_differences(record->config, config) : std::vector<ConfigDifference>{};

@@ -122,6 +122,24 @@ const std::vector<CorpusInfo>& corpora_builtin() {
   return corpora;
 }
 
+void corpus_check(const std::string& name_or_path) {
+  for (const CorpusInfo& info : corpora_builtin()) {
+    if (info.name != name_or_path) continue;
+    require_package(info, info.path);
+    if (info.name == "kjv") require_package(info, "/usr/bin/bible");
+    return;
+  }
+  std::error_code ec;
+  if (fs::is_regular_file(name_or_path, ec)) return;
+  if (fs::is_directory(name_or_path, ec)) {
+    for (const auto& entry : fs::recursive_directory_iterator(name_or_path, ec)) {
+      if (entry.is_regular_file()) return;
+    }
+    throw UsageError(fmt::format("corpus folder '{}' has no files", name_or_path));
+  }
+  corpus_open(name_or_path);  // throws the "unknown corpus" error, with the built-in names
+}
+
 std::unique_ptr<TextStream> corpus_open(const std::string& name_or_path, CorpusInfo* info_out) {
   for (const CorpusInfo& info : corpora_builtin()) {
     if (info.name != name_or_path) continue;

@@ -35,4 +35,9 @@ class TextStream {
 // package or path is missing and how to get it.
 std::unique_ptr<TextStream> corpus_open(const std::string& name_or_path, CorpusInfo* info = nullptr);
 
+// What corpus_open would say before it reads anything: the same UsageError for an unknown name,
+// a missing package or an empty folder, without opening a file. For checks before compute
+// (a run's start, `tfw run --dry-run`).
+void corpus_check(const std::string& name_or_path);
+
 }  // namespace tfw

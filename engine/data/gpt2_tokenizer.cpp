@@ -17,6 +17,7 @@
 #include "engine/data/bpe_byte_map.h"
 #include "engine/data/tokenizer.h"
 #include "engine/error.h"
+#include "engine/json_bounded.h"
 #include "engine/registry.h"
 
 namespace tfw {
@@ -207,11 +208,11 @@ ByteLevelBpeSpec bpe_spec_from_gpt2_files(const std::string& dir) {
 
 namespace {
 
-// A tokenizer.json is parsed within limits: GPT-NeoX-20B's is 2.1 MB and nests 5 levels.
-constexpr std::uintmax_t kMaxTokenizerBytes = 256ull << 20;
+// A tokenizer.json is parsed within limits: GPT-NeoX-20B's is 2.1 MB and nests 5 levels, and a
+// 256k-token vocabulary with its merges holds about a million values.
+constexpr std::uintmax_t kMaxTokenizerBytes = 64ull << 20;
 constexpr int kMaxTokenizerDepth = 32;
-
-struct TooDeep {};
+constexpr JsonBounds kTokenizerBounds{kMaxTokenizerDepth, std::size_t{1} << 21, std::size_t{1} << 23};
 
 ByteLevelBpeSpec spec_from_tokenizer_json(const std::string& path);
 
@@ -234,21 +235,25 @@ namespace {
 ByteLevelBpeSpec spec_from_tokenizer_json(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw UsageError(fmt::format("the tokenizer file '{}' is a folder", path));
-  std::ifstream in(path);
+  // A device or a pipe (a link to /dev/zero) has no size to check: only a regular file is read.
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) {
+    throw UsageError(with_hint(fmt::format("the tokenizer file '{}' is not a regular file", path),
+                               "name a tokenizer.json file"));
+  }
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(fmt::format("cannot read the tokenizer file '{}'", path));
-  const std::uintmax_t bytes = fs::file_size(path, ec);
-  if (!ec && bytes > kMaxTokenizerBytes) {
-    throw UsageError(fmt::format("{}: {} bytes, more than the {} MiB a tokenizer.json may have", path, bytes,
-                                 kMaxTokenizerBytes >> 20));
+  // Read to one byte past the limit, whatever the size said: the file may grow meanwhile.
+  std::string text(kMaxTokenizerBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxTokenizerBytes) {
+    throw UsageError(fmt::format("{}: more than the {} MiB a tokenizer.json may have", path, kMaxTokenizerBytes >> 20));
   }
   nlohmann::json file;
-  try {
-    file = nlohmann::json::parse(in, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      if (depth > kMaxTokenizerDepth) throw TooDeep{};
-      return true;
-    }, /*allow_exceptions=*/false);
-  } catch (const TooDeep&) {
-    throw UsageError(fmt::format("{}: nests deeper than {} levels: not a tokenizer.json", path, kMaxTokenizerDepth));
+  const std::string why = json_parse_bounded(text, kTokenizerBounds, file);
+  // Invalid JSON leaves `file` null, which the checks below call "not a JSON object".
+  if (!why.empty() && why.rfind("is not valid JSON", 0) != 0) {
+    throw UsageError(fmt::format("{}: {}: not a tokenizer.json", path, why));
   }
   auto fail = [&](const std::string& what, const std::string& hint) -> void {
     throw UsageError(with_hint(fmt::format("{}: {}", path, what), hint));

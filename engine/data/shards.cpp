@@ -77,6 +77,24 @@ std::string name_of(const std::string& path) {
   return p.filename().string();
 }
 
+// The mode shard files get: their folder's parent's (TFW_HOME/data, or the home itself when
+// data/ is new, which then gets the home's mode too), without execute bits. A home of 0700 keeps
+// its text 0600; a corpus read from anywhere is never written world-readable into a private home.
+fs::perms shard_mode(const fs::path& out_dir) {
+  std::error_code ec;
+  const fs::path parent = fs::absolute(out_dir, ec).parent_path();
+  if (!fs::exists(parent, ec)) {
+    const fs::perms home = fs::status(parent.parent_path(), ec).permissions();
+    fs::create_directories(parent);
+    if (home != fs::perms::unknown) fs::permissions(parent, home & fs::perms::all, ec);
+  }
+  const fs::perms from = fs::status(parent, ec).permissions();
+  if (ec || from == fs::perms::unknown) return fs::perms::owner_read | fs::perms::owner_write;
+  const fs::perms readable = fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                             fs::perms::group_write | fs::perms::others_read | fs::perms::others_write;
+  return (from & readable) | fs::perms::owner_read | fs::perms::owner_write;
+}
+
 }  // namespace
 
 ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, const PrepareOptions& options) {
@@ -86,6 +104,7 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
   std::unique_ptr<Tokenizer> tokenizer = tokenizer_create(options.tokenizer);
   CorpusInfo info;
   std::unique_ptr<TextStream> stream = corpus_open(corpus, &info);
+  const fs::perms mode = shard_mode(out_dir);
   fs::create_directories(out_dir);
 
   ShardMeta meta;
@@ -172,7 +191,10 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
     out.flush();
     if (!out) throw Error(fmt::format("writing '{}' failed (disk full?)", meta_tmp));
   }
-  for (const std::string& path : {train_tmp, val_tmp, meta_tmp}) path_fsync(path);
+  for (const std::string& path : {train_tmp, val_tmp, meta_tmp}) {
+    fs::permissions(path, mode);
+    path_fsync(path);
+  }
   fs::rename(train_tmp, out_dir + "/train.bin");
   fs::rename(val_tmp, out_dir + "/val.bin");
   fs::rename(meta_tmp, out_dir + "/meta.toml");

@@ -18,7 +18,9 @@ std::vector<torch::optim::OptimizerParamGroup> optimizer_groups(Model& model, co
 }
 
 double gradients_clip(const std::vector<torch::Tensor>& parameters, double max_norm) {
-  return torch::nn::utils::clip_grad_norm_(parameters, max_norm > 0 ? max_norm : std::numeric_limits<double>::max());
+  // No clipping (grad_clip = 0): an infinite bound, which leaves every gradient as it is. The
+  // largest double was converted to a float and overflowed (exit 1, issue 50).
+  return torch::nn::utils::clip_grad_norm_(parameters, max_norm > 0 ? max_norm : std::numeric_limits<double>::infinity());
 }
 
 }  // namespace tfw

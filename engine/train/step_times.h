@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstddef>
+#include <limits>
 #include <cstdint>
 
 namespace tfw {
@@ -38,9 +39,13 @@ class StepTimes {
     const double s = recent ? recent_step_mean() : step_mean();
     return s > 0 ? tokens_per_step / s : 0.0;
   }
+  // NaN, "not measured", without a peak (a busy machine's probe is not used, peak.h) or when the
+  // figure exceeds 1: a share above the peak is a peak measured wrong, never a true figure.
   double mfu(double flops_per_step, double peak_flops, bool recent) const {
     const double s = recent ? recent_step_mean() : step_mean();
-    return s > 0 && peak_flops > 0 ? flops_per_step / s / peak_flops : 0.0;
+    if (!(s > 0) || !(peak_flops > 0)) return std::numeric_limits<double>::quiet_NaN();
+    const double share = flops_per_step / s / peak_flops;
+    return share <= 1 ? share : std::numeric_limits<double>::quiet_NaN();
   }
   // The time the remaining steps will take at the recent pace (batch draws included).
   double eta_seconds(std::int64_t remaining_steps) const {

@@ -63,20 +63,20 @@ class TokenformerFamily : public ModelFamily {
     spec->vocab = config_size(table, "vocab", table.require_int("vocab"));
     spec->seq_len = config_size(table, "seq_len", table.get_int("seq_len", 1024));
     spec->rotary_pct = table.get_double("rotary_pct", 0.25);
-    spec->rotary_base = table.get_double("rotary_base", 10000.0);
+    spec->rotary_base = table.get_positive("rotary_base", 10000.0);
     if (spec->d % spec->heads != 0) {
       table.fail("heads", fmt::format("d = {} is not divisible by heads = {}", spec->d, spec->heads),
                  "choose heads that divide d (head width dh = d / heads)");
     }
-    if (spec->rotary_pct < 0 || spec->rotary_pct > 1) {
+    if (!(spec->rotary_pct >= 0 && spec->rotary_pct <= 1)) {
       table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct),
                  "the paper uses 0.25");
     }
     pattention_blocks_parse(table, *spec);
     ConfigTable init = table.sub("init");
-    spec->key_std = init.get_double("key_std", 0.02);
-    spec->value_std = init.get_double("value_std", 0.0);
-    spec->embedding_std = init.get_double("embedding_std", 0.02);
+    spec->key_std = init.get_nonnegative("key_std", 0.02);
+    spec->value_std = init.get_nonnegative("value_std", 0.0);
+    spec->embedding_std = init.get_nonnegative("embedding_std", 0.02);
     init.finish();
     return spec;
   }

@@ -81,19 +81,19 @@ class TransformerFamily : public ModelFamily {
     spec->vocab = config_size(table, "vocab", table.require_int("vocab"));
     spec->seq_len = config_size(table, "seq_len", table.get_int("seq_len", 1024));
     spec->rotary_pct = table.get_double("rotary_pct", 0.25);
-    spec->rotary_base = table.get_double("rotary_base", 10000.0);
-    if (spec->rotary_pct < 0 || spec->rotary_pct > 1) {
+    spec->rotary_base = table.get_positive("rotary_base", 10000.0);
+    if (!(spec->rotary_pct >= 0 && spec->rotary_pct <= 1)) {
       table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct),
                  "the paper uses 0.25");
     }
     ConfigTable layernorm = table.sub("layernorm");
-    spec->layernorm_eps = layernorm.get_double("eps", 1e-5);
+    spec->layernorm_eps = layernorm.get_positive("eps", 1e-5);
     layernorm.finish();
     ConfigTable linear = table.sub("linear");
     spec->bias = linear.get_bool("bias", false);
     linear.finish();
     ConfigTable init = table.sub("init");
-    spec->init_std = init.get_double("std", 0.02);
+    spec->init_std = init.get_nonnegative("std", 0.02);
     init.finish();
     if (table.has("msg")) {  // written by the msg growth method, read back from checkpoints
       ConfigTable msg = table.sub("msg");

@@ -147,10 +147,10 @@ class VitFamily : public ModelFamily {
     image_parse(table, *spec);
     spec->d_ffn = config_size(table, "d_ffn", table.get_int("d_ffn", 4 * spec->d));
     ConfigTable layernorm = table.sub("layernorm");
-    spec->layernorm_eps = layernorm.get_double("eps", 1e-5);
+    spec->layernorm_eps = layernorm.get_positive("eps", 1e-5);
     layernorm.finish();
     ConfigTable init = table.sub("init");
-    spec->init_std = init.get_double("std", 0.02);
+    spec->init_std = init.get_nonnegative("std", 0.02);
     init.finish();
     return spec;
   }
@@ -189,9 +189,9 @@ class VisionTokenformerFamily : public ModelFamily {
     }
     pattention_blocks_parse(table, *spec);
     ConfigTable init = table.sub("init");
-    spec->init_std = init.get_double("std", 0.02);
-    spec->key_std = init.get_double("key_std", 0.02);
-    spec->value_std = init.get_double("value_std", 0.0);
+    spec->init_std = init.get_nonnegative("std", 0.02);
+    spec->key_std = init.get_nonnegative("key_std", 0.02);
+    spec->value_std = init.get_nonnegative("value_std", 0.0);
     init.finish();
     return spec;
   }

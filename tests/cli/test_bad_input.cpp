@@ -71,6 +71,37 @@ const std::vector<Case> kCases = {
     {"lr negative", "good c; $T train c.toml --home $H --set train.lr=-0.1", 2, "must be at least 0"},
     {"beta1 2.0", "good c; $T train c.toml --home $H --set train.beta1=2.0", 2, "beta1: must be in [0, 1)"},
     {"beta2 negative", "good c; $T train c.toml --home $H --set train.beta2=-0.5", 2, "beta2: must be in [0, 1)"},
+    // Issue 50 (15): values that passed validation, then failed in torch with exit 1, or gave NaN
+    // at step 0; and an evaluation that never ended.
+    {"lr 1e300", "good c; $T train c.toml --home $H --set train.lr=1e300", 2, "train.lr: must be at most 100"},
+    {"eval_batches 2^63-1", "good c; $T train c.toml --home $H --set train.eval_batches=9223372036854775807", 2,
+     "train.eval_batches: must be at most 1000000"},
+    {"rotary_base 0", "good c; $T train c.toml --home $H --set model.rotary_base=0", 2,
+     "model.rotary_base: must be a finite number above 0, got 0"},
+    {"rotary_base nan", "good c; $T train c.toml --home $H --set model.rotary_base=nan", 2,
+     "model.rotary_base: must be a finite number above 0, got nan"},
+    {"rotary_pct nan", "good c; $T train c.toml --home $H --set model.rotary_pct=nan", 2, "rotary_pct: must be in [0, 1]"},
+    {"key_std -1", "good c; $T train c.toml --home $H --set model.init.key_std=-1", 2,
+     "model.init.key_std: must be a finite number >= 0, got -1"},
+    {"layernorm eps -1", "good c; $T train c.toml --home $H --set model.layernorm.eps=-1", 2,
+     "model.layernorm.eps: must be a finite number above 0, got -1"},
+    // Issue 51: mistakes that reached the compute, or left a record.
+    {"misspelt required key", "good c; sed -i 's/^n_attn = 64/n_atn = 64/' c.toml; $T train c.toml --home $H", 2,
+     "c.toml:9:1: unknown key 'model.n_atn', and model.n_attn is missing"},
+    {"--set of a misspelt table", "good c; $T train c.toml --home $H --set modle.d=128", 2,
+     "--set modle.d=128: unknown key 'modle'"},
+    {"a corpus typo records nothing",
+     "good c; $T train c.toml --home $H --name typo --set data.corpus=kvj; code=$?; "
+     "echo records $(sqlite3 $H/runs.db \"SELECT COUNT(*) FROM runs WHERE name = 'typo'\"); exit $code",
+     2, "records 0"},
+    {"dry run of a corpus typo",
+     "exp x; good c; printf '[runs.a]\\nconfig = \"c.toml\"\\ndata = { corpus = \"kvj\" }\\n' >> x.toml; "
+     "$T run x.toml --dry-run --home $H",
+     2, "x.toml: runs.a (run 'a'): unknown corpus 'kvj'"},
+    {"a million seeds",
+     "exp x; good c; printf '[runs.a]\\nconfig = \"c.toml\"\\nseeds = [%s]\\n' $(seq -s, 0 999999) >> x.toml; "
+     "timeout 20 $T run x.toml --dry-run --home $H",
+     2, "1000000 seeds, more than the limit of 4096 runs"},
     // Issue 33 (low): silently a 1-step run, or a growth that never happens.
     {"max_tokens 1e30", "good c; $T train c.toml --home $H --set train.max_steps=0 --set train.max_tokens=1e30", 2,
      "more than tfw can count (2^53)"},

@@ -164,7 +164,7 @@ open(root + '/escape.tfwb', 'wb').write(gzip.compress(b'\n'.join([lines[0], json
       {"truncated", "truncated"},        {"damaged", "damaged"},
       {"altered", "content hash"},       {"newer", "format version is 99, and this tfw reads version 1"},
       {"short", "ends before its last line"}, {"plain", "not gzip-compressed"},
-      {"deep", "nested deeper than 8 levels"}, {"escape", "is not a checkpoint's"}};
+      {"deep", "nests deeper than 8 levels"}, {"escape", "is not a checkpoint's"}};
   for (const auto& [name, words] : cases) {
     const std::string home = root_ + "/refused-" + name;
     fs::remove_all(home);

@@ -3,13 +3,16 @@
 // LayerNorm -> S = h·Kᵀ -> Θ), the token labels decode the input, and every error names the
 // problem: a missing checkpoint, a Transformer (no parameter tokens), a layer or projection
 // that does not exist, a parameter token out of range.
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "engine/attention_map.h"
 #include "engine/checkpoint.h"
+#include "engine/checkpoint_meta.h"
 #include "engine/error.h"
 #include "engine/pattention.h"
 #include "tests/support.h"
@@ -107,6 +110,61 @@ TEST(AttentionMap, ErrorsNameTheProblemAndTheFix) {
   EXPECT_NE(message([&] { probe.map("", 0, "q"); }).find("the text is empty"), std::string::npos);
   EXPECT_NE(message([&] { probe.top_contexts(0, "q", 12); }).find("parameter token 12 does not exist"),
             std::string::npos);
+}
+
+// Issue 50: a checkpoint whose stored config says d = 1,000,000 built that model (2.8 GB)
+// before comparing it with the file's tensors. The config's parameter count is compared with the
+// values the file stores first, so the forgery is refused without building anything.
+TEST(AttentionMap, AStoredConfigLargerThanItsWeightsIsRefusedBeforeAnyModelIsBuilt) {
+  const std::string dir = "/tmp/tfw-test-forged-config";
+  fs::remove_all(dir);
+  RunConfig small = run_config_parse(test::plugins(), toml::parse(run_config_text("tokenformer"), std::string("t.toml")), "t.toml");
+  auto model = test::plugins().family("tokenformer").build(*small.model.spec, 7);
+  std::string forged = run_config_text("tokenformer");
+  forged.replace(forged.find("d = 16"), 6, "d = 1000000");
+  const RunConfig huge = run_config_parse(test::plugins(), toml::parse(forged, std::string("f.toml")), "f.toml");
+  CheckpointMeta meta;
+  meta.config_toml = tfw::run_config_text(huge);
+  meta.val_loss = meta.best_val_loss = std::nan("");
+  const std::string path = checkpoint_save(dir, *model, nullptr, meta).path;
+  try {
+    AttentionProbe probe(test::plugins(), path);
+    ADD_FAILURE() << "the forged checkpoint was opened";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("its config describes a model of"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the config does not fit its weights"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// Issue 50: a checkpoint whose step was -5 rewrote its run's stored steps, and one whose
+// inherited_flops was "inf" was stored, then refused in the run's bundle. Counters are refused
+// as the metadata is read.
+TEST(AttentionMap, NegativeOrInfiniteCountersInACheckpointAreRefused) {
+  for (const char* field : {"step", "inherited_flops", "tokens"}) {
+    SCOPED_TRACE(field);
+    const std::string dir = std::string("/tmp/tfw-test-counter-") + field;
+    fs::remove_all(dir);
+    RunConfig config =
+        run_config_parse(test::plugins(), toml::parse(run_config_text("tokenformer"), std::string("t.toml")), "t.toml");
+    auto model = test::plugins().family("tokenformer").build(*config.model.spec, 7);
+    CheckpointMeta meta;
+    meta.config_toml = tfw::run_config_text(config);
+    meta.val_loss = meta.best_val_loss = std::nan("");
+    if (std::string(field) == "step") meta.step = -5;
+    if (std::string(field) == "tokens") meta.tokens = -1;
+    if (std::string(field) == "inherited_flops") meta.inherited_flops = std::numeric_limits<double>::infinity();
+    // The writer does not check (tfw never gives it such values): a forger's file, made here.
+    const std::string path = checkpoint_save(dir, *model, nullptr, meta).path;
+    try {
+      checkpoint_read_meta(path);
+      ADD_FAILURE() << "read back";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("metadata '") + field + "' is"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not a count >= 0"), std::string::npos) << e.what();
+    }
+    fs::remove_all(dir);
+  }
 }
 
 }  // namespace

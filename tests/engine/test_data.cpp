@@ -1,6 +1,7 @@
 // Data: the byte tokenizer, token shards written and read back with an exact split, a
 // nanoGPT-layout shard written by numpy, a truncated shard, real corpora from Debian packages.
 #include <cstdlib>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -290,14 +291,17 @@ TEST(Tokenizer, TokenizerJsonOfGpt2GivesGpt2sIds) {
     // "e" + combining acute: composed to "é" by NFC only.
     EXPECT_EQ(ids_of(*json, "cafe\xcc\x81") == ids_of(*gpt2, "caf\xc3\xa9"), flags == " --nfc");
   }
-  auto error_of = [&](const std::string& text) -> std::string {
-    std::ofstream(out) << text;
+  auto error_of_file = [&](const std::string& path) -> std::string {
     try {
-      bpe_spec_from_tokenizer_json(out);
+      bpe_spec_from_tokenizer_json(path);
     } catch (const UsageError& e) {
       return e.what();
     }
     return "no error";
+  };
+  auto error_of = [&](const std::string& text) -> std::string {
+    std::ofstream(out) << text;
+    return error_of_file(out);
   };
   const std::string bpe = R"("pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0})";
   EXPECT_NE(error_of("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}").find("model.type is \"WordPiece\", not \"BPE\""),
@@ -338,6 +342,30 @@ TEST(Tokenizer, TokenizerJsonOfGpt2GivesGpt2sIds) {
   EXPECT_NE(deep.find("nests deeper than 32 levels"), std::string::npos) << deep.substr(0, 200);
   EXPECT_NE(error_of("{" + bpe + ", \"merges\": [\"a a\", [[[\"a\"]]]]}}").find("merge 2 of model.merges is not two symbols"),
             std::string::npos);
+  // Issue 50: a million empty objects (3 MB) took over a minute to parse; 3 million objects are
+  // refused by the count as they are parsed. Both in seconds, on a busy machine too.
+  std::string million = "{" + bpe + ", \"merges\": [\"a a\"]}, \"added_tokens\": [";
+  for (int i = 0; i < 1000000; ++i) million += "{},";
+  million += "{}]}";
+  auto start = std::chrono::steady_clock::now();
+  const std::string empty_objects = error_of(million);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(empty_objects.find("lacks its id or its content text"), std::string::npos) << empty_objects.substr(0, 200);
+  EXPECT_LT(seconds, 20.0) << "a million empty objects took " << seconds << " s";
+  std::string flood = "{\"x\": [";
+  for (int i = 0; i < 3000000; ++i) flood += "{},";
+  flood += "{}]}";
+  start = std::chrono::steady_clock::now();
+  const std::string three_million = error_of(flood);
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(three_million.find("holds more than 2097152 objects and arrays: not a tokenizer.json"), std::string::npos)
+      << three_million.substr(0, 200);
+  EXPECT_LT(seconds, 20.0) << "3 million objects took " << seconds << " s";
+  // A link to a device is not read (its size could not be checked: /dev/zero never ended).
+  fs::remove(out);
+  fs::create_symlink("/dev/zero", out);
+  EXPECT_NE(error_of_file(out).find("is not a regular file"), std::string::npos) << error_of_file(out);
+  fs::remove(out);
 }
 
 }  // namespace

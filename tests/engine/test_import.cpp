@@ -18,6 +18,7 @@
 #include "engine/data/tokenizer.h"
 #include "engine/error.h"
 #include "engine/import.h"
+#include "engine/neox_config.h"
 #include "engine/torch_pickle.h"
 #include "tests/cli/run_command.h"
 #include "tests/support.h"
@@ -168,6 +169,26 @@ TEST(Import, HostilePicklesAreReadWithinBounds) {
   EXPECT_LT(seconds, 10.0) << "200,000 dict keys took " << seconds << " s";
   EXPECT_NE(error_of("stride0.pt").find("a tensor of 268435456 elements over a storage of 1"), std::string::npos)
       << error_of("stride0.pt");
+  // Issue 50: `checkpoints upgrade` flattened shared.pt's 2^40 names until 10 GB and bad_alloc.
+  const auto shared_start = std::chrono::steady_clock::now();
+  std::string shared_error = "no error";
+  try {
+    torch_archive_flatten((dir / "shared.pt").string());
+  } catch (const UsageError& e) {
+    shared_error = e.what();
+  }
+  const double shared_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - shared_start).count();
+  EXPECT_LT(fs::file_size(dir / "shared.pt"), 8192u);
+  EXPECT_NE(shared_error.find("holds more than 2097152 values, counting a shared one each time it is named"),
+            std::string::npos)
+      << shared_error;
+  EXPECT_LT(shared_seconds, 30.0) << "refused after " << shared_seconds << " s";
+  // Issue 50: a deflated data.pkl declaring more than it may hold is refused before inflating.
+  EXPECT_LT(fs::file_size(dir / "bomb.pt"), 1u << 20);
+  EXPECT_NE(error_of("bomb.pt").find("its record data.pkl declares 104857602 bytes inflated, more than the 67108864"),
+            std::string::npos)
+      << error_of("bomb.pt");
   fs::remove_all(dir);
 }
 
@@ -277,6 +298,25 @@ TEST(Import, BadReleasesAreClearErrors) {
                                              std::string(200000, ']'))
                 .find("nests deeper than 32 levels"),
             std::string::npos);
+  // Issue 50: a config of 3 million objects parsed for over a minute; the count refuses it as
+  // it is parsed.
+  {
+    std::string objects = "{\"x\": [";
+    for (int i = 0; i < 3000000; ++i) objects += "{},";
+    objects += "{}]}";
+    const auto start = std::chrono::steady_clock::now();
+    std::string error = "no error";
+    try {
+      neox_config_parse(objects, "objects.json");
+    } catch (const UsageError& e) {
+      error = e.what();
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(error.find("config objects.json: holds more than 65536 objects and arrays: not a NeoX config"),
+              std::string::npos)
+        << error.substr(0, 300);
+    EXPECT_LT(seconds, 20.0) << "3 million objects took " << seconds << " s";
+  }
   // Issue 33: a failed import left model.toml (and the tokenizer's copy) in --out. The weights
   // here do not fit the config, which is found after the config was written.
   fs::remove_all(dir + "/imported");

@@ -1,6 +1,7 @@
 // The safetensors codec and the checkpoint format built on it (issue 33, finding 1): a
 // hand-built file, round trips with the real `safetensors` Python package, and every hostile
 // header the parser must refuse before it allocates or reads out of bounds.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -119,6 +120,23 @@ TEST(Safetensors, HostileHeadersAreRefusedWithTheReason) {
     EXPECT_NE(message.find(c.expected), std::string::npos) << c.name << ": " << message;
     if (!message.empty()) EXPECT_NE(message.find("hostile.safetensors"), std::string::npos) << c.name;
   }
+}
+
+// Issue 50: a header of 200,000 tensors took over a minute (nlohmann's callback parser rescans
+// the header object at the end of each tensor's entry). Parsed in one pass, it reads in seconds.
+TEST(Safetensors, AHeaderOfTwoHundredThousandTensorsReadsInLinearTime) {
+  const int n = 200000;
+  std::string header = "{";
+  for (int i = 0; i < n; ++i) {
+    header += fmt::format(R"("t{}":{{"dtype":"U8","shape":[1],"data_offsets":[{},{}]}},)", i, i, i + 1);
+  }
+  header.back() = '}';
+  const std::string bytes = with_length(header) + std::string(n, '\x07');
+  const auto start = std::chrono::steady_clock::now();
+  const SafetensorsFile file = safetensors_parse(bytes.data(), bytes.size(), "many.safetensors");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(file.tensors.size(), static_cast<std::size_t>(n));
+  EXPECT_LT(seconds, 20.0) << n << " tensors took " << seconds << " s";
 }
 
 // The real safetensors package (PyPI) reads our checkpoints, and we read its files.

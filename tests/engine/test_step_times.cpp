@@ -1,5 +1,7 @@
 // StepTimes (engine/train/step_times.h): the totals the summary reads and the window the
 // progress line reads, against hand-computed values.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "engine/train/step_times.h"
@@ -21,6 +23,12 @@ TEST(StepTimes, TotalsAndTheRecentWindowByHand) {
   EXPECT_NEAR(times.tokens_per_second(1000, true), 10000.0, 1e-6);
   EXPECT_NEAR(times.tokens_per_second(1000, false), 1000.0 * 26 / 3.5, 1e-6);
   EXPECT_NEAR(times.mfu(1e9, 1e11, true), 0.1, 1e-12);  // 1e9 FLOPs in 0.1 s of a 1e11 FLOP/s peak
+  // Issue 51: never above 1 (a peak probed beside busy processes gave 223%), and without a peak
+  // (not measured) not a number: NaN, never a figure known to be wrong.
+  EXPECT_NEAR(times.mfu(9.9e9, 1e11, true), 0.99, 1e-12);
+  EXPECT_TRUE(std::isnan(times.mfu(1.0001e10, 1e11, true)));
+  EXPECT_TRUE(std::isnan(times.mfu(1e9, 0, true)));
+  EXPECT_TRUE(std::isnan(tfw::StepTimes().mfu(1e9, 1e11, true)));  // no step yet
   EXPECT_NEAR(times.eta_seconds(50), 50 * 0.12, 1e-9);
   EXPECT_EQ(times.eta_seconds(-3), 0.0);
 }

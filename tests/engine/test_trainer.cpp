@@ -53,7 +53,7 @@ std::vector<pid_t> busy_processes(int count) {
   return children;
 }
 
-TEST(Peak, AProbeBesideBusyProcessesServesItsRunButIsNotCached) {
+TEST(Peak, AProbeBesideBusyProcessesIsNeitherUsedNorCached) {
   const fs::path home = fs::temp_directory_path() / "tfw-test-peak-busy";
   fs::remove_all(home);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -66,7 +66,9 @@ TEST(Peak, AProbeBesideBusyProcessesServesItsRunButIsNotCached) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
-  EXPECT_GT(contended, 0);
+  // Issue 51: a probe beside busy processes reads low, and an MFU over it read 223%: it is
+  // neither cached nor used. 0 is "not measured".
+  EXPECT_EQ(contended, 0);
   EXPECT_FALSE(fs::exists(home / "machine.toml")) << "a probe beside " << cores << " busy processes was cached";
   // Idle now: the probe is cached and reused. ctest may run another test beside this one
   // (two at a time), and a probe beside it is rightly not cached: probed again until one is.

@@ -108,3 +108,17 @@ write("torch_pickle", "state-dict", pickle_of({"w": torch.arange(4.0), "t": torc
 write("torch_pickle", "nested", pickle_of({"model": {"a": torch.zeros(3)}, "args": [1, 2.5, "x", None, True], "step": 7}))
 write("torch_pickle", "stride0", pickle_of({"w": torch.zeros(1).expand(64)}))
 write("torch_pickle", "deep", b"\x80\x02" + b"]" * 5000 + b"a" * 4999 + b".")
+
+# Issue 50's hostile inputs, kept small (libFuzzer reads at most 64 KiB of an input): dicts
+# that share their children 40 levels deep (2^40 values when followed), and for the parse-time
+# limits a header of 1,000 tensors, a tokenizer.json of 10,000 empty added tokens and a NeoX
+# config of 10,000 empty objects (the campaign's were 200k, 1M and 3M).
+shared = {"w": torch.zeros(1)}
+for _ in range(40):
+    shared = {"a": shared, "b": shared}
+write("torch_pickle", "shared-40-levels", pickle_of(shared))
+header = "{" + ",".join(f'"t{i}":{{"dtype":"U8","shape":[1],"data_offsets":[{i},{i + 1}]}}' for i in range(1000)) + "}"
+write("safetensors", "thousand-tensors", struct.pack("<Q", len(header)) + header.encode() + bytes(1000))
+write("tokenizer_json", "ten-thousand-objects", '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a a"]}, '
+      '"pre_tokenizer": {"type": "ByteLevel"}, "added_tokens": [' + ",".join(["{}"] * 10000) + "]}")
+write("neox_config", "ten-thousand-objects", '{"x": [' + ",".join(["{}"] * 10000) + "]}")

@@ -20,10 +20,10 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undef
        -I"$root" -DTOML_HEADER_ONLY=1)
 sources_of() {
   case "$1" in
-    safetensors) echo "engine/safetensors.cpp engine/error.cpp" ;;
-    tokenizer_json) echo "engine/data/gpt2_tokenizer.cpp engine/data/byte_level_bpe.cpp engine/data/tokenizer.cpp engine/error.cpp engine/home.cpp engine/files.cpp engine/executable_dir.cpp" ;;
+    safetensors) echo "engine/safetensors.cpp engine/json_bounded.cpp engine/error.cpp" ;;
+    tokenizer_json) echo "engine/json_bounded.cpp engine/data/gpt2_tokenizer.cpp engine/data/byte_level_bpe.cpp engine/data/tokenizer.cpp engine/error.cpp engine/home.cpp engine/files.cpp engine/executable_dir.cpp" ;;
     service_message) echo "workbench/service/protocol.cpp engine/json_depth.cpp engine/error.cpp" ;;
-    neox_config) echo "engine/neox_config.cpp engine/error.cpp" ;;
+    neox_config) echo "engine/neox_config.cpp engine/json_bounded.cpp engine/error.cpp" ;;
     torch_pickle) echo "engine/torch_pickle.cpp engine/error.cpp" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
   esac

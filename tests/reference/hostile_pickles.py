@@ -2,7 +2,9 @@
 - deep.pt: a pickle of lists nested 100,000 deep (raw opcodes; Python itself could not build
   it), in torch's zip layout;
 - keys.pt: a dict of 200,000 keys beside a small state dict under "model";
-- stride0.pt: a tensor of 2^28 elements over a storage of one float (stride 0).
+- stride0.pt: a tensor of 2^28 elements over a storage of one float (stride 0);
+- shared.pt: dicts naming one child twice at each of 40 levels (2^40 values when followed);
+- bomb.pt: a data.pkl of 100 MiB, deflated to about 100 KB.
 usage: hostile_pickles.py OUT_DIR"""
 import os
 import sys
@@ -25,3 +27,16 @@ state["model"] = {"w": torch.arange(4, dtype=torch.float32)}
 torch.save(state, os.path.join(out, "keys.pt"))
 
 torch.save({"w": torch.zeros(1).expand(2 ** 28)}, os.path.join(out, "stride0.pt"))
+
+# shared.pt (issue 50): dicts that name one child twice at each of 40 levels. The memo keeps
+# the file at about 1.6 KB; a reader that follows every name meets 2^40 values.
+shared = {"w": 1.0}
+for _ in range(40):
+    shared = {"a": shared, "b": shared}
+torch.save(shared, os.path.join(out, "shared.pt"))
+
+# bomb.pt (issue 50): a data.pkl of 100 MiB deflated to about 100 KB (the campaign's held 3 GiB).
+with zipfile.ZipFile(os.path.join(out, "bomb.pt"), "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("archive/data.pkl", b"\x80\x02" + b"\x00" * (100 << 20))
+    z.writestr("archive/byteorder", "little")
+    z.writestr("archive/version", "3\n")

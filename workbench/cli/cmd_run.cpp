@@ -10,13 +10,17 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <set>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/data/stored_paths.h"
 #include "engine/error.h"
 #include "engine/experiment.h"
 #include "engine/home.h"
@@ -25,6 +29,7 @@
 #include "runner/batch.h"
 #include "runner/executor_local.h"
 #include "runner/executor_slurm.h"
+#include "storage/store.h"
 #include "workbench/service/client.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
@@ -50,15 +55,25 @@ struct RunArgs {
 };
 
 void print_plan(const Experiment& experiment, const std::vector<const ExperimentRun*>& runs, const std::string& home,
-                bool json) {
+                bool json, const std::vector<std::string>& problems) {
   // Time estimate: the machine's measured matmul peak at an efficiency typical of these small
   // models on CPU (the MFU tfw train reports: 25-60% here); 35% is assumed.
+  // Runs already finished in this home are left out: they train nothing (issue 51). A peak
+  // probed beside busy processes is not used (engine/peak.h): then no estimate is given.
   const double efficiency = 0.35;
   const double peak = peak_flops_resolve(home, 0);
+  std::set<std::string> finished;
+  if (std::filesystem::exists(home + "/runs.db")) {
+    RunFilter filter;
+    filter.experiment = experiment.name;
+    filter.status = RunStatus::finished;
+    for (const RunRecord& r : Store::open_readonly(home + "/runs.db")->runs(filter)) finished.insert(r.name);
+  }
   double total_seconds = 0;
   nlohmann::json list = nlohmann::json::array();
   for (const ExperimentRun* run : runs) {
-    const double seconds = run->flops / (peak * efficiency);
+    const bool done = finished.count(run->name) > 0;
+    const double seconds = done ? 0 : peak > 0 ? run->flops / (peak * efficiency) : std::nan("");
     total_seconds += seconds;
     list.push_back({{"name", run->name}, {"parent", run->parent.empty() ? nlohmann::json(nullptr) : nlohmann::json(run->parent)},
                     {"growth_method", run->growth_method}, {"family", run->config.model.family},
@@ -66,11 +81,14 @@ void print_plan(const Experiment& experiment, const std::vector<const Experiment
                     {"steps", run->plan.total_steps},
                     {"tokens", run->plan.total_steps * run->plan.tokens_per_step},
                     {"training_flops", run->flops}, {"cumulative_flops", run->cumulative_flops},
-                    {"corpus", run->config.data.corpus}, {"estimated_seconds", seconds}});
+                    {"corpus", run->config.data.corpus}, {"finished", done},
+                    {"estimated_seconds", std::isfinite(seconds) ? nlohmann::json(seconds) : nlohmann::json(nullptr)}});
   }
   if (json) {
     print_json({{"experiment", experiment.name}, {"file", experiment.path}, {"runs", list},
-                {"peak_flops", peak}, {"assumed_mfu", efficiency}, {"estimated_seconds", total_seconds}});
+                {"peak_flops", peak > 0 ? nlohmann::json(peak) : nlohmann::json(nullptr)}, {"assumed_mfu", efficiency},
+                {"finished_runs", finished.size()}, {"problems", problems},
+                {"estimated_seconds", std::isfinite(total_seconds) ? nlohmann::json(total_seconds) : nlohmann::json(nullptr)}});
     return;
   }
   std::cout << fmt::format("experiment {} ({}): {} runs\n", experiment.name, experiment.path, runs.size());
@@ -84,21 +102,47 @@ void print_plan(const Experiment& experiment, const std::vector<const Experiment
                     grouped(row["parameters"].get<std::int64_t>()), grouped(row["tokens"].get<std::int64_t>()),
                     fmt::format("{:.3e}", row["training_flops"].get<double>()),
                     fmt::format("{:.3e}", row["cumulative_flops"].get<double>()),
-                    duration_text(row["estimated_seconds"].get<double>())});
+                    row["finished"].get<bool>()            ? std::string("done")
+                    : row["estimated_seconds"].is_null() ? std::string("-")
+                                                         : duration_text(row["estimated_seconds"].get<double>())});
   }
   std::cout << text_table(rows, {false, false, false, true, true, true, true, true});
-  std::cout << fmt::format("estimated {} at {:.0f}% of the measured peak {:.3e} FLOP/s\n", duration_text(total_seconds),
-                           100 * efficiency, peak);
+  const std::size_t left = runs.size() - std::count_if(runs.begin(), runs.end(), [&](const ExperimentRun* r) {
+                             return finished.count(r->name) > 0;
+                           });
+  if (peak > 0) {
+    std::cout << fmt::format("estimated {} for the {} runs left ({} finished) at an assumed {:.0f}% of this machine's "
+                             "matmul peak, {:.3e} FLOP/s, probed idle and cached in {}/machine.toml; the CPU's own "
+                             "pace and other work on it move this by a factor of 2 either way\n",
+                             duration_text(total_seconds), left, runs.size() - left, 100 * efficiency, peak, home);
+  } else {
+    std::cout << fmt::format("no time estimate for the {} runs left ({} finished): other processes used the CPUs "
+                             "while the matmul peak was probed, and no idle probe is cached in {}/machine.toml yet\n",
+                             left, runs.size() - left, home);
+  }
 }
 
 void run_experiment(const RunArgs& args) {
   const std::string home = home_resolve(args.home);
   Experiment experiment = experiment_load(registry(), args.file);
   std::vector<const ExperimentRun*> runs = runner::batch_select(experiment, args.only);
-  if (args.dry_run) {
-    print_plan(experiment, runs, home, args.json);
-    return;
+  // Everything a run needs, before any compute, in a dry run and a real one alike: its data
+  // (its config was validated as the file was read). A dry run still prints its plan (a paper's
+  // file plans on a machine without its corpus), then the problems, and exits 2.
+  std::vector<std::string> problems;
+  for (const ExperimentRun* run : runs) {
+    try {
+      data_preflight(run->config, home, fmt::format("{}: runs.{} (run '{}')", args.file, run->group, run->name));
+    } catch (const UsageError& e) {
+      problems.push_back(e.what());
+    }
   }
+  if (args.dry_run) print_plan(experiment, runs, home, args.json, problems);
+  if (!problems.empty()) {
+    throw UsageError(fmt::format("{} of {} runs cannot start; nothing was trained:\n{}", problems.size(), runs.size(),
+                                 fmt::join(problems, "\n")));
+  }
+  if (args.dry_run) return;
   if (args.executor != "local" && args.executor != "slurm") {
     throw UsageError(with_hint(fmt::format("--executor {}: unknown executor", args.executor),
                                "expected local (child processes on this machine) or slurm (sbatch, docs/cluster.md)"));

@@ -14,6 +14,7 @@
 #include "engine/config_diff.h"
 #include "engine/error.h"
 #include "engine/home.h"
+#include "runner/run_lock.h"
 #include "runner/bundle.h"
 #include "storage/store.h"
 #include "workbench/results/results.h"
@@ -351,6 +352,14 @@ void run_delete(const RunsArgs& args) {
   auto store = Store::open(home_resolve(args.home) + "/runs.db");
   std::vector<RunRecord> doomed;
   for (const std::string& run : args.runs) doomed.push_back(find(*store, run));
+  // A run that a process trains holds its lock (runner/run_lock.h) from before its record says
+  // "running": a resume that started a moment ago is refused here, not deleted under it.
+  std::vector<std::unique_ptr<runner::RunLock>> held;
+  for (const RunRecord& r : doomed) {
+    if (!r.run_dir.empty() && path_inside(r.run_dir, store->home()) && fs::is_directory(r.run_dir)) {
+      held.push_back(runner::RunLock::hold(r.run_dir, fmt::format("{} '{}'", r.id, r.name)));
+    }
+  }
   for (const RunRecord& r : doomed) {
     if (r.status == RunStatus::running) {
       throw UsageError(with_hint(fmt::format("run {} '{}' is running; nothing was deleted", r.id, r.name),

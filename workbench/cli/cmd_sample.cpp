@@ -32,6 +32,7 @@ double median_ms(std::vector<double> seconds) {
 void run_sample(SampleArgs& args) {
   SampleRequest& request = args.request;
   request.checkpoint = runner::checkpoint_of(args.target, home_resolve(args.home));
+  request.home = home_resolve(args.home);
   request.cache = !args.no_cache;
   // The prompt is echoed once the model has loaded, so that an error (an image classifier's
   // checkpoint, a bad option) is not preceded by it.

@@ -39,6 +39,11 @@ std::string headline_metrics(const std::vector<Metric>& metrics, const char* sep
   return out;
 }
 
+// An MFU as a percentage, or `missing` when it was not measured (NaN: no honest peak, peak.h).
+std::string mfu_text(double mfu, const char* missing) {
+  return std::isfinite(mfu) ? fmt::format("{:.1f}%", 100 * mfu) : std::string(missing);
+}
+
 extern "C" void on_stop_signal(int signal_number) {
   stop_requested.store(true);
   // A second Ctrl-C ends the process at once. SIGTERM may come more than once (the kernel
@@ -86,9 +91,9 @@ void run_train(TrainArgs& args) {
     }
   };
   hooks.on_progress = [&](const TrainProgress& p) {
-    std::string line = fmt::format("step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | MFU {:.1f}% | "
+    std::string line = fmt::format("step {}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | MFU {} | "
                                    "step {:.1f} ms, data {:.2f} ms | ETA {}",
-                                   p.step, p.total_steps, p.loss, p.lr, p.tokens_per_second, 100 * p.mfu,
+                                   p.step, p.total_steps, p.loss, p.lr, p.tokens_per_second, mfu_text(p.mfu, "-"),
                                    1e3 * p.step_seconds, 1e3 * p.data_seconds, duration_text(p.eta_seconds));
     if (p.evaluated) {
       std::cerr << (tty ? "\r\033[K" : "") << line << fmt::format(" | val {:.4f}", p.val_loss)
@@ -121,7 +126,8 @@ void run_train(TrainArgs& args) {
                 {"training_flops", summary.flops}, {"train_loss", summary.train_loss},
                 {"val_loss", summary.val_loss}, {"best_val_loss", summary.best_val_loss}, {"val", val_json},
                 {"seconds", summary.seconds}, {"tokens_per_second", summary.tokens_per_second},
-                {"mfu", summary.mfu}, {"peak_flops", summary.peak_flops},
+                {"mfu", std::isfinite(summary.mfu) ? nlohmann::json(summary.mfu) : nlohmann::json(nullptr)},
+                {"peak_flops", summary.peak_flops},
                 {"last_checkpoint", summary.last_checkpoint}, {"interrupted", summary.interrupted},
                 {"other_cpu_share", std::isfinite(share) ? nlohmann::json(share) : nlohmann::json(nullptr)},
                 {"threads", summary.threads}, {"thread_changes", summary.thread_changes},
@@ -135,9 +141,11 @@ void run_train(TrainArgs& args) {
     std::cout << fmt::format("run {} {}: {} steps, {} examples, {} tokens, {:.3e} training FLOPs, {}\n", outcome.run_id,
                              name, summary.steps, grouped(summary.examples), grouped(summary.tokens), summary.flops,
                              duration_text(summary.seconds));
-    std::cout << fmt::format("  val loss {:.4f} (best {:.4f}){}, train loss {:.4f}, {:.0f} tokens/s, MFU {:.1f}%\n",
+    std::cout << fmt::format("  val loss {:.4f} (best {:.4f}){}, train loss {:.4f}, {:.0f} tokens/s, MFU {}\n",
                              summary.val_loss, summary.best_val_loss, headline_metrics(summary.val_metrics, ","),
-                             summary.train_loss, summary.tokens_per_second, 100 * summary.mfu);
+                             summary.train_loss, summary.tokens_per_second,
+                             mfu_text(summary.mfu, "not measured (no idle peak: other processes used the CPUs "
+                                                   "when it was probed)"));
     const double other = summary.process_seconds - summary.step_seconds - summary.data_seconds -
                          summary.eval_seconds - summary.checkpoint_seconds - summary.growth_seconds;
     std::cout << fmt::format("  time: steps {:.2f} s, data {:.2f} s, evaluation {:.2f} s, checkpoints {:.2f} s{}, "

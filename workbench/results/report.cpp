@@ -199,9 +199,11 @@ std::set<std::string> run_provenance(Store& store, const RunRecord& run) {
       return p[key].is_string() ? p[key].get<std::string>() : p[key].dump();
     };
     std::string device = field("device");
-    out.insert(fmt::format("commit {}, LibTorch {}{}, {}{}, {} thread{}, {}", field("git_commit"), field("libtorch"),
+    // ATen's CPU kernels (AVX512, AVX2): recorded since issue 51; they round differently.
+    const std::string kernels = p.contains("cpu_capability") ? ", ATen " + field("cpu_capability") + " kernels" : "";
+    out.insert(fmt::format("commit {}, LibTorch {}{}, {}{}{}, {} thread{}, {}", field("git_commit"), field("libtorch"),
                            field("cuda").empty() ? "" : " (CUDA " + field("cuda") + ")", field("processor"),
-                           device == "cpu" ? "" : " (" + device + ")", field("threads"),
+                           device == "cpu" ? "" : " (" + device + ")", kernels, field("threads"),
                            field("threads") == "1" ? "" : "s", field("precision")));
   }
   return out;

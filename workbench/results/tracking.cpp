@@ -25,6 +25,7 @@
 #include <toml++/toml.h>
 
 #include "engine/error.h"
+#include "engine/home.h"
 #include "engine/sha256.h"
 #include "storage/status.h"
 #include "storage/store.h"
@@ -122,14 +123,31 @@ bool plain_name(const std::string& name) {
 
 void require_plain(const std::string& what, const std::string& name) {
   if (!plain_name(name)) {
-    throw Error(with_hint(fmt::format("{} '{}' cannot be a folder name", what, name),
+    throw UsageError(with_hint(fmt::format("{} '{}' cannot be a folder name; nothing was written", what, name),
                           "names of letters, digits, '.', '_' and '-' (not starting with '.') export; rename "
                           "the run or export the others"));
   }
 }
 
+// The export's own folder (DIR, resolved) while it writes: a file that would land outside it
+// through a link planted below DIR is refused (issue 50).
+thread_local fs::path t_export_root;
+
+struct ExportRoot {
+  explicit ExportRoot(const std::string& dir) {
+    fs::create_directories(dir);
+    t_export_root = fs::canonical(dir);
+  }
+  ~ExportRoot() { t_export_root.clear(); }
+};
+
 void write_file(const fs::path& path, std::string_view text) {
   fs::create_directories(path.parent_path());
+  if (!t_export_root.empty() && (fs::is_symlink(path) || !path_inside(path.string(), t_export_root.string()))) {
+    throw UsageError(with_hint(fmt::format("{} leads outside {} (a symbolic link below it): not written",
+                                           path.string(), t_export_root.string()),
+                               "remove the link, or export into a fresh folder"));
+  }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   out.close();
@@ -211,8 +229,8 @@ fs::path key_path(const std::string& what, const std::string& key) {
     const std::size_t slash = key.find('/', start);
     const std::string part = key.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     if (!key_part_ok(part)) {
-      throw Error(with_hint(fmt::format("{} '{}' is not a key MLflow can store", what, key),
-                            "MLflow keys are letters, digits and '_ . - : /' with no empty or '..' part"));
+      throw UsageError(with_hint(fmt::format("{} '{}' is not a key MLflow can store; nothing was written", what, key),
+                                 "MLflow keys are letters, digits and '_ . - : /' with no empty or '..' part"));
     }
     path /= part;
     if (slash == std::string::npos) return path;
@@ -261,11 +279,14 @@ std::vector<std::string> tensorboard_write(const ExperimentResults& set, const s
   Store& store = set.store();
   const std::string& experiment = set.experiment().name;
   require_plain("experiment name", experiment);
+  for (const RunResult& run : set.runs()) {  // every name before anything is written
+    if (run.record) require_plain("run name", run.record->name);
+  }
+  const ExportRoot confined(dir);
   std::vector<std::string> written;
   for (const RunResult& run : set.runs()) {
     if (!run.record) continue;
     const RunRecord& r = *run.record;
-    require_plain("run name", r.name);
     const std::vector<MetricPoint> points = sorted_points(store, r);
     if (points.empty()) continue;
     std::string file;
@@ -295,6 +316,11 @@ std::vector<std::string> tensorboard_write(const ExperimentResults& set, const s
     // An earlier export of the same run wrote the same name; any other event file there would
     // be read beside ours, so the run's folder holds this one only.
     if (fs::exists(path.parent_path())) {
+      if (!path_inside(path.parent_path().string(), t_export_root.string())) {
+        throw UsageError(with_hint(fmt::format("{} leads outside {} (a symbolic link below it): not written",
+                                               path.parent_path().string(), t_export_root.string()),
+                                   "remove the link, or export into a fresh folder"));
+      }
       for (const auto& entry : fs::directory_iterator(path.parent_path())) {
         if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && entry.path() != path) {
           fs::remove(entry.path());
@@ -311,6 +337,20 @@ std::vector<std::string> mlflow_write(const ExperimentResults& set, const std::s
   Store& store = set.store();
   const std::string& experiment = set.experiment().name;
   const fs::path root = fs::absolute(dir).lexically_normal();
+  // Every key is checked before anything is written: a refusal leaves DIR as it was (a refused
+  // key left a half-written store of some 60 files).
+  for (const RunResult& run : set.runs()) {
+    if (!run.record) continue;
+    std::map<std::string, std::string> params;
+    try {
+      flatten(toml::parse(run.record->config), "", params);
+    } catch (const toml::parse_error&) {
+      continue;  // said below, with the run's name
+    }
+    for (const auto& [key, value] : params) key_path("parameter", key);
+    for (const MetricPoint& p : sorted_points(store, *run.record)) key_path("metric", mlflow_metric_key(p.key));
+  }
+  const ExportRoot confined(dir);
   const std::string exp_id = mlflow_experiment_id(experiment);
   double created = 0, updated = 0;
   for (const RunResult& run : set.runs()) {
@@ -337,6 +377,11 @@ std::vector<std::string> mlflow_write(const ExperimentResults& set, const std::s
     const RunRecord& r = *run.record;
     const std::string run_id = mlflow_run_id(experiment, r.name);
     const fs::path run_dir = root / exp_id / run_id;
+    if (fs::is_symlink(run_dir) || !path_inside(run_dir.string(), t_export_root.string())) {
+      throw UsageError(with_hint(fmt::format("{} leads outside {} (a symbolic link below it): not written",
+                                             run_dir.string(), t_export_root.string()),
+                                 "remove the link, or export into a fresh folder"));
+    }
     fs::remove_all(run_dir);  // ours (the id is derived from the name): a re-export replaces it whole
     // MLflow finds a run only in a folder with all of these, empty or not.
     for (const char* sub : {"metrics", "params", "tags", "artifacts"}) fs::create_directories(run_dir / sub);

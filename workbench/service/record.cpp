@@ -3,6 +3,7 @@
 // through the same store-side logic a local run uses (runner/run_book.h). Messages are in
 // docs/service.md, "Recording runs". A resent batch (its reply was lost) carries the sequence
 // number already applied and is acknowledged without being applied twice.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -174,6 +175,11 @@ json Service::Impl::record(const json& message) {
       if (!p.is_array() || p.size() != 6 || !p[0].is_string() || !p[1].is_number() || !p[2].is_number() ||
           !p[3].is_number() || !p[4].is_number() || !(p[5].is_number() || p[5].is_null())) {
         throw BadRequest("record: each point is [key, step, tokens, flops, wall, value or null]");
+      }
+      const std::string& key = p[0].get_ref<const std::string&>();
+      if (key.empty() || key.size() > 256 ||
+          std::any_of(key.begin(), key.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
+        throw BadRequest("record: a metric key is 1 to 256 bytes without control characters (a NUL, a newline)");
       }
       points.push_back({run, p[0].get<std::string>(), p[1].get<std::int64_t>(), p[2].get<std::int64_t>(),
                         p[3].get<double>(), p[4].get<double>(), p[5].is_null() ? std::nan("") : p[5].get<double>()});

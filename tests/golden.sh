@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The golden run (issue 51): tests/data/golden-tokenformer.toml trained on 1 thread with ATen's
+# AVX2 kernels; its training losses at steps 1-20, as hex floats, must equal
+# tests/data/golden-tokenformer.losses exactly, and its provenance must name the kernels.
+#   bash tests/golden.sh TFW_BINARY            check
+#   bash tests/golden.sh TFW_BINARY --write    write the file anew (a change that moves the
+#                                              numbers says so in its commit)
+set -euo pipefail
+tfw=${1:?usage: golden.sh TFW_BINARY [--write]}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+expected="$root/tests/data/golden-tokenformer.losses"
+if ! grep -qw avx2 /proc/cpuinfo; then
+  echo "golden: skipped: this CPU has no AVX2, the kernels the golden numbers were made with"
+  exit 77  # ctest: SKIP_RETURN_CODE
+fi
+home=$(mktemp -d /tmp/tfw-golden.XXXXXX)
+trap 'rm -rf "$home"' EXIT
+ATEN_CPU_CAPABILITY=avx2 "$tfw" --threads 1 train "$root/tests/data/golden-tokenformer.toml" --home "$home" > "$home/log" 2>&1 || { cat "$home/log"; exit 1; }
+/usr/bin/python3 - "$home/runs.db" > "$home/losses" << 'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for step, value in db.execute("SELECT step, value FROM metrics WHERE key = 'train/loss' ORDER BY step"):
+    print(step, float(value).hex())
+payload = db.execute("SELECT payload FROM events WHERE kind = 'provenance'").fetchone()[0]
+print("kernels", json.loads(payload).get("cpu_capability"))
+PY
+if [ "${2:-}" = --write ]; then
+  cp "$home/losses" "$expected"
+  echo "golden: wrote $expected"
+  exit 0
+fi
+if diff "$expected" "$home/losses"; then
+  echo "golden: the 20 losses equal the committed ones exactly"
+else
+  echo "golden: the losses differ from tests/data/golden-tokenformer.losses (above: committed < > now)"
+  exit 1
+fi
