@@ -211,6 +211,15 @@ class Batch {
   bool submit(const ExperimentRun& run);
   std::optional<std::string> ready(const ExperimentRun& run);
   RunFacts facts_of(const ExperimentRun& run) const;
+  std::string held_elsewhere(const std::string& name) {
+    const RunRecord* record = records_->find(name);
+    return RunLock::holder(record ? record->run_dir : run_dir_of(settings_.home, experiment_.name, name));
+  }
+  bool finished_elsewhere(const std::string& name) {
+    records_->refresh();
+    const RunRecord* record = records_->find(name);
+    return record != nullptr && record->status == RunStatus::finished && !evaluate_only_.count(name);
+  }
   void poll();
   void report_progress();
   void tally();
@@ -357,7 +366,8 @@ bool Batch::submit(const ExperimentRun& run) {
       if (waiting_.insert(run.name).second) say(fmt::format("{}: another process ({}) trains it; waiting", run.name, who));
       return false;
     }
-    if (waiting_.erase(run.name) > 0) records_->refresh();
+    waiting_.erase(run.name);
+    records_->refresh();  // what the store says now, not when the batch began
     const RunFacts facts = facts_of(run);
     if (facts.record && facts.record->status == RunStatus::finished && !facts.evaluate_only) {
       phase_[run.name] = Phase::finished;
@@ -378,7 +388,9 @@ bool Batch::submit(const ExperimentRun& run) {
   }
   submitted_[run.name] = {std::move(plan), *after};
   active_.push_back(run.name);
-  result_.submitted.push_back(run.name);
+  if (std::find(result_.submitted.begin(), result_.submitted.end(), run.name) == result_.submitted.end()) {
+    result_.submitted.push_back(run.name);  // once, also when it waited for another process and went again
+  }
   phase_[run.name] = Phase::running;
   return true;
 }
@@ -417,6 +429,14 @@ void Batch::poll() {
     } else if (status.state == TaskState::cancelled || status.exit_code == kExitStopped || stopping_) {
       phase_[name] = Phase::stopped;
       say(fmt::format("{}: stopped (exit {})", name, status.exit_code));
+    } else if (const std::string who = held_elsewhere(name); !who.empty()) {
+      phase_[name] = Phase::pending;  // another process took it first: wait for it, then look again
+      if (waiting_.insert(name).second) say(fmt::format("{}: another process ({}) trains it; waiting", name, who));
+    } else if (finished_elsewhere(name)) {
+      // Its step failed because another process (a second batch of this file) trained the
+      // run in the meantime, between this batch's look and its step's start.
+      phase_[name] = Phase::finished;
+      say(fmt::format("{}: finished meanwhile by another process", name));
     } else {
       phase_[name] = Phase::failed;
       const std::string log = fmt::format("{}/{}.log", settings_.work_dir, name);
