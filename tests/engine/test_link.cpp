@@ -74,8 +74,26 @@ std::pair<std::string, std::set<std::string>> libstdcxx_symbols(const std::vecto
 // libstdc++ defines, wherever one of our files imports it, comes from libstdc++ or from our
 // own files, never from LibTorch's libraries.
 TEST(Build, EveryStandardLibrarySymbolOfOursComesFromLibstdcxx) {
-  const std::string build = fs::path(TFW_BINARY).parent_path().string();
-  const std::vector<Binding> bindings = bindings_of(TFW_BINARY " plugins");
+  // Paths compared with their links resolved: the loader names a plugin by the path tfw opened
+  // it from (its own folder, resolved), the executable by the path it was started as (CI
+  // builds through a link to the clone, .ci/run).
+  std::map<std::string, std::string> resolved;
+  auto real = [&resolved](const std::string& path) -> const std::string& {
+    auto [it, fresh] = resolved.try_emplace(path);
+    if (fresh) {
+      std::error_code ec;
+      it->second = fs::weakly_canonical(path, ec).string();
+      if (ec) it->second = path;
+    }
+    return it->second;
+  };
+  const std::string build = real(fs::path(TFW_BINARY).parent_path().string());
+  const std::string binary = real(TFW_BINARY);
+  std::vector<Binding> bindings = bindings_of(TFW_BINARY " plugins");
+  for (Binding& b : bindings) {
+    b.from = real(b.from);
+    b.to = real(b.to);
+  }
   const auto [libstdcxx, provided] = libstdcxx_symbols(bindings);
   ASSERT_FALSE(libstdcxx.empty()) << "no binding reached libstdc++";
   ASSERT_GT(provided.size(), 1000u) << libstdcxx;
@@ -83,17 +101,17 @@ TEST(Build, EveryStandardLibrarySymbolOfOursComesFromLibstdcxx) {
   std::size_t checked = 0;
   std::map<std::string, std::string> wrong;  // symbol -> "from -> to"
   for (const Binding& b : bindings) {
-    if (b.from.rfind(build + "/", 0) != 0 && b.from != TFW_BINARY) continue;
+    if (b.from.rfind(build + "/", 0) != 0 && b.from != binary) continue;
     ours.insert(b.from);
     if (!provided.count(b.symbol)) continue;
     ++checked;
     // libstdc++ itself, or one of our own files (the executable holds copies of std::cerr and
     // typeinfo, and template instances our compiler made): never the wheel's copy.
-    const bool ours_to = b.to.rfind(build + "/", 0) == 0 || b.to == TFW_BINARY;
+    const bool ours_to = b.to.rfind(build + "/", 0) == 0 || b.to == binary;
     if (b.to != libstdcxx && !ours_to) wrong[b.symbol] = b.from + " -> " + b.to;
   }
   // The executable, the engine library and the model plugins were all bound.
-  EXPECT_TRUE(ours.count(TFW_BINARY)) << "tfw itself";
+  EXPECT_TRUE(ours.count(binary)) << "tfw itself";
   EXPECT_TRUE(std::any_of(ours.begin(), ours.end(), [](const std::string& f) { return f.find("libtfw_engine.so") != f.npos; }));
   EXPECT_TRUE(std::any_of(ours.begin(), ours.end(), [](const std::string& f) { return f.find("tfw-tokenformer.so") != f.npos; }));
   EXPECT_GT(checked, 100u) << "too few of libstdc++'s symbols were seen to say anything";
