@@ -7,12 +7,12 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 home=${1:?usage: bash docs/screenshots.sh TFW_HOME}
 tfw="$root/build/tfw"
-out="$root/docs/images"
-mkdir -p "$out"
+images="$root/docs/images"
+mkdir -p "$images"
 shot() {  # shot NAME ARGS...
   local name=$1; shift
-  xvfb-run -a -s "-screen 0 1600x1000x24" "$tfw" gui --home "$home" --screenshot "$out/gui-$name.png" "$@"
-  echo "wrote $out/gui-$name.png"
+  xvfb-run -a -s "-screen 0 1600x1000x24" "$tfw" gui --home "$home" --screenshot "$images/gui-$name.png" "$@"
+  echo "wrote $images/gui-$name.png"
 }
 # The e1-mini ladder (a Tokenformer grown twice) against Transformers from scratch.
 e1=$("$tfw" runs list --home "$home" --experiment e1-mini --json | python3 -c \

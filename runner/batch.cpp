@@ -211,6 +211,9 @@ class Batch {
   bool submit(const ExperimentRun& run);
   std::optional<std::string> ready(const ExperimentRun& run);
   RunFacts facts_of(const ExperimentRun& run) const;
+  void wait_for(const std::string& name, const std::string& who) {  // said once per wait
+    if (waiting_.insert(name).second) say(fmt::format("{}: another process ({}) trains it; waiting", name, who));
+  }
   std::string held_elsewhere(const std::string& name) {
     const RunRecord* record = records_->find(name);
     return RunLock::holder(record ? record->run_dir : run_dir_of(settings_.home, experiment_.name, name));
@@ -363,7 +366,7 @@ bool Batch::submit(const ExperimentRun& run) {
     const std::string who =
         RunLock::holder(known ? known->run_dir : run_dir_of(settings_.home, experiment_.name, run.name));
     if (!who.empty()) {
-      if (waiting_.insert(run.name).second) say(fmt::format("{}: another process ({}) trains it; waiting", run.name, who));
+      wait_for(run.name, who);
       return false;
     }
     waiting_.erase(run.name);
@@ -431,7 +434,7 @@ void Batch::poll() {
       say(fmt::format("{}: stopped (exit {})", name, status.exit_code));
     } else if (const std::string who = held_elsewhere(name); !who.empty()) {
       phase_[name] = Phase::pending;  // another process took it first: wait for it, then look again
-      if (waiting_.insert(name).second) say(fmt::format("{}: another process ({}) trains it; waiting", name, who));
+      wait_for(name, who);
     } else if (finished_elsewhere(name)) {
       // Its step failed because another process (a second batch of this file) trained the
       // run in the meantime, between this batch's look and its step's start.

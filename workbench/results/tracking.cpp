@@ -141,13 +141,20 @@ struct ExportRoot {
   ~ExportRoot() { t_export_root.clear(); }
 };
 
-void write_file(const fs::path& path, std::string_view text) {
-  fs::create_directories(path.parent_path());
-  if (!t_export_root.empty() && (fs::is_symlink(path) || !path_inside(path.string(), t_export_root.string()))) {
+// Refuses `path` (to be written or removed) when it is a link or resolves outside the export's
+// folder.
+void confine(const fs::path& path) {
+  if (t_export_root.empty()) return;
+  if (fs::is_symlink(path) || !path_inside(path.string(), t_export_root.string())) {
     throw UsageError(with_hint(fmt::format("{} leads outside {} (a symbolic link below it): not written",
                                            path.string(), t_export_root.string()),
                                "remove the link, or export into a fresh folder"));
   }
+}
+
+void write_file(const fs::path& path, std::string_view text) {
+  fs::create_directories(path.parent_path());
+  confine(path);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   out.close();
@@ -316,11 +323,7 @@ std::vector<std::string> tensorboard_write(const ExperimentResults& set, const s
     // An earlier export of the same run wrote the same name; any other event file there would
     // be read beside ours, so the run's folder holds this one only.
     if (fs::exists(path.parent_path())) {
-      if (!path_inside(path.parent_path().string(), t_export_root.string())) {
-        throw UsageError(with_hint(fmt::format("{} leads outside {} (a symbolic link below it): not written",
-                                               path.parent_path().string(), t_export_root.string()),
-                                   "remove the link, or export into a fresh folder"));
-      }
+      confine(path.parent_path());
       for (const auto& entry : fs::directory_iterator(path.parent_path())) {
         if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && entry.path() != path) {
           fs::remove(entry.path());
@@ -377,11 +380,7 @@ std::vector<std::string> mlflow_write(const ExperimentResults& set, const std::s
     const RunRecord& r = *run.record;
     const std::string run_id = mlflow_run_id(experiment, r.name);
     const fs::path run_dir = root / exp_id / run_id;
-    if (fs::is_symlink(run_dir) || !path_inside(run_dir.string(), t_export_root.string())) {
-      throw UsageError(with_hint(fmt::format("{} leads outside {} (a symbolic link below it): not written",
-                                             run_dir.string(), t_export_root.string()),
-                                 "remove the link, or export into a fresh folder"));
-    }
+    confine(run_dir);
     fs::remove_all(run_dir);  // ours (the id is derived from the name): a re-export replaces it whole
     // MLflow finds a run only in a folder with all of these, empty or not.
     for (const char* sub : {"metrics", "params", "tags", "artifacts"}) fs::create_directories(run_dir / sub);
