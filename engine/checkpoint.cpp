@@ -195,7 +195,8 @@ std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& met
           {"parent_checkpoint", meta.parent_checkpoint},
           {"growth_method", meta.growth_method},
           {"growth_options", meta.growth_options},
-          {"threads", std::to_string(meta.threads)}};
+          {"threads", std::to_string(meta.threads)},
+          {"cpu_capability", meta.cpu_capability}};
 }
 
 CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::optim::Optimizer* optimizer,
@@ -309,6 +310,15 @@ CheckpointMeta meta_from(const std::map<std::string, std::string>& metadata, con
   meta.growth_method = metadata_text(metadata, path, "growth_method");
   meta.growth_options = metadata_text(metadata, path, "growth_options");
   meta.threads = metadata.count("threads") ? metadata_integer(metadata, path, "threads") : 0;
+  meta.cpu_capability = metadata.count("cpu_capability") ? metadata_text(metadata, path, "cpu_capability") : "";
+  // A name ATen gives ("AVX512"), at most 16 capitals, digits or underscores: it is compared,
+  // never run, but a forged one is refused here rather than carried into the run's events.
+  if (meta.cpu_capability.size() > 16 ||
+      meta.cpu_capability.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != std::string::npos) {
+    throw UsageError(with_hint(fmt::format("checkpoint '{}': metadata 'cpu_capability' is not a name of ATen's CPU "
+                                           "kernels (such as AVX2)", path),
+                               "use another checkpoint of the run; this file is damaged or was not written by tfw"));
+  }
   // Counters are never negative and FLOPs are finite: a step of -5 rewrote a run's stored steps,
   // and an inherited_flops of inf was stored, then refused in the run's bundle (issue 50).
   const std::pair<const char*, double> counts[] = {

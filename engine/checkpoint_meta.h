@@ -39,6 +39,8 @@ struct CheckpointMeta {
   std::string growth_method;
   std::string growth_options;     // TOML
   std::int64_t threads = 0;       // torch threads the run trained with (0: not recorded)
+  // ATen's CPU kernels the run trained with ("AVX2"; "": not recorded, or a CUDA run).
+  std::string cpu_capability;
 };
 
 

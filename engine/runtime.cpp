@@ -1,5 +1,10 @@
 #include "engine/runtime.h"
 
+#include "engine/error.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -41,6 +46,66 @@ int runtime_active_threads() { return active_threads; }
 const char* torch_version() { return TORCH_VERSION; }
 
 std::string cpu_capability() { return at::get_cpu_capability(); }
+
+namespace {
+// Read once, before tfw sets it: the user's own choice of kernels.
+const bool kernels_from_environment = std::getenv("ATEN_CPU_CAPABILITY") != nullptr;
+bool kernels_chosen = false;
+
+std::string upper(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// ATEN_CPU_CAPABILITY's spelling of a capability: "avx2".
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+}  // namespace
+
+// ATen's own test (aten/src/ATen/native/DispatchStub.cpp): its AVX-512 kernels need AVX-512
+// VL, BW and DQ with FMA; its AVX2 kernels, AVX2 with FMA. ATen trusts ATEN_CPU_CAPABILITY
+// without this test, so asking for kernels the processor lacks would end in SIGILL.
+std::vector<std::string> cpu_capabilities_available() {
+  std::vector<std::string> out;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  const bool fma = __builtin_cpu_supports("fma");
+  if (fma && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq")) {
+    out.push_back("AVX512");
+  }
+  if (fma && __builtin_cpu_supports("avx2")) out.push_back("AVX2");
+#endif
+  out.push_back("DEFAULT");
+  return out;
+}
+
+void cpu_capability_choose(const std::string& name) {
+  const std::string wanted = upper(name);
+  const std::vector<std::string> available = cpu_capabilities_available();
+  if (std::find(available.begin(), available.end(), wanted) == available.end()) {
+    std::string have;
+    for (const std::string& a : available) have += (have.empty() ? "" : ", ") + a;
+    const bool known = wanted == "AVX512" || wanted == "AVX2" || wanted == "DEFAULT";
+    throw UsageError(with_hint(
+        known ? fmt::format("--kernels {}: this processor cannot run ATen's {} kernels", name, wanted)
+              : fmt::format("--kernels {}: not a set of ATen's CPU kernels", name),
+        fmt::format("choose one this processor has: {} (in any case)", have)));
+  }
+  ::setenv("ATEN_CPU_CAPABILITY", lower(wanted).c_str(), 1);
+  kernels_chosen = true;
+}
+
+bool cpu_capability_explicit() { return kernels_chosen || kernels_from_environment; }
+
+void cpu_capability_keep(const std::string& recorded) {
+  if (recorded.empty() || cpu_capability_explicit()) return;
+  const std::vector<std::string> available = cpu_capabilities_available();
+  if (std::find(available.begin(), available.end(), recorded) == available.end()) return;
+  ::setenv("ATEN_CPU_CAPABILITY", lower(recorded).c_str(), 1);
+}
 
 #ifndef TFW_TORCH_CUDA
 #define TFW_TORCH_CUDA ""

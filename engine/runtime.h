@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tfw {
 
@@ -27,6 +28,24 @@ const char* torch_version();
 // vector ISA, or ATEN_CPU_CAPABILITY's choice). The same config and seed give the same numbers
 // only under the same capability: AVX-512 and AVX2 kernels round differently (issue 51).
 std::string cpu_capability();
+
+// The kernel sets this machine's processor can run, widest first ("AVX512", "AVX2", "DEFAULT"
+// on x86-64; "DEFAULT" elsewhere), by the test ATen itself makes.
+std::vector<std::string> cpu_capabilities_available();
+
+// `tfw --kernels NAME` (avx512, avx2 or default, any case): ATen dispatches to those kernels in
+// this process and the processes it starts (ATEN_CPU_CAPABILITY). Must run before ATen's first
+// CPU kernel. UsageError, naming what the processor has, for a name it cannot run.
+void cpu_capability_choose(const std::string& name);
+
+// Whether the kernels were chosen for this process: --kernels, or ATEN_CPU_CAPABILITY in the
+// environment tfw started with. A resumed run then keeps the choice instead of its own.
+bool cpu_capability_explicit();
+
+// A resumed run keeps the kernels it recorded (`recorded`, "" for none), as it keeps its thread
+// count: unless they were chosen (above) or the processor lacks them, ATen is asked for them.
+// Call before ATen's first CPU kernel; the trainer says which kernels it got, and why.
+void cpu_capability_keep(const std::string& recorded);
 
 // The CUDA version that LibTorch was built with, "13.0"; "" for a CPU-only LibTorch.
 const char* torch_cuda_version();

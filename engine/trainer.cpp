@@ -231,17 +231,7 @@ void Trainer::resume() {
   if (state_.examples < 0) state_.examples = state_.tokens / data_->tokens_per_example();  // an older checkpoint
   data_->sampler_restore(state_.sampler_state);
   say(fmt::format("resumed {} at step {} ({} tokens)", latest.path, state_.step, state_.tokens));
-  // The thread count the run trained with, unless --threads says otherwise (another count splits
-  // reductions differently); capped at this machine's cores (a forged 1024 started 1,026 threads).
-  if (state_.threads > 0 && state_.threads != runtime_threads() && !runtime_threads_explicit() && dist_ == nullptr) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    const bool capped = cores > 0 && state_.threads > cores;
-    runtime_init(capped ? cores : static_cast<int>(state_.threads));
-    say(capped ? fmt::format("threads: {}, this machine's cores; the run recorded {}, so its losses may differ from an "
-                             "uninterrupted run's in the last digits from here on (--threads N chooses)",
-                             cores, state_.threads)
-               : fmt::format("threads: {}, as the run recorded", state_.threads));
-  }
+  for (const std::string& note : resume_machine_notes(state_, !train_.device.is_cuda(), dist_ != nullptr)) say(note);
 }
 
 // A new run from a grown checkpoint's weights: its lineage carries over, its counters do not.
@@ -523,6 +513,7 @@ void Trainer::save() {
   state_.sampler_state = data_->sampler_state();
   state_.config_toml = run_config_text(config_);
   state_.threads = runtime_active_threads();
+  state_.cpu_capability = train_.device.is_cuda() ? "" : cpu_capability();
   CheckpointInfo saved = checkpoint_save(checkpoint_dir_, *state_.model, state_.optimizer.get(), state_);
   summary_.last_checkpoint = saved.path;
   observers_.checkpoint({saved.path, saved.step, saved.crc32, saved.size});

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint_meta.h"
 #include "engine/distributed.h"
 #include "engine/run_config.h"
 #include "engine/task.h"
@@ -66,5 +67,12 @@ TrainSummary train_run(const Registry& registry, const RunConfig& config, const 
 // budget); without it, a UsageError says what the lr would do.
 RunConfig train_resume_config(const Registry& registry, const std::string& run_dir,
                               const std::vector<std::string>& overrides, const std::string& extend = "");
+
+// What a resumed run keeps of the machine it trained on, from its checkpoint's metadata: its
+// thread count (set here, unless --threads chose; capped at this machine's cores; not with
+// several ranks) and ATen's CPU kernels (asked for before the process's first kernel by
+// cpu_capability_keep, engine/runtime.h; `cpu` is false for a CUDA run). Returns the lines to
+// say: what it kept, or why it could not, since other threads or kernels round differently.
+std::vector<std::string> resume_machine_notes(const CheckpointMeta& recorded, bool cpu, bool distributed);
 
 }  // namespace tfw

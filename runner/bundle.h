@@ -39,6 +39,11 @@ struct BundleLimits {
   std::int64_t runs = 100000;
   std::int64_t files_per_run = 20000;
   std::uint64_t file_bytes = std::uint64_t{1} << 40;  // one checkpoint file
+  // The gzip stream's expansion: past the floor, the bytes it inflates to may be at most
+  // ratio times the compressed bytes read so far. Metrics JSON deflates 5-10 times and
+  // checkpoints hardly at all; deflate's most is about 1,000.
+  std::uint64_t expansion_ratio = 100;
+  std::uint64_t expansion_floor = std::uint64_t{64} << 20;
 };
 
 struct BundleExport {

@@ -36,7 +36,8 @@ namespace {
 // Reads a bundle's gzip stream: bounded lines and exact byte runs.
 class GzReader {
  public:
-  explicit GzReader(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+  GzReader(const std::string& path, const BundleLimits& limits)
+      : path_(path), limits_(limits), file_(gzopen(path.c_str(), "rb")) {
     if (file_ == nullptr) {
       throw UsageError(with_hint(fmt::format("cannot open the bundle {}", path), "check the path"));
     }
@@ -96,10 +97,24 @@ class GzReader {
     }
     buffer_.resize(static_cast<std::size_t>(got));
     pos_ = 0;
+    // A decompression bomb (issue 50): 2 MB of deflated zeros wrote a 2 GiB file into the
+    // home. Past a floor, the bytes out may be at most expansion_ratio times the bytes read.
+    inflated_ += static_cast<std::uint64_t>(got);
+    const z_off_t read = gzoffset(file_);
+    if (inflated_ > limits_.expansion_floor && read > 0 &&
+        inflated_ / static_cast<std::uint64_t>(read) >= limits_.expansion_ratio) {
+      throw UsageError(with_hint(fmt::format("bundle {} expands more than {} times ({} bytes from the first {} of the "
+                                             "file): refused as a decompression bomb; nothing was imported",
+                                             path_, limits_.expansion_ratio, inflated_, read),
+                                 "a bundle `tfw runs export` wrote expands a few times at most (checkpoints hardly "
+                                 "compress); export it again"));
+    }
     return got > 0;
   }
   std::string path_;
+  const BundleLimits& limits_;
   gzFile file_;
+  std::uint64_t inflated_ = 0;
   std::vector<char> buffer_;
   std::size_t pos_ = 0;
 };
@@ -271,7 +286,7 @@ struct Undo {
 
 std::vector<IncomingRun> read_bundle(const std::string& bundle, const BundleLimits& limits, const std::string& staging,
                                      std::map<std::string, json>& objects) {
-  GzReader reader(bundle);
+  GzReader reader(bundle, limits);
   const auto refuse = [&](const std::string& problem, const std::string& hint) {
     throw UsageError(with_hint(fmt::format("bundle {}: {}; nothing was imported", bundle, problem), hint));
   };

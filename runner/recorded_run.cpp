@@ -127,7 +127,11 @@ RunConfig resumed_run_config(const Registry& registry, const RunRequest& request
   if (!request.config.empty()) check_same_model(run_config_load(registry, request.config), config);
   // A run that trained its whole budget has nothing to resume: training "zero steps" would
   // rewrite its record (its wall time, tokens/s and MFU) with nothing measured.
-  const std::int64_t done = checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr).step;
+  CheckpointMeta latest;
+  const std::int64_t done = checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr, &latest).step;
+  // ATen's CPU kernels are chosen at its first kernel, which has not run yet: the run's own,
+  // as it keeps its thread count (the trainer says what it got, engine/train/resume.cpp).
+  if (!config.train.device.is_cuda()) cpu_capability_keep(latest.cpu_capability);
   const std::int64_t budget = train_plan(config).total_steps;
   if (done >= budget) {
     throw UsageError(with_hint(fmt::format("run '{}' has trained all {} steps of its budget (its last checkpoint is "

@@ -145,13 +145,21 @@ CREATE TABLE record_grants (
 );
 )sql";
 
+
+// Jobs of the engine service are held by the client that submitted them (issue 50): only the
+// holder of a job's capability may cancel it, or submit again under its name (which resumes
+// its runs). Jobs from before have none, and are held by no client.
+constexpr const char* kV7JobCapabilities = R"sql(
+ALTER TABLE jobs ADD COLUMN capability TEXT NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
 
 // Migration i takes the schema from version i to i + 1. Append, never edit (a new version: its
 // constant above, added at the end here).
 const std::vector<const char*>& store_migrations() {
   static const std::vector<const char*> migrations = {
-      kV1Runs, kV2Jobs, kV3ClusterJobs, kV4Evaluations, kV5EvaluationBlocks, kV6RecordGrants,
+      kV1Runs, kV2Jobs, kV3ClusterJobs, kV4Evaluations, kV5EvaluationBlocks, kV6RecordGrants, kV7JobCapabilities,
   };
   return migrations;
 }

@@ -463,14 +463,26 @@ std::vector<CheckpointRow> Store::checkpoints(std::int64_t run) {
   return out;
 }
 
-std::string Store::record_grant(std::int64_t run) {
+std::string capability_new() {
   unsigned char bytes[16];
   std::ifstream random("/dev/urandom", std::ios::binary);
   if (!random.read(reinterpret_cast<char*>(bytes), sizeof bytes)) {
-    throw StoreError("cannot read /dev/urandom for a recording capability");
+    throw StoreError("cannot read /dev/urandom for a capability");
   }
   std::string capability;
   for (unsigned char b : bytes) capability += fmt::format("{:02x}", b);
+  return capability;
+}
+
+bool capability_equal(const std::string& stored, const std::string& given) {
+  if (stored.size() != given.size() || stored.empty()) return false;
+  unsigned char differ = 0;
+  for (std::size_t i = 0; i < stored.size(); ++i) differ |= static_cast<unsigned char>(stored[i] ^ given[i]);
+  return differ == 0;
+}
+
+std::string Store::record_grant(std::int64_t run) {
+  const std::string capability = capability_new();
   Statement s(db_, "INSERT OR REPLACE INTO record_grants (run_id, capability) VALUES (?, ?)");
   s.bind(1, run).bind(2, capability).step();
   return capability;
@@ -479,12 +491,7 @@ std::string Store::record_grant(std::int64_t run) {
 bool Store::record_granted(std::int64_t run, const std::string& capability) {
   Statement s(db_, "SELECT capability FROM record_grants WHERE run_id = ?");
   s.bind(1, run);
-  if (!s.step()) return false;
-  const std::string stored = s.text(0);
-  if (stored.size() != capability.size() || stored.empty()) return false;
-  unsigned char differ = 0;
-  for (std::size_t i = 0; i < stored.size(); ++i) differ |= static_cast<unsigned char>(stored[i] ^ capability[i]);
-  return differ == 0;
+  return s.step() && capability_equal(s.text(0), capability);
 }
 
 std::int64_t Store::checkpoint_rename(const std::string& from, const std::string& to, const std::string& checksum,

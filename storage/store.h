@@ -29,7 +29,7 @@ struct sqlite3;
 
 namespace tfw {
 
-inline constexpr int kStoreSchemaVersion = 6;
+inline constexpr int kStoreSchemaVersion = 7;
 
 // A store that cannot be opened or used: not SQLite, corrupt, a newer schema, locked out.
 class StoreError : public std::runtime_error {
@@ -250,5 +250,11 @@ class MetricWriter {
   std::string error_;
   std::thread thread_;
 };
+
+// A capability: 32 hex digits from the system's random source (StoreError if it cannot be
+// read), and a comparison of two in constant time that never matches an empty one. The engine
+// service gives them for runs it records (record_grant) and for jobs (workbench/service).
+std::string capability_new();
+bool capability_equal(const std::string& stored, const std::string& given);
 
 }  // namespace tfw

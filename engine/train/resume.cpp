@@ -1,7 +1,9 @@
 // Resuming a run: the config stored in its newest valid checkpoint, with train.* overrides
 // and an explicit choice when a new budget would change the learning-rate schedule. See
 // trainer.h.
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include "engine/error.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
+#include "engine/runtime.h"
 #include "engine/train/schedule.h"
 #include "engine/trainer.h"
 
@@ -62,6 +65,37 @@ RunConfig train_resume_config(const Registry& registry, const std::string& run_d
     }
   }
   return config;
+}
+
+std::vector<std::string> resume_machine_notes(const CheckpointMeta& recorded, bool cpu, bool distributed) {
+  std::vector<std::string> notes;
+  const std::string differ = "so its losses may differ from an uninterrupted run's in the last digits from here on";
+  // Threads: another count splits reductions differently. A forged 1024 started 1,026 threads.
+  if (recorded.threads > 0 && recorded.threads != runtime_threads() && !runtime_threads_explicit() && !distributed) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const bool capped = cores > 0 && recorded.threads > cores;
+    runtime_init(capped ? cores : static_cast<int>(recorded.threads));
+    notes.push_back(capped ? fmt::format("threads: {}, this machine's cores; the run recorded {}, {} (--threads N "
+                                         "chooses)", cores, recorded.threads, differ)
+                           : fmt::format("threads: {}, as the run recorded", recorded.threads));
+  }
+  // Kernels: AVX-512 and AVX2 kernels round differently (issue 51). The runner asked ATen for
+  // the recorded ones before anything ran (runner/recorded_run.cpp); here is what it got.
+  if (!cpu || recorded.cpu_capability.empty()) return notes;
+  const std::string now = cpu_capability();
+  const std::vector<std::string> available = cpu_capabilities_available();
+  if (now == recorded.cpu_capability) {
+    if (now != available.front()) notes.push_back(fmt::format("kernels: ATen's {}, as the run recorded", now));
+  } else {
+    const bool lacks = std::find(available.begin(), available.end(), recorded.cpu_capability) == available.end();
+    notes.push_back(fmt::format("kernels: ATen's {}, not the {} the run recorded ({}), {}{}", now,
+                                recorded.cpu_capability,
+                                cpu_capability_explicit() ? "chosen with --kernels or ATEN_CPU_CAPABILITY"
+                                : lacks                  ? "this processor lacks them"
+                                                         : "ATen had chosen before the run's were read",
+                                differ, lacks || cpu_capability_explicit() ? "" : " (--kernels NAME chooses)"));
+  }
+  return notes;
 }
 
 }  // namespace tfw

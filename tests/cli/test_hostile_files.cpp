@@ -360,4 +360,42 @@ TEST_F(HostileFiles, ABundleLineOfMillionsOfEmptyArraysIsRefusedInBoundedMemory)
   EXPECT_LT(peak_kb, 2L << 20) << "peak resident memory " << peak_kb << " KB (6.6 GB before)";
 }
 
+// Issue 50 (medium, 11): a 2 MB bundle expanded to a 2 GiB file in the home. Here a run line
+// declares a 512 MiB checkpoint file of zeros (about 0.5 MB deflated): the import stops once
+// the stream has inflated past 64 MiB at more than 100 times the bytes read, before the file
+// is written whole, and leaves nothing behind.
+TEST_F(HostileFiles, ABundleThatInflatesAHundredfoldIsRefusedBeforeItFillsTheDisk) {
+  const std::string good = kWork + "/good-bomb.tfwb", bad = kWork + "/bomb.tfwb";
+  ASSERT_EQ(tfw(fmt::format("runs export base --out {} --home {}", good, kHome)).code, 0);
+  std::vector<std::string> lines = gz_lines(good);
+  ASSERT_GE(lines.size(), 3u);
+  nlohmann::json header = nlohmann::json::parse(lines[0]), line = nlohmann::json::parse(lines[1]);
+  const std::uint64_t size = std::uint64_t{512} << 20;
+  header["files"] = 1;
+  line["files"] = nlohmann::json::array({{{"name", "step-00000003.safetensors"}, {"bytes", size},
+                                          {"sha256", std::string(64, '0')}}});
+  gzFile out = gzopen(bad.c_str(), "wb");
+  for (const std::string& text : {header.dump() + "\n", line.dump() + "\n"}) {
+    gzwrite(out, text.data(), static_cast<unsigned>(text.size()));
+  }
+  const std::vector<char> zeros(1 << 20, 0);
+  for (std::uint64_t written = 0; written < size; written += zeros.size()) gzwrite(out, zeros.data(), zeros.size());
+  gzwrite(out, (lines.back() + "\n").data(), static_cast<unsigned>(lines.back().size() + 1));
+  gzclose(out);
+  EXPECT_LT(fs::file_size(bad), 2u << 20);
+  const std::string home = kWork + "/import-bomb";
+  const Result refused = tfw(fmt::format("runs import {} --home {}", bad, home));
+  EXPECT_EQ(refused.code, 2) << refused.output;
+  EXPECT_NE(refused.err.find("expands more than 100 times"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("refused as a decompression bomb; nothing was imported"), std::string::npos) << refused.err;
+  std::uintmax_t left = 0;
+  if (fs::exists(home)) {
+    for (const auto& entry : fs::recursive_directory_iterator(home)) {
+      if (entry.is_regular_file()) left += entry.file_size();
+    }
+  }
+  EXPECT_LT(left, 8u << 20) << "bytes left in the home";
+  EXPECT_FALSE(fs::exists(home + "/runs.db") && sql(home, "SELECT COUNT(*) FROM runs") != "0\n");
+}
+
 }  // namespace

@@ -167,5 +167,36 @@ TEST(AttentionMap, NegativeOrInfiniteCountersInACheckpointAreRefused) {
   }
 }
 
+// Issue 51: a checkpoint records ATen's CPU kernels, which a resume asks for again. The name
+// is read back as written, and a forged one (not a name ATen gives) is refused as it is read.
+TEST(AttentionMap, ACheckpointsKernelsAreReadBackAndAForgedNameIsRefused) {
+  const std::string dir = "/tmp/tfw-test-checkpoint-kernels";
+  RunConfig config =
+      run_config_parse(test::plugins(), toml::parse(run_config_text("tokenformer"), std::string("t.toml")), "t.toml");
+  auto model = test::plugins().family("tokenformer").build(*config.model.spec, 7);
+  for (const std::string& kernels : std::vector<std::string>{"AVX2", "", "AVX2; rm -rf /", "avx2", std::string(17, 'A')}) {
+    SCOPED_TRACE(kernels);
+    fs::remove_all(dir);
+    CheckpointMeta meta;
+    meta.config_toml = tfw::run_config_text(config);
+    meta.val_loss = meta.best_val_loss = std::nan("");
+    meta.cpu_capability = kernels;
+    const std::string path = checkpoint_save(dir, *model, nullptr, meta).path;
+    if (kernels == "AVX2" || kernels.empty()) {
+      EXPECT_EQ(checkpoint_read_meta(path).cpu_capability, kernels);
+      continue;
+    }
+    try {
+      checkpoint_read_meta(path);
+      ADD_FAILURE() << "read back";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("metadata 'cpu_capability' is not a name of ATen's CPU kernels"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tfw

@@ -17,6 +17,7 @@
 #include "tests/cli/run_command.h"
 #include "workbench/gui/designer.h"
 #include "workbench/gui/service_link.h"
+#include "workbench/service/job_capabilities.h"
 
 namespace tfw::gui {
 namespace {
@@ -189,6 +190,9 @@ TEST(Designer, LaunchThroughTheEmbeddedServiceRunsTheSchedule) {
   const nlohmann::json reply = link.submit_file(file);
   ASSERT_EQ(reply["runs"], nlohmann::json({"stage1", "stage2"}));
   const std::int64_t job = reply["job"];
+  // The job is held by this client (issue 50): its capability is kept where `tfw cancel` finds it.
+  EXPECT_EQ(reply["capability"].get<std::string>().size(), 32u);
+  EXPECT_EQ(service::job_capability_of_job(link.address(), job), reply["capability"]);
   std::string status;
   for (int i = 0; i < 600 && status != "finished" && status != "failed"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -89,6 +89,31 @@ TEST(RecordRights, AClientTouchesOnlyTheRunsItCreated) {
       kRun, node, server.address()));
   EXPECT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_EQ(sql(home, "SELECT status, tokens FROM runs"), "finished|" + std::to_string(30 * 16 * 64) + "\n");
+
+  // Issue 50: a record's lineage attaches it under its parent, which then cannot be deleted.
+  // Another client may not name this run as a parent, by id or through its checkpoint.
+  const std::string checkpoint = node + "/runs/" + kRun + "/checkpoints/step-00000030.safetensors";
+  json create = {{"type", "record_create"},
+                 {"record", {{"experiment", "default"}, {"name", "forged-child"}, {"family", "tokenformer"},
+                             {"config", ""}, {"seed", 0}, {"git_commit", "x"}, {"host", "x"}, {"parameters", 1},
+                             {"run_dir", "/tmp/tfw-test-forged-child"}}}};
+  for (const json& lineage : {json{{"checkpoint", "/nowhere.safetensors"}, {"parent_run", run}},
+                              json{{"checkpoint", checkpoint}, {"parent_run", 0}},
+                              json{{"checkpoint", checkpoint}, {"parent_run", run}, {"parent_capability", std::string(32, '0')}}}) {
+    SCOPED_TRACE(lineage.dump());
+    create["lineage"] = lineage;
+    create["lineage"]["inherited_flops"] = 0.0;
+    create["lineage"]["growth_method"] = create["lineage"]["growth_options"] = "";
+    EXPECT_NE(refusal(server.address(), create).find("names run " + id + " as the parent, which is not held by this client"),
+              std::string::npos);
+  }
+  EXPECT_EQ(sql(home, "SELECT COUNT(*) FROM runs"), "1\n");
+  // Its holder grows from it: `tfw train --init-from` its checkpoint sends the capability kept in its folder.
+  const test::Result child = test::capture(fmt::format(
+      "{} train {} --home {} --record-to {} --name child --init-from {} --set train.max_steps=2", TFW_BINARY, kTiny, node,
+      server.address(), checkpoint));
+  EXPECT_EQ(child.code, 0) << child.output;
+  EXPECT_EQ(sql(home, "SELECT parent_run_id FROM runs WHERE name = 'child'"), id + "\n");
 }
 
 TEST(RecordRights, ARecordNeverMakesTheServiceWriteOutsideItsHome) {
@@ -115,22 +140,25 @@ TEST(RecordRights, ARecordNeverMakesTheServiceWriteOutsideItsHome) {
             std::string::npos);
   EXPECT_NE(refusal(server.address(), create("runs/okexp/base")).find("must be an absolute path"), std::string::npos);
   // Another folder can be named (it is the client's own machine's), but the service never
-  // writes there: a submitted experiment with the same names fails, saying why.
+  // writes there. A job under the same names would resume that record: since issue 50 it is
+  // refused when submitted (the name's runs were not made by a job), and before that it failed
+  // when it started (run_recorded writes a run only inside its home).
   ASSERT_EQ(refusal(server.address(), create(victim + "/runs/base")), "(accepted)");
-  service::Client client(server.address());
-  const json accepted = client.request(
-      {{"type", "submit"},
-       {"experiment", "[experiment]\nname = \"okexp\"\n[runs.base]\nfamily = \"tokenformer\"\n"
-                      "model = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, vocab = 256, seq_len = 16 }\n"
-                      "data = { corpus = \"kjv\" }\ntrain = { max_steps = 4, batch_size = 4, checkpoint_every = 2 }\n"}});
-  ASSERT_TRUE(wait_for([&] {
-    const std::string status = job_status(server.address(), accepted["job"]);
-    return status == "finished" || status == "failed";
-  }, 180));
-  EXPECT_EQ(job_status(server.address(), accepted["job"]), "failed");
+  EXPECT_NE(refusal(server.address(),
+                    {{"type", "submit"},
+                     {"experiment", "[experiment]\nname = \"okexp\"\n[runs.base]\nfamily = \"tokenformer\"\n"
+                                    "model = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, vocab = 256, "
+                                    "seq_len = 16 }\ndata = { corpus = \"kjv\" }\ntrain = { max_steps = 4, "
+                                    "batch_size = 4, checkpoint_every = 2 }\n"}})
+                .find("experiment 'okexp' already has runs in this home that no job of this service made"),
+            std::string::npos);
+  const std::string id = sql(home, "SELECT id FROM runs WHERE run_dir = '" + victim + "/runs/base'");
+  ASSERT_FALSE(id.empty());
+  const test::Result resumed =
+      test::capture(fmt::format("{} train --resume {} --home {}", TFW_BINARY, id.substr(0, id.size() - 1), home));
+  EXPECT_EQ(resumed.code, 2) << resumed.output;
+  EXPECT_NE(resumed.err.find("tfw writes a run only inside its TFW_HOME"), std::string::npos) << resumed.err;
   EXPECT_EQ(snapshot(victim), untouched);
-  const test::Result said = test::capture("grep -rh 'outside this home' " + home + "/jobs " + home + "/experiments");
-  EXPECT_NE(said.output.find("tfw writes a run only inside its TFW_HOME"), std::string::npos) << said.output;
 }
 
 }  // namespace

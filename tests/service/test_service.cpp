@@ -341,6 +341,14 @@ TEST(Service, CommandLineClientsSubmitWatchListAndCancel) {
   test::Result listed = test::capture(TFW_BINARY " jobs --json" + connect);
   ASSERT_EQ(listed.code, 0) << listed.output;
   EXPECT_EQ(json::parse(listed.out)["jobs"][0]["status"], "running");
+  // Issue 50: another client (one that did not submit it, so keeps no capability for it) is
+  // refused, and the job runs on; `tfw cancel` on the submitting side sends the kept one.
+  test::Result foreign =
+      test::capture("TFW_STATE_DIR=" + home + "/another-client " TFW_BINARY " cancel " + std::to_string(job) + connect);
+  EXPECT_EQ(foreign.code, 2) << foreign.output;
+  EXPECT_NE(foreign.err.find("job " + std::to_string(job) + " is not held by this client"), std::string::npos)
+      << foreign.err;
+  EXPECT_EQ(job_status(server.address(), job), "running");
   test::Result cancelled = test::capture(TFW_BINARY " cancel " + std::to_string(job) + connect);
   ASSERT_EQ(cancelled.code, 0) << cancelled.output;
   EXPECT_NE(cancelled.output.find("job " + std::to_string(job) + " cancelled (it was running)"), std::string::npos);

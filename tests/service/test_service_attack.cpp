@@ -166,14 +166,19 @@ TEST(ServiceAttack, TwentyRoundsOfSubmitCancelAndJobsKeepTheStoreWhole) {
   ASSERT_NE(server.address(), "");
   // Long enough that twenty short rounds, each resuming where the last stopped, never finish it.
   const std::string experiment = "[experiment]\nname = \"two-stage\"\n" + kTiny + tiny_run("small", "kjv", 20000);
+  std::string capability;  // the first submit's: each round after it resumes that job's runs
   for (int round = 0; round < 20; ++round) {
     SCOPED_TRACE(round);
     service::Client client(server.address());
-    const json submitted = client.request({{"type", "submit"}, {"experiment", experiment}});
+    json submit = {{"type", "submit"}, {"experiment", experiment}};
+    if (round > 0) submit["capability"] = capability;
+    const json submitted = client.request(submit);
+    if (round == 0) capability = submitted["capability"];
+    EXPECT_EQ(submitted["capability"], capability);
     const std::int64_t job = submitted["job"];
     wait_for([&] { return job_status(server.address(), job) == "running"; }, 10);
     test::capture(TFW_BINARY " runs list --home " + home);  // another process reads and closes
-    client.request({{"type", "cancel"}, {"job", job}});
+    client.request({{"type", "cancel"}, {"job", job}, {"capability", capability}});
     ASSERT_TRUE(wait_for([&] { return job_status(server.address(), job) == "cancelled"; }, 60));
     const json jobs = client.request({{"type", "jobs"}});
     EXPECT_EQ(jobs["jobs"].size(), static_cast<std::size_t>(round + 1));
@@ -192,6 +197,55 @@ TEST(ServiceAttack, TwentyRoundsOfSubmitCancelAndJobsKeepTheStoreWhole) {
   service::JobQueue jobs(*store);
   EXPECT_EQ(jobs.list().size(), 20u);
   for (const service::JobRow& job : jobs.list()) EXPECT_EQ(job.status, service::JobStatus::cancelled);
+}
+
+// Issue 50, finding 9: a job is held by the client that submitted it. Another client can
+// neither cancel it (without its capability, or with a wrong one) nor submit a job under its
+// name, which would resume its runs; a name whose runs no job made is refused too. Its holder
+// cancels it and resumes it by submitting again with the capability.
+TEST(ServiceAttack, AJobIsCancelledOrResumedOnlyByTheClientThatSubmittedIt) {
+  const std::string home = fresh_home("held-jobs");
+  // Runs trained in the home itself (experiment "default"): no job may take their name.
+  ASSERT_EQ(test::capture(TFW_BINARY " train " + std::string(TFW_SOURCE_DIR) +
+                          "/experiments/mini/tiny-train-tokenformer.toml --set train.max_steps=2 --home " + home)
+                .code,
+            0);
+  ServeProcess server = serve(home);
+  ASSERT_NE(server.address(), "");
+  const std::string experiment = "[experiment]\nname = \"held\"\n" + kTiny + tiny_run("small", "kjv", 20000);
+  service::Client a(server.address());
+  const json submitted = a.request({{"type", "submit"}, {"experiment", experiment}});
+  const std::int64_t job = submitted["job"];
+  const std::string capability = submitted["capability"];
+  ASSERT_EQ(capability.size(), 32u);
+  ASSERT_TRUE(wait_for([&] { return job_status(server.address(), job) == "running"; }, 30));
+  auto refusal = [&](const json& message) {
+    try {
+      service::Client(server.address()).request(message);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(refusal({{"type", "cancel"}, {"job", job}}).find("job " + std::to_string(job) + " is not held by this client"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"type", "cancel"}, {"job", job}, {"capability", std::string(32, '0')}}).find("does not match"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"type", "submit"}, {"experiment", experiment}}).find("experiment 'held' is not held by this client"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"type", "submit"}, {"experiment", "[experiment]\nname = \"default\"\n" + kTiny + tiny_run("s", "kjv")}})
+                .find("experiment 'default' already has runs in this home that no job of this service made"),
+            std::string::npos);
+  EXPECT_EQ(job_status(server.address(), job), "running");
+  EXPECT_EQ(a.request({{"type", "cancel"}, {"job", job}, {"capability", capability}})["was"], "running");
+  ASSERT_TRUE(wait_for([&] { return job_status(server.address(), job) == "cancelled"; }, 60));
+  // Its holder resumes it: the same name again, with the capability, keeps it.
+  const json again = a.request({{"type", "submit"}, {"experiment", experiment}, {"capability", capability}});
+  EXPECT_EQ(again["capability"], capability);
+  EXPECT_EQ(a.request({{"type", "cancel"}, {"job", again["job"]}, {"capability", capability}})["type"], "cancelled");
+  ASSERT_TRUE(wait_for([&] { return job_status(server.address(), again["job"]) == "cancelled"; }, 60));
+  EXPECT_EQ(server.stop(), 0);
+  EXPECT_EQ(integrity(home), "ok\n");
 }
 
 // A service started from a shell that holds a file open (as ctest holds its log) closes it:

@@ -23,6 +23,7 @@
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 #include "workbench/service/client.h"
+#include "workbench/service/job_capabilities.h"
 #include "workbench/service/server.h"
 #include "workbench/service/protocol.h"
 
@@ -37,11 +38,13 @@ struct Connect {
   bool json = false;
   // --connect, else $TFW_SERVICE, else the service that serves TFW_HOME now (its
   // service.lock names its address), else the default address.
-  service::Client open() const {
+  service::Client open() const { return service::Client(resolved(), token_file); }
+  // The service's address, as the capabilities of its jobs are kept under (job_capabilities.h).
+  std::string resolved() const {
     std::string where = address;
     const char* env = std::getenv("TFW_SERVICE");
     if (where.empty() && (env == nullptr || *env == '\0')) where = service::service_address_of(home_resolve(home));
-    return service::Client(service::address_resolve(where), token_file);
+    return service::address_resolve(where);
   }
 };
 
@@ -78,8 +81,18 @@ void submit(const Connect& connect, const std::string& file, const std::string& 
     message["name"] = fs::path(file).stem().string();
   }
   if (!name.empty()) message["name"] = name;
-  service::Client client = connect.open();
+  // A job under a name this client submitted before resumes its runs: it sends that job's
+  // capability (the service refuses the name to any other client, issue 50).
+  const std::string address = connect.resolved();
+  std::string job_name = message.value("name", "");
+  if (job_name.empty()) {
+    if (auto n = table["experiment"]["name"].value<std::string>()) job_name = *n;
+  }
+  if (std::string held = service::job_capability_of_name(address, job_name); !held.empty()) message["capability"] = held;
+  service::Client client(address, connect.token_file);
   nlohmann::json reply = client.request(message);
+  service::job_capability_keep(address, reply.value("job", std::int64_t{0}), reply.value("name", job_name),
+                               reply.value("capability", ""));
   if (connect.json) return print_json(reply);
   std::vector<std::string> runs = reply["runs"].get<std::vector<std::string>>();
   fmt::print("job {} queued: {} ({} run{}: {})\n", reply["job"].get<std::int64_t>(), reply["name"].get<std::string>(),
@@ -104,8 +117,10 @@ void jobs(const Connect& connect) {
 }
 
 void cancel(const Connect& connect, std::int64_t job) {
-  service::Client client = connect.open();
-  nlohmann::json reply = client.request({{"type", "cancel"}, {"job", job}});
+  const std::string address = connect.resolved();
+  service::Client client(address, connect.token_file);
+  nlohmann::json reply =
+      client.request({{"type", "cancel"}, {"job", job}, {"capability", service::job_capability_of_job(address, job)}});
   if (connect.json) return print_json(reply);
   fmt::print("job {} cancelled (it was {})\n", job, reply["was"].get<std::string>());
 }

@@ -68,6 +68,11 @@ int main(int argc, char** argv) {
   app.add_option_function<int>("--threads", [](const int& threads) { tfw::runtime_init(threads); },
                                "torch intra-op threads (default: all cores)")
       ->check(CLI::PositiveNumber);
+  // Before any command runs a kernel: ATen reads the choice at its first one.
+  app.add_option_function<std::string>("--kernels", [](const std::string& name) { tfw::cpu_capability_choose(name); },
+                                       "ATen's CPU kernels: avx512, avx2 or default (default: the processor's widest; "
+                                       "a resumed run keeps its own). Other kernels round differently")
+      ->type_name("NAME");
 
   tfw::cli::add_params_command(app);
   tfw::cli::add_flops_command(app);

@@ -2,9 +2,11 @@
 #include "workbench/gui/service_link.h"
 
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include "engine/experiment.h"
 #include "workbench/service/client.h"
+#include "workbench/service/job_capabilities.h"
 #include "workbench/service/server.h"
 
 namespace tfw::gui {
@@ -48,11 +50,26 @@ nlohmann::json ServiceLink::request(const nlohmann::json& message) {
   return client.request(message);
 }
 
+// Jobs are held by the client that submitted them (issue 50): the GUI keeps each job's
+// capability where `tfw submit` does (job_capabilities.h), so either may cancel it, and a
+// launch of the same experiment again resumes its runs.
 nlohmann::json ServiceLink::submit_file(const std::string& experiment_file) {
-  return request({{"type", "submit"}, {"experiment", experiment_self_contained(experiment_file)}});
+  nlohmann::json message = {{"type", "submit"}, {"experiment", experiment_self_contained(experiment_file)}};
+  std::string name;
+  try {
+    name = toml::parse(message["experiment"].get<std::string>())["experiment"]["name"].value_or(std::string());
+  } catch (const toml::parse_error&) {  // the service says what is wrong with it
+  }
+  if (std::string held = service::job_capability_of_name(address_, name); !held.empty()) message["capability"] = held;
+  nlohmann::json reply = request(message);
+  service::job_capability_keep(address_, reply.value("job", std::int64_t{0}), reply.value("name", name),
+                               reply.value("capability", ""));
+  return reply;
 }
 
-nlohmann::json ServiceLink::cancel(std::int64_t job) { return request({{"type", "cancel"}, {"job", job}}); }
+nlohmann::json ServiceLink::cancel(std::int64_t job) {
+  return request({{"type", "cancel"}, {"job", job}, {"capability", service::job_capability_of_job(address_, job)}});
+}
 
 nlohmann::json ServiceLink::jobs() {
   if (!error_.empty()) throw std::runtime_error(error_);

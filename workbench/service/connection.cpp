@@ -182,7 +182,10 @@ void Service::Impl::handle(const std::shared_ptr<Connection>& c, const json& mes
     if (type == "submit") return reply(submit(message, c->peer));
     if (type == "cancel") {
       if (!message.contains("job") || !message["job"].is_number_integer()) return c->fail("cancel needs \"job\": ID");
-      return reply(cancel(message["job"].get<std::int64_t>()));
+      if (message.contains("capability") && !message["capability"].is_string()) {
+        return c->fail("cancel: \"capability\" must be a string");
+      }
+      return reply(cancel(message["job"].get<std::int64_t>(), message.value("capability", "")));
     }
     if (type == "watch" || type == "summary") {
       if (!message.contains("run") || !(message["run"].is_string() || message["run"].is_number_integer())) {

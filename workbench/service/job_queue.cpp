@@ -31,10 +31,11 @@ JobRow job_from(Statement& s) {
   job.exit_code = s.is_null(8) ? -1 : s.integer(8);
   job.error = s.text(9);
   job.client = s.text(10);
+  job.capability = s.text(11);
   return job;
 }
 
-const char* kJobColumns = "SELECT id, kind, name, file, status, submitted, started, ended, exit_code, error, client FROM jobs";
+const char* kJobColumns = "SELECT id, kind, name, file, status, submitted, started, ended, exit_code, error, client, capability FROM jobs";
 
 }  // namespace
 
@@ -45,8 +46,9 @@ bool status_final(JobStatus status) { return status != JobStatus::queued && stat
 
 std::int64_t JobQueue::create(const JobRow& job) {
   sqlite3* db = store_.connection();
-  Statement s(db, "INSERT INTO jobs (kind, name, file, status, submitted, client) VALUES (?1, ?2, ?3, 'queued', ?4, ?5)");
-  s.bind(1, job.kind).bind(2, job.name).bind(3, job.file).bind(4, store_now()).bind(5, job.client);
+  Statement s(db, "INSERT INTO jobs (kind, name, file, status, submitted, client, capability) "
+                  "VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6)");
+  s.bind(1, job.kind).bind(2, job.name).bind(3, job.file).bind(4, store_now()).bind(5, job.client).bind(6, job.capability);
   s.step();
   return sqlite3_last_insert_rowid(db);
 }
@@ -80,6 +82,13 @@ std::vector<JobRow> JobQueue::list(std::optional<JobStatus> status) {
   std::vector<JobRow> out;
   while (s.step()) out.push_back(job_from(s));
   return out;
+}
+
+std::optional<JobRow> JobQueue::first_named(const std::string& name) {
+  Statement s(store_.connection(), (std::string(kJobColumns) + " WHERE name = ?1 ORDER BY id LIMIT 1").c_str());
+  s.bind(1, name);
+  if (!s.step()) return std::nullopt;
+  return job_from(s);
 }
 
 nlohmann::json job_json(const JobRow& j) {

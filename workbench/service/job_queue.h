@@ -41,6 +41,9 @@ struct JobRow {
   std::int64_t exit_code = -1;      // -1: none yet
   std::string error;
   std::string client;               // the peer address that submitted it
+  // Held by the client that submitted it (issue 50): cancelling it, or submitting again
+  // under its name, needs this. Never sent in job lists. "" for jobs from before: held by none.
+  std::string capability;
 };
 
 // The jobs of one store, on its connection: cheap to make, holds only the store, which must
@@ -56,6 +59,8 @@ class JobQueue {
   void set_status(std::int64_t job, JobStatus status, std::int64_t exit_code = -1, const std::string& error = "");
   std::optional<JobRow> get(std::int64_t job);
   std::vector<JobRow> list(std::optional<JobStatus> status = std::nullopt);  // by id
+  // The first job under `name` (an experiment's name; its runs are stored under it).
+  std::optional<JobRow> first_named(const std::string& name);
 
  private:
   Store& store_;

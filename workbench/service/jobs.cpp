@@ -20,10 +20,17 @@ namespace tfw::service {
 
 namespace fs = std::filesystem;
 
-json Service::Impl::cancel(std::int64_t id) {
+json Service::Impl::cancel(std::int64_t id, const std::string& capability) {
   JobQueue jobs(*store);
   std::optional<JobRow> job = jobs.get(id);
   if (!job) throw UsageError(fmt::format("no job {}", id));
+  // Only the client that submitted a job may cancel it (issue 50).
+  if (!capability_equal(job->capability, capability)) {
+    throw UsageError(with_hint(fmt::format("cancel: job {} is not held by this client (its \"capability\" {})", id,
+                                           capability.empty() ? "is missing" : "does not match"),
+                               "a job is cancelled by the client that submitted it, with the capability its submit "
+                               "replied with (`tfw cancel` sends the one `tfw submit` kept)"));
+  }
   std::lock_guard<std::mutex> lock(jobs_mutex);
   if (auto queued = std::find(queue.begin(), queue.end(), id); queued != queue.end()) {
     queue.erase(queued);

@@ -95,6 +95,20 @@ json Service::Impl::record_create(const json& message, const std::string& book) 
     source.inherited_flops = real(l, "inherited_flops");
     source.growth_method = text(l, "growth_method");
     source.growth_options = text(l, "growth_options");
+    // A lineage attaches the new run under its parent, which can then not be deleted: the
+    // parent (named by the checkpoint's metadata, or the run that wrote the checkpoint) must
+    // be a run this client holds too (issue 50).
+    if (const std::int64_t parent = runner::lineage_from(*store, source).parent; parent != 0) {
+      const std::string held = l.contains("parent_capability") && l["parent_capability"].is_string()
+                                   ? l["parent_capability"].get<std::string>()
+                                   : std::string();
+      if (!store->record_granted(parent, held)) {
+        throw BadRequest(fmt::format("record_create: its lineage names run {} as the parent, which is not held by "
+                                     "this client (its \"parent_capability\" {}); a client grows only from runs it "
+                                     "recorded itself",
+                                     parent, held.empty() ? "is missing" : "does not match"));
+      }
+    }
     id = runner::book_create(*store, record, &source);
   } else {
     id = runner::book_create(*store, record, nullptr);

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/checkpoint_meta.h"
 #include "engine/env_choice.h"
 #include "engine/error.h"
 #include "storage/status.h"
@@ -128,7 +129,8 @@ class RemoteRunBook final : public runner::RunBook {
     if (source != nullptr) {
       message["lineage"] = {{"checkpoint", source->checkpoint}, {"parent_run", source->parent_run},
                             {"inherited_flops", source->inherited_flops}, {"growth_method", source->growth_method},
-                            {"growth_options", source->growth_options}};
+                            {"growth_options", source->growth_options},
+                            {"parent_capability", parent_capability(*source)}};
     }
     const json reply = call(message);
     const std::int64_t run = reply.at("run").get<std::int64_t>();
@@ -180,6 +182,29 @@ class RemoteRunBook final : public runner::RunBook {
   }
 
  private:
+  // The service attaches a run under its parent only for the parent's holder (issue 50): the
+  // capability of the run it grows from, held in this process or kept in that run's folder
+  // (a grown checkpoint names its parent's checkpoint; a plain one lies in its run's folder).
+  std::string parent_capability(const runner::LineageSource& source) {
+    if (source.parent_run != 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = capabilities_.find(source.parent_run); it != capabilities_.end()) return it->second;
+    }
+    fs::path from = source.checkpoint;
+    try {
+      const CheckpointMeta meta = checkpoint_read_meta(source.checkpoint);
+      if (meta.parent_run != 0 && !meta.parent_checkpoint.empty()) from = meta.parent_checkpoint;
+    } catch (const std::exception&) {
+    }
+    // RUN_DIR/checkpoints/step-N.safetensors: the run's folder is two up.
+    for (fs::path dir = from.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+      std::error_code ec;
+      if (fs::is_regular_file(dir / kCapabilityFile, ec)) return capability_read(dir.string());
+      if (dir == from.parent_path().parent_path()) break;
+    }
+    return "";
+  }
+
   void hold(std::int64_t run, const std::string& capability) {
     if (run == 0 || capability.empty()) return;
     std::lock_guard<std::mutex> lock(mutex_);

@@ -82,7 +82,7 @@ struct Service::Impl {
   void accept();
   void handle(const std::shared_ptr<Connection>& connection, const json& message);
   json submit(const json& message, const std::string& client);
-  json cancel(std::int64_t job);
+  json cancel(std::int64_t job, const std::string& capability);
   LocalRunSource& reader();
   json read_runs(const json& message);
   json read_history(const json& message);

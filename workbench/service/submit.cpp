@@ -21,6 +21,44 @@ namespace tfw::service {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The capability a new job under `name` is held by (issue 50). A job resumes the runs of its
+// experiment, so a name is held by the client that first submitted a job under it: submitting
+// under it again needs that job's capability (`given`), and the new job keeps it. A name whose
+// runs no job made (trained here with `tfw run`, recorded by a client), or whose first job came
+// before jobs had capabilities, is held by no client.
+std::string job_capability(Store& store, const std::string& name, const std::string& given) {
+  const std::string fresh_name = "give the job another name (\"name\"; `tfw submit --name`), or submit from the client "
+                                 "that holds it";
+  if (std::optional<JobRow> first = JobQueue(store).first_named(name)) {
+    if (first->capability.empty()) {
+      throw UsageError(with_hint(fmt::format("experiment '{}' belongs to job {}, from before jobs were held by their "
+                                             "clients: a job under its name would resume its runs, so none is accepted",
+                                             name, first->id),
+                                 "give the job another name (\"name\"; `tfw submit --name`)"));
+    }
+    if (!capability_equal(first->capability, given)) {
+      throw UsageError(with_hint(fmt::format("experiment '{}' is not held by this client: it belongs to job {} (its "
+                                             "\"capability\" {}), and a job under its name would resume its runs",
+                                             name, first->id, given.empty() ? "is missing" : "does not match"),
+                                 fresh_name));
+    }
+    return first->capability;
+  }
+  RunFilter filter;
+  filter.experiment = name;
+  if (!store.runs(filter).empty()) {
+    throw UsageError(with_hint(fmt::format("experiment '{}' already has runs in this home that no job of this service "
+                                           "made; a job under its name would resume them",
+                                           name),
+                               "give the job another name (\"name\"; `tfw submit --name`)"));
+  }
+  return capability_new();
+}
+
+}  // namespace
+
 json Service::Impl::submit(const json& message, const std::string& client) {
   const bool experiment = message.contains("experiment");
   if (experiment == message.contains("run") || !(experiment ? message["experiment"] : message["run"]).is_string()) {
@@ -41,6 +79,10 @@ json Service::Impl::submit(const json& message, const std::string& client) {
     throw UsageError(fmt::format("'{}' is not a usable name: letters, digits and '_', '-', '.', '+', '=', starting "
                                  "with a letter or digit", name));
   }
+  if (message.contains("capability") && !message["capability"].is_string()) {
+    throw UsageError("submit: \"capability\" must be a string (the one a submit of this name replied with)");
+  }
+  const std::string capability = job_capability(*store, name, message.value("capability", ""));
   std::mt19937_64 random(std::random_device{}());
   const fs::path staging = fs::path(home) / "jobs" / fmt::format("incoming-{:016x}", random());
   fs::create_directories(staging);
@@ -116,6 +158,7 @@ json Service::Impl::submit(const json& message, const std::string& client) {
   job.kind = experiment ? "experiment" : "run";
   job.name = name;
   job.client = client;
+  job.capability = capability;
   JobQueue jobs(*store);
   job.id = jobs.create(job);
   const fs::path folder = fs::path(home) / "jobs" / std::to_string(job.id);
@@ -129,7 +172,7 @@ json Service::Impl::submit(const json& message, const std::string& client) {
   jobs_wake.notify_one();
   json runs = json::array();
   for (const ExperimentRun& run : plan.runs) runs.push_back(run.name);
-  return {{"type", "submitted"}, {"job", job.id}, {"name", name}, {"runs", runs}};
+  return {{"type", "submitted"}, {"job", job.id}, {"name", name}, {"runs", runs}, {"capability", capability}};
 }
 
 }  // namespace tfw::service
