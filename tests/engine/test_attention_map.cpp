@@ -15,6 +15,8 @@
 #include "engine/checkpoint_meta.h"
 #include "engine/error.h"
 #include "engine/pattention.h"
+#include "engine/run_config.h"
+#include "engine/sample.h"
 #include "tests/support.h"
 
 namespace tfw {
@@ -165,6 +167,38 @@ TEST(AttentionMap, NegativeOrInfiniteCountersInACheckpointAreRefused) {
     }
     fs::remove_all(dir);
   }
+}
+
+// Issue 50 (15): `tfw sample` of a checkpoint whose weights are NaN ended in torch's own error
+// (exit 1). It is the checkpoint's problem, said as such: a UsageError (exit 2) naming it.
+TEST(AttentionMap, SamplingACheckpointWithNaNWeightsIsAClearError) {
+  const std::string dir = "/tmp/tfw-test-sample-nan";
+  std::shared_ptr<Model> model;
+  save_model("tokenformer", dir, &model);
+  {
+    torch::NoGradGuard no_grad;
+    model->parameters().front().fill_(std::nan(""));
+  }
+  RunConfig config =
+      run_config_parse(test::plugins(), toml::parse(run_config_text("tokenformer"), std::string("t.toml")), "t.toml");
+  CheckpointMeta meta;
+  meta.step = 1;
+  meta.config_toml = tfw::run_config_text(config);
+  meta.val_loss = meta.best_val_loss = std::nan("");
+  SampleRequest request;
+  request.checkpoint = checkpoint_save(dir, *model, nullptr, meta).path;
+  request.home = dir;
+  request.prompt = "In the beginning";
+  request.tokens = 3;
+  try {
+    sample_checkpoint(test::plugins(), request, [](const std::string&) {});
+    ADD_FAILURE() << "sampled";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("its model gives scores that are not finite (NaN or infinite weights) at token 0"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
 }
 
 // Issue 51: a checkpoint records ATen's CPU kernels, which a resume asks for again. The name

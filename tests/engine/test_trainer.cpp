@@ -135,6 +135,21 @@ TEST(Optim, ClippingBoundsTheGlobalNormAndReportsItBefore) {
   EXPECT_NEAR(global_norm(), small, 1e-12);
 }
 
+// grad_clip = 0 turns clipping off (issue 50: it ended in "value cannot be converted", exit 1,
+// from the largest double overflowing a float): the norm is reported, the gradients unchanged.
+TEST(Optim, AZeroBoundTurnsClippingOffAndStillReportsTheNorm) {
+  torch::Tensor a = torch::zeros({2}, torch::kFloat64).requires_grad_(true);
+  torch::Tensor b = torch::zeros({1}, torch::kFloat64).requires_grad_(true);
+  a.mutable_grad() = torch::tensor({300.0, 400.0}, torch::kFloat64);
+  b.mutable_grad() = torch::tensor({1200.0}, torch::kFloat64);
+  EXPECT_DOUBLE_EQ(gradients_clip({a, b}, 0), 1300.0);  // sqrt(300^2 + 400^2 + 1200^2)
+  EXPECT_DOUBLE_EQ(a.grad()[0].item<double>(), 300.0);
+  EXPECT_DOUBLE_EQ(a.grad()[1].item<double>(), 400.0);
+  EXPECT_DOUBLE_EQ(b.grad()[0].item<double>(), 1200.0);
+  EXPECT_DOUBLE_EQ(gradients_clip({a, b}, 13.0), 1300.0);  // and a bound of 13 scales by 1/100
+  EXPECT_NEAR(a.grad()[1].item<double>(), 4.0, 1e-8);  // torch divides by the norm + 1e-6
+}
+
 TEST(Optim, WeightDecayOnMatricesOnly) {
   for (const std::string& text : {kTokenformer, kTransformer}) {
     RunConfig config = config_of(text, {"train.max_steps=1", "train.weight_decay=0.1"});

@@ -122,3 +122,19 @@ write("safetensors", "thousand-tensors", struct.pack("<Q", len(header)) + header
 write("tokenizer_json", "ten-thousand-objects", '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a a"]}, '
       '"pre_tokenizer": {"type": "ByteLevel"}, "added_tokens": [' + ",".join(["{}"] * 10000) + "]}")
 write("neox_config", "ten-thousand-objects", '{"x": [' + ",".join(["{}"] * 10000) + "]}")
+
+# Whole archives (the target reads an input that starts with "PK" as the .pt file itself): a
+# small torch.save file, and one whose deflated data.pkl declares 3.75 GiB inflated in the zip's
+# directory (issue 50, finding 8: refused before inflating).
+buffer = io.BytesIO()
+torch.save({"w": torch.arange(4.0)}, buffer)
+write("torch_pickle", "archive", buffer.getvalue())
+bomb = io.BytesIO()
+with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+    archive.writestr("archive/data.pkl", b"\x80\x02}q\x00." + b"\x00" * 60000)
+    archive.writestr("archive/version", b"3\n")
+raw = bytearray(bomb.getvalue())
+for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+    at = raw.find(signature)  # the first record is data.pkl, in both the local header and the directory
+    raw[at + offset:at + offset + 4] = (0xF0000000).to_bytes(4, "little")
+write("torch_pickle", "archive-bomb", bytes(raw))

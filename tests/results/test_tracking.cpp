@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "engine/error.h"
@@ -66,5 +67,59 @@ TEST(Tracking, ARunNameThatIsAPathIsRefusedAndNothingIsWrittenOutside) {
     EXPECT_EQ(entry.path().string().find("escaped"), std::string::npos) << entry.path();
   }
   EXPECT_FALSE(fs::exists(tmp.parent_path() / "escaped-s0"));
+  fs::remove_all(tmp);
+}
+
+// Issue 50 (13): a link planted below the export's folder (a run's folder pointing elsewhere)
+// made the TensorBoard and MLflow writers write outside it. Each writer's own layout is found
+// by a first export; then, one folder at a time from DIR down to the folder that holds a run's
+// files, that folder is a link to a folder outside, in a fresh DIR. Every export either refuses
+// the link or replaces it (MLflow replaces a run's folder whole), and nothing is ever written
+// outside; a run's own folder as a link is refused.
+TEST(Tracking, ALinkPlantedBelowTheExportFolderIsNotWrittenThrough) {
+  const fs::path tmp = fs::temp_directory_path() / ("tfw-tracking-link-" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  auto store = tfw::Store::open((tmp / "runs.db").string());
+  tfw::RunRecord run;
+  run.experiment = "linked";
+  run.name = "plain-s0";
+  run.family = "tokenformer";
+  run.config = "family = 'tokenformer'\n";
+  store->experiment_ensure("linked");
+  const std::int64_t id = store->run_create(run);
+  store->metrics_insert({tfw::MetricPoint{id, "train/loss", 1, 64, 1e6, 0.5, 2.5}});
+  tfw::results::ExperimentResults set(*store, std::string("linked"));
+  using Writer = std::vector<std::string> (*)(const tfw::results::ExperimentResults&, const std::string&);
+  for (const auto& [label, write] : {std::pair<std::string, Writer>{"tensorboard", tfw::results::tensorboard_write},
+                                     std::pair<std::string, Writer>{"mlflow", tfw::results::mlflow_write}}) {
+    SCOPED_TRACE(label);
+    const fs::path first = tmp / (label + "-first");
+    write(set, first.string());
+    fs::path holder;  // the deepest folder that holds a file
+    for (const auto& entry : fs::recursive_directory_iterator(first)) {
+      if (entry.is_regular_file() && (holder.empty() || entry.path().parent_path().string().size() > holder.string().size())) {
+        holder = entry.path().parent_path();
+      }
+    }
+    ASSERT_FALSE(holder.empty());
+    int refused = 0, level = 0;
+    for (fs::path part = fs::relative(holder, first); !part.empty() && part != "."; part = part.parent_path(), ++level) {
+      SCOPED_TRACE(part.string());
+      const fs::path dir = tmp / fmt::format("{}-{}", label, level), outside = tmp / fmt::format("{}-outside-{}", label, level);
+      fs::create_directories((dir / part).parent_path());
+      fs::create_directories(outside);
+      fs::create_directory_symlink(outside, dir / part);
+      try {
+        write(set, dir.string());
+        EXPECT_FALSE(fs::is_symlink(dir / part)) << "written with the link in place";
+      } catch (const tfw::UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("leads outside"), std::string::npos) << e.what();
+        refused += 1;
+      }
+      EXPECT_TRUE(fs::is_empty(outside)) << "files were written outside " << dir;
+    }
+    EXPECT_GE(refused, 1);
+  }
   fs::remove_all(tmp);
 }

@@ -132,28 +132,55 @@ void require_plain(const std::string& what, const std::string& name) {
 // The export's own folder (DIR, resolved) while it writes: a file that would land outside it
 // through a link planted below DIR is refused (issue 50).
 thread_local fs::path t_export_root;
+thread_local fs::path t_export_lexical;  // DIR as given, absolute: where folders are made from
 
 struct ExportRoot {
   explicit ExportRoot(const std::string& dir) {
     fs::create_directories(dir);
     t_export_root = fs::canonical(dir);
+    t_export_lexical = fs::absolute(dir).lexically_normal();
   }
-  ~ExportRoot() { t_export_root.clear(); }
+  ~ExportRoot() {
+    t_export_root.clear();
+    t_export_lexical.clear();
+  }
 };
+
+[[noreturn]] void refuse_link(const fs::path& path) {
+  throw UsageError(with_hint(fmt::format("{} leads outside {} (a symbolic link below it): not written", path.string(),
+                                         t_export_root.string()),
+                             "remove the link, or export into a fresh folder"));
+}
+
+// The folders down to `dir`, made one at a time below the export's folder: a link on the way
+// is refused before anything is made through it (a planted DIR/EXPERIMENT -> elsewhere made
+// the run's folder outside).
+void make_folders(const fs::path& dir) {
+  if (t_export_root.empty()) {
+    fs::create_directories(dir);
+    return;
+  }
+  const fs::path target = fs::absolute(dir).lexically_normal();
+  const fs::path relative = target.lexically_relative(t_export_lexical);
+  if (relative.empty() || *relative.begin() == "..") refuse_link(target);
+  fs::path at = t_export_lexical;
+  for (const fs::path& part : relative) {
+    if (part == ".") continue;
+    at /= part;
+    if (fs::is_symlink(at)) refuse_link(at);
+    if (!fs::exists(at)) fs::create_directory(at);
+  }
+}
 
 // Refuses `path` (to be written or removed) when it is a link or resolves outside the export's
 // folder.
 void confine(const fs::path& path) {
   if (t_export_root.empty()) return;
-  if (fs::is_symlink(path) || !path_inside(path.string(), t_export_root.string())) {
-    throw UsageError(with_hint(fmt::format("{} leads outside {} (a symbolic link below it): not written",
-                                           path.string(), t_export_root.string()),
-                               "remove the link, or export into a fresh folder"));
-  }
+  if (fs::is_symlink(path) || !path_inside(path.string(), t_export_root.string())) refuse_link(path);
 }
 
 void write_file(const fs::path& path, std::string_view text) {
-  fs::create_directories(path.parent_path());
+  make_folders(path.parent_path());
   confine(path);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
@@ -383,7 +410,7 @@ std::vector<std::string> mlflow_write(const ExperimentResults& set, const std::s
     confine(run_dir);
     fs::remove_all(run_dir);  // ours (the id is derived from the name): a re-export replaces it whole
     // MLflow finds a run only in a folder with all of these, empty or not.
-    for (const char* sub : {"metrics", "params", "tags", "artifacts"}) fs::create_directories(run_dir / sub);
+    for (const char* sub : {"metrics", "params", "tags", "artifacts"}) make_folders(run_dir / sub);
     const bool open = r.status == RunStatus::running || r.status == RunStatus::queued;
     write_file(run_dir / "meta.yaml",
                fmt::format("artifact_uri: {}\nend_time: {}\nentry_point_name: ''\nexperiment_id: '{}'\n"
