@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include "engine/pattention_fused.h"
 #include "engine/pattention_kernels.h"
@@ -187,6 +188,7 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, bool causal) {
+    RECORD_USER_SCOPE("tfw::attention");  // for the profiler (engine/train/profile.h)
     const Shape shape = shape_of(q, causal);
     torch::Tensor out = torch::empty({shape.B, shape.L, shape.H, shape.dh}, q.options());
     torch::Tensor p = torch::empty({shape.B, shape.H, shape.L, shape.L}, q.options());
@@ -199,6 +201,7 @@ class FusedAttention : public torch::autograd::Function<FusedAttention> {
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
+    RECORD_USER_SCOPE("tfw::attention");
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &p = saved[3];
     const Shape shape = shape_of(q, ctx->saved_data["causal"].toBool());

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include "engine/device.h"
 #include "engine/env_choice.h"
@@ -212,6 +213,7 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
   // kernels) and on the CPU for the CPU (read once here).
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& scores, std::int64_t norm,
                                const torch::Tensor& multiplier, double eps) {
+    RECORD_USER_SCOPE("tfw::pattention_norm");  // for the profiler (engine/train/profile.h)
     const torch::Tensor s = scores.contiguous();
     const std::int64_t n = s.size(-1), rows = n == 0 ? 0 : s.numel() / n;
     torch::Tensor a = torch::empty_like(s);
@@ -245,6 +247,7 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
+    RECORD_USER_SCOPE("tfw::pattention_norm");
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor& kept = saved[0];
     const torch::Tensor& stat = saved[1];

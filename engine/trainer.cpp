@@ -11,11 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "engine/checkpoint.h"
@@ -33,6 +32,7 @@
 #include "engine/train/growth_stages.h"
 #include "engine/train/metric_log.h"
 #include "engine/train/observers.h"
+#include "engine/train/profile.h"
 #include "engine/train/optim.h"
 #include "engine/train/schedule.h"
 #include "engine/train/step_times.h"
@@ -150,6 +150,7 @@ class Trainer {
   double comm_seconds_ = 0;
   bool peers_stop_ = false;  // a rank was asked to stop (agreed at the last step's all-reduce)
   std::optional<ThreadGovernor> governor_;  // its first window starts with the loop
+  std::optional<StepProfiler> profiler_;     // tfw train --profile
   double wall_before_ = 0;  // the run's wall time before this process
   Clock::time_point process_start_;
 };
@@ -333,6 +334,10 @@ TrainSummary Trainer::run() {
   process_start_ = Clock::now();
   announce();
   governor_.emplace();
+  if (options_.profile_steps > 0 && writer_) {  // after its warm-up, in the run's folder
+    profiler_.emplace(state_.step + kProfileWarmupSteps + 1, options_.profile_steps, train_.device.is_cuda(),
+                      options_.run_dir + "/profile");
+  }
   while (state_.step < plan_.total_steps) {
     const bool stop_here = options_.stop != nullptr && options_.stop->load();
     if (stop_agreed(stop_here)) {
@@ -343,7 +348,9 @@ TrainSummary Trainer::run() {
     while (state_.next_stage < stages_.size() && stages_[state_.next_stage].event.at_step == state_.step) {
       grow(stages_[state_.next_stage++]);
     }
+    if (profiler_) profiler_->before_step(state_.step + 1);
     const StepResult result = step(stop_here);
+    if (profiler_ && profiler_->after_step(state_.step)) say(profile_table(profiler_->report()));
     TrainProgress progress = progress_of(result);
     progress.evaluated = evaluate_if_due(result);
     progress.val_loss = state_.val_loss;
@@ -407,6 +414,7 @@ void Trainer::grow(const GrowthStage& stage) {
 // One optimiser step over train.grad_accum micro-batches (and, data-parallel, the ranks):
 // the update, unless the loss is not finite; the counters; the train/* metrics.
 StepResult Trainer::step(bool stop_here) {
+  RECORD_USER_SCOPE("tfw::step");  // the profiler's (engine/train/profile.h), as tfw::optimizer and tfw::data
   const auto step_start = Clock::now();
   StepResult result;
   result.lr = growth_lr(train_, plan_, state_.step, state_.restart_step);
@@ -429,6 +437,7 @@ StepResult Trainer::step(bool stop_here) {
   }
   result.wall = wall();
   if (std::isfinite(result.loss)) {
+    RECORD_USER_SCOPE("tfw::optimizer");
     result.grad_norm = gradients_clip(state_.parameters, train_.grad_clip);
     held_->save();
     state_.optimizer->step();

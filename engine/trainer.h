@@ -39,6 +39,8 @@ struct TrainOptions {
   // and host of the binary that recorded it); the engine adds LibTorch, device, processor,
   // threads and precision.
   std::map<std::string, std::string> provenance;
+  // `tfw train --profile N`: records N steps after engine/train/profile.h's warm-up (0: none).
+  std::int64_t profile_steps = 0;
 };
 
 struct TrainSummary {

@@ -16,6 +16,7 @@
 #include "engine/home.h"
 #include "engine/registry.h"
 #include "engine/runtime.h"
+#include "engine/train/profile.h"
 #include "engine/train/schedule.h"
 #include "runner/lineage.h"
 #include "engine/load.h"
@@ -279,6 +280,19 @@ RunOutcome run_recorded(const Registry& registry, const RunRequest& request, con
                          ? new_run_config(registry, request, *book, hooks, dist, options, lock)
                          : resumed_run_config(registry, request, *book, dist, options, run_id, lock);
 
+  // --profile N needs its warm-up and N steps left: said before anything is recorded.
+  if (request.profile_steps > 0) {
+    const std::int64_t done =
+        options.resume ? checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr).step : 0;
+    const std::int64_t left = train_plan(config).total_steps - done;
+    if (left < request.profile_steps + kProfileWarmupSteps) {
+      throw UsageError(with_hint(fmt::format("--profile {} needs {} steps ({} of warm-up first), and the run has {} left",
+                                             request.profile_steps, request.profile_steps + kProfileWarmupSteps,
+                                             kProfileWarmupSteps, left),
+                                 "profile fewer steps, or raise the budget (--set train.max_steps=N)"));
+    }
+    options.profile_steps = request.profile_steps;
+  }
   // Record the run: a new one (with its lineage), or the resumed one as the same run.
   if (run_id == 0) {
     run_id = record_new_run(*book, request, config, options);

@@ -30,6 +30,7 @@ struct RunRequest {
   std::string resume;                  // a run to continue: its id, name or folder
   std::string init_from;               // a checkpoint, or a folder `tfw grow` wrote, to start from: the run records its lineage
   std::string extend;                  // with resume and a new budget: "keep" or "stretch"
+  std::int64_t profile_steps = 0;      // `tfw train --profile N` (engine/train/profile.h)
   // Where the record goes: null for the store in `home` (runner/run_book.h); a service's
   // book for `tfw train --record-to`.
   std::shared_ptr<RunBook> book;

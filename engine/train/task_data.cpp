@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include <ATen/record_function.h>
 #include <fmt/format.h>
 
 #include "engine/data/images.h"
@@ -86,6 +87,7 @@ class LanguageModelData : public TaskData {
   std::int64_t tokens_per_example() const override { return T_; }
 
   Batch next(std::int64_t B, std::int64_t first, std::int64_t count) override {
+    RECORD_USER_SCOPE("tfw::data");  // a step's data, for the profiler (engine/train/profile.h)
     const torch::Tensor windows = sampler_->next(B, T_, first, count);  // (count, T + 1)
     return {windows.narrow(1, 0, T_), windows.narrow(1, 1, T_)};
   }
@@ -153,6 +155,7 @@ class ImageClassificationData : public TaskData {
   std::int64_t tokens_per_example() const override { return tokens_; }
 
   Batch next(std::int64_t B, std::int64_t first, std::int64_t count) override {
+    RECORD_USER_SCOPE("tfw::data");
     const ImageSet& set = splits_.train;
     const std::int64_t C = set.channels, H = set.height, W = set.width, p = options_.crop_pad;
     torch::Tensor images = torch::empty({count, C, H, W}, torch::kFloat32);

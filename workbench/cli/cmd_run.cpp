@@ -239,7 +239,8 @@ void run_experiment(const RunArgs& args) {
   for (const std::string& note : result.contended) std::cerr << note << "\n";
   if (result.interrupted) throw Interrupted();
   if (result.failed + result.blocked > 0) {
-    throw Error(fmt::format("{} runs did not finish (see the logs in {})", result.failed + result.blocked,
+    const auto unfinished = result.failed + result.blocked;
+    throw Error(fmt::format("{} run{} did not finish (see the logs in {})", unfinished, unfinished == 1 ? "" : "s",
                             result.work_dir));
   }
 }

@@ -144,8 +144,14 @@ void run_train(TrainArgs& args) {
     std::cout << fmt::format("  val loss {:.4f} (best {:.4f}){}, train loss {:.4f}, {:.0f} tokens/s, MFU {}\n",
                              summary.val_loss, summary.best_val_loss, headline_metrics(summary.val_metrics, ","),
                              summary.train_loss, summary.tokens_per_second,
-                             mfu_text(summary.mfu, "not measured (no idle peak: other processes used the CPUs "
-                                                   "when it was probed)"));
+                             mfu_text(summary.mfu, summary.peak_flops > 0
+                                                       ? fmt::format("not measured (the run went faster than the peak "
+                                                                     "of {:.3e} FLOP/s it was given: "
+                                                                     "train.peak_flops, or the cached probe, is too low)",
+                                                                     summary.peak_flops)
+                                                           .c_str()
+                                                       : "not measured (no idle peak: other processes used the CPUs "
+                                                         "when it was probed)"));
     const double other = summary.process_seconds - summary.step_seconds - summary.data_seconds -
                          summary.eval_seconds - summary.checkpoint_seconds - summary.growth_seconds;
     std::cout << fmt::format("  time: steps {:.2f} s, data {:.2f} s, evaluation {:.2f} s, checkpoints {:.2f} s{}, "
@@ -189,6 +195,11 @@ void add_train_command(CLI::App& app) {
   command->add_option("--extend", request.extend,
                       "with --resume and a new budget: keep (the lr schedule stays as it was) or stretch (recomputed "
                       "over the new budget)");
+  command->add_option("--profile", request.profile_steps,
+                      "record STEPS steps after 3 warm-up steps with LibTorch's profiler: a Chrome trace in the run's "
+                      "folder (profile/) and a table of where a step's time went")
+      ->type_name("STEPS")
+      ->check(CLI::PositiveNumber);
   command->add_option("--experiment", request.experiment, "record the run under this experiment (default: default)");
   add_home_option(command, args->home);
   command->add_flag("--json", args->json, "print the summary as JSON (keys in docs/cli.md)");
