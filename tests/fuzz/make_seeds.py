@@ -138,3 +138,10 @@ for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
     at = raw.find(signature)  # the first record is data.pkl, in both the local header and the directory
     raw[at + offset:at + offset + 4] = (0xF0000000).to_bytes(4, "little")
 write("torch_pickle", "archive-bomb", bytes(raw))
+
+# Issue 50, finding 4: a bundle line of millions of empty arrays ("[[],[],...]"). No fuzzer
+# reads bundles; the count that stops it is json_parse_bounded's, which these two targets
+# parse with (at 64 KiB, libFuzzer's -max_len here, some 21,000 arrays).
+flood = "[" + "[]," * 21000 + "[]]"
+write("tokenizer_json", "empty-arrays", flood)
+write("neox_config", "empty-arrays", flood)
