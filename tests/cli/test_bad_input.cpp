@@ -102,6 +102,12 @@ const std::vector<Case> kCases = {
      "exp x; good c; printf '[runs.a]\\nconfig = \"c.toml\"\\nseeds = [%s]\\n' $(seq -s, 0 999999) >> x.toml; "
      "timeout 20 $T run x.toml --dry-run --home $H",
      2, "1000000 seeds, more than the limit of 4096 runs"},
+    // Issue 50 (low, 12): a 5,000-stage chain ran past 60 s before the run limit was checked.
+    {"a 5,000-stage chain",
+     "exp x; good c; { printf '[runs.r0]\\nconfig = \"c.toml\"\\n'; for i in $(seq 1 4999); do printf "
+     "'[runs.r%d]\\nparent = \"r%d\"\\ngrowth = { method = \"pattention_grow\" }\\n' $i $((i-1)); done; } "
+     ">> x.toml; timeout 20 $T run x.toml --dry-run --home $H",
+     2, "5000 [runs.*] entries, more than the limit of 4096 runs"},
     // Issue 33 (low): silently a 1-step run, or a growth that never happens.
     {"max_tokens 1e30", "good c; $T train c.toml --home $H --set train.max_steps=0 --set train.max_tokens=1e30", 2,
      "more than tfw can count (2^53)"},
