@@ -4,7 +4,9 @@
 - keys.pt: a dict of 200,000 keys beside a small state dict under "model";
 - stride0.pt: a tensor of 2^28 elements over a storage of one float (stride 0);
 - shared.pt: dicts naming one child twice at each of 40 levels (2^40 values when followed);
-- bomb.pt: a data.pkl of 100 MiB, deflated to about 100 KB.
+- bomb.pt: a data.pkl of 100 MiB, deflated to about 100 KB;
+- version-bomb.pt: a small archive whose `version` record declares 2 GiB inflated in the
+  zip's directory (found by the fuzzer: LibTorch's reader inflates it as it opens the file).
 usage: hostile_pickles.py OUT_DIR"""
 import os
 import sys
@@ -40,3 +42,17 @@ with zipfile.ZipFile(os.path.join(out, "bomb.pt"), "w", zipfile.ZIP_DEFLATED) as
     z.writestr("archive/data.pkl", b"\x80\x02" + b"\x00" * (100 << 20))
     z.writestr("archive/byteorder", "little")
     z.writestr("archive/version", "3\n")
+
+# version-bomb.pt (issue 50, found by the pickle fuzzer): the `version` record declares
+# 2^31 + 2 bytes inflated in the local header and the central directory.
+import io
+buffer = io.BytesIO()
+with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+    z.writestr("archive/version", b"3\n")
+raw = bytearray(buffer.getvalue())
+for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+    at = raw.find(signature, raw.find(signature) + 1)  # the second record: version
+    raw[at + offset:at + offset + 4] = (2 ** 31 + 2).to_bytes(4, "little")
+with open(os.path.join(out, "version-bomb.pt"), "wb") as f:
+    f.write(bytes(raw))
