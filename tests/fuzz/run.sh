@@ -24,7 +24,7 @@ sources_of() {
     tokenizer_json) echo "engine/json_bounded.cpp engine/data/gpt2_tokenizer.cpp engine/data/byte_level_bpe.cpp engine/data/tokenizer.cpp engine/error.cpp engine/home.cpp engine/files.cpp engine/executable_dir.cpp" ;;
     service_message) echo "workbench/service/protocol.cpp engine/json_depth.cpp engine/error.cpp" ;;
     neox_config) echo "engine/neox_config.cpp engine/json_bounded.cpp engine/error.cpp" ;;
-    torch_pickle) echo "engine/torch_pickle.cpp engine/error.cpp" ;;
+    torch_pickle) echo "engine/torch_pickle.cpp engine/zip_directory.cpp engine/error.cpp" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
   esac
 }
