@@ -82,12 +82,18 @@ std::vector<std::string> cpu_capabilities_available() {
   return out;
 }
 
+namespace {
+bool processor_runs(const std::string& capability) {
+  const std::vector<std::string> available = cpu_capabilities_available();
+  return std::find(available.begin(), available.end(), capability) != available.end();
+}
+}  // namespace
+
 void cpu_capability_choose(const std::string& name) {
   const std::string wanted = upper(name);
-  const std::vector<std::string> available = cpu_capabilities_available();
-  if (std::find(available.begin(), available.end(), wanted) == available.end()) {
+  if (!processor_runs(wanted)) {
     std::string have;
-    for (const std::string& a : available) have += (have.empty() ? "" : ", ") + a;
+    for (const std::string& a : cpu_capabilities_available()) have += (have.empty() ? "" : ", ") + a;
     const bool known = wanted == "AVX512" || wanted == "AVX2" || wanted == "DEFAULT";
     throw UsageError(with_hint(
         known ? fmt::format("--kernels {}: this processor cannot run ATen's {} kernels", name, wanted)
@@ -101,9 +107,7 @@ void cpu_capability_choose(const std::string& name) {
 bool cpu_capability_explicit() { return kernels_chosen || kernels_from_environment; }
 
 void cpu_capability_keep(const std::string& recorded) {
-  if (recorded.empty() || cpu_capability_explicit()) return;
-  const std::vector<std::string> available = cpu_capabilities_available();
-  if (std::find(available.begin(), available.end(), recorded) == available.end()) return;
+  if (recorded.empty() || cpu_capability_explicit() || !processor_runs(recorded)) return;
   ::setenv("ATEN_CPU_CAPABILITY", lower(recorded).c_str(), 1);
 }
 

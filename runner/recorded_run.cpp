@@ -94,11 +94,11 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
   return run_dir;
 }
 
-// A run to resume: its folder and store id (into `options` and `run_id`), and the config it
-// continues with.
+// A run to resume: its folder, store id and the step of its newest valid checkpoint (into
+// `options`, `run_id` and `done`), and the config it continues with.
 RunConfig resumed_run_config(const Registry& registry, const RunRequest& request, RunBook& book,
                              const std::shared_ptr<DistGroup>& dist, TrainOptions& options, std::int64_t& run_id,
-                             std::unique_ptr<RunLock>& lock) {
+                             std::int64_t& done, std::unique_ptr<RunLock>& lock) {
   std::tie(options.run_dir, run_id) = book.resolve(request.resume, request.home);
   // A run's folder is in its home; a record that names any other folder (one a recording
   // client claimed, issue 33) is never written to: checkpoints, metrics and pruning stay
@@ -129,7 +129,7 @@ RunConfig resumed_run_config(const Registry& registry, const RunRequest& request
   // A run that trained its whole budget has nothing to resume: training "zero steps" would
   // rewrite its record (its wall time, tokens/s and MFU) with nothing measured.
   CheckpointMeta latest;
-  const std::int64_t done = checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr, &latest).step;
+  done = checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr, &latest).step;
   // ATen's CPU kernels are chosen at its first kernel, which has not run yet: the run's own,
   // as it keeps its thread count (the trainer says what it got, engine/train/resume.cpp).
   if (!config.train.device.is_cuda()) cpu_capability_keep(latest.cpu_capability);
@@ -267,40 +267,38 @@ nlohmann::json final_metrics_of(const RunOutcome& outcome) {
   return final_metrics;
 }
 
+// --profile N needs its warm-up and N steps left (`done` of the budget trained): said before
+// anything is recorded.
+void profile_check(const RunRequest& request, const RunConfig& config, std::int64_t done) {
+  const std::int64_t left = train_plan(config).total_steps - done;
+  if (request.profile_steps > 0 && left < request.profile_steps + kProfileWarmupSteps) {
+    throw UsageError(with_hint(fmt::format("--profile {} needs {} steps ({} of warm-up first), and the run has {} left",
+                                           request.profile_steps, request.profile_steps + kProfileWarmupSteps,
+                                           kProfileWarmupSteps, left),
+                               "profile fewer steps, or raise the budget (--set train.max_steps=N)"));
+  }
+}
+
 }  // namespace
 
 RunOutcome run_recorded(const Registry& registry, const RunRequest& request, const std::atomic<bool>* stop,
                         const RunHooks& hooks, std::shared_ptr<DistGroup> dist) {
   std::shared_ptr<RunBook> book = request.book ? request.book : local_run_book(request.home);
-  std::int64_t run_id = 0;
+  std::int64_t run_id = 0, done = 0;  // a resumed run's id and the step it continues from
   TrainOptions options;
   options.home = request.home;
   std::unique_ptr<RunLock> lock;  // the run's, held until this returns (run_lock.h)
   RunConfig config = request.resume.empty()
                          ? new_run_config(registry, request, *book, hooks, dist, options, lock)
-                         : resumed_run_config(registry, request, *book, dist, options, run_id, lock);
-
-  // --profile N needs its warm-up and N steps left: said before anything is recorded.
-  if (request.profile_steps > 0) {
-    const std::int64_t done =
-        options.resume ? checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr).step : 0;
-    const std::int64_t left = train_plan(config).total_steps - done;
-    if (left < request.profile_steps + kProfileWarmupSteps) {
-      throw UsageError(with_hint(fmt::format("--profile {} needs {} steps ({} of warm-up first), and the run has {} left",
-                                             request.profile_steps, request.profile_steps + kProfileWarmupSteps,
-                                             kProfileWarmupSteps, left),
-                                 "profile fewer steps, or raise the budget (--set train.max_steps=N)"));
-    }
-    options.profile_steps = request.profile_steps;
-  }
+                         : resumed_run_config(registry, request, *book, dist, options, run_id, done, lock);
+  profile_check(request, config, done);
+  options.profile_steps = request.profile_steps;
   // Record the run: a new one (with its lineage), or the resumed one as the same run.
   if (run_id == 0) {
     run_id = record_new_run(*book, request, config, options);
   } else {
     // The store's config becomes the one that runs (--set, --extend), from this checkpoint on.
-    const std::string config_text = run_config_text(config);
-    const CheckpointInfo latest = checkpoint_latest_valid(options.run_dir + "/checkpoints", nullptr);
-    book->resume(run_id, config_text, latest.step);
+    book->resume(run_id, run_config_text(config), done);
   }
 
   book->beat(run_id, true);

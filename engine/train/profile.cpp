@@ -86,8 +86,9 @@ void cpu_categories(const std::vector<kineto::KinetoEvent>& events, ProfileRepor
     }
     if (!in_step) continue;
     if (s.name == "tfw::step") report.traced_seconds += static_cast<double>(s.end - s.start) * 1e-9;
-    if (category == nullptr) category = s.name == "tfw::step" ? kGaps : nullptr;
-    const std::string name = category != nullptr ? category : profile_category_of(s.name, false);
+    const std::string name = category != nullptr  ? category
+                             : s.name == "tfw::step" ? kGaps  // the step's own time: between operators
+                                                     : profile_category_of(s.name, false);
     seconds[name] += static_cast<double>(s.end - s.start - std::min(s.children, s.end - s.start)) * 1e-9;
   }
   for (const char* name : kOrder) report.categories.push_back({name, seconds[name]});

@@ -5,6 +5,7 @@
 // that does not exist, a parameter token out of range.
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -31,14 +32,20 @@ std::string run_config_text(const std::string& family) {
   return "family = \"" + family + "\"\n[model]\n" + model + "[data]\ncorpus = \"kjv\"\n[train]\nmax_steps = 1\n";
 }
 
-// A freshly initialised model of `family` saved as a checkpoint in `dir`.
-std::string save_model(const std::string& family, const std::string& dir, std::shared_ptr<Model>* out = nullptr) {
+// A freshly initialised model of `family` saved as a checkpoint in `dir`; `edit` may change the
+// model or the metadata first (a forger's file: the writer does not check what it is given).
+std::string save_model(const std::string& family, const std::string& dir, std::shared_ptr<Model>* out = nullptr,
+                       const std::function<void(Model&, CheckpointMeta&)>& edit = {}) {
   fs::remove_all(dir);
   RunConfig config = run_config_parse(test::plugins(), toml::parse(run_config_text(family), std::string("t.toml")), "t.toml");
   auto model = test::plugins().family(family).build(*config.model.spec, 7);
   CheckpointMeta meta;
   meta.config_toml = tfw::run_config_text(config);
   meta.val_loss = meta.best_val_loss = std::nan("");
+  if (edit) {
+    torch::NoGradGuard no_grad;
+    edit(*model, meta);
+  }
   const std::string path = checkpoint_save(dir, *model, nullptr, meta).path;
   if (out) *out = model;
   return path;
@@ -146,18 +153,11 @@ TEST(AttentionMap, NegativeOrInfiniteCountersInACheckpointAreRefused) {
   for (const char* field : {"step", "inherited_flops", "tokens"}) {
     SCOPED_TRACE(field);
     const std::string dir = std::string("/tmp/tfw-test-counter-") + field;
-    fs::remove_all(dir);
-    RunConfig config =
-        run_config_parse(test::plugins(), toml::parse(run_config_text("tokenformer"), std::string("t.toml")), "t.toml");
-    auto model = test::plugins().family("tokenformer").build(*config.model.spec, 7);
-    CheckpointMeta meta;
-    meta.config_toml = tfw::run_config_text(config);
-    meta.val_loss = meta.best_val_loss = std::nan("");
-    if (std::string(field) == "step") meta.step = -5;
-    if (std::string(field) == "tokens") meta.tokens = -1;
-    if (std::string(field) == "inherited_flops") meta.inherited_flops = std::numeric_limits<double>::infinity();
-    // The writer does not check (tfw never gives it such values): a forger's file, made here.
-    const std::string path = checkpoint_save(dir, *model, nullptr, meta).path;
+    const std::string path = save_model("tokenformer", dir, nullptr, [&](Model&, CheckpointMeta& meta) {
+      if (std::string(field) == "step") meta.step = -5;
+      if (std::string(field) == "tokens") meta.tokens = -1;
+      if (std::string(field) == "inherited_flops") meta.inherited_flops = std::numeric_limits<double>::infinity();
+    });
     try {
       checkpoint_read_meta(path);
       ADD_FAILURE() << "read back";
@@ -173,20 +173,11 @@ TEST(AttentionMap, NegativeOrInfiniteCountersInACheckpointAreRefused) {
 // (exit 1). It is the checkpoint's problem, said as such: a UsageError (exit 2) naming it.
 TEST(AttentionMap, SamplingACheckpointWithNaNWeightsIsAClearError) {
   const std::string dir = "/tmp/tfw-test-sample-nan";
-  std::shared_ptr<Model> model;
-  save_model("tokenformer", dir, &model);
-  {
-    torch::NoGradGuard no_grad;
-    model->parameters().front().fill_(std::nan(""));
-  }
-  RunConfig config =
-      run_config_parse(test::plugins(), toml::parse(run_config_text("tokenformer"), std::string("t.toml")), "t.toml");
-  CheckpointMeta meta;
-  meta.step = 1;
-  meta.config_toml = tfw::run_config_text(config);
-  meta.val_loss = meta.best_val_loss = std::nan("");
   SampleRequest request;
-  request.checkpoint = checkpoint_save(dir, *model, nullptr, meta).path;
+  request.checkpoint = save_model("tokenformer", dir, nullptr, [](Model& model, CheckpointMeta& meta) {
+    model.parameters().front().fill_(std::nan(""));
+    meta.step = 1;
+  });
   request.home = dir;
   request.prompt = "In the beginning";
   request.tokens = 3;
@@ -205,17 +196,10 @@ TEST(AttentionMap, SamplingACheckpointWithNaNWeightsIsAClearError) {
 // is read back as written, and a forged one (not a name ATen gives) is refused as it is read.
 TEST(AttentionMap, ACheckpointsKernelsAreReadBackAndAForgedNameIsRefused) {
   const std::string dir = "/tmp/tfw-test-checkpoint-kernels";
-  RunConfig config =
-      run_config_parse(test::plugins(), toml::parse(run_config_text("tokenformer"), std::string("t.toml")), "t.toml");
-  auto model = test::plugins().family("tokenformer").build(*config.model.spec, 7);
   for (const std::string& kernels : std::vector<std::string>{"AVX2", "", "AVX2; rm -rf /", "avx2", std::string(17, 'A')}) {
     SCOPED_TRACE(kernels);
-    fs::remove_all(dir);
-    CheckpointMeta meta;
-    meta.config_toml = tfw::run_config_text(config);
-    meta.val_loss = meta.best_val_loss = std::nan("");
-    meta.cpu_capability = kernels;
-    const std::string path = checkpoint_save(dir, *model, nullptr, meta).path;
+    const std::string path =
+        save_model("tokenformer", dir, nullptr, [&](Model&, CheckpointMeta& meta) { meta.cpu_capability = kernels; });
     if (kernels == "AVX2" || kernels.empty()) {
       EXPECT_EQ(checkpoint_read_meta(path).cpu_capability, kernels);
       continue;

@@ -32,20 +32,26 @@ TEST(Tracking, MlflowKeysSpellTheCorpusOut) {
   EXPECT_EQ(tfw::results::mlflow_metric_key("train/loss"), "train/loss");
 }
 
+// In `store`, one run of `experiment` named `name` and one training loss; its id.
+std::int64_t one_run(tfw::Store& store, const std::string& experiment, const std::string& name) {
+  tfw::RunRecord run;
+  run.experiment = experiment;
+  run.name = name;
+  run.family = "tokenformer";
+  run.config = "family = 'tokenformer'\n";
+  store.experiment_ensure(experiment);
+  const std::int64_t id = store.run_create(run);
+  store.metrics_insert({tfw::MetricPoint{id, "train/loss", 1, 64, 1e6, 0.5, 2.5}});
+  return id;
+}
+
 TEST(Tracking, ARunNameThatIsAPathIsRefusedAndNothingIsWrittenOutside) {
   const fs::path tmp = fs::temp_directory_path() / ("tfw-tracking-" + std::to_string(::getpid()));
   fs::remove_all(tmp);
   fs::create_directories(tmp / "out");
   {
     auto store = tfw::Store::open((tmp / "runs.db").string());
-    tfw::RunRecord run;
-    run.experiment = "hostile";
-    run.name = "../../escaped-s0";
-    run.family = "tokenformer";
-    run.config = "family = 'tokenformer'\n";
-    store->experiment_ensure("hostile");
-    const std::int64_t id = store->run_create(run);
-    store->metrics_insert({tfw::MetricPoint{id, "train/loss", 1, 64, 1e6, 0.5, 2.5}});
+    const std::int64_t id = one_run(*store, "hostile", "../../escaped-s0");
     tfw::results::ExperimentResults set(*store, std::string("hostile"));
     ASSERT_EQ(set.runs().size(), 1u);
     try {
@@ -81,14 +87,7 @@ TEST(Tracking, ALinkPlantedBelowTheExportFolderIsNotWrittenThrough) {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   auto store = tfw::Store::open((tmp / "runs.db").string());
-  tfw::RunRecord run;
-  run.experiment = "linked";
-  run.name = "plain-s0";
-  run.family = "tokenformer";
-  run.config = "family = 'tokenformer'\n";
-  store->experiment_ensure("linked");
-  const std::int64_t id = store->run_create(run);
-  store->metrics_insert({tfw::MetricPoint{id, "train/loss", 1, 64, 1e6, 0.5, 2.5}});
+  one_run(*store, "linked", "plain-s0");
   tfw::results::ExperimentResults set(*store, std::string("linked"));
   using Writer = std::vector<std::string> (*)(const tfw::results::ExperimentResults&, const std::string&);
   for (const auto& [label, write] : {std::pair<std::string, Writer>{"tensorboard", tfw::results::tensorboard_write},

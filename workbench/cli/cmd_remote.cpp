@@ -81,18 +81,12 @@ void submit(const Connect& connect, const std::string& file, const std::string& 
     message["name"] = fs::path(file).stem().string();
   }
   if (!name.empty()) message["name"] = name;
-  // A job under a name this client submitted before resumes its runs: it sends that job's
-  // capability (the service refuses the name to any other client, issue 50).
+  // The job's capability is kept, and a name submitted before sends its own (issue 50).
+  std::string job_name = message.value("name", table["experiment"]["name"].value_or(std::string()));
   const std::string address = connect.resolved();
-  std::string job_name = message.value("name", "");
-  if (job_name.empty()) {
-    if (auto n = table["experiment"]["name"].value<std::string>()) job_name = *n;
-  }
-  if (std::string held = service::job_capability_of_name(address, job_name); !held.empty()) message["capability"] = held;
   service::Client client(address, connect.token_file);
-  nlohmann::json reply = client.request(message);
-  service::job_capability_keep(address, reply.value("job", std::int64_t{0}), reply.value("name", job_name),
-                               reply.value("capability", ""));
+  const nlohmann::json reply = service::job_submit(address, job_name, message,
+                                                   [&](const nlohmann::json& m) { return client.request(m); });
   if (connect.json) return print_json(reply);
   std::vector<std::string> runs = reply["runs"].get<std::vector<std::string>>();
   fmt::print("job {} queued: {} ({} run{}: {})\n", reply["job"].get<std::int64_t>(), reply["name"].get<std::string>(),
@@ -119,8 +113,8 @@ void jobs(const Connect& connect) {
 void cancel(const Connect& connect, std::int64_t job) {
   const std::string address = connect.resolved();
   service::Client client(address, connect.token_file);
-  nlohmann::json reply =
-      client.request({{"type", "cancel"}, {"job", job}, {"capability", service::job_capability_of_job(address, job)}});
+  const nlohmann::json reply =
+      service::job_cancel(address, job, [&](const nlohmann::json& m) { return client.request(m); });
   if (connect.json) return print_json(reply);
   fmt::print("job {} cancelled (it was {})\n", job, reply["was"].get<std::string>());
 }

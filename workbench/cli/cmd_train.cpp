@@ -40,7 +40,7 @@ std::string headline_metrics(const std::vector<Metric>& metrics, const char* sep
 }
 
 // An MFU as a percentage, or `missing` when it was not measured (NaN: no honest peak, peak.h).
-std::string mfu_text(double mfu, const char* missing) {
+std::string mfu_text(double mfu, const std::string& missing) {
   return std::isfinite(mfu) ? fmt::format("{:.1f}%", 100 * mfu) : std::string(missing);
 }
 
@@ -149,7 +149,6 @@ void run_train(TrainArgs& args) {
                                                                      "of {:.3e} FLOP/s it was given: "
                                                                      "train.peak_flops, or the cached probe, is too low)",
                                                                      summary.peak_flops)
-                                                           .c_str()
                                                        : "not measured (no idle peak: other processes used the CPUs "
                                                          "when it was probed)"));
     const double other = summary.process_seconds - summary.step_seconds - summary.data_seconds -

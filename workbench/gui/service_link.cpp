@@ -54,21 +54,18 @@ nlohmann::json ServiceLink::request(const nlohmann::json& message) {
 // capability where `tfw submit` does (job_capabilities.h), so either may cancel it, and a
 // launch of the same experiment again resumes its runs.
 nlohmann::json ServiceLink::submit_file(const std::string& experiment_file) {
-  nlohmann::json message = {{"type", "submit"}, {"experiment", experiment_self_contained(experiment_file)}};
+  const std::string text = experiment_self_contained(experiment_file);
   std::string name;
   try {
-    name = toml::parse(message["experiment"].get<std::string>())["experiment"]["name"].value_or(std::string());
+    name = toml::parse(text)["experiment"]["name"].value_or(std::string());
   } catch (const toml::parse_error&) {  // the service says what is wrong with it
   }
-  if (std::string held = service::job_capability_of_name(address_, name); !held.empty()) message["capability"] = held;
-  nlohmann::json reply = request(message);
-  service::job_capability_keep(address_, reply.value("job", std::int64_t{0}), reply.value("name", name),
-                               reply.value("capability", ""));
-  return reply;
+  return service::job_submit(address_, name, {{"type", "submit"}, {"experiment", text}},
+                             [this](const nlohmann::json& m) { return request(m); });
 }
 
 nlohmann::json ServiceLink::cancel(std::int64_t job) {
-  return request({{"type", "cancel"}, {"job", job}, {"capability", service::job_capability_of_job(address_, job)}});
+  return service::job_cancel(address_, job, [this](const nlohmann::json& m) { return request(m); });
 }
 
 nlohmann::json ServiceLink::jobs() {

@@ -103,20 +103,35 @@ void job_capability_keep(const std::string& address, std::int64_t job, const std
   }
 }
 
-std::string job_capability_of_job(const std::string& address, std::int64_t job) {
+namespace {
+
+// The newest kept capability of the service at `address` whose entry has `value` under `key`.
+std::string kept(const std::string& address, const char* key, const json& value) {
   const json jobs = read_jobs(job_capabilities_path());
   for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
-    if ((*it)["address"] == address && (*it)["job"] == job) return (*it)["capability"];
+    if ((*it)["address"] == address && (*it)[key] == value) return (*it)["capability"];
   }
   return "";
 }
 
+}  // namespace
+
+std::string job_capability_of_job(const std::string& address, std::int64_t job) { return kept(address, "job", job); }
+
 std::string job_capability_of_name(const std::string& address, const std::string& name) {
-  const json jobs = read_jobs(job_capabilities_path());
-  for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
-    if ((*it)["address"] == address && (*it)["name"] == name) return (*it)["capability"];
-  }
-  return "";
+  return kept(address, "name", name);
+}
+
+json job_submit(const std::string& address, const std::string& name, json message, const JobRequest& send) {
+  if (std::string held = job_capability_of_name(address, name); !held.empty()) message["capability"] = held;
+  json reply = send(message);
+  job_capability_keep(address, reply.value("job", std::int64_t{0}), reply.value("name", name),
+                      reply.value("capability", ""));
+  return reply;
+}
+
+json job_cancel(const std::string& address, std::int64_t job, const JobRequest& send) {
+  return send({{"type", "cancel"}, {"job", job}, {"capability", job_capability_of_job(address, job)}});
 }
 
 }  // namespace tfw::service

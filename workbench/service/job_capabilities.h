@@ -9,7 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace tfw::service {
 
@@ -22,6 +25,15 @@ void job_capability_keep(const std::string& address, std::int64_t job, const std
 // `address`; "" when none is kept.
 std::string job_capability_of_job(const std::string& address, std::int64_t job);
 std::string job_capability_of_name(const std::string& address, const std::string& name);
+
+// The client's side of `submit` and `cancel`, for `tfw submit`/`tfw cancel` and the GUI alike:
+// `send` makes the request of the service at `address`. A submit of job name `name` carries the
+// capability kept for that name (a resubmission resumes its runs) and keeps the reply's; a
+// cancel carries the job's.
+using JobRequest = std::function<nlohmann::json(const nlohmann::json&)>;
+nlohmann::json job_submit(const std::string& address, const std::string& name, nlohmann::json message,
+                          const JobRequest& send);
+nlohmann::json job_cancel(const std::string& address, std::int64_t job, const JobRequest& send);
 
 // The file (for messages and tests).
 std::string job_capabilities_path();

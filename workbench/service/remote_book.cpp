@@ -197,12 +197,9 @@ class RemoteRunBook final : public runner::RunBook {
     } catch (const std::exception&) {
     }
     // RUN_DIR/checkpoints/step-N.safetensors: the run's folder is two up.
-    for (fs::path dir = from.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
-      std::error_code ec;
-      if (fs::is_regular_file(dir / kCapabilityFile, ec)) return capability_read(dir.string());
-      if (dir == from.parent_path().parent_path()) break;
-    }
-    return "";
+    std::error_code ec;
+    const fs::path run_dir = from.parent_path().parent_path();
+    return fs::is_regular_file(run_dir / kCapabilityFile, ec) ? capability_read(run_dir.string()) : std::string();
   }
 
   void hold(std::int64_t run, const std::string& capability) {

@@ -29,20 +29,19 @@ namespace {
 // runs no job made (trained here with `tfw run`, recorded by a client), or whose first job came
 // before jobs had capabilities, is held by no client.
 std::string job_capability(Store& store, const std::string& name, const std::string& given) {
-  const std::string fresh_name = "give the job another name (\"name\"; `tfw submit --name`), or submit from the client "
-                                 "that holds it";
+  const std::string another = "give the job another name (\"name\"; `tfw submit --name`)";
   if (std::optional<JobRow> first = JobQueue(store).first_named(name)) {
     if (first->capability.empty()) {
       throw UsageError(with_hint(fmt::format("experiment '{}' belongs to job {}, from before jobs were held by their "
                                              "clients: a job under its name would resume its runs, so none is accepted",
                                              name, first->id),
-                                 "give the job another name (\"name\"; `tfw submit --name`)"));
+                                 another));
     }
     if (!capability_equal(first->capability, given)) {
       throw UsageError(with_hint(fmt::format("experiment '{}' is not held by this client: it belongs to job {} (its "
                                              "\"capability\" {}), and a job under its name would resume its runs",
                                              name, first->id, given.empty() ? "is missing" : "does not match"),
-                                 fresh_name));
+                                 another + ", or submit from the client that holds it"));
     }
     return first->capability;
   }
@@ -52,7 +51,7 @@ std::string job_capability(Store& store, const std::string& name, const std::str
     throw UsageError(with_hint(fmt::format("experiment '{}' already has runs in this home that no job of this service "
                                            "made; a job under its name would resume them",
                                            name),
-                               "give the job another name (\"name\"; `tfw submit --name`)"));
+                               another));
   }
   return capability_new();
 }
