@@ -4,7 +4,15 @@ throughput benchmark: reads a tfw run config (TOML), builds the same model (docs
 sections 1-3) as torch.nn modules, and times AdamW training steps on random token windows
 with the same batch size, sequence length and thread count. Prints one JSON line.
 
-Usage: python_train_step.py CONFIG.toml [--steps N] [--threads N]
+On a GPU (--device cuda) it is the comparator of bench/gpu_vs_pytorch.sh, written as the field
+trains: attention by F.scaled_dot_product_attention (causal), AdamW fused, bf16 autocast
+(--precision bf16), and torch.compile with --compile. Each timed step is measured with CUDA
+events (the median), and the window of timed steps as a whole with the device synchronised at
+both ends (the mean). FLOPs per token by the count llm.c and nanoGPT use: 6N + 6LCT (N every
+parameter, the tied embedding once; L layers, C the width, T the sequence length).
+
+Usage: python_train_step.py CONFIG.toml [--steps N] [--threads N] [--device cpu|cuda]
+       [--precision fp32|bf16] [--compile] [--sdpa] [--skip N] [--batch-size N]
 """
 import argparse
 import json
@@ -41,8 +49,8 @@ def rotary(x, dims, base=10000.0):
     if dims == 0:
         return x
     T, half = x.shape[-2], dims // 2
-    inv = base ** (-torch.arange(0, dims, 2, dtype=torch.float64) / dims)
-    ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+    inv = base ** (-torch.arange(0, dims, 2, dtype=torch.float64, device=x.device) / dims)
+    ang = torch.outer(torch.arange(T, dtype=torch.float64, device=x.device), inv)
     cos = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype)
     sin = torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)
     r, rest = x[..., :dims], x[..., dims:]
@@ -51,8 +59,9 @@ def rotary(x, dims, base=10000.0):
 
 
 class Block(nn.Module):
-    def __init__(self, m, family, L):
+    def __init__(self, m, family, L, sdpa=False):
         super().__init__()
+        self.sdpa = sdpa
         d, self.heads = m["d"], m["heads"]
         if family == "tokenformer":
             vs = m.get("init", {}).get("value_std", 2.0 / (L * math.sqrt(d)))
@@ -81,19 +90,23 @@ class Block(nn.Module):
         h = self.n1(x)
         split = lambda t: t.view(B, T, self.heads, self.dh).transpose(1, 2)
         q, k, v = rotary(split(self.q(h)), self.rot), rotary(split(self.k(h)), self.rot), split(self.v(h))
-        s = (q @ k.transpose(-1, -2)) / math.sqrt(self.dh)
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-        a = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, -1)
+        if self.sdpa:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(self.dh)
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+            a = torch.softmax(s, -1) @ v
+        a = a.transpose(1, 2).reshape(B, T, -1)
         x = x + self.o(a)
         return x + self.ffn(self.n2(x))
 
 
 class LM(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, sdpa=False):
         super().__init__()
         m, family = config["model"], config["family"]
         self.emb = nn.Parameter(torch.randn(m["vocab"], m["d"]) * 0.02)
-        self.blocks = nn.ModuleList(Block(m, family, m["layers"]) for _ in range(m["layers"]))
+        self.blocks = nn.ModuleList(Block(m, family, m["layers"], sdpa) for _ in range(m["layers"]))
         self.final = nn.LayerNorm(m["d"])
 
     def forward(self, ids):
@@ -106,41 +119,80 @@ class LM(nn.Module):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("config")
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps")
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--sdpa", action="store_true", help="F.scaled_dot_product_attention (always on CUDA)")
+    parser.add_argument("--skip", type=int, default=1, help="steps before the timed ones (warm-up, compilation)")
+    parser.add_argument("--batch-size", type=int, default=0, help="instead of the config's train.batch_size")
     args = parser.parse_args()
     with open(args.config, "rb") as f:
         config = tomllib.load(f)
     torch.set_num_threads(args.threads or torch.get_num_threads())
     torch.manual_seed(0)
-    model = LM(config)
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    model = LM(config, sdpa=args.sdpa or cuda).to(device)
     train = config.get("train", {})
-    B, T, V = train.get("batch_size", 16), train.get("seq_len", 0) or config["model"].get("seq_len", 1024), config["model"]["vocab"]
+    m = config["model"]
+    B = args.batch_size or train.get("batch_size", 16)
+    T, V = train.get("seq_len", 0) or m.get("seq_len", 1024), m["vocab"]
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=train.get("lr", 6e-4), betas=(0.9, 0.95), eps=1e-8)
+                            lr=train.get("lr", 6e-4), betas=(0.9, 0.95), eps=1e-8, fused=cuda or None)
     params = list(model.parameters())
+    forward = torch.compile(model) if args.compile else model
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16")
 
     def step():
-        ids = torch.randint(V, (B, T + 1))
-        opt.zero_grad()
-        loss = F.cross_entropy(model(ids[:, :T]).reshape(-1, V), ids[:, 1:].reshape(-1))
+        ids = torch.randint(V, (B, T + 1), device=device)
+        opt.zero_grad(set_to_none=True)
+        with autocast:
+            logits = forward(ids[:, :T])
+        loss = F.cross_entropy(logits.float().reshape(-1, V), ids[:, 1:].reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
 
-    step()  # warm up
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    setup_start = time.perf_counter()
+    for _ in range(args.skip):
+        step()  # warm up (and compile)
+    sync()
+    warmup_seconds = time.perf_counter() - setup_start
     times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
+    window_start = time.perf_counter()
+    if cuda:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(args.steps)]
+        for start, end in events:
+            start.record()
+            step()
+            end.record()
+        sync()
+        times = [start.elapsed_time(end) / 1e3 for start, end in events]
+    else:
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - start)
+    mean = (time.perf_counter() - window_start) / args.steps
     times.sort()
     median = times[len(times) // 2]
-    print(json.dumps({"config": args.config, "threads": torch.get_num_threads(),
-                      "parameters": sum(p.numel() for p in params),
-                      "tokens_per_second": B * T / median, "step_seconds": median}))
+    N = sum(p.numel() for p in params)
+    flops_per_step = (6 * N + 6 * m["layers"] * m["d"] * T) * B * T
+    print(json.dumps({"config": args.config, "threads": torch.get_num_threads(), "device": str(device),
+                      "precision": args.precision, "compiled": args.compile, "sdpa": args.sdpa or cuda,
+                      "parameters": N, "batch_size": B, "seq_len": T,
+                      "tokens_per_second": B * T / median, "step_seconds": median, "mean_step_seconds": mean,
+                      "timed_steps": args.steps, "skipped_steps": args.skip, "warmup_seconds": warmup_seconds,
+                      "flops_per_step_6n": flops_per_step,
+                      "gpu": torch.cuda.get_device_name(device) if cuda else None}))
 
 
 if __name__ == "__main__":

@@ -89,6 +89,10 @@ SampleStats sample_checkpoint(const Registry& registry, const SampleRequest& req
   for (std::int64_t i = 0; i < request.tokens; ++i) {
     began = Clock::now();
     torch::Tensor scores = logits.to(torch::kFloat64);
+    // A vocabulary padded past the tokenizer's (for the matmul's shape): those ids are no text.
+    if (scores.size(0) > static_cast<std::int64_t>(tokenizer->vocab_size())) {
+      scores = scores.narrow(0, 0, tokenizer->vocab_size());
+    }
     // Weights that are NaN or infinite (a diverged or damaged checkpoint) give scores no
     // distribution can come from: said as the checkpoint's problem, not torch's (issue 50).
     if (!torch::isfinite(scores).all().item<bool>()) {

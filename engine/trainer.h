@@ -52,6 +52,9 @@ struct TrainSummary {
   // across every process that trained it.
   double step_seconds = 0, data_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0, growth_seconds = 0;
   double process_seconds = 0;  // this process's training loop, wall time
+  // The last StepTimes::kWindow (20) steps' means: the steady pace, without the first steps'
+  // allocation and warm-up (bench/gpu_vs_pytorch.sh reads it).
+  double recent_step_seconds = 0, recent_data_seconds = 0;
   double comm_seconds = 0;     // of step_seconds, averaging gradients over the ranks
   int world_size = 1;
   int threads = 0, thread_changes = 0;  // threads at the end; times the ThreadGovernor changed them

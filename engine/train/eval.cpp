@@ -14,6 +14,7 @@ torch::Tensor loss_of(Model& model, const torch::Tensor& batch, std::int64_t T, 
     const AutocastGuard autocast(precision, device);
     logits = model.forward(tokens.narrow(1, 0, T));
   }
+  if (logits.size(-1) > V) logits = logits.narrow(-1, 0, V);  // a padded vocabulary's ids: no probability
   return torch::nn::functional::cross_entropy(at_least_float32(logits).reshape({-1, V}),
                                               tokens.narrow(1, 1, T).reshape({-1}),
                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(reduction));

@@ -13,7 +13,8 @@
 
 namespace tfw {
 
-// batch (B, T + 1): mean cross-entropy of predicting batch[:, 1:] from batch[:, :T]. The batch
+// batch (B, T + 1): mean cross-entropy of predicting batch[:, 1:] from batch[:, :T], over the
+// first V logits (the ids the data can hold; a padded vocabulary's others get no probability). The batch
 // moves to the model's device; the forward pass runs in `precision` (engine/device.h), the
 // loss in at least float32.
 torch::Tensor loss_of(Model& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,

@@ -24,6 +24,15 @@ class StepTimes {
     ++count_;
   }
 
+  // Time spent waiting for the device at a read-back (engine/trainer.cpp): the steps' own
+  // work, finished then on an asynchronous device, so it counts as step time, in the totals
+  // and in the window's most recent step.
+  void add_wait(double seconds) {
+    if (count_ == 0) return;
+    step_total_ += seconds;
+    recent_[(count_ - 1) % kWindow].step += seconds;
+  }
+
   std::int64_t steps() const { return static_cast<std::int64_t>(count_); }
   double step_total() const { return step_total_; }
   double data_total() const { return data_total_; }

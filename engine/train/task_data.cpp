@@ -1,6 +1,8 @@
 // The language-model and image-classification tasks' data, loss and metrics. See task.h.
 #include "engine/train/task_data.h"
 
+#include "engine/train/lm_loss.h"
+
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -61,6 +63,7 @@ class LanguageModelData : public TaskData {
                                  fmt::format("set model.vocab to at least {}", shards.vocab_size)));
     }
     byte_tokens_ = shards.tokenizer == "byte";
+    valid_ = shards.vocab_size;
     train_ = std::make_unique<TokenShard>(shard_dir + "/train.bin", shards.dtype);
     val_ = std::make_unique<TokenShard>(shard_dir + "/val.bin", shards.dtype);
     if (train_->size() <= static_cast<std::uint64_t>(T) + 1 || val_->size() <= static_cast<std::uint64_t>(T) + 1) {
@@ -74,6 +77,7 @@ class LanguageModelData : public TaskData {
         throw UsageError(fmt::format("data.eval_corpora: the vocabulary of {} ({}) exceeds model.vocab = {}", corpus,
                                      meta.vocab_size, V_));
       }
+      valid_ = std::max<std::int64_t>(valid_, meta.vocab_size);
       auto val = std::make_unique<TokenShard>(dir + "/val.bin", meta.dtype);
       if (val->size() <= static_cast<std::uint64_t>(T) + 1) {
         throw UsageError(fmt::format("data.eval_corpora: the validation shard of {} ({}) is shorter than one window of "
@@ -95,11 +99,11 @@ class LanguageModelData : public TaskData {
   void sampler_restore(const std::string& state) override { sampler_->restore(state); }
 
   torch::Tensor loss(Model& model, const Batch& batch, Precision precision) override {
-    return batch_loss(model, batch, precision);
+    return batch_loss(model, batch, precision, valid_);
   }
 
   double validation_loss(Model& model, std::int64_t batches, Precision precision, DistGroup* dist) override {
-    return evaluate(model, *val_, B_, T_, V_, batches, precision, dist);
+    return evaluate(model, *val_, B_, T_, valid_, batches, precision, dist);
   }
 
   std::vector<Metric> validate(Model& model, std::int64_t batches, Precision precision, DistGroup* dist) override {
@@ -108,13 +112,14 @@ class LanguageModelData : public TaskData {
         {"loss", loss}, {"perplexity", std::exp(loss)}, {"bits_per_token", loss / std::log(2.0)}};
     if (byte_tokens_) metrics.push_back({"bits_per_byte", loss / std::log(2.0)});
     for (const auto& [name, shard] : extra_val_) {
-      metrics.push_back({"loss@" + name, evaluate(model, *shard, B_, T_, V_, batches, precision, dist)});
+      metrics.push_back({"loss@" + name, evaluate(model, *shard, B_, T_, valid_, batches, precision, dist)});
     }
     return metrics;
   }
 
  private:
   std::int64_t B_, T_, V_;
+  std::int64_t valid_ = 0;  // the ids the data holds: the shards' vocabulary (V_ past it is padding)
   bool byte_tokens_ = false;
   std::unique_ptr<TokenShard> train_, val_;
   std::vector<std::pair<std::string, std::unique_ptr<TokenShard>>> extra_val_;
@@ -267,17 +272,34 @@ Batch random_batch(Model& model, const ModelShape& shape, std::int64_t B, std::i
   return {ids.narrow(1, 0, T), ids.narrow(1, 1, T)};
 }
 
-torch::Tensor batch_loss(Model& model, const Batch& batch, Precision precision) {
+torch::Tensor batch_loss(Model& model, const Batch& batch, Precision precision, std::int64_t valid) {
   const torch::Device device = module_device(model);
   torch::Tensor input = to_device(batch.input, device);
   if (input.is_floating_point()) input = input.to(model.parameters().front().scalar_type());
+  const torch::Tensor target = to_device(batch.target, device).reshape({-1});
+  auto* lm = dynamic_cast<LanguageModel*>(&model);
+  if (lm != nullptr) {
+    const torch::Tensor embedding = lm->token_embedding();
+    const std::int64_t V = embedding.size(0), rows = target.numel();
+    if (valid <= 0 || valid > V) valid = V;
+    if (loss_chunked(rows, V)) {  // the full logits are never held
+      torch::Tensor hidden;
+      {
+        const AutocastGuard autocast(precision, device);
+        hidden = lm->hidden(input);
+      }
+      hidden = at_least_float32(hidden);
+      return cross_entropy_chunked(hidden.reshape({rows, -1}), embedding, target, valid, kChunkRows, precision);
+    }
+  }
   torch::Tensor logits;
   {
     const AutocastGuard autocast(precision, device);
     logits = model.forward(input);
   }
   logits = at_least_float32(logits);
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), to_device(batch.target, device).reshape({-1}));
+  if (lm != nullptr) return cross_entropy_plain(logits, target, valid);
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), target);
 }
 
 std::unique_ptr<TaskData> task_data_open(const RunConfig& config, const std::string& home, std::int64_t batch_size,

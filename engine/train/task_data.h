@@ -54,7 +54,11 @@ Batch random_batch(Model& model, const ModelShape& shape, std::int64_t B, std::i
 
 // The mean cross-entropy of a batch's logits against its targets, for either task (logits
 // (B, T, V) or (B, K)), on the model's device, in float32 or wider.
-torch::Tensor batch_loss(Model& model, const Batch& batch, Precision precision = Precision::fp32);
+// A language model's targets lie in [0, valid) (the data's vocabulary; 0: the model's): the
+// logits past it, a padded vocabulary's, get no probability. Its loss is chunked
+// (engine/train/lm_loss.h) when the micro-batch's fp32 logits would pass 256 MiB.
+torch::Tensor batch_loss(Model& model, const Batch& batch, Precision precision = Precision::fp32,
+                         std::int64_t valid = 0);
 
 // Opens the run's data (preparing token shards when needed, in TFW_HOME/data), for batches of
 // `batch_size` examples of `seq_len` tokens (a language model's window). Throws UsageError

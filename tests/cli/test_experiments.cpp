@@ -78,6 +78,27 @@ TEST(Experiments, EveryShippedFileParsesAndDryRuns) {
   EXPECT_GE(configs, 16);
 }
 
+// Issue 49: the 124M config's vocabulary (50,304) with GPT-2's tokenizer (50,257): 47 padded ids,
+// 47 × 768 = 36,096 parameters and 2 × 47 × 768 = 72,192 logit FLOPs per token that no token
+// uses; with no tokenizer named, nothing is said.
+TEST(Experiments, ParamsSaysWhatAPaddedVocabularyAdds) {
+  const std::string config = kSource + "/experiments/paper/tokenformer-scaling-124m.toml";
+  Output named = tfw_stdout("params --json " + config + " --set data.tokenizer=gpt2");
+  ASSERT_EQ(named.code, 0) << named.output;
+  const nlohmann::json padding = nlohmann::json::parse(named.out)["vocab_padding"];
+  EXPECT_EQ(padding["tokenizer_vocab"], 50257);
+  EXPECT_EQ(padding["padded_ids"], 47);
+  EXPECT_EQ(padding["parameters"], 36096);
+  EXPECT_EQ(padding["flops_per_token"], 72192);
+  Output text = tfw_stdout("params " + config + " --set data.tokenizer=gpt2");
+  EXPECT_NE(text.out.find("of which padding"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("36,096  (47 ids past the gpt2 tokenizer's 50257: no probability)"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("72,192  (2·47·d, logits no token can take)"), std::string::npos) << text.out;
+  Output unnamed = tfw_stdout("params --json " + config);
+  EXPECT_TRUE(nlohmann::json::parse(unnamed.out)["vocab_padding"].is_null()) << unnamed.out;
+}
+
 TEST(Experiments, PaperPlanCountsCumulativeBudgets) {
   Output plan = tfw_stdout("run --dry-run --json " + kSource + "/experiments/paper/e1-progressive-scaling.toml --home "
                            "/tmp/tfw-test-dryrun");

@@ -40,3 +40,18 @@ TEST(StepTimes, AWindowNotYetFullAveragesWhatItHas) {
   EXPECT_NEAR(times.recent_step_mean(), 0.2, 1e-12);
   EXPECT_NEAR(times.recent_wall_mean(), 0.25, 1e-12);
 }
+
+// A read-back's wait for an asynchronous device is the pending steps' own work: it counts as
+// step time, in the totals and in the window (on its most recent step), and not before a step.
+TEST(StepTimes, AReadBacksWaitCountsAsStepTime) {
+  tfw::StepTimes times;
+  times.add_wait(5.0);  // nothing to wait for yet: ignored
+  EXPECT_EQ(times.step_total(), 0.0);
+  for (int i = 0; i < 10; ++i) times.add(0.01, 0.0);  // launches only
+  times.add_wait(0.9);                                // the device finishes the ten steps
+  EXPECT_NEAR(times.step_total(), 1.0, 1e-12);
+  EXPECT_NEAR(times.step_mean(), 0.1, 1e-12);
+  EXPECT_NEAR(times.recent_step_mean(), 0.1, 1e-12);
+  EXPECT_NEAR(times.tokens_per_second(1000, false), 10000.0, 1e-6);
+  EXPECT_EQ(times.data_total(), 0.0);
+}

@@ -136,7 +136,8 @@ void run_train(TrainArgs& args) {
                            {"cuda_linked", torch_has_cuda()}, {"cuda_devices", cuda_device_count()}}},
                 {"time", {{"step", summary.step_seconds}, {"data", summary.data_seconds},
                           {"eval", summary.eval_seconds}, {"checkpoint", summary.checkpoint_seconds},
-                          {"growth", summary.growth_seconds}, {"process", summary.process_seconds}}}});
+                          {"growth", summary.growth_seconds}, {"process", summary.process_seconds},
+                          {"recent_step", summary.recent_step_seconds}, {"recent_data", summary.recent_data_seconds}}}});
   } else {
     std::cout << fmt::format("run {} {}: {} steps, {} examples, {} tokens, {:.3e} training FLOPs, {}\n", outcome.run_id,
                              name, summary.steps, grouped(summary.examples), grouped(summary.tokens), summary.flops,

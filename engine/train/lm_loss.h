@@ -1,0 +1,39 @@
+// A language model's training loss without the full logits: the cross-entropy of the tied
+// output layer (logits = hidden · Eᵀ) computed a block of rows at a time, with its gradients
+// computed in the same pass (so the backward pass only scales them). For the GPT-2
+// vocabulary at batch 16 × 1024, the fp32 logits alone are 3.3 GB, and as much again for
+// their gradient; in blocks of kChunkRows rows they are at most about 400 MB. A vocabulary
+// larger than the tokenizer's (padded to a multiple of 64 for the matmul's sake) gives the
+// padded ids no probability, here and in the plain loss.
+#pragma once
+
+#include <cstdint>
+
+#include <torch/torch.h>
+
+#include "engine/precision.h"
+
+namespace tfw {
+
+// The mean cross-entropy of logits = hidden · embeddingᵀ over the rows of hidden (N, d)
+// against targets (N) int64 in [0, valid), with the columns at and past `valid` left out
+// (valid = embedding.size(0): none). The full (N, V) logits are never held: rows go
+// chunk_rows at a time. bf16: the products in bf16 (as autocast does them), the softmax in
+// fp32. Differentiable in hidden and embedding; equals the plain loss to float rounding
+// (tests/engine/test_lm_loss.cpp).
+torch::Tensor cross_entropy_chunked(const torch::Tensor& hidden, const torch::Tensor& embedding,
+                                    const torch::Tensor& targets, std::int64_t valid, std::int64_t chunk_rows,
+                                    Precision precision);
+
+// The plain loss: the mean cross-entropy of logits (..., V) against targets (...), over the
+// first `valid` columns only.
+torch::Tensor cross_entropy_plain(const torch::Tensor& logits, const torch::Tensor& targets, std::int64_t valid);
+
+// Whether a micro-batch of `rows` rows and a vocabulary of `vocab` takes the chunked loss:
+// when its fp32 logits would pass kChunkedLossBytes (256 MiB). Smaller ones keep the plain
+// loss, and their numbers, bit for bit.
+constexpr std::int64_t kChunkedLossBytes = std::int64_t{256} << 20;
+constexpr std::int64_t kChunkRows = 2048;
+inline bool loss_chunked(std::int64_t rows, std::int64_t vocab) { return rows * vocab * 4 > kChunkedLossBytes; }
+
+}  // namespace tfw
