@@ -83,16 +83,16 @@ cat > "$work/cancel.toml" << 'EOF'
 name = "cancel"
 [defaults]
 data = { corpus = "kjv" }
-train = { batch_size = 16, lr = 3e-3, warmup_steps = 5, eval_every = 100, eval_batches = 2, checkpoint_every = 10, peak_flops = 1e11 }
+train = { batch_size = 8, lr = 3e-3, warmup_steps = 5, eval_every = 100, eval_batches = 2, checkpoint_every = 10, peak_flops = 1e11 }
 [runs.long]
 family = "tokenformer"
-model = { layers = 2, d = 64, heads = 4, n_attn = 64, n_ffn = 256, vocab = 256, seq_len = 64 }
+model = { layers = 1, d = 32, heads = 2, n_attn = 32, n_ffn = 64, vocab = 256, seq_len = 32 }
 train = { max_steps = 1500 }
 [runs.longer]
 parent = "long"
 growth = { method = "pattention_grow" }
 family = "tokenformer"
-model = { layers = 2, d = 64, heads = 4, n_attn = 96, n_ffn = 384, vocab = 256, seq_len = 64 }
+model = { layers = 1, d = 32, heads = 2, n_attn = 48, n_ffn = 96, vocab = 256, seq_len = 32 }
 train = { max_steps = 20 }
 EOF
 out=$("$tfw" run "$work/cancel.toml" --executor slurm --cpus-per-task 2 --home "$home" 2>&1)
