@@ -50,59 +50,9 @@ rows=$out/rows.jsonl
 : > "$rows"
 status=0
 
-for config in "${configs[@]}"; do
-  name=$(basename "$config" .toml)
-  # 1. tfw. train.log_every = 10 divides the warm-up, so the read-back after step 40 empties
-  #    the device's queue and the 20 steps after it are timed from an idle device.
-  if "$tfw" train "$config" --home "$home" --name "$name" --json \
-       --set data.corpus="${CORPUS:-gcide}" --set data.tokenizer="${TOKENIZER:-gpt2}" --set train.device="$device" --set train.precision="$precision" \
-       --set train.batch_size="$batch" --set train.max_steps=$((warmup + measured)) --set train.max_tokens=0 \
-       --set train.max_flops=0 --set train.warmup_steps=10 --set train.log_every=10 \
-       --set train.eval_every=1000000 --set train.checkpoint_every=1000000 --set train.peak_flops="$peak" \
-       > "$out/$name-tfw.json" 2> "$out/$name-tfw.log"; then
-    "$python" - "$out/$name-tfw.json" "$config" "$name" >> "$rows" << 'PY'
-import json, sys, tomllib
-r = json.load(open(sys.argv[1]))
-m = tomllib.load(open(sys.argv[2], "rb"))["model"]
-seconds = r["time"]["recent_step"] + r["time"]["recent_data"]
-tokens = r["tokens"] / r["steps"]
-print(json.dumps({"model": sys.argv[3], "way": "tfw", "seconds": seconds, "median": None,
-                  "tokens_per_step": tokens, "parameters": r["parameters"], "layers": m["layers"], "d": m["d"],
-                  "seq_len": m.get("seq_len", 1024)}))
-PY
-  else
-    echo "tfw failed on $name (see $out/$name-tfw.log)" >&2
-    tail -5 "$out/$name-tfw.log" >&2
-    status=1
-  fi
-  # 2 and 3. PyTorch, eager and compiled.
-  ways=(eager)
-  [ "$compile" = 1 ] && ways+=(compiled)
-  for way in "${ways[@]}"; do
-    flags=()
-    [ "$way" = compiled ] && flags=(--compile)
-    if "$python" "$root/bench/python_train_step.py" "$config" --device "$device" --precision "$precision" \
-         --batch-size "$batch" --skip "$warmup" --steps "$measured" "${flags[@]}" \
-         > "$out/$name-pytorch-$way.json" 2> "$out/$name-pytorch-$way.log"; then
-      "$python" - "$out/$name-pytorch-$way.json" "$config" "$name" "$way" >> "$rows" << 'PY'
-import json, sys, tomllib
-r = json.load(open(sys.argv[1]))
-m = tomllib.load(open(sys.argv[2], "rb"))["model"]
-print(json.dumps({"model": sys.argv[3], "way": "PyTorch " + sys.argv[4], "seconds": r["mean_step_seconds"],
-                  "median": r["step_seconds"], "tokens_per_step": r["batch_size"] * r["seq_len"],
-                  "parameters": r["parameters"], "layers": m["layers"], "d": m["d"], "seq_len": r["seq_len"],
-                  "gpu": r["gpu"]}))
-PY
-    else
-      echo "PyTorch $way failed on $name (see $out/$name-pytorch-$way.log)" >&2
-      tail -5 "$out/$name-pytorch-$way.log" >&2
-      status=1
-    fi
-  done
-done
-
 # The table: 6N + 6LCT FLOPs per token with N = the PyTorch model's parameters (the same
 # models; tfw's count is printed beside it).
+table() {  # rewritten after every run, so that a run cut short by a time limit leaves the rows before it
 "$python" - "$rows" "$peak" "$device" "$precision" "$batch" "$warmup" "$measured" > "$out/gpu-vs-pytorch.md" << 'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
@@ -129,5 +79,60 @@ for model in dict.fromkeys(r["model"] for r in rows):
         print(f"| {model} | {r['way']} | {1e3 * r['seconds']:.1f} | {median} | {r['tokens_per_step'] / r['seconds']:,.0f} | "
               f"{100 * flops / r['seconds'] / peak:.1f}% | {ratio} | {count} |")
 PY
+}
+
+for config in "${configs[@]}"; do
+  name=$(basename "$config" .toml)
+  # 1. tfw. train.log_every = 10 divides the warm-up, so the read-back after step 40 empties
+  #    the device's queue and the 20 steps after it are timed from an idle device.
+  if "$tfw" train "$config" --home "$home" --name "$name" --json \
+       --set data.corpus="${CORPUS:-gcide}" --set data.tokenizer="${TOKENIZER:-gpt2}" --set train.device="$device" --set train.precision="$precision" \
+       --set train.batch_size="$batch" --set train.max_steps=$((warmup + measured)) --set train.max_tokens=0 \
+       --set train.max_flops=0 --set train.warmup_steps=10 --set train.log_every=10 \
+       --set train.eval_every=1000000 --set train.checkpoint_every=1000000 --set train.peak_flops="$peak" \
+       > "$out/$name-tfw.json" 2> "$out/$name-tfw.log"; then
+    "$python" - "$out/$name-tfw.json" "$config" "$name" >> "$rows" << 'PY'
+import json, sys, tomllib
+r = json.load(open(sys.argv[1]))
+m = tomllib.load(open(sys.argv[2], "rb"))["model"]
+seconds = r["time"]["recent_step"] + r["time"]["recent_data"]
+tokens = r["tokens"] / r["steps"]
+print(json.dumps({"model": sys.argv[3], "way": "tfw", "seconds": seconds, "median": None,
+                  "tokens_per_step": tokens, "parameters": r["parameters"], "layers": m["layers"], "d": m["d"],
+                  "seq_len": m.get("seq_len", 1024)}))
+PY
+  else
+    echo "tfw failed on $name (see $out/$name-tfw.log)" >&2
+    tail -5 "$out/$name-tfw.log" >&2
+    status=1
+  fi
+  table
+  # 2 and 3. PyTorch, eager and compiled.
+  ways=(eager)
+  [ "$compile" = 1 ] && ways+=(compiled)
+  for way in "${ways[@]}"; do
+    flags=()
+    [ "$way" = compiled ] && flags=(--compile)
+    if "$python" "$root/bench/python_train_step.py" "$config" --device "$device" --precision "$precision" \
+         --batch-size "$batch" --skip "$warmup" --steps "$measured" "${flags[@]}" \
+         > "$out/$name-pytorch-$way.json" 2> "$out/$name-pytorch-$way.log"; then
+      "$python" - "$out/$name-pytorch-$way.json" "$config" "$name" "$way" >> "$rows" << 'PY'
+import json, sys, tomllib
+r = json.load(open(sys.argv[1]))
+m = tomllib.load(open(sys.argv[2], "rb"))["model"]
+print(json.dumps({"model": sys.argv[3], "way": "PyTorch " + sys.argv[4], "seconds": r["mean_step_seconds"],
+                  "median": r["step_seconds"], "tokens_per_step": r["batch_size"] * r["seq_len"],
+                  "parameters": r["parameters"], "layers": m["layers"], "d": m["d"], "seq_len": r["seq_len"],
+                  "gpu": r["gpu"]}))
+PY
+    else
+      echo "PyTorch $way failed on $name (see $out/$name-pytorch-$way.log)" >&2
+      tail -5 "$out/$name-pytorch-$way.log" >&2
+      status=1
+    fi
+    table
+  done
+done
+
 cat "$out/gpu-vs-pytorch.md"
 exit $status
