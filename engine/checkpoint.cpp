@@ -35,8 +35,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string manifest_of(const std::string& archive) { return fs::path(archive).replace_extension(".toml").string(); }
-
 // The safetensors dtype of a torch dtype, and back.
 struct DtypePair {
   torch::ScalarType torch;
@@ -233,7 +231,7 @@ CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::opti
                        {"train_loss", meta.train_loss}};
   if (std::isfinite(meta.val_loss)) manifest.insert("val_loss", meta.val_loss);
   if (!meta.growth_method.empty()) manifest.insert("growth_method", meta.growth_method);
-  const std::string manifest_path = manifest_of(archive_path), manifest_temp = manifest_path + ".tmp";
+  const std::string manifest_path = checkpoint_manifest_path(archive_path), manifest_temp = manifest_path + ".tmp";
   {
     std::ostringstream text;
     text << "# tfw checkpoint manifest\n" << manifest << "\n";

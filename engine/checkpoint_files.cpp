@@ -18,12 +18,14 @@ namespace tfw {
 
 namespace fs = std::filesystem;
 
+std::string checkpoint_manifest_path(const std::string& archive) {
+  return fs::path(archive).replace_extension(".toml").string();
+}
+
 namespace {
 
-std::string manifest_of(const std::string& archive) { return fs::path(archive).replace_extension(".toml").string(); }
-
 toml::table manifest_read(const std::string& archive) {
-  const std::string manifest = manifest_of(archive);
+  const std::string manifest = checkpoint_manifest_path(archive);
   if (!fs::exists(manifest)) {
     throw UsageError(with_hint(fmt::format("checkpoint '{}' has no manifest ({}): it is incomplete", archive, manifest),
                                "use an earlier checkpoint of the run"));
@@ -152,7 +154,7 @@ std::vector<std::string> checkpoint_prune(const std::string& dir, std::int64_t k
   }
   for (std::size_t i = 0; i + keep < all.size(); ++i) {
     if (all[i].step == best_step) continue;
-    fs::remove(manifest_of(all[i].path));  // manifest first: the archive is then ignored
+    fs::remove(checkpoint_manifest_path(all[i].path));  // manifest first: the archive is then ignored
     fs::remove(all[i].path);
     removed.push_back(all[i].path);
   }
@@ -164,7 +166,8 @@ std::vector<std::string> checkpoint_set_aside_newer(const std::string& dir, std:
   for (const CheckpointInfo& newer : checkpoint_list(dir)) {
     if (newer.step <= step) continue;
     std::error_code ec;
-    fs::rename(manifest_of(newer.path), manifest_of(newer.path) + ".damaged", ec);  // manifest first
+    const std::string manifest = checkpoint_manifest_path(newer.path);
+    fs::rename(manifest, manifest + ".damaged", ec);  // manifest first
     fs::rename(newer.path, newer.path + ".damaged", ec);
     moved.push_back(newer.path);
   }

@@ -13,7 +13,7 @@
 
 #include "tests/cli/run_command.h"
 
-namespace {
+namespace test_bad_input {
 
 namespace fs = std::filesystem;
 using tfw::test::capture;
@@ -332,7 +332,7 @@ TEST_F(BadInput, ACopiedHomeResumesInTheCopy) {
 
 }  // namespace
 
-namespace {
+namespace test_bad_input {
 
 // Issue 33, finding 1: a checkpoint whose TorchScript `__setstate__` overwrites a marker file
 // when a TorchScript loader loads it (the script checks that Python's torch.jit.load does run
@@ -377,7 +377,7 @@ TEST_F(BadInput, ACheckpointThatRunsCodeWhenLoadedRunsNothing) {
 
 }  // namespace
 
-namespace {
+namespace test_bad_input {
 
 // Issue 33 (low): `tfw data prepare` on a full disk left train.bin.tmpPID files behind, and
 // each retry added more. A file-size limit stands in for the full disk (the writes fail with

@@ -20,7 +20,7 @@
 #include "tests/cli/run_command.h"
 #include "workbench/common/first_steps.h"
 
-namespace {
+namespace test_cli {
 
 using tfw::test::capture;
 using tfw::test::Result;
@@ -137,7 +137,7 @@ TEST(Cli, SmokeTrainsBothTinyModels) {
 
 }  // namespace
 
-namespace {
+namespace test_cli {
 
 TEST(Cli, DataPrepareAndListAFolderCorpus) {
   std::string home = "/tmp/tfw-test-cli-home";
@@ -164,7 +164,7 @@ TEST(Cli, DataPrepareAndListAFolderCorpus) {
 
 }  // namespace
 
-namespace {
+namespace test_cli {
 
 // Starts `tfw train` in the background on the tiny kjv config, waits (at most 120 s) until
 // checkpoint step 6 is complete, sends `signal_name`, waits, and prints "rc=N".
@@ -240,7 +240,7 @@ TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
 
 }  // namespace
 
-namespace {
+namespace test_cli {
 
 // docs/cli.md lists every command the binary has, and every subcommand of those that have some.
 TEST(Cli, DocsListEveryCommand) {
@@ -358,7 +358,7 @@ TEST(Cli, RunsListShowCompareAndBadStores) {
 
 }  // namespace
 
-namespace {
+namespace test_cli {
 
 TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
   const std::string home = "/tmp/tfw-test-cli-grow";
@@ -455,7 +455,7 @@ TEST(Cli, MsgGrowThenTrainCarriesTheRamp) {
 
 }  // namespace
 
-namespace {
+namespace test_cli {
 
 // (key, step, value) of every point of a run folder's metrics.jsonl, in order; wall times and
 // speeds (which depend on the machine's load) left out.

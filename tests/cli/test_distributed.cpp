@@ -18,7 +18,7 @@
 #include "tests/cli/run_command.h"
 #include "tests/support.h"
 
-namespace {
+namespace test_distributed {
 
 using tfw::test::capture;
 using tfw::test::Result;

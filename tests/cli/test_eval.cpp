@@ -17,7 +17,7 @@
 #include "tests/cli/run_command.h"
 #include "tests/cli/trained_once.h"
 
-namespace {
+namespace test_eval {
 
 namespace fs = std::filesystem;
 using tfw::test::capture;

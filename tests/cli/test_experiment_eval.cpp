@@ -14,7 +14,7 @@
 
 #include "tests/cli/run_command.h"
 
-namespace {
+namespace test_experiment_eval {
 
 namespace fs = std::filesystem;
 using tfw::test::capture;

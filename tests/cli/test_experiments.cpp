@@ -17,7 +17,7 @@
 
 #include "tests/cli/run_command.h"
 
-namespace {
+namespace test_experiments {
 
 namespace fs = std::filesystem;
 

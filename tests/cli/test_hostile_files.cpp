@@ -26,7 +26,7 @@
 #include "engine/sha256.h"
 #include "tests/cli/run_command.h"
 
-namespace {
+namespace test_hostile_files {
 
 namespace fs = std::filesystem;
 using tfw::test::capture;

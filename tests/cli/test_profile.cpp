@@ -16,7 +16,7 @@
 #include "engine/train/profile.h"
 #include "tests/cli/run_command.h"
 
-namespace {
+namespace test_profile {
 
 namespace fs = std::filesystem;
 using tfw::test::capture;

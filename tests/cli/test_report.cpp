@@ -20,7 +20,7 @@
 #include "tests/cli/run_command.h"
 #include "tests/cli/trained_once.h"
 
-namespace {
+namespace test_report {
 
 namespace fs = std::filesystem;
 
@@ -372,7 +372,7 @@ TEST_F(Report, AChangedFinishedRunIsRefusedNotSkipped) {
 
 }  // namespace
 
-namespace {
+namespace test_report {
 
 TEST_F(Report, FitUsesTheFamilysRunsFromScratchAndRefusesTooFew) {
   // Before the grid: the tokenformer runs from scratch are small and scratch, 2 distinct points.
@@ -405,7 +405,7 @@ TEST_F(Report, FitUsesTheFamilysRunsFromScratchAndRefusesTooFew) {
 
 }  // namespace
 
-namespace {
+namespace test_report {
 
 // metrics.jsonl of a run folder: key -> step -> value.
 std::map<std::string, std::map<long, double>> metrics_of(const std::string& run_dir) {

@@ -13,7 +13,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_attention {
 
 TEST(Rotary, DimsAreAQuarterRoundedDownToEven) {
   EXPECT_EQ(rotary_dims(64, 0.25), 16);

@@ -21,7 +21,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_attention_map {
 
 namespace fs = std::filesystem;
 

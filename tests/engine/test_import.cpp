@@ -24,7 +24,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_import {
 
 namespace fs = std::filesystem;
 

@@ -15,7 +15,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_lm_loss {
 
 namespace fs = std::filesystem;
 

@@ -17,7 +17,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_mask {
 
 RunConfig run_config(const std::string& text) { return run_config_parse(test::plugins(), toml::parse(std::string_view(text), std::string_view("mask.toml")), "mask.toml"); }
 

@@ -17,7 +17,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_model_export {
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -17,7 +17,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_online_growth {
 
 using namespace trainer_test;
 

@@ -10,7 +10,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_optim {
 
 using namespace trainer_test;
 

@@ -10,7 +10,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_pattention {
 
 // One input token x = (1, 0), keys (1,0), (0,1), (1,1) -> scores s = (1, 0, 1), n0 = 3,
 // values (1), (2), (3). Expected outputs worked by hand (eps = 1e-6 only moves digits

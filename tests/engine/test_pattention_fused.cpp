@@ -10,7 +10,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_pattention_fused {
 
 const std::vector<PattentionNorm> kNorms = {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1,
                                             PattentionNorm::softmax};

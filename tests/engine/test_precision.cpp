@@ -22,7 +22,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_precision {
 
 std::shared_ptr<Model> tiny_tokenformer() {
   const ModelConfig config =

@@ -13,7 +13,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_readback {
 
 using namespace trainer_test;
 

@@ -11,7 +11,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_registry {
 
 const std::string kSampleDir = TFW_SAMPLE_PLUGIN_DIR;
 

@@ -16,7 +16,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_safetensors {
 
 namespace fs = std::filesystem;
 

@@ -7,7 +7,7 @@
 #include "engine/config_diff.h"
 #include "engine/sha256.h"
 
-namespace {
+namespace test_sha256 {
 
 TEST(Sha256, MatchesTheStandardsVectors) {
   EXPECT_EQ(tfw::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");

@@ -9,7 +9,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_token_use {
 
 std::shared_ptr<Model> tiny_model() {
   const ModelConfig config = test::config_from_text(test::TinyModel{"tokenformer", 16, 2, 30, 8, 12}.toml());

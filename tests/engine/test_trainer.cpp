@@ -32,7 +32,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_trainer {
 
 namespace fs = std::filesystem;
 

@@ -15,7 +15,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_growth {
 
 using test::grow;
 using test::growth_cases;

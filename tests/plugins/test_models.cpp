@@ -10,7 +10,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_models {
 
 const std::string kTokenformer = test::TinyModel{"tokenformer", 32, 4, 50, 24, 40, 16}.toml();
 const std::string kTransformer = test::TinyModel{"transformer", 32, 4, 50, 0, 0, 16}.toml();

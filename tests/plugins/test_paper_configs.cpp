@@ -10,7 +10,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_paper_configs {
 
 struct TokenformerRow {
   const char* file;

@@ -12,7 +12,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_reference {
 
 std::vector<std::vector<std::int64_t>> to_rows(const torch::Tensor& t) {
   std::vector<std::vector<std::int64_t>> rows;

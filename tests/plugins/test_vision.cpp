@@ -24,7 +24,7 @@
 #include "tests/support.h"
 
 namespace tfw {
-namespace {
+namespace test_vision {
 
 namespace fs = std::filesystem;
 
