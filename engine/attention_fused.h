@@ -1,4 +1,4 @@
-// Softmax attention as one custom autograd operator on the CPU (issue 16). torch's own path
+// Softmax attention as one custom autograd operator on the CPU. torch's own path
 // for the (B, H, T, dh) products is a serial loop over the B·H heads, each a small matrix
 // product that the BLAS splits over every thread, followed by separate passes for the scale,
 // the causal mask and the softmax, forward and backward. Here the heads run in parallel, one

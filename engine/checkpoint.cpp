@@ -318,7 +318,7 @@ CheckpointMeta meta_from(const std::map<std::string, std::string>& metadata, con
                                "use another checkpoint of the run; this file is damaged or was not written by tfw"));
   }
   // Counters are never negative and FLOPs are finite: a step of -5 rewrote a run's stored steps,
-  // and an inherited_flops of inf was stored, then refused in the run's bundle (issue 50).
+  // and an inherited_flops of inf was stored, then refused in the run's bundle.
   const std::pair<const char*, double> counts[] = {
       {"step", static_cast<double>(meta.step)}, {"tokens", static_cast<double>(meta.tokens)}, {"flops", meta.flops},
       {"inherited_flops", meta.inherited_flops}, {"threads", static_cast<double>(meta.threads)}};

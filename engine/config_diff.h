@@ -1,4 +1,4 @@
-// Config keys that differ between two runs (issue 34): `tfw runs diff`, `tfw runs compare` and
+// Config keys that differ between two runs: `tfw runs diff`, `tfw runs compare` and
 // the changed-config refusal of `tfw run` name them. Torch-free.
 #pragma once
 

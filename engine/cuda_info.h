@@ -1,4 +1,4 @@
-// What the CUDA runtime says about a GPU, without torch's or CUDA's headers (issue 35): the
+// What the CUDA runtime says about a GPU, without torch's or CUDA's headers: the
 // trainer's memory check asks how much memory the device has free. Compiled from
 // engine/cuda_info.cu where this build's LibTorch has CUDA, else engine/cuda_info_none.cpp.
 #pragma once

@@ -1,4 +1,4 @@
-// Where and in what precision the engine computes (issue 16): train.device and
+// Where and in what precision the engine computes: train.device and
 // train.precision. The code is the same for every device: models are built on the CPU and
 // moved, each batch follows the model, and every tensor the engine creates takes its device
 // from a tensor it already has. Only device_resolve() knows about CUDA. Nothing on CUDA has

@@ -41,7 +41,7 @@ struct EvalRequest {
   // empty, every token.
   std::optional<std::vector<std::string>> blocks;
   // Where to evaluate: "cpu", "cuda" or "cuda:N"; empty: the checkpoint's train.device.
-  // Checkpoints are device-free, so a run trained on a GPU evaluates on the CPU (issue 35).
+  // Checkpoints are device-free, so a run trained on a GPU evaluates on the CPU.
   std::string device;
 };
 

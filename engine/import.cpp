@@ -562,7 +562,7 @@ ImportResult import_tokenformer(const Registry& registry, const ImportRequest& r
   check_keys(weights, m, w, mapping, result);
 
   // ---- The model: a run config, then the family's own model, filled in. A failure from here
-  // on removes what this import wrote into --out (issue 33: a failed import left model.toml).
+  // on removes what this import wrote into --out (a failed import left model.toml).
   Output out(request.out_dir);
   const fs::path tokenizer_copy = copy_tokenizer(tokenizer, out);
   const std::string config_path = write_run_config(run_config_table(request.dir, weights, m, w.vocab), out);

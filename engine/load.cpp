@@ -71,7 +71,7 @@ double LoadMeter::seconds() const { return wall_now() - start_wall_; }
 
 ThreadGovernor::ThreadGovernor(double window_seconds) : window_seconds_(window_seconds) {
   // Off unless asked for: a different thread count splits the reductions differently, so the
-  // same config and seed would no longer give the same numbers (issue 34).
+  // same config and seed would no longer give the same numbers.
   const char* adapt = std::getenv("TFW_ADAPT_THREADS");
   enabled_ = adapt && std::strcmp(adapt, "1") == 0 && runtime_threads() > 1;
 }

@@ -1,4 +1,4 @@
-// A model out to the Python ecosystem and back (issue 37): `tfw export-model` writes a
+// A model out to the Python ecosystem and back: `tfw export-model` writes a
 // checkpoint's weights as DIR/model.safetensors (the model's own tensor names, float32, no
 // optimiser) and DIR/config.json (the family, the model's settings as JSON, and the whole run
 // config); `tfw import safetensors DIR` reads such a folder back into a workbench checkpoint,

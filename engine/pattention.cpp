@@ -133,7 +133,7 @@ torch::Tensor PattentionImpl::forward(const torch::Tensor& x) {
   const torch::Tensor v = active_.defined() ? values.index_select(0, active_) : values;  // (n, d_out)
   // On the CPU the fused operator takes the multiplier as a number. On a GPU the multiplier
   // stays a tensor there (reading a CUDA buffer into a number would wait for the GPU in every
-  // projection, issue 35), and Θ is the composition unless pattention_cuda_fused() chooses the
+  // projection), and Θ is the composition unless pattention_cuda_fused() chooses the
   // CUDA kernels.
   const torch::Tensor s = torch::matmul(x, k.t());                               // (..., n)
   const bool fused = pattention_implementation() == PattentionImplementation::fused &&

@@ -1,4 +1,4 @@
-// The fused Pattention normalisation on CUDA (issue 35): the same Θ(S) and the same formulas
+// The fused Pattention normalisation on CUDA: the same Θ(S) and the same formulas
 // as the CPU kernels (engine/pattention_fused.cpp, whose autograd function calls these), one
 // thread block per row of scores, written in engine/pattention_cuda.cu and compiled by nvcc in
 // every build whose LibTorch has CUDA. No torch header here or in the .cu: the autograd

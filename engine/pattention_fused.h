@@ -1,4 +1,4 @@
-// The fused Pattention normalisation (issue 16): Θ(S) for every score norm as one custom
+// The fused Pattention normalisation: Θ(S) for every score norm as one custom
 // autograd function whose forward and backward each make one pass per row of scores,
 // parallel over rows. The composition in pattention.cpp (pattention_scores_normalise) stays
 // the reference; pattention_implementation() chooses which one layers use.

@@ -1,4 +1,4 @@
-// The row kernels of the fused Pattention normalisation for float32 (issue 16), without torch
+// The row kernels of the fused Pattention normalisation for float32, without torch
 // headers: pattention_fused.cpp chooses them at run time and calls them on blocks of rows.
 // `norm` is the value of PattentionNorm (0 l2_gelu, 1 gelu_l2, 2 gelu_l1, 3 softmax).
 #pragma once

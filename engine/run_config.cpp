@@ -43,7 +43,7 @@ std::string tokenizer_parse(ConfigTable& table, const std::string& config_path) 
   if (path.is_relative() && !config_path.empty()) path = std::filesystem::path(config_path).parent_path() / path;
   // Confined (a job of the service, or a submission it plans): the resolved path, the one the
   // job opens, must be inside; checked before existence, so that the error says nothing of
-  // files outside (issue 33).
+  // files outside.
   confined_or_fail(table, "tokenizer", path.string());
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
@@ -263,7 +263,7 @@ TrainConfig train_parse(ConfigTable& t) {
   const bool repeat_given = t.has("growth_repeat");
   ConfigTable repeat = t.sub("growth_repeat");
   GrowthRepeat& r = c.growth_repeat;
-  // A [train.growth_repeat] table that never grows was silently ignored (issue 33).
+  // A [train.growth_repeat] table that never grows was silently ignored.
   r.every_steps = at_least<std::int64_t>(repeat, "every_steps", repeat.get_int("every_steps", 0), repeat_given ? 1 : 0);
   r.start_step = at_least<std::int64_t>(repeat, "start_step", repeat.get_int("start_step", r.every_steps), 0);
   r.stop_step = at_least<std::int64_t>(repeat, "stop_step", repeat.get_int("stop_step", 0), 0);

@@ -151,7 +151,7 @@ std::string cpu_model() {
 
 std::string compute_device_name(const std::string& device) {
   // The GPU's name needs the CUDA runtime's headers, which the engine does not compile
-  // against yet (issue 35): the device and the LibTorch's CUDA say what ran.
+  // against yet: the device and the LibTorch's CUDA say what ran.
   if (device.rfind("cuda", 0) == 0) return fmt::format("CUDA device {} of {}", device, cuda_device_count());
   return cpu_model();
 }

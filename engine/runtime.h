@@ -26,7 +26,7 @@ const char* torch_version();
 
 // The CPU kernels ATen dispatches to on this machine: "AVX512", "AVX2", "DEFAULT" (its widest
 // vector ISA, or ATEN_CPU_CAPABILITY's choice). The same config and seed give the same numbers
-// only under the same capability: AVX-512 and AVX2 kernels round differently (issue 51).
+// only under the same capability: AVX-512 and AVX2 kernels round differently.
 std::string cpu_capability();
 
 // The kernel sets this machine's processor can run, widest first ("AVX512", "AVX2", "DEFAULT"

@@ -94,7 +94,7 @@ SampleStats sample_checkpoint(const Registry& registry, const SampleRequest& req
       scores = scores.narrow(0, 0, tokenizer->vocab_size());
     }
     // Weights that are NaN or infinite (a diverged or damaged checkpoint) give scores no
-    // distribution can come from: said as the checkpoint's problem, not torch's (issue 50).
+    // distribution can come from: said as the checkpoint's problem, not torch's.
     if (!torch::isfinite(scores).all().item<bool>()) {
       throw UsageError(with_hint(fmt::format("checkpoint {}: its model gives scores that are not finite (NaN or "
                                              "infinite weights) at token {}",

@@ -1,4 +1,4 @@
-// Growth diagnostics (issue 37): does a grown model use the parameter tokens growth appended?
+// Growth diagnostics: does a grown model use the parameter tokens growth appended?
 // For each Pattention layer holding more tokens than it was created with (n > n0: tokens
 // n0..n-1 were appended), over every validation batch the trainer evaluates:
 //   appended_mass    the share of the score mass Σ|Θ(S)| (over input tokens and parameter

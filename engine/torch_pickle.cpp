@@ -45,7 +45,7 @@ constexpr StorageType kStorageTypes[] = {
 };
 
 // A record's inflated size, declared in the zip's directory, checked before it is inflated:
-// a 3 MB file whose data.pkl inflates to 3 GiB reached 3.4 GB of memory (issue 50). miniz
+// a 3 MB file whose data.pkl inflates to 3 GiB reached 3.4 GB of memory. miniz
 // inflates into a buffer of the declared size and fails when the stream gives more, so the
 // declared size bounds what is allocated.
 void record_size_check(caffe2::serialize::PyTorchStreamReader& archive, const std::string& record,
@@ -306,7 +306,7 @@ class Interpreter {
     if (marks_.empty()) fail("MARK is missing");
     const std::size_t mark = marks_.back();
     marks_.pop_back();
-    if (mark > stack_.size()) fail("a MARK points past the stack");  // found by fuzzing (issue 33)
+    if (mark > stack_.size()) fail("a MARK points past the stack");  // found by fuzzing
     std::vector<PyRef> items(stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
     stack_.resize(mark);
     return items;
@@ -376,7 +376,7 @@ class Interpreter {
     }
     if (offset < 0 || (numel > 0 && last >= storage.numel())) fail("a tensor reaches past its storage");
     // A view with more elements than its storage repeats elements (a stride of 0): materialising
-    // it would turn a few stored bytes into gigabytes before any shape is checked (issue 33).
+    // it would turn a few stored bytes into gigabytes before any shape is checked.
     if (numel > storage.numel()) {
       fail(fmt::format("a tensor of {} elements over a storage of {} (it repeats elements)", numel, storage.numel()));
     }
@@ -414,7 +414,7 @@ class Interpreter {
     auto [data_ptr, bytes] = archive_.getRecord(record);
     const std::size_t element = c10::elementSize(type->dtype);
     // numel * element is not formed: for a hostile numel it wraps past 2^64 (2^62 + 32 floats
-    // "needed" 128 bytes), and the tensor read past the record (issue 33).
+    // "needed" 128 bytes), and the tensor read past the record.
     if (numel < 0 || static_cast<std::uint64_t>(numel) > bytes / element) {
       fail(fmt::format("storage {} holds {} bytes, fewer than {} elements of {} need", key, bytes, numel, a[1]->text));
     }

@@ -170,7 +170,7 @@ void Trainer::prepare() {
 // Before the first step: a run started from a grown checkpoint is evaluated, so that its
 // validation curve starts where the growth happened (no gap on cumulative FLOPs; the
 // evaluation reads fixed windows and draws no random numbers, so training is unchanged).
-// Then what produced the numbers from here on (issue 34): a resume on another machine,
+// Then what produced the numbers from here on: a resume on another machine,
 // LibTorch or thread count adds its own event, and reports warn when a group's runs differ.
 void Trainer::announce() {
   if (started_from_checkpoint_ && state_.step == 0) {

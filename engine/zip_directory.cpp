@@ -1,4 +1,4 @@
-// See zip_directory.h. Found by the pickle fuzzer (issue 50): a forged 2 GiB `version` record
+// See zip_directory.h. Found by the pickle fuzzer: a forged 2 GiB `version` record
 // made LibTorch's reader allocate 2 GiB as it opened a 323-byte file.
 #include "engine/zip_directory.h"
 

@@ -1,4 +1,4 @@
-// Run bundles (issue 34): runs carried between homes in one portable file. `tfw runs export`
+// Run bundles: runs carried between homes in one portable file. `tfw runs export`
 // writes one; `tfw runs import` reads it into a home; `tfw report --bundle` and `tfw export
 // --bundle` read runs from one. The format is in docs/store.md ("Run bundles").
 //

@@ -162,7 +162,7 @@ BundleSummary bundle_export(Store& store, const BundleExport& what, const std::s
   }
   const std::vector<RunRecord> ordered = bundle_order(store, chosen);
 
-  // Its folder is made, as every other --out makes its own (issue 51).
+  // Its folder is made, as every other --out makes its own.
   if (const fs::path folder = fs::path(out).parent_path(); !folder.empty()) {
     std::error_code ec;
     fs::create_directories(folder, ec);

@@ -97,7 +97,7 @@ class GzReader {
     }
     buffer_.resize(static_cast<std::size_t>(got));
     pos_ = 0;
-    // A decompression bomb (issue 50): 2 MB of deflated zeros wrote a 2 GiB file into the
+    // A decompression bomb: 2 MB of deflated zeros wrote a 2 GiB file into the
     // home. Past a floor, the bytes out may be at most expansion_ratio times the bytes read.
     inflated_ += static_cast<std::uint64_t>(got);
     const z_off_t read = gzoffset(file_);

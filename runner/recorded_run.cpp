@@ -101,7 +101,7 @@ RunConfig resumed_run_config(const Registry& registry, const RunRequest& request
                              std::int64_t& done, std::unique_ptr<RunLock>& lock) {
   std::tie(options.run_dir, run_id) = book.resolve(request.resume, request.home);
   // A run's folder is in its home; a record that names any other folder (one a recording
-  // client claimed, issue 33) is never written to: checkpoints, metrics and pruning stay
+  // client claimed) is never written to: checkpoints, metrics and pruning stay
   // inside TFW_HOME.
   if (!path_inside(options.run_dir, request.home)) {
     throw UsageError(with_hint(fmt::format("run '{}' has its folder at {}, outside this home ({}): tfw writes a "

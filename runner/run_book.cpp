@@ -92,7 +92,7 @@ void book_clear_name(Store& store, const std::string& experiment, const std::str
                                "TFW_HEARTBEAT_TIMEOUT seconds"));
   }
   // The store's rows decide, not the files the caller sees: a record with checkpoints is a
-  // run's history, and nobody starting a run of the same name may delete it (issue 33).
+  // run's history, and nobody starting a run of the same name may delete it.
   if (!store.checkpoints(old->id).empty()) {
     throw UsageError(with_hint(fmt::format("run '{}' (id {}) already has checkpoints in the store", name, old->id),
                                "resume it, choose another name, or delete it first with `tfw runs delete`"));

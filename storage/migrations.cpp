@@ -73,7 +73,7 @@ CREATE TABLE events (
 CREATE INDEX events_run ON events(run_id);
 )sql";
 
-// v2: the engine service's job queue (issue 9). Jobs outlive the service: queued ones stay
+// v2: the engine service's job queue. Jobs outlive the service: queued ones stay
 // queued across a restart, running ones are resumed.
 constexpr const char* kV2Jobs = R"sql(
 CREATE TABLE jobs (
@@ -92,7 +92,7 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_status ON jobs(status);
 )sql";
 
-// v3: runs submitted to a cluster scheduler (issue 17: `tfw run --executor slurm`). One row
+// v3: runs submitted to a cluster scheduler (`tfw run --executor slurm`). One row
 // per submission of a run; state is the scheduler's own word (PENDING, RUNNING, COMPLETED,
 // FAILED, CANCELLED, TIMEOUT, ...), refreshed from squeue/sacct by whoever reads it.
 constexpr const char* kV3ClusterJobs = R"sql(
@@ -113,7 +113,7 @@ CREATE TABLE cluster_jobs (
 CREATE INDEX cluster_jobs_run ON cluster_jobs(experiment, run);
 )sql";
 
-// v4: `tfw eval` of a checkpoint on a corpus (issue 18): one row per metric.
+// v4: `tfw eval` of a checkpoint on a corpus: one row per metric.
 constexpr const char* kV4Evaluations = R"sql(
 CREATE TABLE evaluations (
   id INTEGER PRIMARY KEY,
@@ -137,7 +137,7 @@ ALTER TABLE evaluations ADD COLUMN blocks TEXT NOT NULL DEFAULT '';
 )sql";
 
 // v6: the capability a recording client received for each run it created through the
-// engine service (issue 33): only its holder may write to or clear that run.
+// engine service: only its holder may write to or clear that run.
 constexpr const char* kV6RecordGrants = R"sql(
 CREATE TABLE record_grants (
   run_id INTEGER PRIMARY KEY REFERENCES runs(id),
@@ -146,7 +146,7 @@ CREATE TABLE record_grants (
 )sql";
 
 
-// Jobs of the engine service are held by the client that submitted them (issue 50): only the
+// Jobs of the engine service are held by the client that submitted them: only the
 // holder of a job's capability may cancel it, or submit again under its name (which resumes
 // its runs). Jobs from before have none, and are held by no client.
 constexpr const char* kV7JobCapabilities = R"sql(

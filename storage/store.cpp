@@ -35,7 +35,7 @@ namespace fs = std::filesystem;
 // descriptor of a file releases every fcntl lock this process holds on it. An std::ifstream
 // peek at the header, in a process that already held a connection (the service, a writer
 // thread), dropped that connection's locks; another process then believed it was the last
-// one, checkpointed and deleted the WAL under it, and the store was corrupted (issue 13).
+// one, checkpointed and deleted the WAL under it, and the store was corrupted.
 // SQLite reads the header and answers SQLITE_NOTADB without writing to a foreign file.
 void check_is_database(sqlite3* db, const std::string& path) {
   sqlite3_busy_timeout(db, 60000);
@@ -229,15 +229,10 @@ void Store::migrate() {
   }
   exec(db_, "PRAGMA journal_mode = WAL");
   for (int v = version; v < kStoreSchemaVersion; ++v) {
-    exec(db_, "BEGIN IMMEDIATE");
-    try {
+    transaction([&] {
       exec(db_, detail::store_migrations()[static_cast<std::size_t>(v)]);
       exec(db_, fmt::format("PRAGMA user_version = {}", v + 1).c_str());
-      exec(db_, "COMMIT");
-    } catch (...) {
-      exec(db_, "ROLLBACK");
-      throw;
-    }
+    });
   }
 }
 
@@ -368,19 +363,14 @@ void Store::run_delete(std::int64_t run) {
   if (!run_children(run).empty()) {
     throw StoreError(fmt::format("run {} has runs grown from it; delete them first", run));
   }
-  exec(db_, "BEGIN IMMEDIATE");
-  try {
+  transaction([&] {
     for (const char* sql : {"DELETE FROM metrics WHERE run_id = ?", "DELETE FROM checkpoints WHERE run_id = ?",
                             "DELETE FROM events WHERE run_id = ?", "DELETE FROM evaluations WHERE run_id = ?",
                             "DELETE FROM record_grants WHERE run_id = ?", "DELETE FROM runs WHERE id = ?"}) {
       Statement s(db_, sql);
       s.bind(1, run).step();
     }
-    exec(db_, "COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  });
 }
 
 std::optional<RunRecord> Store::run_get(std::int64_t run) {
@@ -497,19 +487,14 @@ bool Store::record_granted(std::int64_t run, const std::string& capability) {
 std::int64_t Store::checkpoint_rename(const std::string& from, const std::string& to, const std::string& checksum,
                                       std::int64_t bytes) {
   std::int64_t changed = 0;
-  exec(db_, "BEGIN IMMEDIATE");
-  try {
+  transaction([&] {
     Statement a(db_, "UPDATE checkpoints SET path = ?, checksum = ?, bytes = ? WHERE path IN (?, ?)");
     a.bind(1, to_stored(to)).bind(2, checksum).bind(3, bytes).bind(4, to_stored(from)).bind(5, from).step();
     changed += sqlite3_changes(db_);
     Statement b(db_, "UPDATE evaluations SET checkpoint = ? WHERE checkpoint IN (?, ?)");
     b.bind(1, to_stored(to)).bind(2, to_stored(from)).bind(3, from).step();
     changed += sqlite3_changes(db_);
-    exec(db_, "COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  });
   return changed;
 }
 

@@ -164,7 +164,7 @@ class ByteLevelBpe : public Tokenizer {
       symbol_to_byte_[next_code_point(byte_to_symbol_[b], 0).value] = static_cast<unsigned char>(b);
     }
     // Ids index a table: a hostile file's id of 4294967295 made `id + 1` wrap to 0 and the
-    // write below land outside it (issue 33). The table is bounded before anything is sized.
+    // write below land outside it. The table is bounded before anything is sized.
     auto check_id = [&](std::uint32_t id) {
       if (id <= kMaxTokenId) return;
       throw UsageError(with_hint(

@@ -328,7 +328,7 @@ ByteLevelBpeSpec spec_from_tokenizer_json(const std::string& path) {
       if (!added.is_object() || !added.contains("id") || !added.contains("content") || !added["content"].is_string()) {
         fail("an added token lacks its id or its content text", "each added_tokens entry is {\"id\": N, \"content\": \"text\"}");
       }
-      // An empty content matches everywhere and made encode loop forever (issue 33).
+      // An empty content matches everywhere and made encode loop forever.
       if (added["content"].get<std::string>().empty()) {
         fail("an added token has an empty content", "give each added token its text");
       }

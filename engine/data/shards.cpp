@@ -120,7 +120,7 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
   // Temporary names carry the pid: two processes preparing the same corpus do not collide,
   // and the renames below make the last complete one win. Files an earlier attempt left
   // (a process that died, or a disk that filled) are removed first, and this attempt's are
-  // removed if it fails: each retry on a full disk used to add three more (issue 33).
+  // removed if it fails: each retry on a full disk used to add three more.
   sweep_stale_temporaries(out_dir);
   const std::string suffix = fmt::format(".tmp{}", ::getpid());
   const std::string train_tmp = out_dir + "/train.bin" + suffix, val_tmp = out_dir + "/val.bin" + suffix;

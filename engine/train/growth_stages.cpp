@@ -39,7 +39,7 @@ bool restarts_schedule(const toml::table& options) {
   return options["lr_schedule"].value_or(std::string("continue")) == "restart";
 }
 
-// An event the run never reaches was silently ignored (issue 33).
+// An event the run never reaches was silently ignored.
 void check_reached(const RunConfig& config, std::int64_t total_steps) {
   for (const GrowthEvent& event : config.train.growth) {
     if (event.at_step < total_steps) continue;

@@ -29,7 +29,7 @@ torch::Tensor gradients_clip_on_device(const std::vector<torch::Tensor>& paramet
   std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
   torch::Tensor total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2);
   // No clipping (grad_clip = 0): an infinite bound, which leaves every gradient as it is. The
-  // largest double was converted to a float and overflowed (exit 1, issue 50).
+  // largest double was converted to a float and overflowed (exit 1).
   const double bound = max_norm > 0 ? max_norm : std::numeric_limits<double>::infinity();
   torch::Tensor coefficient = torch::clamp(bound / (total + 1e-6), std::nullopt, 1.0);
   at::_foreach_mul_(grads, coefficient);

@@ -1,4 +1,4 @@
-// `tfw train --profile STEPS` (issue 49): where a training step's time goes. After a few
+// `tfw train --profile STEPS`: where a training step's time goes. After a few
 // warm-up steps, LibTorch's Kineto profiler records STEPS steps; the trace is written as a
 // Chrome trace (opens in Perfetto or chrome://tracing) into the run's folder, and a table sums
 // the steps' time by category:

@@ -79,7 +79,7 @@ std::vector<std::string> resume_machine_notes(const CheckpointMeta& recorded, bo
                                          "chooses)", cores, recorded.threads, differ)
                            : fmt::format("threads: {}, as the run recorded", recorded.threads));
   }
-  // Kernels: AVX-512 and AVX2 kernels round differently (issue 51). The runner asked ATen for
+  // Kernels: AVX-512 and AVX2 kernels round differently. The runner asked ATen for
   // the recorded ones before anything ran (runner/recorded_run.cpp); here is what it got.
   if (!cpu || recorded.cpu_capability.empty()) return notes;
   const std::string now = cpu_capability();

@@ -39,7 +39,7 @@ TrainPlan train_plan(const RunConfig& config) {
   plan.flops_per_step = static_cast<double>(config.model.spec->flops_per_token(plan.seq_len).training_per_example()) *
                         static_cast<double>(plan.examples_per_step);
   // A budget in tokens or FLOPs becomes steps through a double: one beyond 2^53 steps (1e30
-  // tokens) overflowed the conversion and silently became a 1-step run (issue 33).
+  // tokens) overflowed the conversion and silently became a 1-step run.
   auto steps_of = [&](double budget, double per_step, const char* key, const char* unit) {
     const double steps = std::ceil(budget / per_step);
     if (!(steps <= 9007199254740992.0)) {

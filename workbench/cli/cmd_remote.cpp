@@ -81,7 +81,7 @@ void submit(const Connect& connect, const std::string& file, const std::string& 
     message["name"] = fs::path(file).stem().string();
   }
   if (!name.empty()) message["name"] = name;
-  // The job's capability is kept, and a name submitted before sends its own (issue 50).
+  // The job's capability is kept, and a name submitted before sends its own.
   std::string job_name = message.value("name", table["experiment"]["name"].value_or(std::string()));
   const std::string address = connect.resolved();
   service::Client client(address, connect.token_file);

@@ -58,7 +58,7 @@ void print_plan(const Experiment& experiment, const std::vector<const Experiment
                 bool json, const std::vector<std::string>& problems) {
   // Time estimate: the machine's measured matmul peak at an efficiency typical of these small
   // models on CPU (the MFU tfw train reports: 25-60% here); 35% is assumed.
-  // Runs already finished in this home are left out: they train nothing (issue 51). A peak
+  // Runs already finished in this home are left out: they train nothing. A peak
   // probed beside busy processes is not used (engine/peak.h): then no estimate is given.
   const double efficiency = 0.35;
   const double peak = peak_flops_resolve(home, 0);

@@ -50,7 +50,7 @@ nlohmann::json ServiceLink::request(const nlohmann::json& message) {
   return client.request(message);
 }
 
-// Jobs are held by the client that submitted them (issue 50): the GUI keeps each job's
+// Jobs are held by the client that submitted them: the GUI keeps each job's
 // capability where `tfw submit` does (job_capabilities.h), so either may cancel it, and a
 // launch of the same experiment again resumes its runs.
 nlohmann::json ServiceLink::submit_file(const std::string& experiment_file) {

@@ -187,7 +187,7 @@ std::string setup_section(const ExperimentResults& results) {
 }
 
 // What produced a run's numbers, one line per start of it (a resume adds one): its
-// "provenance" events (issue 34); empty for runs recorded before them.
+// "provenance" events; empty for runs recorded before them.
 std::set<std::string> run_provenance(Store& store, const RunRecord& run) {
   std::set<std::string> out;
   for (const EventRow& e : store.events(run.id)) {
@@ -199,7 +199,7 @@ std::set<std::string> run_provenance(Store& store, const RunRecord& run) {
       return p[key].is_string() ? p[key].get<std::string>() : p[key].dump();
     };
     std::string device = field("device");
-    // ATen's CPU kernels (AVX512, AVX2): recorded since issue 51; they round differently.
+    // ATen's CPU kernels (AVX512, AVX2), absent from older records; they round differently.
     const std::string kernels = p.contains("cpu_capability") ? ", ATen " + field("cpu_capability") + " kernels" : "";
     out.insert(fmt::format("commit {}, LibTorch {}{}, {}{}{}, {} thread{}, {}", field("git_commit"), field("libtorch"),
                            field("cuda").empty() ? "" : " (CUDA " + field("cuda") + ")", field("processor"),

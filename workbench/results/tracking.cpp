@@ -130,7 +130,7 @@ void require_plain(const std::string& what, const std::string& name) {
 }
 
 // The export's own folder (DIR, resolved) while it writes: a file that would land outside it
-// through a link planted below DIR is refused (issue 50).
+// through a link planted below DIR is refused.
 thread_local fs::path t_export_root;
 thread_local fs::path t_export_lexical;  // DIR as given, absolute: where folders are made from
 

@@ -67,7 +67,7 @@ void Connection::send(Line line) {
     return;
   }
   // All clients together are bounded too: clients that stop reading each stayed under the
-  // per-client bound while the service grew to gigabytes (issue 33). The one holding the most
+  // per-client bound while the service grew to gigabytes. The one holding the most
   // is dropped until the total fits.
   while (service.pending_total > service.options.max_pending_total) {
     std::shared_ptr<Connection> largest;

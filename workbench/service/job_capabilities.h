@@ -1,4 +1,4 @@
-// The capabilities of the jobs a client submitted to an engine service (issue 50): the
+// The capabilities of the jobs a client submitted to an engine service: the
 // service lets only their holder cancel a job, or submit again under its name (which resumes
 // its runs). `tfw submit` and the GUI keep each one here, by the service's address; `tfw
 // cancel` and the next submit of the name send it. The file is the client's own:

@@ -41,7 +41,7 @@ struct JobRow {
   std::int64_t exit_code = -1;      // -1: none yet
   std::string error;
   std::string client;               // the peer address that submitted it
-  // Held by the client that submitted it (issue 50): cancelling it, or submitting again
+  // Held by the client that submitted it: cancelling it, or submitting again
   // under its name, needs this. Never sent in job lists. "" for jobs from before: held by none.
   std::string capability;
 };

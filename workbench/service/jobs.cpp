@@ -24,7 +24,7 @@ json Service::Impl::cancel(std::int64_t id, const std::string& capability) {
   JobQueue jobs(*store);
   std::optional<JobRow> job = jobs.get(id);
   if (!job) throw UsageError(fmt::format("no job {}", id));
-  // Only the client that submitted a job may cancel it (issue 50).
+  // Only the client that submitted a job may cancel it.
   if (!capability_equal(job->capability, capability)) {
     throw UsageError(with_hint(fmt::format("cancel: job {} is not held by this client (its \"capability\" {})", id,
                                            capability.empty() ? "is missing" : "does not match"),

@@ -24,7 +24,7 @@ std::int64_t run_id(const json& message) {
 
 namespace {
 
-// "after": an integer id (exclusive), or absent. 1e300 listed every run before (issue 33).
+// "after": an integer id (exclusive), or absent. 1e300 listed every run before.
 std::int64_t after_of(const json& message) {
   if (!message.contains("after")) return 0;
   if (!message["after"].is_number_integer()) {
@@ -58,7 +58,7 @@ json page_of(const Records& records, std::int64_t after, ToJson to_json, bool& m
 
 // {"type":"jobs"} lists the jobs by id, from "after" (exclusive) when given, as many as fit
 // the budget ("more": true when there are others): 3,500 jobs made one reply of 1 MB, past
-// what a client reads (issue 33).
+// what a client reads.
 json Service::Impl::read_jobs(const json& message) {
   bool more = false;
   json list = page_of(JobQueue(*store).list(), after_of(message), job_json, more);

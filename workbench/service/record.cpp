@@ -71,7 +71,7 @@ json Service::Impl::record_create(const json& message, const std::string& book) 
   // The folder is the client's. Outside this service's home the service never writes to it
   // (run_recorded refuses to resume a run there). Inside it (a cluster's shared home), it
   // must be the folder of this very experiment and name: a client may not claim another
-  // run's folder, which a job of the service would then resume and write into (issue 33).
+  // run's folder, which a job of the service would then resume and write into.
   if (record.run_dir.empty() || record.run_dir[0] != '/') {
     throw BadRequest(fmt::format("record_create: run_dir '{}' must be an absolute path", record.run_dir));
   }
@@ -97,7 +97,7 @@ json Service::Impl::record_create(const json& message, const std::string& book) 
     source.growth_options = text(l, "growth_options");
     // A lineage attaches the new run under its parent, which can then not be deleted: the
     // parent (named by the checkpoint's metadata, or the run that wrote the checkpoint) must
-    // be a run this client holds too (issue 50).
+    // be a run this client holds too.
     if (const std::int64_t parent = runner::lineage_from(*store, source).parent; parent != 0) {
       const std::string held = l.contains("parent_capability") && l["parent_capability"].is_string()
                                    ? l["parent_capability"].get<std::string>()
@@ -152,7 +152,7 @@ json Service::Impl::record(const json& message) {
   if (!store->run_get(run)) throw std::runtime_error(fmt::format("no run {} in this service's store", run));
   require_capability(*store, run, message, type);
   if (type == "record_resume") {
-    // The config it resumes with (a client before issue 34 sends none: the stored one stays).
+    // The config it resumes with (an older client sends none: the stored one stays).
     const std::string config = message.contains("config") ? text(message, "config") : std::string();
     const std::int64_t step = message.contains("step") ? integer(message, "step") : 0;
     runner::book_resume(*store, run, config, step);

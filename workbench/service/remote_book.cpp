@@ -182,7 +182,7 @@ class RemoteRunBook final : public runner::RunBook {
   }
 
  private:
-  // The service attaches a run under its parent only for the parent's holder (issue 50): the
+  // The service attaches a run under its parent only for the parent's holder: the
   // capability of the run it grows from, held in this process or kept in that run's folder
   // (a grown checkpoint names its parent's checkpoint; a plain one lies in its run's folder).
   std::string parent_capability(const runner::LineageSource& source) {

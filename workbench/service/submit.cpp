@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The capability a new job under `name` is held by (issue 50). A job resumes the runs of its
+// The capability a new job under `name` is held by. A job resumes the runs of its
 // experiment, so a name is held by the client that first submitted a job under it: submitting
 // under it again needs that job's capability (`given`), and the new job keeps it. A name whose
 // runs no job made (trained here with `tfw run`, recorded by a client), or whose first job came
