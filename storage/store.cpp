@@ -1,6 +1,7 @@
 // The SQLite run store. See store.h and docs/store.md.
 #include "storage/store.h"
 #include "storage/migrations.h"
+#include "storage/run_columns.h"
 #include "storage/sqlite_statement.h"
 
 #include <fstream>
@@ -81,37 +82,11 @@ class FileLock {
   int fd_;
 };
 
-const char* kRunColumns =
-    "r.id, e.name, r.name, r.family, r.config, r.status, r.heartbeat, r.seed, r.git_commit, r.host, r.started, "
-    "r.ended, r.parent_run_id, r.growth_method, r.growth_options, r.stage, r.parameters, r.tokens, r.flops, "
-    "r.cumulative_flops, r.final_metrics, r.error, r.run_dir, r.inherited_flops";
-
 RunRecord run_from(Statement& s) {
   RunRecord r;
   r.id = s.integer(0);
   r.experiment = s.text(1);
-  r.name = s.text(2);
-  r.family = s.text(3);
-  r.config = s.text(4);
-  r.status = run_status_parse(s.text(5)).value_or(RunStatus::failed);  // the schema CHECKs the names
-  r.heartbeat = s.real(6);
-  r.seed = s.integer(7);
-  r.git_commit = s.text(8);
-  r.host = s.text(9);
-  r.started = s.real(10);
-  r.ended = s.real(11);
-  r.parent = s.integer(12);
-  r.growth_method = s.text(13);
-  r.growth_options = s.text(14);
-  r.stage = s.integer(15);
-  r.parameters = s.integer(16);
-  r.tokens = s.integer(17);
-  r.flops = s.real(18);
-  r.cumulative_flops = s.real(19);
-  r.final_metrics = FinalMetrics::from_text(s.text(20));
-  r.error = s.text(21);
-  r.run_dir = s.text(22);
-  r.inherited_flops = s.real(23);
+  for (std::size_t i = 0; i < detail::kRunColumnCount; ++i) detail::kRunColumns[i].read(s, static_cast<int>(i) + 2, r);
   // A running run whose heartbeat stopped is reported as crashed.
   if (r.status == RunStatus::running && store_now() - r.heartbeat > store_heartbeat_timeout()) {
     r.status = RunStatus::crashed;
@@ -253,19 +228,17 @@ std::int64_t Store::run_create(const RunRecord& run) {
     if (!parent) throw StoreError(fmt::format("store: parent run {} does not exist", run.parent));
     if (run.inherited_flops < 0) inherited = parent->cumulative_flops;
   }
-  Statement s(db_,
-              "INSERT INTO runs (experiment_id, name, family, config, status, heartbeat, seed, git_commit, host, "
-              "started, parent_run_id, growth_method, growth_options, stage, parameters, tokens, flops, "
-              "cumulative_flops, run_dir, inherited_flops) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-              "?, ?, ?)");
-  const double now = store_now();
-  s.bind(1, experiment).bind(2, run.name).bind(3, run.family).bind(4, run.config)
-      .bind(5, std::string(status_name(run.status))).bind(6, now).bind(7, run.seed)
-      .bind(8, run.git_commit).bind(9, run.host).bind(10, now);
-  if (run.parent != 0) s.bind(11, run.parent); else s.bind_null(11);
-  s.bind(12, run.growth_method).bind(13, run.growth_options).bind(14, run.stage).bind(15, run.parameters)
-      .bind(16, run.tokens).bind(17, run.flops).bind(18, inherited + run.flops).bind(19, to_stored(run.run_dir))
-      .bind(20, inherited);
+  // What a new run starts with: now, no end, no final metrics or error (the schema's defaults).
+  RunRecord row = run;
+  row.heartbeat = row.started = store_now();
+  row.ended = 0;
+  row.inherited_flops = inherited;
+  row.cumulative_flops = inherited + run.flops;
+  row.final_metrics = FinalMetrics{};
+  row.error.clear();
+  row.run_dir = to_stored(run.run_dir);
+  Statement s(db_, detail::run_insert_sql().c_str());
+  detail::run_bind(s, experiment, row);
   try {
     s.step();
   } catch (const StoreError& e) {
@@ -281,19 +254,10 @@ std::int64_t Store::run_create(const RunRecord& run) {
 
 std::int64_t Store::run_insert(const RunRecord& run) {
   const std::int64_t experiment = experiment_ensure(run.experiment);
-  Statement s(db_,
-              "INSERT INTO runs (experiment_id, name, family, config, status, heartbeat, seed, git_commit, host, "
-              "started, ended, parent_run_id, growth_method, growth_options, stage, parameters, tokens, flops, "
-              "inherited_flops, cumulative_flops, final_metrics, error, run_dir) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
-              "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  s.bind(1, experiment).bind(2, run.name).bind(3, run.family).bind(4, run.config)
-      .bind(5, std::string(status_name(run.status))).bind(6, run.heartbeat).bind(7, run.seed)
-      .bind(8, run.git_commit).bind(9, run.host).bind(10, run.started).bind(11, run.ended);
-  if (run.parent != 0) s.bind(12, run.parent); else s.bind_null(12);
-  s.bind(13, run.growth_method).bind(14, run.growth_options).bind(15, run.stage).bind(16, run.parameters)
-      .bind(17, run.tokens).bind(18, run.flops).bind(19, run.inherited_flops).bind(20, run.cumulative_flops)
-      .bind(21, run.final_metrics.text()).bind(22, run.error)
-      .bind(23, to_stored(run.run_dir));
+  RunRecord row = run;
+  row.run_dir = to_stored(run.run_dir);
+  Statement s(db_, detail::run_insert_sql().c_str());
+  detail::run_bind(s, experiment, row);
   s.step();
   return sqlite3_last_insert_rowid(db_);
 }
@@ -352,7 +316,7 @@ RunRecord Store::resolved(RunRecord record) const {
 
 std::vector<RunRecord> Store::run_children(std::int64_t run) {
   Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE "
-                               "r.parent_run_id = ? ORDER BY r.id", kRunColumns).c_str());
+                               "r.parent_run_id = ? ORDER BY r.id", detail::run_select_columns()).c_str());
   s.bind(1, run);
   std::vector<RunRecord> out;
   while (s.step()) out.push_back(resolved(run_from(s)));
@@ -375,7 +339,7 @@ void Store::run_delete(std::int64_t run) {
 
 std::optional<RunRecord> Store::run_get(std::int64_t run) {
   Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.id = ?",
-                               kRunColumns).c_str());
+                               detail::run_select_columns()).c_str());
   s.bind(1, run);
   if (!s.step()) return std::nullopt;
   return resolved(run_from(s));
@@ -386,7 +350,7 @@ std::optional<RunRecord> Store::run_find(const std::string& id_or_name) {
   const long long id = std::strtoll(id_or_name.c_str(), &end, 10);
   if (!id_or_name.empty() && end != nullptr && *end == '\0') return run_get(id);
   Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.name = ? "
-                               "ORDER BY r.id DESC LIMIT 1", kRunColumns).c_str());
+                               "ORDER BY r.id DESC LIMIT 1", detail::run_select_columns()).c_str());
   s.bind(1, id_or_name);
   if (!s.step()) return std::nullopt;
   return resolved(run_from(s));
@@ -401,7 +365,7 @@ std::vector<RunRecord> Store::runs(const RunFilter& filter) {
   }
   std::string sql = fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE "
                                 "(?1 = '' OR e.name = ?1) AND (?2 = '' OR r.family = ?2) ORDER BY r.{} {}",
-                                kRunColumns, filter.sort, filter.descending ? "DESC" : "ASC");
+                                detail::run_select_columns(), filter.sort, filter.descending ? "DESC" : "ASC");
   Statement s(db_, sql.c_str());
   s.bind(1, filter.experiment).bind(2, filter.family);
   std::vector<RunRecord> out;
@@ -414,7 +378,7 @@ std::vector<RunRecord> Store::runs(const RunFilter& filter) {
 
 std::optional<RunRecord> Store::run_in_experiment(const std::string& experiment, const std::string& name) {
   Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = ? "
-                               "AND r.name = ?", kRunColumns).c_str());
+                               "AND r.name = ?", detail::run_select_columns()).c_str());
   s.bind(1, experiment).bind(2, name);
   if (!s.step()) return std::nullopt;
   return resolved(run_from(s));

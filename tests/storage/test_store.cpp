@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "storage/run_columns.h"
 #include "storage/store.h"
 #include "tests/scratch.h"
 
@@ -212,6 +213,82 @@ TEST(StoreRuns, FiltersSortsAndFindsByIdOrName) {
   EXPECT_EQ(store->run_find("beta")->id, second);
   EXPECT_FALSE(store->run_find("gamma").has_value());
   EXPECT_THROW(store->run_create(run_named("alpha")), StoreError);  // same name, same experiment
+}
+
+// The runs table's columns are declared once (storage/run_columns.h): the list is the schema's
+// own columns after id and experiment_id, in order, and every field a run is written with comes
+// back as it was.
+TEST(StoreRuns, TheOneListOfColumnsIsTheSchemasAndEveryFieldRoundTrips) {
+  const std::string path = fresh_store("columns");
+  auto store = Store::open(path);
+  std::vector<std::string> schema;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA table_info(runs)", -1, &s, nullptr), SQLITE_OK);
+    while (sqlite3_step(s) == SQLITE_ROW) schema.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 1)));
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+  }
+  std::vector<std::string> listed = {"id", "experiment_id"};
+  for (const detail::RunColumn& column : detail::kRunColumns) listed.emplace_back(column.name);
+  EXPECT_EQ(schema, listed);
+
+  const std::int64_t parent = store->run_create(run_named("parent"));
+  RunRecord run;
+  run.experiment = "e-columns";
+  run.name = "every-field";
+  run.family = "transformer";
+  run.config = "[model]\nd = 16\n";
+  run.status = RunStatus::finished;
+  run.heartbeat = 1700000001.25;
+  run.seed = 41;
+  run.git_commit = "0123abcd";
+  run.host = "node-7";
+  run.started = 1700000000.5;
+  run.ended = 1700000100.75;
+  run.parent = parent;
+  run.growth_method = "pattention_grow";
+  run.growth_options = R"({"init":"zero"})";
+  run.stage = 2;
+  run.parameters = 123456;
+  run.tokens = 65536;
+  run.flops = 3.5e12;
+  run.inherited_flops = 1.25e12;
+  run.cumulative_flops = 4.75e12;
+  run.final_metrics = FinalMetrics::from_text(R"({"val_loss":2.5})");
+  run.error = "none at all";
+  run.run_dir = fs::path(path).parent_path().string() + "/runs/every-field";
+  const std::optional<RunRecord> back = store->run_get(store->run_insert(run));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->experiment, run.experiment);
+  EXPECT_EQ(back->name, run.name);
+  EXPECT_EQ(back->family, run.family);
+  EXPECT_EQ(back->config, run.config);
+  EXPECT_EQ(back->status, run.status);
+  EXPECT_EQ(back->heartbeat, run.heartbeat);
+  EXPECT_EQ(back->seed, run.seed);
+  EXPECT_EQ(back->git_commit, run.git_commit);
+  EXPECT_EQ(back->host, run.host);
+  EXPECT_EQ(back->started, run.started);
+  EXPECT_EQ(back->ended, run.ended);
+  EXPECT_EQ(back->parent, run.parent);
+  EXPECT_EQ(back->growth_method, run.growth_method);
+  EXPECT_EQ(back->growth_options, run.growth_options);
+  EXPECT_EQ(back->stage, run.stage);
+  EXPECT_EQ(back->parameters, run.parameters);
+  EXPECT_EQ(back->tokens, run.tokens);
+  EXPECT_EQ(back->flops, run.flops);
+  EXPECT_EQ(back->inherited_flops, run.inherited_flops);
+  EXPECT_EQ(back->cumulative_flops, run.cumulative_flops);
+  EXPECT_EQ(back->final_metrics.text(), run.final_metrics.text());
+  EXPECT_EQ(back->error, run.error);
+  EXPECT_EQ(back->run_dir, run.run_dir);
+  // A new run starts with no end and no parent (0 when read).
+  const std::int64_t fresh = store->run_create(run_named("fresh"));
+  EXPECT_EQ(store->run_get(fresh)->ended, 0);
+  EXPECT_EQ(store->run_get(fresh)->parent, 0);
 }
 
 // Child process body: a writer that creates run `name` and pushes `points` metric points.
