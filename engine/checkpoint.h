@@ -55,7 +55,7 @@ std::map<std::string, std::string> model_weights_load(const std::string& path, M
 // checkpoint_verify for a given format version (the upgrade verifies version 1 files).
 void checkpoint_verify_version(const std::string& path, std::int64_t expected);
 
-// The manifest beside a checkpoint archive: step-XXXXXXXX.pt -> step-XXXXXXXX.toml.
+// The manifest beside a checkpoint archive: step-XXXXXXXX.safetensors -> step-XXXXXXXX.toml.
 std::string checkpoint_manifest_path(const std::string& archive);
 
 // Moves every checkpoint after `step` aside (manifest and archive renamed to *.damaged, kept

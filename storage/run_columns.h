@@ -82,22 +82,36 @@ inline constexpr std::size_t kRunColumnCount = 22;  // runs has 24 columns: id, 
 static_assert(sizeof(kRunColumns) / sizeof(kRunColumns[0]) == kRunColumnCount,
               "a column of runs was added or dropped: change the migration, RunRecord and kRunColumns together");
 
-// "r.id, e.name, r.name, r.family, ...": a run read through `runs r JOIN experiments e`.
-inline std::string run_select_columns() {
-  std::string out = "r.id, e.name";
-  for (const RunColumn& column : kRunColumns) out += std::string(", r.") + column.name;
-  return out;
+// "r.id, e.name, r.name, r.family, ...": a run read through `runs r JOIN experiments e`
+// (run_read). Made once.
+inline const std::string& run_select_columns() {
+  static const std::string columns = [] {
+    std::string out = "r.id, e.name";
+    for (const RunColumn& column : kRunColumns) out += std::string(", r.") + column.name;
+    return out;
+  }();
+  return columns;
+}
+
+// Reads a row of a SELECT of run_select_columns() into `run`.
+inline void run_read(Statement& s, RunRecord& run) {
+  run.id = s.integer(0);
+  run.experiment = s.text(1);
+  for (std::size_t i = 0; i < kRunColumnCount; ++i) kRunColumns[i].read(s, static_cast<int>(i) + 2, run);
 }
 
 // "INSERT INTO runs (experiment_id, name, ...) VALUES (?, ?, ...)": the experiment's id at 1,
-// kRunColumns[i] at i + 2 (run_bind).
-inline std::string run_insert_sql() {
-  std::string names = "experiment_id", values = "?";
-  for (const RunColumn& column : kRunColumns) {
-    names += std::string(", ") + column.name;
-    values += ", ?";
-  }
-  return "INSERT INTO runs (" + names + ") VALUES (" + values + ")";
+// kRunColumns[i] at i + 2 (run_bind). Made once.
+inline const std::string& run_insert_sql() {
+  static const std::string sql = [] {
+    std::string names = "experiment_id", values = "?";
+    for (const RunColumn& column : kRunColumns) {
+      names += std::string(", ") + column.name;
+      values += ", ?";
+    }
+    return "INSERT INTO runs (" + names + ") VALUES (" + values + ")";
+  }();
+  return sql;
 }
 
 // Binds run_insert_sql()'s parameters: `row` (its run_dir as stored) under `experiment`.

@@ -84,9 +84,7 @@ class FileLock {
 
 RunRecord run_from(Statement& s) {
   RunRecord r;
-  r.id = s.integer(0);
-  r.experiment = s.text(1);
-  for (std::size_t i = 0; i < detail::kRunColumnCount; ++i) detail::kRunColumns[i].read(s, static_cast<int>(i) + 2, r);
+  detail::run_read(s, r);
   // A running run whose heartbeat stopped is reported as crashed.
   if (r.status == RunStatus::running && store_now() - r.heartbeat > store_heartbeat_timeout()) {
     r.status = RunStatus::crashed;
