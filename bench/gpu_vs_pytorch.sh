@@ -19,7 +19,9 @@
 # and TOKENIZER (gpt2): tfw's data (PyTorch draws random tokens, which costs it nothing),
 # BENCH_HOME (tfw's home; default a temporary folder), DEVICE (cuda),
 # PRECISION (bf16), WARMUP (40) and MEASURED (20) steps, COMPILE (1; 0 leaves out
-# torch.compile). With DEVICE=cpu and a small config, it checks itself on a machine without a GPU.
+# torch.compile), EAGER (1; 0 leaves out PyTorch eager), COMPOSED (0; 1 adds a row of tfw with
+# its fused CUDA loss and rotary kernels replaced by their compositions, TFW_LOSS_CUDA and
+# TFW_ROTARY_CUDA=composition: what the kernels gain, on the same machine in the same run). With DEVICE=cpu and a small config, it checks itself on a machine without a GPU.
 # Writes OUTPUT_FOLDER/gpu-vs-pytorch.md (the table, printed last) and every run's JSON and log.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,7 +47,7 @@ else
   home=$(mktemp -d)
   trap 'rm -rf "$home"' EXIT
 fi
-export TFW_GPT2_DIR=${TFW_GPT2_DIR:-$root/tokenizers/gpt2}
+export TFW_GPT2_DIR=${TFW_GPT2_DIR:-$root/build/tokenizers/gpt2}  # where scripts/setup puts it
 rows=$out/rows.jsonl
 : > "$rows"
 status=0
@@ -69,13 +71,13 @@ print("| model | way | ms a step | median ms | tokens/s | MFU (6N+6LCT) | x comp
 print("|---|---|---|---|---|---|---|---|")
 for model in dict.fromkeys(r["model"] for r in rows):
     mine = [r for r in rows if r["model"] == model]
-    n = next((r["parameters"] for r in mine if r["way"] != "tfw"), mine[0]["parameters"])
+    n = next((r["parameters"] for r in mine if not r["way"].startswith("tfw")), mine[0]["parameters"])
     compiled = next((r["seconds"] for r in mine if r["way"] == "PyTorch compiled"), None)
     for r in mine:
         flops = (6 * n + 6 * r["layers"] * r["d"] * r["seq_len"]) * r["tokens_per_step"]
         median = f"{1e3 * r['median']:.1f}" if r["median"] else "-"
         ratio = f"{compiled / r['seconds']:.2f}x" if compiled else "-"
-        count = f"{r['parameters']:,}" + ("" if r["way"] != "tfw" or r["parameters"] == n else f" (PyTorch's {n:,})")
+        count = f"{r['parameters']:,}" + ("" if not r["way"].startswith("tfw") or r["parameters"] == n else f" (PyTorch's {n:,})")
         print(f"| {model} | {r['way']} | {1e3 * r['seconds']:.1f} | {median} | {r['tokens_per_step'] / r['seconds']:,.0f} | "
               f"{100 * flops / r['seconds'] / peak:.1f}% | {ratio} | {count} |")
 PY
@@ -85,32 +87,40 @@ for config in "${configs[@]}"; do
   name=$(basename "$config" .toml)
   # 1. tfw. train.log_every = 10 divides the warm-up, so the read-back after step 40 empties
   #    the device's queue and the 20 steps after it are timed from an idle device.
-  if "$tfw" train "$config" --home "$home" --name "$name" --json \
-       --set data.corpus="${CORPUS:-gcide}" --set data.tokenizer="${TOKENIZER:-gpt2}" --set train.device="$device" --set train.precision="$precision" \
-       --set train.batch_size="$batch" --set train.max_steps=$((warmup + measured)) --set train.max_tokens=0 \
-       --set train.max_flops=0 --set train.warmup_steps=10 --set train.log_every=10 \
-       --set train.eval_every=1000000 --set train.checkpoint_every=1000000 --set train.peak_flops="$peak" \
-       > "$out/$name-tfw.json" 2> "$out/$name-tfw.log"; then
-    "$python" - "$out/$name-tfw.json" "$config" "$name" >> "$rows" << 'PY'
+  tfw_ways=(tfw)
+  [ "${COMPOSED:-0}" = 1 ] && tfw_ways+=("tfw composed")
+  for way in "${tfw_ways[@]}"; do
+    run=$name-${way// /-}
+    composition=()
+    [ "$way" = "tfw composed" ] && composition=(TFW_LOSS_CUDA=composition TFW_ROTARY_CUDA=composition)
+    if env ${composition[@]+"${composition[@]}"} "$tfw" train "$config" --home "$home" --name "$run" --json \
+         --set data.corpus="${CORPUS:-gcide}" --set data.tokenizer="${TOKENIZER:-gpt2}" --set train.device="$device" --set train.precision="$precision" \
+         --set train.batch_size="$batch" --set train.max_steps=$((warmup + measured)) --set train.max_tokens=0 \
+         --set train.max_flops=0 --set train.warmup_steps=10 --set train.log_every=10 \
+         --set train.eval_every=1000000 --set train.checkpoint_every=1000000 --set train.peak_flops="$peak" \
+         > "$out/$run.json" 2> "$out/$run.log"; then
+      "$python" - "$out/$run.json" "$config" "$name" "$way" >> "$rows" << 'PY'
 import json, sys, tomllib
 r = json.load(open(sys.argv[1]))
 m = tomllib.load(open(sys.argv[2], "rb"))["model"]
 seconds = r["time"]["recent_step"] + r["time"]["recent_data"]
 tokens = r["tokens"] / r["steps"]
-print(json.dumps({"model": sys.argv[3], "way": "tfw", "seconds": seconds, "median": None,
+print(json.dumps({"model": sys.argv[3], "way": sys.argv[4], "seconds": seconds, "median": None,
                   "tokens_per_step": tokens, "parameters": r["parameters"], "layers": m["layers"], "d": m["d"],
                   "seq_len": m.get("seq_len", 1024)}))
 PY
-  else
-    echo "tfw failed on $name (see $out/$name-tfw.log)" >&2
-    tail -5 "$out/$name-tfw.log" >&2
-    status=1
-  fi
-  table
+    else
+      echo "$way failed on $name (see $out/$run.log)" >&2
+      tail -5 "$out/$run.log" >&2
+      status=1
+    fi
+    table
+  done
   # 2 and 3. PyTorch, eager and compiled.
-  ways=(eager)
+  ways=()
+  [ "${EAGER:-1}" = 1 ] && ways+=(eager)
   [ "$compile" = 1 ] && ways+=(compiled)
-  for way in "${ways[@]}"; do
+  for way in ${ways[@]+"${ways[@]}"}; do
     flags=()
     [ "$way" = compiled ] && flags=(--compile)
     if "$python" "$root/bench/python_train_step.py" "$config" --device "$device" --precision "$precision" \

@@ -6,14 +6,56 @@
 #include <torch/version.h>
 
 #include "engine/attention_fused.h"
+#include "engine/cuda_stream.h"
 #include "engine/device.h"
 #include "engine/env_choice.h"
 #include "engine/error.h"
+#include "engine/rotary_cuda.h"
 
 namespace tfw {
 
 namespace {
 EnvChoice manual_chosen("TFW_ATTENTION", "manual");  // makes `automatic` the reference
+EnvChoice rotary_composition_chosen("TFW_ROTARY_CUDA", "composition");
+
+rotary_cuda::Type rotary_type(const torch::Tensor& x) {
+  return x.scalar_type() == torch::kBFloat16 ? rotary_cuda::Type::bf16 : rotary_cuda::Type::f32;
+}
+
+// The rotary embedding on CUDA in one kernel each way (engine/rotary_cuda.h): x (B, T, H, dh)
+// contiguous, the table's float32 cos and sin (T, dims).
+class FusedRotary : public torch::autograd::Function<FusedRotary> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin, std::int64_t dims) {
+    ctx->save_for_backward({cos, sin});
+    ctx->saved_data["dims"] = dims;
+    return rotate(x, cos, sin, dims, false);
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    return {rotate(grads[0].contiguous(), saved[0], saved[1], ctx->saved_data["dims"].toInt(), true),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+
+ private:
+  static torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                              std::int64_t dims, bool inverse) {
+    torch::Tensor y = torch::empty_like(x);
+    rotary_cuda::rotate(rotary_type(x), x.data_ptr(), y.data_ptr(), cos.data_ptr<float>(), sin.data_ptr<float>(),
+                        x.size(0), x.size(1), x.size(2), x.size(3), dims, inverse, cuda_current_stream(x));
+    return y;
+  }
+};
+
+// Whether the heads of x (B, T, H·dh) on this table take the fused kernel.
+bool rotary_fused_for(const torch::Tensor& x, const RotaryTable& table) {
+  return table.dims > 0 && x.is_cuda() && !rotary_composition_chosen.on() && rotary_cuda::compiled() &&
+         (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kBFloat16) &&
+         table.cos.scalar_type() == torch::kFloat32 && table.cos.is_contiguous() && table.sin.is_contiguous();
+}
 
 torch::Tensor manual_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal) {
   const std::int64_t T = q.size(-2);
@@ -64,6 +106,9 @@ AttentionKernel attention_kernel_for(const torch::Tensor& q) {
 #endif
 }
 
+bool rotary_cuda_fused() { return !rotary_composition_chosen.on(); }
+void rotary_set_cuda_fused(bool fused) { rotary_composition_chosen.set(!fused); }
+
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, AttentionKernel kernel) {
   const torch::Tensor a = attention_merged(q, k, v, /*causal=*/true, kernel);  // (B, T, H·dh)
@@ -99,14 +144,20 @@ torch::Tensor rotary_apply(const torch::Tensor& x, const RotaryTable& table) {
   return torch::cat({rot * table.cos + rotated_half * table.sin, pass}, -1);
 }
 
+torch::Tensor rotary_heads(const torch::Tensor& x, std::int64_t heads, const RotaryTable& table) {
+  const std::int64_t B = x.size(0), T = x.size(1), dh = x.size(2) / heads;
+  if (!rotary_fused_for(x, table)) return rotary_apply(x.view({B, T, heads, dh}).transpose(1, 2), table);
+  return FusedRotary::apply(x.contiguous().view({B, T, heads, dh}), table.cos, table.sin, table.dims).transpose(1, 2);
+}
+
 torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                           const torch::Tensor& v, std::int64_t heads,
                                           const RotaryTable& table, AttentionKernel kernel) {
   const std::int64_t B = q.size(0), T = q.size(1), width = q.size(2);
   const std::int64_t dh = width / heads;
   auto split = [&](const torch::Tensor& x) { return x.view({B, T, heads, dh}).transpose(1, 2); };
-  torch::Tensor qh = rotary_apply(split(q), table);                  // (B, H, T, dh)
-  torch::Tensor kh = rotary_apply(split(k), table);                  // (B, H, T, dh)
+  torch::Tensor qh = rotary_heads(q, heads, table);                  // (B, H, T, dh)
+  torch::Tensor kh = rotary_heads(k, heads, table);                  // (B, H, T, dh)
   if (table.cache == nullptr) return attention_merged(qh, kh, split(v), /*causal=*/true, kernel);  // (B, T, H·dh)
   // Incremental: the cache holds L earlier positions of this layer; query i (position L + i)
   // sees keys 0..L+i.

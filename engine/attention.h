@@ -53,8 +53,19 @@ RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base,
                          const torch::TensorOptions& options, std::int64_t start = 0);
 
 // Rotates the first table.dims dims of x (B, H, T, dh), pairing dim j with j + dims/2;
-// the other dims pass through.
+// the other dims pass through. (The composition; rotary_heads rotates CUDA heads with the
+// fused kernel of engine/rotary_cuda.h instead, unless rotary_cuda_fused() is false.)
 torch::Tensor rotary_apply(const torch::Tensor& x, const RotaryTable& table);
+
+// The heads of x (B, T, H·dh) as (B, H, T, dh), rotated: on CUDA by the fused kernel while
+// rotary_cuda_fused(), else by rotary_apply.
+torch::Tensor rotary_heads(const torch::Tensor& x, std::int64_t heads, const RotaryTable& table);
+
+// Whether the attention rotates heads on CUDA with the fused kernel (engine/rotary_cuda.h):
+// yes unless TFW_ROTARY_CUDA=composition. In float32 it equals the composition bit for bit
+// forward; tests/gpu holds both directions to it.
+bool rotary_cuda_fused();
+void rotary_set_cuda_fused(bool fused);
 
 // The attention step of a decoder block for projections q, k, v (B, T, H·dh): split
 // heads, rotate q and k, causal attention, merge heads back to (B, T, H·dh).

@@ -22,15 +22,12 @@
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
+#include "engine/cuda_stream.h"
 #include "engine/device.h"
 #include "engine/env_choice.h"
 #include "engine/error.h"
 #include "engine/pattention_cuda.h"
 #include "engine/pattention_kernels.h"
-
-#ifdef TFW_CUDA_KERNELS
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 namespace tfw {
 
@@ -197,15 +194,6 @@ pattention_cuda::Type cuda_type(const torch::Tensor& t) {
   }
 }
 
-// The stream LibTorch queues work on for this tensor's GPU (the kernels join it).
-void* cuda_stream(const torch::Tensor& t) {
-#ifdef TFW_CUDA_KERNELS
-  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
-#else
-  (void)t;
-  throw Error("this build of tfw has no CUDA kernels: its LibTorch has no CUDA");
-#endif
-}
 
 class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
  public:
@@ -225,7 +213,7 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
     if (s.is_cuda()) {
       pattention_cuda::forward(cuda_type(s), s.data_ptr(), a.data_ptr(), stat.data_ptr<double>(),
                                multiplier.data_ptr<double>(), rows, n, static_cast<int>(which), eps,
-                               cuda_stream(s));
+                               cuda_current_stream(s));
       return a;
     }
     const double m = multiplier.item<double>();
@@ -260,7 +248,7 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
       const torch::Tensor grad = da.to(kept.scalar_type());  // a no-op: the gradient of an output of that type
       pattention_cuda::backward(cuda_type(kept), kept.data_ptr(), stat.data_ptr<double>(), grad.data_ptr(),
                                 ds.data_ptr(), multiplier_tensor.data_ptr<double>(), rows, n, static_cast<int>(which),
-                                cuda_stream(kept));
+                                cuda_current_stream(kept));
       return {ds, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     const double multiplier = multiplier_tensor.item<double>();

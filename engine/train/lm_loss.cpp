@@ -2,9 +2,15 @@
 
 #include <limits>
 
+#include "engine/cuda_stream.h"
+#include "engine/env_choice.h"
+#include "engine/loss_cuda.h"
+
 namespace tfw {
 
 namespace {
+
+EnvChoice loss_composition_chosen("TFW_LOSS_CUDA", "composition");
 
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
@@ -21,23 +27,39 @@ struct ChunkedCrossEntropy : torch::autograd::Function<ChunkedCrossEntropy> {
     torch::Tensor grad_hidden = torch::empty_like(hidden);
     torch::Tensor grad_embedding = torch::zeros_like(embedding);
     torch::Tensor loss = torch::zeros({}, hidden.options().dtype(torch::kFloat64));
+    // On CUDA, the softmax and its gradient in one kernel over the product's own memory
+    // (engine/loss_cuda.h); the per-row losses are summed once, in float64, at the end.
+    const bool fused = hidden.is_cuda() && lm_loss_cuda_fused() &&
+                       (product == torch::kBFloat16 || product == torch::kFloat32);
+    const torch::Tensor row_loss = fused ? torch::empty({N}, hidden.options().dtype(torch::kFloat32)) : torch::Tensor();
+    const torch::Tensor targets_long = fused ? targets.to(torch::kLong).contiguous() : targets;
     for (std::int64_t start = 0; start < N; start += chunk_rows) {
       const std::int64_t n = std::min(chunk_rows, N - start);
       const torch::Tensor h = h_all.narrow(0, start, n);
-      const torch::Tensor t = targets.narrow(0, start, n).unsqueeze(1);  // (n, 1)
-      torch::Tensor logits = h.matmul(e.t());                            // (n, V)
-      if (logits.scalar_type() != torch::kFloat64) logits = logits.to(torch::kFloat32);
-      if (valid < V) logits.narrow(1, valid, V - valid).fill_(-std::numeric_limits<double>::infinity());
-      const torch::Tensor lse = logits.logsumexp(1, true);  // (n, 1)
-      loss += (lse - logits.gather(1, t)).sum().to(torch::kFloat64);
-      // d(mean loss)/d logits = (softmax - one-hot) / N, in the logits' own memory.
-      torch::Tensor d = logits.sub_(lse).exp_();
-      d.scatter_add_(1, t, torch::full({n, 1}, -1.0, d.options()));
-      d.div_(static_cast<double>(N));
-      const torch::Tensor dp = d.to(product);
+      torch::Tensor logits = h.matmul(e.t());  // (n, V)
+      torch::Tensor dp;
+      if (fused) {
+        loss_cuda::softmax_cross_entropy(product == torch::kBFloat16 ? loss_cuda::Type::bf16 : loss_cuda::Type::f32,
+                                         logits.data_ptr(), targets_long.data_ptr<std::int64_t>() + start,
+                                         row_loss.data_ptr<float>() + start, n, V, valid,
+                                         static_cast<float>(1.0 / static_cast<double>(N)), cuda_current_stream(logits));
+        dp = logits;
+      } else {
+        const torch::Tensor t = targets.narrow(0, start, n).unsqueeze(1);  // (n, 1)
+        if (logits.scalar_type() != torch::kFloat64) logits = logits.to(torch::kFloat32);
+        if (valid < V) logits.narrow(1, valid, V - valid).fill_(-std::numeric_limits<double>::infinity());
+        const torch::Tensor lse = logits.logsumexp(1, true);  // (n, 1)
+        loss += (lse - logits.gather(1, t)).sum().to(torch::kFloat64);
+        // d(mean loss)/d logits = (softmax - one-hot) / N, in the logits' own memory.
+        torch::Tensor d = logits.sub_(lse).exp_();
+        d.scatter_add_(1, t, torch::full({n, 1}, -1.0, d.options()));
+        d.div_(static_cast<double>(N));
+        dp = d.to(product);
+      }
       grad_hidden.narrow(0, start, n).copy_(dp.matmul(e));
       grad_embedding.add_(dp.t().matmul(h).to(grad_embedding.scalar_type()));
     }
+    if (fused) loss = row_loss.sum(torch::kFloat64);
     ctx->save_for_backward({grad_hidden, grad_embedding});
     return (loss / static_cast<double>(N)).to(bf16 ? torch::kFloat32 : hidden.scalar_type());
   }
@@ -51,6 +73,9 @@ struct ChunkedCrossEntropy : torch::autograd::Function<ChunkedCrossEntropy> {
 };
 
 }  // namespace
+
+bool lm_loss_cuda_fused() { return !loss_composition_chosen.on(); }
+void lm_loss_set_cuda_fused(bool fused) { loss_composition_chosen.set(!fused); }
 
 torch::Tensor cross_entropy_chunked(const torch::Tensor& hidden, const torch::Tensor& embedding,
                                     const torch::Tensor& targets, std::int64_t valid, std::int64_t chunk_rows,

@@ -25,6 +25,13 @@ torch::Tensor cross_entropy_chunked(const torch::Tensor& hidden, const torch::Te
                                     const torch::Tensor& targets, std::int64_t valid, std::int64_t chunk_rows,
                                     Precision precision);
 
+// Whether the chunked loss on CUDA computes its softmax and gradient in one kernel
+// (engine/loss_cuda.h) rather than the composition of ATen operations: yes unless
+// TFW_LOSS_CUDA=composition. Both keep the softmax in float32; tests/gpu holds them to a
+// float64 reference.
+bool lm_loss_cuda_fused();
+void lm_loss_set_cuda_fused(bool fused);
+
 // The plain loss: the mean cross-entropy of logits (..., V) against targets (...), over the
 // first `valid` columns only.
 torch::Tensor cross_entropy_plain(const torch::Tensor& logits, const torch::Tensor& targets, std::int64_t valid);

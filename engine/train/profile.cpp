@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
+#include <kineto/ActivityType.h>
 
 #include "engine/error.h"
 
@@ -94,36 +95,71 @@ void cpu_categories(const std::vector<kineto::KinetoEvent>& events, ProfileRepor
   for (const char* name : kOrder) report.categories.push_back({name, seconds[name]});
 }
 
-// CUDA: the device's kernel time by kernel name, the host's data time, and the time the
-// device stood idle inside the steps.
+// CUDA: the trace's device spans (kernels, copies, memsets and the scopes' ranges there), the
+// steps' host range and the data scopes' host time, for device_categories.
 void cuda_categories(const std::vector<kineto::KinetoEvent>& events, ProfileReport& report) {
   std::uint64_t begin = UINT64_MAX, end = 0;
-  std::map<std::string, double> seconds;
+  double data = 0;
+  std::vector<DeviceSpan> spans;
   for (const auto& e : events) {
-    if (e.name() == "tfw::step") begin = std::min(begin, e.startNs()), end = std::max(end, e.endNs());
-    if (e.name() == "tfw::data") seconds[kData] += static_cast<double>(e.durationNs()) * 1e-9;
-  }
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
-  for (const auto& e : events) {
+    if (e.name() == "tfw::step" && e.deviceType() == c10::DeviceType::CPU) {
+      begin = std::min(begin, e.startNs()), end = std::max(end, e.endNs());
+    }
+    if (e.name() == "tfw::data" && e.deviceType() == c10::DeviceType::CPU) data += static_cast<double>(e.durationNs()) * 1e-9;
     if (e.deviceType() != c10::DeviceType::CUDA || e.endNs() <= e.startNs()) continue;
-    seconds[profile_category_of(e.name(), true)] += static_cast<double>(e.durationNs()) * 1e-9;
-    busy.emplace_back(e.startNs(), e.endNs());
-    end = std::max(end, e.endNs());
+    switch (static_cast<libkineto::ActivityType>(e.activityType())) {
+      case libkineto::ActivityType::CONCURRENT_KERNEL:
+      case libkineto::ActivityType::GPU_MEMCPY:
+      case libkineto::ActivityType::GPU_MEMSET:
+        spans.push_back({e.name(), e.startNs(), e.endNs(), false});
+        break;
+      case libkineto::ActivityType::GPU_USER_ANNOTATION:
+        spans.push_back({e.name(), e.startNs(), e.endNs(), true});
+        break;
+      default:
+        break;
+    }
+  }
+  device_categories(spans, begin, end, data, report);
+}
+
+}  // namespace
+
+void device_categories(const std::vector<DeviceSpan>& spans, std::uint64_t begin, std::uint64_t end,
+                       double data_seconds, ProfileReport& report) {
+  // The scopes' ranges on the device, by start (they do not overlap one another: a step's
+  // optimiser and each Pattention normalisation follow one another on one stream).
+  std::vector<const DeviceSpan*> ranges;
+  for (const DeviceSpan& s : spans) {
+    if (s.annotation && scopes().count(s.name)) ranges.push_back(&s);
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const DeviceSpan* a, const DeviceSpan* b) { return a->start_ns < b->start_ns; });
+  std::map<std::string, double> seconds;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
+  for (const DeviceSpan& s : spans) {
+    if (s.annotation) continue;
+    const char* category = nullptr;
+    auto after = std::upper_bound(ranges.begin(), ranges.end(), s.start_ns,
+                                  [](std::uint64_t at, const DeviceSpan* r) { return at < r->start_ns; });
+    if (after != ranges.begin() && s.end_ns <= (*std::prev(after))->end_ns) category = scopes().at((*std::prev(after))->name);
+    seconds[category != nullptr ? category : profile_category_of(s.name, true)] +=
+        static_cast<double>(s.end_ns - s.start_ns) * 1e-9;
+    busy.emplace_back(s.start_ns, s.end_ns);
+    end = std::max(end, s.end_ns);
   }
   std::sort(busy.begin(), busy.end());
   double covered = 0;
   std::uint64_t reach = 0;
-  for (const auto& [s, e] : busy) {
-    const std::uint64_t from = std::max(s, reach);
-    if (e > from) covered += static_cast<double>(e - from) * 1e-9;
-    reach = std::max(reach, e);
+  for (const auto& [from_ns, to_ns] : busy) {
+    const std::uint64_t from = std::max(from_ns, reach);
+    if (to_ns > from) covered += static_cast<double>(to_ns - from) * 1e-9;
+    reach = std::max(reach, to_ns);
   }
+  seconds[kData] = data_seconds;
   report.traced_seconds = begin < end ? static_cast<double>(end - begin) * 1e-9 : 0;
-  seconds[kGaps] = std::max(0.0, report.traced_seconds - covered - seconds[kData]);
+  seconds[kGaps] = std::max(0.0, report.traced_seconds - covered - data_seconds);
   for (const char* name : kOrder) report.categories.push_back({name, seconds[name]});
 }
-
-}  // namespace
 
 std::string profile_category_of(const std::string& name, bool device_kernel) {
   std::string lower = name;

@@ -7,8 +7,9 @@
 // On the CPU the categories are each operator's own time (its time less its children's) on
 // the training thread, an operator inside a tfw scope (tfw::optimizer, tfw::data,
 // tfw::pattention_norm, tfw::attention: the fused CPU operators) counting for the scope; host gaps are the time inside the steps that
-// no operator covers. On CUDA they are the device's kernel time by kernel name, data is the
-// host's, and host gaps are the time the device stood idle inside the steps. Either way the
+// no operator covers. On CUDA they are the device's kernel time, by the scope around each
+// kernel on the device's timeline or else by its name; data is the host's, and host gaps are
+// the time the device stood idle inside the steps. Either way the
 // categories add up to the steps' wall time as the trainer measured it, less what the trace
 // misses (the report says how much: under 5% on the CPU, test Profile.*).
 #pragma once
@@ -41,6 +42,23 @@ struct ProfileReport {
 // around it says otherwise: "matrix products", "attention", "Pattention normalisation" or
 // "other element-wise work".
 std::string profile_category_of(const std::string& name, bool device_kernel);
+
+// One span of the device's timeline, as the CUDA table reads it: a kernel, a copy or a memset
+// (work), or the range a scope of the trainer spans there (annotation: tfw::step,
+// tfw::pattention_norm, tfw::optimizer, ...), which is no work of its own.
+struct DeviceSpan {
+  std::string name;
+  std::uint64_t start_ns = 0, end_ns = 0;
+  bool annotation = false;
+};
+
+// The CUDA table: each piece of work counts once, for the scope whose annotation holds it
+// (tfw::pattention_norm: "Pattention normalisation", tfw::optimizer: "the optimiser", ...) or
+// else by its name (profile_category_of); data is `data_seconds` (the host's); host gaps are
+// the time in [begin_ns, end_ns) (the steps, extended to their last kernel) that no work
+// covers, less the data. The categories add up to report.traced_seconds, which it sets.
+void device_categories(const std::vector<DeviceSpan>& spans, std::uint64_t begin_ns, std::uint64_t end_ns,
+                       double data_seconds, ProfileReport& report);
 
 // Records steps [first, first + count) of a training: before_step and after_step around each
 // step; the report once the last has run. Not copyable; one at a time in a process.

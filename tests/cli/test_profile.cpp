@@ -5,6 +5,7 @@
 // budget refused before anything is recorded.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -46,6 +47,44 @@ TEST(Profile, OperatorsAndKernelsFallIntoTheirCategories) {
             "the optimiser");
   EXPECT_EQ(profile_category_of("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", true),
             "other element-wise work");
+}
+
+// The CUDA table from a hand-made device timeline (ms): a step's host range 0-100 with its
+// annotation on the device too (it spans every kernel, and is no work of its own: counted, it
+// put "other element-wise work" at 150% of the step on an H200); a GEMM 0-20; a Pattention
+// normalisation scope 20-50 holding an element-wise kernel 20-30 (the composition's) and the
+// fused kernel 30-40; an optimiser scope 60-70 holding its kernel 60-68; a GELU 80-90; 5 ms
+// of data on the host. Each kernel counts once; the gaps are what no kernel covers, less the data.
+TEST(Profile, OnTheDeviceEachKernelCountsOnceForTheScopeAroundItOrForItsName) {
+  const std::uint64_t ms = 1000000;
+  const std::vector<tfw::DeviceSpan> spans = {
+      {"tfw::step", 0, 100 * ms, true},
+      {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 0, 20 * ms, false},
+      {"tfw::pattention_norm", 20 * ms, 50 * ms, true},
+      {"void at::native::vectorized_elementwise_kernel<4, at::native::exp_kernel_cuda>", 20 * ms, 30 * ms, false},
+      {"void tfw::pattention_cuda::(anonymous namespace)::forward_kernel<__nv_bfloat16>", 30 * ms, 40 * ms, false},
+      {"tfw::optimizer", 60 * ms, 70 * ms, true},
+      {"void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>", 60 * ms, 68 * ms, false},
+      {"void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl>", 80 * ms, 90 * ms, false}};
+  tfw::ProfileReport report;
+  tfw::device_categories(spans, 0, 100 * ms, 0.005, report);
+  std::map<std::string, double> got;
+  double sum = 0;
+  for (const tfw::ProfileCategory& c : report.categories) got[c.name] = c.seconds, sum += c.seconds;
+  EXPECT_DOUBLE_EQ(report.traced_seconds, 0.100);
+  EXPECT_DOUBLE_EQ(got["matrix products"], 0.020);
+  EXPECT_DOUBLE_EQ(got["attention"], 0.0);
+  EXPECT_DOUBLE_EQ(got["Pattention normalisation"], 0.020);
+  EXPECT_DOUBLE_EQ(got["other element-wise work"], 0.010);
+  EXPECT_DOUBLE_EQ(got["the optimiser"], 0.008);
+  EXPECT_DOUBLE_EQ(got["data"], 0.005);
+  EXPECT_DOUBLE_EQ(got["host gaps"], 0.100 - 0.058 - 0.005);
+  EXPECT_NEAR(sum, report.traced_seconds, 1e-12);
+  // A kernel that runs past the last step's host end extends the steps' time to it.
+  tfw::ProfileReport late;
+  tfw::device_categories({{"nvjet_x", 90 * ms, 120 * ms, false}}, 0, 100 * ms, 0, late);
+  EXPECT_DOUBLE_EQ(late.traced_seconds, 0.120);
+  EXPECT_DOUBLE_EQ(late.categories.back().seconds, 0.090);  // host gaps: 0-90
 }
 
 TEST(Profile, ATraceAndATableThatAddUpToTheStepTime) {

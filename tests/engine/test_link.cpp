@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -122,7 +123,10 @@ TEST(Build, EveryStandardLibrarySymbolOfOursComesFromLibstdcxx) {
 // and links LibTorch without naming libstdc++ first gets the wheel's copy, the one that crashed.
 // (The same program with the flag of CMakeLists.txt gets libstdc++'s.)
 TEST(Build, WithoutLibstdcxxFirstTheWheelServesStdFilesystem) {
-  const std::string torch_lib = TFW_TORCH_LIB_DIR;
+  // The LibTorch this build linked; TFW_TORCH_LIB_DIR names another where the build travelled
+  // to a machine whose PyTorch lives elsewhere (scripts/gpu-check with GPU_CHECK_PREBUILT=1).
+  const char* moved = std::getenv("TFW_TORCH_LIB_DIR");
+  const std::string torch_lib = moved != nullptr && *moved != 0 ? moved : TFW_TORCH_LIB_DIR;
   const std::string dir = "/tmp/tfw-test-link-" + std::to_string(getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);

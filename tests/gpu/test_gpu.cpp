@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <string>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "engine/model.h"
 #include "engine/pattention.h"
 #include "engine/pattention_fused.h"
+#include "engine/train/lm_loss.h"
 #include "tests/cli/run_command.h"
 #include "tests/plugins/growth_cases.h"
 #include "tests/support.h"
@@ -272,11 +274,100 @@ nlohmann::json train_json(const std::string& arguments) {
 
 // The memory check counts the GPU's free memory on CUDA (cudaMemGetInfo), not the host's: a
 // batch that needs about 1 TB is refused before anything is allocated, naming the device.
+// The chunked loss on CUDA, with its softmax fused into one kernel (engine/loss_cuda.h) and
+// as the composition, against float64 on the CPU from the same inputs (rounded to bf16 first
+// where the products are bf16): the mean loss, and both gradients. 2,517 rows in chunks of
+// 1,000 (two whole, one part), a vocabulary of 1,000 padded past 990: the padded rows of the
+// embedding get no gradient at all. Tolerances: float32 1e-5 of the loss and 1e-4 of the
+// gradients' scale; bf16 (the logits and the gradient d rounded to bf16 as autocast would)
+// 2e-3 and 2e-2. The fused kernel and the composition agree more closely still: 1e-6 and 1e-5
+// in float32, 1e-4 and 1e-3 in bf16.
+TEST(Gpu, FusedLossSoftmaxMatchesFloat64AndTheComposition) {
+  TFW_REQUIRE_CUDA();
+  torch::manual_seed(7);
+  const std::int64_t N = 2517, d = 64, V = 1000, valid = 990;
+  const torch::Tensor hidden0 = torch::randn({N, d}, torch::kFloat32);
+  const torch::Tensor embedding0 = 0.3 * torch::randn({V, d}, torch::kFloat32);
+  const torch::Tensor targets = torch::randint(0, valid, {N}, torch::kLong);
+  struct Result {
+    double loss;
+    torch::Tensor grad_hidden, grad_embedding;
+  };
+  auto run = [&](Precision precision, bool fused) {
+    lm_loss_set_cuda_fused(fused);
+    torch::Tensor h = hidden0.to(cuda()).requires_grad_(true), e = embedding0.to(cuda()).requires_grad_(true);
+    torch::Tensor loss = cross_entropy_chunked(h, e, targets.to(cuda()), valid, 1000, precision);
+    loss.backward();
+    lm_loss_set_cuda_fused(true);
+    return Result{loss.item<double>(), h.grad().cpu().to(torch::kFloat64), e.grad().cpu().to(torch::kFloat64)};
+  };
+  auto reference = [&](bool bf16) {
+    auto in = [&](const torch::Tensor& t) { return (bf16 ? t.to(torch::kBFloat16) : t).to(torch::kFloat64); };
+    torch::Tensor h = in(hidden0).requires_grad_(true), e = in(embedding0).requires_grad_(true);
+    torch::Tensor loss = cross_entropy_plain(h.matmul(e.t()), targets, valid);
+    loss.backward();
+    return Result{loss.item<double>(), h.grad(), e.grad()};
+  };
+  for (const Precision precision : {Precision::fp32, Precision::bf16}) {
+    const bool bf16 = precision == Precision::bf16;
+    SCOPED_TRACE(bf16 ? "bf16" : "fp32");
+    const Result fused = run(precision, true), composed = run(precision, false), exact = reference(bf16);
+    const double loss_tol = bf16 ? 2e-3 : 1e-5, grad_tol = bf16 ? 2e-2 : 1e-4;
+    EXPECT_NEAR(fused.loss, exact.loss, loss_tol * exact.loss);
+    EXPECT_LE(scale_of(fused.grad_hidden - exact.grad_hidden), grad_tol * scale_of(exact.grad_hidden));
+    EXPECT_LE(scale_of(fused.grad_embedding - exact.grad_embedding), grad_tol * scale_of(exact.grad_embedding));
+    EXPECT_NEAR(fused.loss, composed.loss, (bf16 ? 1e-4 : 1e-6) * exact.loss);
+    EXPECT_LE(scale_of(fused.grad_hidden - composed.grad_hidden), (bf16 ? 1e-3 : 1e-5) * scale_of(exact.grad_hidden));
+    EXPECT_LE(scale_of(fused.grad_embedding - composed.grad_embedding),
+              (bf16 ? 1e-3 : 1e-5) * scale_of(exact.grad_embedding));
+    EXPECT_EQ(scale_of(fused.grad_embedding.narrow(0, valid, V - valid)), 0.0) << "a padded id got a gradient";
+    std::cout << fmt::format("fused loss on CUDA, {}: loss {:.8f} (float64 {:.8f}); |Δ grad| / scale: hidden {:.2e}, "
+                             "embedding {:.2e}\n",
+                             bf16 ? "bf16" : "fp32", fused.loss, exact.loss,
+                             scale_of(fused.grad_hidden - exact.grad_hidden) / scale_of(exact.grad_hidden),
+                             scale_of(fused.grad_embedding - exact.grad_embedding) / scale_of(exact.grad_embedding));
+  }
+}
+
+// The rotary embedding's fused CUDA kernel against the composition (rotary_apply) on the same
+// device: 2 × 37 positions from position 5, 3 heads of 16 dims, the first 8 rotated. float32:
+// forward bit for bit, the gradient within 1e-6 of its scale (another order of the same
+// products); bf16: forward the bf16 rounding of the composition's float32 result, bit for bit,
+// and the gradient within 1e-2 of its scale.
+TEST(Gpu, FusedRotaryEmbeddingIsTheComposition) {
+  TFW_REQUIRE_CUDA();
+  torch::manual_seed(3);
+  const std::int64_t B = 2, T = 37, H = 3, dh = 16;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(cuda());
+  const RotaryTable table = rotary_table(T, rotary_dims(dh, 0.5), 10000.0, options, 5);
+  ASSERT_EQ(table.dims, 8);
+  const torch::Tensor x0 = torch::randn({B, T, H * dh}, options), upstream = torch::randn({B, H, T, dh}, options);
+  for (const auto type : {torch::kFloat32, torch::kBFloat16}) {
+    const bool bf16 = type == torch::kBFloat16;
+    SCOPED_TRACE(bf16 ? "bf16" : "fp32");
+    auto run = [&](bool fused) {
+      rotary_set_cuda_fused(fused);
+      torch::Tensor x = x0.to(type).requires_grad_(true);
+      torch::Tensor y = rotary_heads(x, H, table);
+      (y.to(torch::kFloat32) * upstream).sum().backward();
+      rotary_set_cuda_fused(true);
+      return std::make_pair(y.detach(), x.grad().to(torch::kFloat64));
+    };
+    const auto [fused, fused_grad] = run(true);
+    const auto [composed, composed_grad] = run(false);
+    EXPECT_EQ(fused.sizes(), composed.sizes());
+    EXPECT_TRUE(torch::equal(fused, composed.to(type))) << "max |Δ| " << scale_of((fused.to(torch::kFloat64) - composed.to(torch::kFloat64)));
+    EXPECT_LE(scale_of(fused_grad - composed_grad), (bf16 ? 1e-2 : 1e-6) * scale_of(composed_grad));
+    // The dims past the rotated ones pass through untouched.
+    EXPECT_TRUE(torch::equal(fused.narrow(-1, 8, 8), x0.to(type).view({B, T, H, dh}).transpose(1, 2).narrow(-1, 8, 8)));
+  }
+}
+
 TEST(Gpu, TheMemoryCheckNamesTheGpusFreeMemory) {
   TFW_REQUIRE_CUDA();
   const std::string home = fresh_home("memory");
   const test::Result out = tfw("train " + write_config(home, "huge", "device = \"cuda\"") +
-                               " --set train.batch_size=300000 --home " + home);
+                               " --set train.batch_size=300000 --set train.max_steps=1 --home " + home);
   EXPECT_EQ(out.code, 2) << out.output;
   EXPECT_NE(out.output.find("GB of memory to train"), std::string::npos) << out.output;
   EXPECT_NE(out.output.find("GPU cuda:0 has"), std::string::npos) << out.output;
