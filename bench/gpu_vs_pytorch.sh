@@ -19,9 +19,9 @@
 # and TOKENIZER (gpt2): tfw's data (PyTorch draws random tokens, which costs it nothing),
 # BENCH_HOME (tfw's home; default a temporary folder), DEVICE (cuda),
 # PRECISION (bf16), WARMUP (40) and MEASURED (20) steps, COMPILE (1; 0 leaves out
-# torch.compile), EAGER (1; 0 leaves out PyTorch eager), COMPOSED (0; 1 adds a row of tfw with
-# its fused CUDA loss and rotary kernels replaced by their compositions, TFW_LOSS_CUDA and
-# TFW_ROTARY_CUDA=composition: what the kernels gain, on the same machine in the same run). With DEVICE=cpu and a small config, it checks itself on a machine without a GPU.
+# torch.compile), EAGER (1; 0 leaves out PyTorch eager), TFW_ALSO (e.g. "TFW_LOSS_CUDA=fused
+# TFW_ROTARY_CUDA=fused": a second tfw row with those settings in its environment, so that
+# a switch's gain is measured on the same machine in the same run). With DEVICE=cpu and a small config, it checks itself on a machine without a GPU.
 # Writes OUTPUT_FOLDER/gpu-vs-pytorch.md (the table, printed last) and every run's JSON and log.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -88,12 +88,12 @@ for config in "${configs[@]}"; do
   # 1. tfw. train.log_every = 10 divides the warm-up, so the read-back after step 40 empties
   #    the device's queue and the 20 steps after it are timed from an idle device.
   tfw_ways=(tfw)
-  [ "${COMPOSED:-0}" = 1 ] && tfw_ways+=("tfw composed")
+  [ -n "${TFW_ALSO:-}" ] && tfw_ways+=("tfw, $TFW_ALSO")
   for way in "${tfw_ways[@]}"; do
-    run=$name-${way// /-}
-    composition=()
-    [ "$way" = "tfw composed" ] && composition=(TFW_LOSS_CUDA=composition TFW_ROTARY_CUDA=composition)
-    if env ${composition[@]+"${composition[@]}"} "$tfw" train "$config" --home "$home" --name "$run" --json \
+    settings=()
+    run=$name-tfw
+    if [ "$way" != tfw ]; then read -r -a settings <<< "$TFW_ALSO"; run=$name-tfw-also; fi
+    if env ${settings[@]+"${settings[@]}"} "$tfw" train "$config" --home "$home" --name "$run" --json \
          --set data.corpus="${CORPUS:-gcide}" --set data.tokenizer="${TOKENIZER:-gpt2}" --set train.device="$device" --set train.precision="$precision" \
          --set train.batch_size="$batch" --set train.max_steps=$((warmup + measured)) --set train.max_tokens=0 \
          --set train.max_flops=0 --set train.warmup_steps=10 --set train.log_every=10 \

@@ -16,7 +16,7 @@ namespace tfw {
 
 namespace {
 EnvChoice manual_chosen("TFW_ATTENTION", "manual");  // makes `automatic` the reference
-EnvChoice rotary_composition_chosen("TFW_ROTARY_CUDA", "composition");
+EnvChoice rotary_fused_chosen("TFW_ROTARY_CUDA", "fused");
 
 rotary_cuda::Type rotary_type(const torch::Tensor& x) {
   return x.scalar_type() == torch::kBFloat16 ? rotary_cuda::Type::bf16 : rotary_cuda::Type::f32;
@@ -52,7 +52,7 @@ class FusedRotary : public torch::autograd::Function<FusedRotary> {
 
 // Whether the heads of x (B, T, H·dh) on this table take the fused kernel.
 bool rotary_fused_for(const torch::Tensor& x, const RotaryTable& table) {
-  return table.dims > 0 && x.is_cuda() && !rotary_composition_chosen.on() && rotary_cuda::compiled() &&
+  return table.dims > 0 && x.is_cuda() && rotary_fused_chosen.on() && rotary_cuda::compiled() &&
          (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kBFloat16) &&
          table.cos.scalar_type() == torch::kFloat32 && table.cos.is_contiguous() && table.sin.is_contiguous();
 }
@@ -106,8 +106,8 @@ AttentionKernel attention_kernel_for(const torch::Tensor& q) {
 #endif
 }
 
-bool rotary_cuda_fused() { return !rotary_composition_chosen.on(); }
-void rotary_set_cuda_fused(bool fused) { rotary_composition_chosen.set(!fused); }
+bool rotary_cuda_fused() { return rotary_fused_chosen.on(); }
+void rotary_set_cuda_fused(bool fused) { rotary_fused_chosen.set(fused); }
 
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, AttentionKernel kernel) {

@@ -54,7 +54,7 @@ RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base,
 
 // Rotates the first table.dims dims of x (B, H, T, dh), pairing dim j with j + dims/2;
 // the other dims pass through. (The composition; rotary_heads rotates CUDA heads with the
-// fused kernel of engine/rotary_cuda.h instead, unless rotary_cuda_fused() is false.)
+// fused kernel of engine/rotary_cuda.h instead while rotary_cuda_fused().)
 torch::Tensor rotary_apply(const torch::Tensor& x, const RotaryTable& table);
 
 // The heads of x (B, T, H·dh) as (B, H, T, dh), rotated: on CUDA by the fused kernel while
@@ -62,8 +62,8 @@ torch::Tensor rotary_apply(const torch::Tensor& x, const RotaryTable& table);
 torch::Tensor rotary_heads(const torch::Tensor& x, std::int64_t heads, const RotaryTable& table);
 
 // Whether the attention rotates heads on CUDA with the fused kernel (engine/rotary_cuda.h):
-// yes unless TFW_ROTARY_CUDA=composition. In float32 it equals the composition bit for bit
-// forward; tests/gpu holds both directions to it.
+// only with TFW_ROTARY_CUDA=fused until a GPU run has proven it (tests/gpu holds both
+// directions to the composition, the forward bit for bit in float32).
 bool rotary_cuda_fused();
 void rotary_set_cuda_fused(bool fused);
 

@@ -10,7 +10,7 @@ namespace tfw {
 
 namespace {
 
-EnvChoice loss_composition_chosen("TFW_LOSS_CUDA", "composition");
+EnvChoice loss_fused_chosen("TFW_LOSS_CUDA", "fused");
 
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
@@ -74,8 +74,8 @@ struct ChunkedCrossEntropy : torch::autograd::Function<ChunkedCrossEntropy> {
 
 }  // namespace
 
-bool lm_loss_cuda_fused() { return !loss_composition_chosen.on(); }
-void lm_loss_set_cuda_fused(bool fused) { loss_composition_chosen.set(!fused); }
+bool lm_loss_cuda_fused() { return loss_fused_chosen.on(); }
+void lm_loss_set_cuda_fused(bool fused) { loss_fused_chosen.set(fused); }
 
 torch::Tensor cross_entropy_chunked(const torch::Tensor& hidden, const torch::Tensor& embedding,
                                     const torch::Tensor& targets, std::int64_t valid, std::int64_t chunk_rows,
