@@ -14,7 +14,7 @@
 
 #include "engine/dist_group.h"
 #include "engine/distributed.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/runtime.h"
 
 int main() {

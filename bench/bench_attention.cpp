@@ -1,5 +1,5 @@
 // Causal softmax attention, forward+backward, side by side: tfw's fused CPU operator
-// (engine/attention_fused.h, AttentionKernel::cpu) against the composition of torch ops
+// (engine/kernels/cpu/attention_fused.h, AttentionKernel::cpu) against the composition of torch ops
 // (AttentionKernel::manual), median of interleaved repetitions, at the shapes of the
 // quickstart and bench configs. Usage: bench_attention [--threads N] [--repeats N]
 #include <cstring>

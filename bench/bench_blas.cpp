@@ -1,4 +1,4 @@
-// Which BLAS should the fused attention's direct products (engine/attention_fused.cpp) call?
+// Which BLAS should the fused attention's direct products (engine/kernels/cpu/attention_fused.cpp) call?
 // The products of one training step's attention at the quickstart's shapes (B 16, H 4, T 128,
 // dh 32: per head S = Q·Kᵀ, O = P·V, and the backward's dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K,
 // dK = dSᵀ·Q), float32, column-major sgemm_, each head single-threaded inside an OpenMP

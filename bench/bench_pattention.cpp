@@ -11,7 +11,7 @@
 //     resident memory before the step (large blocks mapped and unmapped one by one).
 // With --device cuda (issue 35), one part instead, on the GPU: d 768/1024/2048 × n
 // 768..8192, T·B = 8192, forward+backward of Pattention with the fused CUDA kernels
-// (engine/pattention_cuda.cu), with the composition, and of the MLP, in bf16 (autocast) by
+// (engine/kernels/cuda/pattention_cuda.cu), with the composition, and of the MLP, in bf16 (autocast) by
 // default; each figure is the median of 15 interleaved repetitions of 5 steps, timed by the
 // host clock between device synchronisations, divided by 5. "agree" is the largest difference
 // between the fused and the composed layer's outputs, over the largest output.

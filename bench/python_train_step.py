@@ -17,6 +17,7 @@ Usage: python_train_step.py CONFIG.toml [--steps N] [--threads N] [--device cpu|
 import argparse
 import json
 import math
+import resource
 import time
 import tomllib
 
@@ -192,6 +193,10 @@ def main():
                       "tokens_per_second": B * T / median, "step_seconds": median, "mean_step_seconds": mean,
                       "timed_steps": args.steps, "skipped_steps": args.skip, "warmup_seconds": warmup_seconds,
                       "flops_per_step_6n": flops_per_step,
+                      # the most memory held: the CUDA caching allocator's peak for tensors, or
+                      # the process's peak resident set on the CPU (as tfw reports it)
+                      "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda
+                      else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                       "gpu": torch.cuda.get_device_name(device) if cuda else None}))
 
 

@@ -5,12 +5,12 @@
 
 #include <torch/version.h>
 
-#include "engine/attention_fused.h"
-#include "engine/cuda_stream.h"
+#include "engine/kernels/cpu/attention_fused.h"
+#include "engine/kernels/cuda/torch_cuda.h"
 #include "engine/device.h"
-#include "engine/env_choice.h"
-#include "engine/error.h"
-#include "engine/rotary_cuda.h"
+#include "engine/core/env_choice.h"
+#include "engine/core/error.h"
+#include "engine/kernels/cuda/rotary_cuda.h"
 
 namespace tfw {
 
@@ -22,7 +22,7 @@ rotary_cuda::Type rotary_type(const torch::Tensor& x) {
   return x.scalar_type() == torch::kBFloat16 ? rotary_cuda::Type::bf16 : rotary_cuda::Type::f32;
 }
 
-// The rotary embedding on CUDA in one kernel each way (engine/rotary_cuda.h): x (B, T, H, dh)
+// The rotary embedding on CUDA in one kernel each way (engine/kernels/cuda/rotary_cuda.h): x (B, T, H, dh)
 // contiguous, the table's float32 cos and sin (T, dims).
 class FusedRotary : public torch::autograd::Function<FusedRotary> {
  public:

@@ -54,14 +54,14 @@ RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base,
 
 // Rotates the first table.dims dims of x (B, H, T, dh), pairing dim j with j + dims/2;
 // the other dims pass through. (The composition; rotary_heads rotates CUDA heads with the
-// fused kernel of engine/rotary_cuda.h instead while rotary_cuda_fused().)
+// fused kernel of engine/kernels/cuda/rotary_cuda.h instead while rotary_cuda_fused().)
 torch::Tensor rotary_apply(const torch::Tensor& x, const RotaryTable& table);
 
 // The heads of x (B, T, H·dh) as (B, H, T, dh), rotated: on CUDA by the fused kernel while
 // rotary_cuda_fused(), else by rotary_apply.
 torch::Tensor rotary_heads(const torch::Tensor& x, std::int64_t heads, const RotaryTable& table);
 
-// Whether the attention rotates heads on CUDA with the fused kernel (engine/rotary_cuda.h):
+// Whether the attention rotates heads on CUDA with the fused kernel (engine/kernels/cuda/rotary_cuda.h):
 // only with TFW_ROTARY_CUDA=fused until a GPU run has proven it (tests/gpu holds both
 // directions to the composition, the forward bit for bit in float32).
 bool rotary_cuda_fused();

@@ -7,15 +7,15 @@
 
 #include <fmt/format.h>
 
-#include "engine/checkpoint.h"
-#include "engine/checkpoint_meta.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/checkpoint_meta.h"
 #include "engine/data/images.h"
 #include "engine/data/shards.h"
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/data/stored_paths.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "engine/model.h"
 #include "engine/pattention.h"
 #include "engine/registry.h"

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw {
 

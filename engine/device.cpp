@@ -3,7 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/runtime.h"
 
 namespace tfw {

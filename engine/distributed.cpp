@@ -18,8 +18,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "engine/dist_group.h"
-#include "engine/env_choice.h"
-#include "engine/error.h"
+#include "engine/core/env_choice.h"
+#include "engine/core/error.h"
 
 namespace tfw {
 

@@ -9,15 +9,15 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "engine/checkpoint.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/data/cloze.h"
 #include "engine/data/images.h"
 #include "engine/data/shards.h"
 #include "engine/data/stored_paths.h"
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 #include "engine/mask.h"
 #include "engine/run_config.h"

@@ -16,9 +16,9 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/experiment_files.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 
 namespace tfw {

@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
-#include "engine/checkpoint.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/data/shards.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/growth.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 #include "engine/train/eval.h"
 #include "engine/train/schedule.h"

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/config.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw {
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/plugin_api.h"
 
 namespace tfw {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/device.h"
 #include "engine/pattention_fused.h"
 

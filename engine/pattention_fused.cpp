@@ -22,12 +22,12 @@
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
-#include "engine/cuda_stream.h"
+#include "engine/kernels/cuda/torch_cuda.h"
 #include "engine/device.h"
-#include "engine/env_choice.h"
-#include "engine/error.h"
-#include "engine/pattention_cuda.h"
-#include "engine/pattention_kernels.h"
+#include "engine/core/env_choice.h"
+#include "engine/core/error.h"
+#include "engine/kernels/cuda/pattention_cuda.h"
+#include "engine/kernels/cpu/pattention_kernels.h"
 
 namespace tfw {
 

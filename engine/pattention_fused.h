@@ -16,11 +16,11 @@ enum class PattentionImplementation { fused, reference };
 PattentionImplementation pattention_implementation();
 void pattention_set_implementation(PattentionImplementation implementation);
 
-// Whether float32 rows go through the AVX2 kernels (engine/pattention_kernels_avx2.cpp): when
+// Whether float32 rows go through the AVX2 kernels (engine/kernels/cpu/pattention_kernels_avx2.cpp): when
 // the CPU has AVX2 and FMA, unless TFW_PATTENTION_SCALAR=1.
 bool pattention_fused_vectorised();
 
-// Whether Pattention layers on CUDA use the fused kernels (engine/pattention_cuda.cu) rather
+// Whether Pattention layers on CUDA use the fused kernels (engine/kernels/cuda/pattention_cuda.cu) rather
 // than the composition: yes unless TFW_PATTENTION_CUDA=composition, since they were proven on
 // an H100 (equal to the composition in tests/gpu; faster in bench_pattention --device cuda:
 // docs/results/performance.md). Also needs pattention_implementation() to be fused

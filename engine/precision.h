@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw {
 

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/task.h"
 
 namespace tfw {

@@ -10,11 +10,11 @@
 #include <fmt/ranges.h>
 
 #include "engine/data/tokenizer.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "engine/device.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/registry.h"
-#include "engine/sha256.h"
+#include "engine/core/sha256.h"
 #include "engine/task.h"
 
 namespace tfw {

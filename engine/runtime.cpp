@@ -1,6 +1,6 @@
 #include "engine/runtime.h"
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 #include <algorithm>
 #include <cctype>

@@ -9,12 +9,12 @@
 #include <torch/torch.h>
 
 #include "engine/attention.h"
-#include "engine/checkpoint.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/data/stored_paths.h"
 #include "engine/data/tokenizer.h"
 #include "engine/device.h"
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "engine/mask.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/model.h"
 #include "engine/registry.h"
 #include "engine/train/task_data.h"

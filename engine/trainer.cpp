@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 #include <ATen/record_function.h>
 
-#include "engine/checkpoint.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/dist_group.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/growth.h"
 #include "engine/runtime.h"
 #include "engine/token_use.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint_meta.h"
+#include "engine/checkpoint/checkpoint_meta.h"
 #include "engine/distributed.h"
 #include "engine/run_config.h"
 #include "engine/task.h"
@@ -62,6 +62,12 @@ struct TrainSummary {
   std::int64_t growth_events = 0;  // applied by this process
   std::string last_checkpoint;
   bool interrupted = false;
+  // Memory: what the memory check reckoned the run needs (train_memory_bytes), and the most it
+  // held: on CUDA the caching allocator's peak for tensors (memory_peak_of "allocator"), on
+  // the CPU the process's peak resident set, LibTorch's own code and data included ("process").
+  double memory_estimate_bytes = 0;
+  std::int64_t memory_peak_bytes = 0;
+  std::string memory_peak_of;
 };
 
 TrainSummary train_run(const Registry& registry, const RunConfig& config, const TrainOptions& options);

@@ -1,15 +1,18 @@
 // Setting a training up, and its summary at the end: the Trainer's constructor and the parts
 // that run before its loop (engine/trainer_impl.h; the loop is engine/trainer.cpp).
+#include <sys/resource.h>
+
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/checkpoint.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/device.h"
+#include "engine/core/error.h"
 #include "engine/dist_group.h"
-#include "engine/error.h"
+#include "engine/kernels/cuda/torch_cuda.h"
 #include "engine/peak.h"
 #include "engine/runtime.h"
 #include "engine/train/schedule.h"
@@ -221,6 +224,16 @@ TrainSummary Trainer::finish() {
   summary.threads = runtime_active_threads();
   summary.tokens_per_second = times_.tokens_per_second(static_cast<double>(plan_.tokens_per_step), false);
   summary.mfu = times_.mfu(plan_.flops_per_step, summary.peak_flops, false);
+  summary.memory_estimate_bytes = train_memory_bytes(config_, plan_);
+  if (device_.is_cuda()) {
+    summary.memory_peak_bytes = cuda_peak_allocated_bytes(device_.has_index() ? device_.index() : 0);
+    summary.memory_peak_of = "allocator";
+  } else {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    summary.memory_peak_bytes = static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // Linux: kilobytes
+    summary.memory_peak_of = "process";
+  }
   if (summary.last_checkpoint.empty()) {
     std::vector<CheckpointInfo> checkpoints = checkpoint_list(checkpoint_dir_);
     if (!checkpoints.empty()) summary.last_checkpoint = checkpoints.back().path;

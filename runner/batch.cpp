@@ -21,8 +21,8 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
-#include "engine/checkpoint_meta.h"
-#include "engine/error.h"
+#include "engine/checkpoint/checkpoint_meta.h"
+#include "engine/core/error.h"
 #include "runner/batch_plan.h"
 #include "runner/lineage.h"
 #include "runner/run_lock.h"

@@ -9,7 +9,7 @@
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "runner/lineage.h"
 
 namespace tfw::runner {

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
-#include "engine/sha256.h"
+#include "engine/core/error.h"
+#include "engine/core/sha256.h"
 #include "runner/bundle_parts.h"
 
 namespace tfw::runner {

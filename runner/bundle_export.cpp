@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/error.h"
-#include "engine/files.h"
-#include "engine/sha256.h"
+#include "engine/core/error.h"
+#include "engine/core/files.h"
+#include "engine/core/sha256.h"
 #include "runner/bundle_parts.h"
 
 namespace tfw::runner {

@@ -19,11 +19,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/error.h"
-#include "engine/files.h"
-#include "engine/home.h"
-#include "engine/json_bounded.h"
-#include "engine/sha256.h"
+#include "engine/core/error.h"
+#include "engine/core/files.h"
+#include "engine/core/home.h"
+#include "engine/core/json_bounded.h"
+#include "engine/core/sha256.h"
 #include "runner/bundle_parts.h"
 #include "runner/lineage.h"
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/sha256.h"
+#include "engine/core/sha256.h"
 #include "storage/store.h"
 
 namespace tfw::runner::bundle_parts {

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "runner/lineage.h"
 #include "runner/process.h"
 

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/checkpoint_meta.h"
-#include "engine/error.h"
+#include "engine/checkpoint/checkpoint_meta.h"
+#include "engine/core/error.h"
 #include "storage/store.h"
 
 namespace tfw::runner {

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "engine/distributed.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/registry.h"
 #include "engine/runtime.h"
 #include "runner/process.h"

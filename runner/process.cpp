@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 extern char** environ;
 

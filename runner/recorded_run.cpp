@@ -10,10 +10,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/checkpoint_meta.h"
+#include "engine/checkpoint/checkpoint_meta.h"
 #include "engine/data/stored_paths.h"
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 #include "engine/runtime.h"
 #include "engine/train/profile.h"

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw::runner {
 

@@ -8,7 +8,7 @@
 
 #include <filesystem>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw {
 

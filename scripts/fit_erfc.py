@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Fits the erfc approximation of the fused Pattention's AVX2 kernels
-(engine/pattention_kernels_avx2.cpp):
+(engine/kernels/cpu/pattention_kernels_avx2.cpp):
 
     erfc(z) ~= t * Q(t) * exp(-z^2),  t = 1 / (1 + z/2),  z >= 0,
 

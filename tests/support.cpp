@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/error.h"
-#include "engine/model_export.h"
+#include "engine/core/error.h"
+#include "engine/checkpoint/model_export.h"
 #include "engine/runtime.h"
 
 namespace tfw::test {

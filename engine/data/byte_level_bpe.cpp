@@ -17,7 +17,7 @@
 #include "engine/data/bpe.h"
 #include "engine/data/bpe_byte_map.h"
 #include "engine/data/tokenizer.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw {
 

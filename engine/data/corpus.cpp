@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 
 namespace tfw {
 

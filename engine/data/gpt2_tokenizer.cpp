@@ -16,8 +16,8 @@
 #include "engine/data/bpe.h"
 #include "engine/data/bpe_byte_map.h"
 #include "engine/data/tokenizer.h"
-#include "engine/error.h"
-#include "engine/json_bounded.h"
+#include "engine/core/error.h"
+#include "engine/core/json_bounded.h"
 #include "engine/registry.h"
 
 namespace tfw {

@@ -1,6 +1,6 @@
 // Image datasets in IDX files. See images.h.
 #include "engine/data/images.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/data/idx.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw {
 

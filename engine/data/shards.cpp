@@ -17,10 +17,10 @@
 #include <toml++/toml.h>
 
 #include "engine/data/corpus.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "engine/data/tokenizer.h"
-#include "engine/error.h"
-#include "engine/files.h"
+#include "engine/core/error.h"
+#include "engine/core/files.h"
 
 namespace tfw {
 

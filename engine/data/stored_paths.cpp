@@ -9,8 +9,8 @@
 #include "engine/data/images.h"
 #include "engine/data/shards.h"
 #include "engine/data/tokenizer.h"
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "engine/run_config.h"
 
 namespace tfw {

@@ -1,14 +1,14 @@
 // Built-in tokenizers. See tokenizer.h.
 #include "engine/data/tokenizer.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 
 #include <fstream>
 
 #include <fmt/format.h>
 
 #include "engine/data/bpe.h"
-#include "engine/error.h"
-#include "engine/files.h"
+#include "engine/core/error.h"
+#include "engine/core/files.h"
 
 namespace tfw {
 

@@ -2,9 +2,9 @@
 
 #include <limits>
 
-#include "engine/cuda_stream.h"
-#include "engine/env_choice.h"
-#include "engine/loss_cuda.h"
+#include "engine/kernels/cuda/torch_cuda.h"
+#include "engine/core/env_choice.h"
+#include "engine/kernels/cuda/loss_cuda.h"
 
 namespace tfw {
 
@@ -28,8 +28,8 @@ struct ChunkedCrossEntropy : torch::autograd::Function<ChunkedCrossEntropy> {
     torch::Tensor grad_embedding = torch::zeros_like(embedding);
     torch::Tensor loss = torch::zeros({}, hidden.options().dtype(torch::kFloat64));
     // On CUDA, the softmax and its gradient in one kernel over the product's own memory
-    // (engine/loss_cuda.h); the per-row losses are summed once, in float64, at the end.
-    const bool fused = hidden.is_cuda() && lm_loss_cuda_fused() &&
+    // (engine/kernels/cuda/loss_cuda.h); the per-row losses are summed once, in float64, at the end.
+    const bool fused = hidden.is_cuda() && targets.device() == hidden.device() && lm_loss_cuda_fused() &&
                        (product == torch::kBFloat16 || product == torch::kFloat32);
     const torch::Tensor row_loss = fused ? torch::empty({N}, hidden.options().dtype(torch::kFloat32)) : torch::Tensor();
     const torch::Tensor targets_long = fused ? targets.to(torch::kLong).contiguous() : targets;

@@ -26,7 +26,7 @@ torch::Tensor cross_entropy_chunked(const torch::Tensor& hidden, const torch::Te
                                     Precision precision);
 
 // Whether the chunked loss on CUDA computes its softmax and gradient in one kernel
-// (engine/loss_cuda.h) rather than the composition of ATen operations: only with
+// (engine/kernels/cuda/loss_cuda.h) rather than the composition of ATen operations: only with
 // TFW_LOSS_CUDA=fused until a GPU run has proven the kernel (tests/gpu holds it to float64
 // and to the composition; docs/results/performance.md §10). Both keep the softmax in float32.
 bool lm_loss_cuda_fused();

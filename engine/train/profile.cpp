@@ -14,7 +14,7 @@
 #include <torch/cuda.h>
 #include <kineto/ActivityType.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw {
 

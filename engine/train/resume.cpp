@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "engine/checkpoint_meta.h"
+#include "engine/checkpoint/checkpoint_meta.h"
 #include "engine/config.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
 #include "engine/runtime.h"

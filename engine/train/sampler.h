@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "engine/data/shards.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw {
 

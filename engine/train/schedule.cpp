@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/cuda_info.h"
-#include "engine/error.h"
+#include "engine/kernels/cuda/cuda_info.h"
+#include "engine/core/error.h"
 #include "engine/task.h"
 
 namespace tfw {

@@ -8,7 +8,7 @@
 // Both copy every other parameter and buffer (embedding, final norm, tau and n0) by name.
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/growth.h"
 
 namespace tfw {

@@ -10,7 +10,7 @@
 // (LayerNorm statistics become count-weighted) unless every cnt is equal.
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/growth.h"
 
 namespace tfw {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/growth.h"
 #include "engine/pattention.h"
 

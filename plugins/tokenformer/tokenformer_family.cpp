@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "plugins/tokenformer/tokenformer.h"
 
 namespace tfw::tokenformer {

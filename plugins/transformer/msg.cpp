@@ -7,7 +7,7 @@
 // what the source computed, whatever the new weights are: exact at the moment of growing.
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/growth.h"
 #include "plugins/transformer/transformer.h"
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "plugins/transformer/transformer.h"
 
 namespace tfw::transformer {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/task.h"
 #include "plugins/vision/vision.h"
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/curves.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw::analysis {
 namespace {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/scaling_law.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw::analysis {
 namespace {

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/stats.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw::analysis {
 namespace {

@@ -17,7 +17,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/run_config.h"
+#include "engine/train/schedule.h"
 #include "tests/cli/run_command.h"
+#include "tests/support.h"
 #include "workbench/common/first_steps.h"
 
 namespace test_cli {
@@ -397,6 +400,16 @@ TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
   EXPECT_GT(time["eval"].get<double>(), 0.0);
   EXPECT_LE(parts, time["process"].get<double>() + 1e-6) << time.dump();
   EXPECT_GT(parts, 0.5 * time["process"].get<double>()) << time.dump();
+  // Its memory: the memory check's own estimate for this config, and on the CPU the process's
+  // peak resident set, which holds at least LibTorch's code (over 100 MB) and at most the machine.
+  const nlohmann::json memory = nlohmann::json::parse(child.out)["memory"];
+  const tfw::RunConfig grown_config =
+      tfw::run_config_load(tfw::test::plugins(), kMini + "growth-tokenformer-large.toml", {"train.max_steps=5"});
+  EXPECT_DOUBLE_EQ(memory["estimate_bytes"].get<double>(), tfw::train_memory_bytes(grown_config, tfw::train_plan(grown_config)));
+  EXPECT_EQ(memory["peak_of"], "process");
+  EXPECT_GT(memory["peak_bytes"].get<double>(), 100e6) << memory.dump();
+  EXPECT_LT(memory["peak_bytes"].get<double>(),
+            static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)));
   Result shown = tfw_json("runs show grown --json --home " + home);
   nlohmann::json run = nlohmann::json::parse(shown.out);
   EXPECT_EQ(run["parent"].get<std::int64_t>(), 1);

@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/checkpoint.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/distributed.h"
 #include "tests/cli/run_command.h"
 #include "tests/support.h"

@@ -23,7 +23,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/sha256.h"
+#include "engine/core/sha256.h"
 #include "tests/cli/run_command.h"
 
 namespace test_hostile_files {

@@ -1,6 +1,6 @@
 // Causal attention and partial rotary embedding against hand-computed values and a loop
 // reference; torch's fused kernel against the manual one where LibTorch >= 2 provides it;
-// tfw's fused CPU operator (engine/attention_fused.h) against the manual composition: output
+// tfw's fused CPU operator (engine/kernels/cpu/attention_fused.h) against the manual composition: output
 // and every gradient in float64, float32 and bf16, causal and not, on strided inputs and at
 // lengths on, off and below its row block.
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <torch/version.h>
 
 #include "engine/attention.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "tests/support.h"
 
 namespace tfw {

@@ -12,9 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "engine/attention_map.h"
-#include "engine/checkpoint.h"
-#include "engine/checkpoint_meta.h"
-#include "engine/error.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/checkpoint_meta.h"
+#include "engine/core/error.h"
 #include "engine/pattention.h"
 #include "engine/run_config.h"
 #include "engine/sample.h"

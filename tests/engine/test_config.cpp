@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/run_config.h"
 #include "tests/support.h"
 

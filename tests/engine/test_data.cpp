@@ -11,7 +11,7 @@
 #include "engine/data/shards.h"
 #include "engine/data/bpe.h"
 #include "engine/data/tokenizer.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/registry.h"
 #include "tests/scratch.h"
 

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/data/idx.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 namespace tfw {
 namespace test_idx {

@@ -1,4 +1,4 @@
-// Importing official TokenFormer releases (engine/import.h): a small random checkpoint in the
+// Importing official TokenFormer releases (engine/import/import.h): a small random checkpoint in the
 // official layout and file format, written by tests/reference/tokenformer_official.py with the
 // logits of an independent float64 implementation of the official forward pass, imported and
 // run by the workbench's model; the PyTorch pickle reader on the cases a state dict can hold;
@@ -13,13 +13,13 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
-#include "engine/checkpoint.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/data/shards.h"
 #include "engine/data/tokenizer.h"
-#include "engine/error.h"
-#include "engine/import.h"
-#include "engine/neox_config.h"
-#include "engine/torch_pickle.h"
+#include "engine/core/error.h"
+#include "engine/import/import.h"
+#include "engine/import/neox_config.h"
+#include "engine/import/torch_pickle.h"
 #include "tests/cli/run_command.h"
 #include "tests/support.h"
 

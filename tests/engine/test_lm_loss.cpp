@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/checkpoint.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/run_config.h"
 #include "engine/sample.h"
 #include "engine/train/lm_loss.h"

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/checkpoint.h"
-#include "engine/error.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/core/error.h"
 #include "engine/mask.h"
 #include "engine/model.h"
 #include "engine/pattention.h"

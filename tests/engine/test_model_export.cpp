@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/checkpoint.h"
-#include "engine/error.h"
-#include "engine/model_export.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/core/error.h"
+#include "engine/checkpoint/model_export.h"
 #include "engine/pattention.h"
 #include "engine/run_config.h"
 #include "tests/support.h"

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/train/observer.h"
 #include "engine/train/schedule.h"
 #include "engine/trainer.h"

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/pattention.h"
 #include "engine/pattention_fused.h"
 #include "tests/support.h"

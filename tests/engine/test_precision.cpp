@@ -13,7 +13,7 @@
 
 #include "engine/device.h"
 #include "engine/runtime.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/pattention.h"
 #include "engine/pattention_fused.h"
 #include "engine/registry.h"

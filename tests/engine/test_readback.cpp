@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/trainer.h"
 #include "tests/engine/trainer_test_support.h"
 #include "tests/support.h"

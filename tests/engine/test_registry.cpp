@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/model.h"
 #include "engine/registry.h"
 #include "tests/support.h"

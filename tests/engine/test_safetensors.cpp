@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "engine/checkpoint.h"
-#include "engine/error.h"
-#include "engine/files.h"
-#include "engine/safetensors.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/core/error.h"
+#include "engine/core/files.h"
+#include "engine/checkpoint/safetensors.h"
 #include "tests/support.h"
 
 namespace tfw {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/config_diff.h"
-#include "engine/sha256.h"
+#include "engine/core/sha256.h"
 
 namespace test_sha256 {
 

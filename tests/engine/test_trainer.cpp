@@ -17,13 +17,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "engine/checkpoint.h"
-#include "engine/checkpoint_upgrade.h"
-#include "engine/files.h"
-#include "engine/safetensors.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/checkpoint_upgrade.h"
+#include "engine/core/files.h"
+#include "engine/checkpoint/safetensors.h"
 #include "engine/data/shards.h"
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "engine/peak.h"
 #include "engine/train/optim.h"
 #include "engine/train/schedule.h"

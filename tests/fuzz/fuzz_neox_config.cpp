@@ -1,12 +1,12 @@
-// libFuzzer target: a NeoX config's text (engine/neox_config.h), rewritten into JSON and
+// libFuzzer target: a NeoX config's text (engine/import/neox_config.h), rewritten into JSON and
 // parsed within its limits; an accepted one is printed back (as error messages do). Any
 // outcome but an object or a UsageError is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "engine/error.h"
-#include "engine/neox_config.h"
+#include "engine/core/error.h"
+#include "engine/import/neox_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

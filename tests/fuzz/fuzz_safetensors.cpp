@@ -1,4 +1,4 @@
-// libFuzzer target: the safetensors parser (engine/safetensors.h) on arbitrary bytes. Any
+// libFuzzer target: the safetensors parser (engine/checkpoint/safetensors.h) on arbitrary bytes. Any
 // outcome but a parsed file or a UsageError (a crash, a sanitizer report, another exception)
 // is a finding. A parsed file is checked against its own promises: every range inside the
 // input, sizes that agree, and an encode of it that parses back to the same tensors.
@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/error.h"
-#include "engine/safetensors.h"
+#include "engine/core/error.h"
+#include "engine/checkpoint/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const char* bytes = reinterpret_cast<const char*>(data);

@@ -11,7 +11,7 @@
 
 #include "engine/data/bpe.h"
 #include "engine/data/tokenizer.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string path = "/tmp/tfw-fuzz-tokenizer-" + std::to_string(::getpid()) + ".json";

@@ -20,11 +20,11 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undef
        -I"$root" -DTOML_HEADER_ONLY=1)
 sources_of() {
   case "$1" in
-    safetensors) echo "engine/safetensors.cpp engine/json_bounded.cpp engine/error.cpp" ;;
-    tokenizer_json) echo "engine/json_bounded.cpp engine/data/gpt2_tokenizer.cpp engine/data/byte_level_bpe.cpp engine/data/tokenizer.cpp engine/error.cpp engine/home.cpp engine/files.cpp engine/executable_dir.cpp" ;;
-    service_message) echo "workbench/service/protocol.cpp engine/json_depth.cpp engine/error.cpp" ;;
-    neox_config) echo "engine/neox_config.cpp engine/json_bounded.cpp engine/error.cpp" ;;
-    torch_pickle) echo "engine/torch_pickle.cpp engine/zip_directory.cpp engine/error.cpp" ;;
+    safetensors) echo "engine/checkpoint/safetensors.cpp engine/core/json_bounded.cpp engine/core/error.cpp" ;;
+    tokenizer_json) echo "engine/core/json_bounded.cpp engine/data/gpt2_tokenizer.cpp engine/data/byte_level_bpe.cpp engine/data/tokenizer.cpp engine/core/error.cpp engine/core/home.cpp engine/core/files.cpp engine/executable_dir.cpp" ;;
+    service_message) echo "workbench/service/protocol.cpp engine/core/json_depth.cpp engine/core/error.cpp" ;;
+    neox_config) echo "engine/import/neox_config.cpp engine/core/json_bounded.cpp engine/core/error.cpp" ;;
+    torch_pickle) echo "engine/import/torch_pickle.cpp engine/import/zip_directory.cpp engine/core/error.cpp" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
   esac
 }

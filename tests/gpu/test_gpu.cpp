@@ -172,7 +172,7 @@ TEST(Gpu, PattentionOnCudaIsTheCompositionForEveryNorm) {
   }
 }
 
-// The fused CUDA kernels (engine/pattention_cuda.cu) against the composition on the CPU in
+// The fused CUDA kernels (engine/kernels/cuda/pattention_cuda.cu) against the composition on the CPU in
 // float64, forward and the gradient of the scores, for every norm, for row lengths below one
 // block's threads, between, and above (1, 5, 64, 777, 4099), in each type they take. The
 // inputs are rounded to the type first, so only the arithmetic differs. Tolerances, relative
@@ -274,7 +274,7 @@ nlohmann::json train_json(const std::string& arguments) {
 
 // The memory check counts the GPU's free memory on CUDA (cudaMemGetInfo), not the host's: a
 // batch that needs about 1 TB is refused before anything is allocated, naming the device.
-// The chunked loss on CUDA, with its softmax fused into one kernel (engine/loss_cuda.h) and
+// The chunked loss on CUDA, with its softmax fused into one kernel (engine/kernels/cuda/loss_cuda.h) and
 // as the composition, against float64 on the CPU from the same inputs (rounded to bf16 first
 // where the products are bf16): the mean loss, and both gradients. 2,517 rows in chunks of
 // 1,000 (two whole, one part), a vocabulary of 1,000 padded past 990: the padded rows of the

@@ -7,8 +7,8 @@
 
 #include <filesystem>
 
-#include "engine/checkpoint.h"
-#include "engine/error.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/core/error.h"
 #include "engine/growth.h"
 #include "engine/model.h"
 #include "tests/plugins/growth_cases.h"

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/data/images.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/growth.h"
 #include "engine/model.h"
 #include "engine/smoke.h"

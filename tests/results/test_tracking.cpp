@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "storage/store.h"
 #include "workbench/results/results.h"
 #include "workbench/results/tracking.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/experiment.h"
 #include "runner/batch_plan.h"
 #include "tests/plugin_registry.h"

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/experiment.h"
 #include "engine/registry.h"
 #include "tests/plugin_registry.h"

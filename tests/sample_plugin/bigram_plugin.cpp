@@ -4,7 +4,7 @@
 // another version, which the registry must refuse without calling into it.
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/model.h"
 #include "engine/plugin_api.h"
 

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "runner/run_source.h"
 #include "storage/store.h"
 #include "tests/cli/run_command.h"

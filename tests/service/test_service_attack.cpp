@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "storage/store.h"
 #include "tests/cli/run_command.h"
 #include "tests/service/service_helpers.h"

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "workbench/colormap.h"
 
 namespace tfw::cli {

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "engine/attention_map.h"
-#include "engine/checkpoint_meta.h"
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/checkpoint/checkpoint_meta.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 #include "runner/lineage.h"
 #include "storage/store.h"

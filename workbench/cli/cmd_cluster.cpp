@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "runner/cluster_jobs.h"
 #include "runner/executor_slurm.h"
 #include "storage/store.h"

@@ -8,7 +8,7 @@
 
 #include "engine/data/corpus.h"
 #include "engine/data/shards.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 

@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/evaluate.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 #include "engine/task.h"
 #include "runner/lineage.h"

@@ -1,13 +1,13 @@
 // `tfw export-model TARGET --out DIR`: a checkpoint's model as model.safetensors and
-// config.json, for PyTorch and the rest of the Python ecosystem (engine/model_export.h,
+// config.json, for PyTorch and the rest of the Python ecosystem (engine/checkpoint/model_export.h,
 // docs/export-model.md). `tfw import safetensors` (cmd_import.cpp) reads it back.
 #include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/home.h"
-#include "engine/model_export.h"
+#include "engine/core/home.h"
+#include "engine/checkpoint/model_export.h"
 #include "engine/registry.h"
 #include "runner/lineage.h"
 #include "workbench/cli/commands.h"

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"

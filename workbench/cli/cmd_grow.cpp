@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/grow.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 #include "runner/lineage.h"
 #include "storage/store.h"

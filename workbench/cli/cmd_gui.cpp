@@ -2,7 +2,7 @@
 // headless to a PNG (for tests and docs; under Xvfb where there is no display).
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "workbench/cli/commands.h"
 #include "workbench/gui/gui.h"
 

@@ -1,13 +1,13 @@
 // `tfw import tokenformer DIR --out CHECKPOINT_DIR [--config FILE]... [--weights FILE]
 // [--tokenizer FILE]`: an official TokenFormer release as a workbench checkpoint with the same
-// function (engine/import.h, docs/import.md).
+// function (engine/import/import.h, docs/import.md).
 #include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/import.h"
-#include "engine/model_export.h"
+#include "engine/import/import.h"
+#include "engine/checkpoint/model_export.h"
 #include "engine/registry.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"

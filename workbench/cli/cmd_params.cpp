@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/data/tokenizer.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
 #include "engine/task.h"

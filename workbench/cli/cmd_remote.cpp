@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "engine/experiment.h"
 #include "storage/status.h"
 #include "workbench/cli/commands.h"

@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/experiment.h"
-#include "engine/files.h"
+#include "engine/core/files.h"
 #include "engine/registry.h"
 #include "engine/runtime.h"
 #include "storage/store.h"

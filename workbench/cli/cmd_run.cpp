@@ -21,9 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/data/stored_paths.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/experiment.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "engine/peak.h"
 #include "engine/registry.h"
 #include "runner/batch.h"

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "engine/config_diff.h"
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "runner/run_lock.h"
 #include "runner/bundle.h"
 #include "storage/store.h"

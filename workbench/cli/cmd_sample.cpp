@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 #include "engine/sample.h"
 #include "runner/lineage.h"

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "workbench/cli/commands.h"
 #include "workbench/service/server.h"
 

@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "engine/distributed.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/runtime.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 #include "runner/parallel.h"
 #include "workbench/service/remote_book.h"
@@ -132,6 +132,8 @@ void run_train(TrainArgs& args) {
                 {"other_cpu_share", std::isfinite(share) ? nlohmann::json(share) : nlohmann::json(nullptr)},
                 {"threads", summary.threads}, {"thread_changes", summary.thread_changes},
                 {"world_size", summary.world_size}, {"comm_seconds", summary.comm_seconds},
+                {"memory", {{"estimate_bytes", summary.memory_estimate_bytes}, {"peak_bytes", summary.memory_peak_bytes},
+                            {"peak_of", summary.memory_peak_of}}},
                 {"build", {{"libtorch", torch_version()}, {"cuda", torch_cuda_version()},
                            {"cuda_linked", torch_has_cuda()}, {"cuda_devices", cuda_device_count()}}},
                 {"time", {{"step", summary.step_seconds}, {"data", summary.data_seconds},

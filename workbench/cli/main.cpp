@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/load.h"
 #include "engine/runtime.h"
 #include "runner/process.h"

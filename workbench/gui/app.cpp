@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
 #include "workbench/gui/app.h"

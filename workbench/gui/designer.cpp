@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/experiment.h"
 #include "engine/registry.h"
 #include "workbench/common/format.h"

@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "engine/attention_map.h"
-#include "engine/checkpoint_meta.h"
+#include "engine/checkpoint/checkpoint_meta.h"
 #include "workbench/colormap.h"
 #include "workbench/gui/app.h"
 

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
 #include "workbench/gui/app.h"

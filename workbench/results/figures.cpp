@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "engine/error.h"
-#include "engine/files.h"
+#include "engine/core/error.h"
+#include "engine/core/files.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
 #include "runner/process.h"

@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
-#include "engine/error.h"
-#include "engine/files.h"
+#include "engine/core/error.h"
+#include "engine/core/files.h"
 #include "workbench/common/format.h"
 #include "workbench/results/figures.h"
 #include "workbench/results/summary.h"

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
 #include "workbench/common/format.h"

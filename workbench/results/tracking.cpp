@@ -24,9 +24,9 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "engine/error.h"
-#include "engine/home.h"
-#include "engine/sha256.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
+#include "engine/core/sha256.h"
 #include "storage/status.h"
 #include "storage/store.h"
 

@@ -5,7 +5,7 @@
 #include <boost/asio.hpp>
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "workbench/service/protocol.h"
 
 namespace asio = boost::asio;

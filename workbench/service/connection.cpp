@@ -4,7 +4,7 @@
 #include <boost/asio.hpp>
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "workbench/common/records_json.h"
 #include "workbench/service/protocol.h"
 #include "workbench/service/service_impl.h"

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/json_bounded.h"
+#include "engine/core/json_bounded.h"
 
 namespace tfw::service {
 

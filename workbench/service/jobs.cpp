@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/experiment.h"
 #include "engine/registry.h"
 #include "runner/batch.h"

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
-#include "engine/json_depth.h"
+#include "engine/core/error.h"
+#include "engine/core/json_depth.h"
 
 namespace tfw::service {
 

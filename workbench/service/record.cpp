@@ -7,8 +7,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "engine/error.h"
-#include "engine/home.h"
+#include "engine/core/error.h"
+#include "engine/core/home.h"
 #include "runner/lineage.h"
 #include "runner/run_book.h"
 #include "workbench/service/service_impl.h"

@@ -20,9 +20,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/checkpoint_meta.h"
-#include "engine/env_choice.h"
-#include "engine/error.h"
+#include "engine/checkpoint/checkpoint_meta.h"
+#include "engine/core/env_choice.h"
+#include "engine/core/error.h"
 #include "storage/status.h"
 #include "workbench/service/client.h"
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "workbench/common/records_json.h"
 #include "workbench/service/client.h"
 

@@ -10,9 +10,9 @@
 #include <toml++/toml.h>
 
 #include "engine/data/corpus.h"
-#include "engine/error.h"
+#include "engine/core/error.h"
 #include "engine/experiment.h"
-#include "engine/home.h"
+#include "engine/core/home.h"
 #include "engine/registry.h"
 #include "engine/train/schedule.h"
 #include "workbench/service/service_impl.h"

@@ -1,0 +1,69 @@
+// Checkpoints: model, optimiser, counters, RNG states, data cursor and the resolved config,
+// in one safetensors file `step-XXXXXXXX.safetensors` (format version 2), written atomically
+// (temp file, fsync, rename). A checkpoint is plain data: it is read by our own bounded
+// parser (engine/checkpoint/safetensors.h) and nothing in it can run. Its tensors are
+//   model.NAME                              every parameter and buffer, as the model names them
+//   optimizer.state.NAME.{step,exp_avg,exp_avg_sq[,max_exp_avg_sq]}   AdamW's state per parameter
+//   rng.torch_cpu                           torch's CPU generator state
+// and its `__metadata__` holds "format" = "tfw-checkpoint", "format_version", the counters
+// (step, tokens, examples, flops, losses, wall_seconds, as decimal text in the shortest form
+// that reads back bit-exact), sampler_state, config_toml, lineage, and "optimizer": the
+// parameter groups (names and AdamW options) as JSON. docs/store.md describes it for users.
+// Beside it a manifest `step-XXXXXXXX.toml` holds the format version, size and CRC-32 of the
+// archive; it is written last, so a checkpoint without a manifest is incomplete and ignored.
+// Loading checks size and checksum first: a truncated or corrupt file is a clear error.
+// Version 1 (a LibTorch archive `step-XXXXXXXX.pt`) is not loaded: checkpoint_upgrade.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "engine/checkpoint/checkpoint_meta.h"
+#include "engine/model.h"
+
+namespace tfw {
+
+// Writes <dir>/step-XXXXXXXX.{pt,toml}; returns the archive's path, size and checksum.
+CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::optim::Optimizer* optimizer,
+                            const CheckpointMeta& meta);
+
+// Loads weights (and optimiser state when given) into a model built from the checkpoint's
+// config, and sets torch's CPU generator. Verifies first; a missing or extra tensor, or a
+// dtype or shape mismatch, is a UsageError.
+CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::optim::Optimizer* optimizer);
+
+// Every tensor a checkpoint stores of `model`: its parameters, then its buffers, by name.
+std::vector<std::pair<std::string, torch::Tensor>> checkpoint_model_tensors(Model& model);
+
+// The metadata entries checkpoint_save writes for `meta`.
+std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& meta);
+
+// The model's tensors alone (parameters and buffers under the model's own names: no "model."
+// prefix, no optimiser, no generator state) as a safetensors file at `path`, written
+// atomically, with `metadata` as its `__metadata__`: `tfw export-model`'s model.safetensors.
+void model_weights_save(const std::string& path, Model& model, const std::map<std::string, std::string>& metadata);
+
+// Reads such a file into `model`, by our own bounded parser: every tensor the model has, with
+// its dtype and shape, and nothing else (else UsageError naming the tensor). Returns the file's
+// metadata.
+std::map<std::string, std::string> model_weights_load(const std::string& path, Model& model);
+
+// checkpoint_verify for a given format version (the upgrade verifies version 1 files).
+void checkpoint_verify_version(const std::string& path, std::int64_t expected);
+
+// The manifest beside a checkpoint archive: step-XXXXXXXX.safetensors -> step-XXXXXXXX.toml.
+std::string checkpoint_manifest_path(const std::string& archive);
+
+// Moves every checkpoint after `step` aside (manifest and archive renamed to *.damaged, kept
+// for inspection), so that a resume from `step` rewrites those steps; returns their archives.
+std::vector<std::string> checkpoint_set_aside_newer(const std::string& dir, std::int64_t step);
+
+// Deletes all but the last `keep` checkpoints and the one with the best val_loss; returns
+// the archives it deleted.
+std::vector<std::string> checkpoint_prune(const std::string& dir, std::int64_t keep);
+
+}  // namespace tfw
