@@ -12,7 +12,7 @@
 #include "engine/core/files.h"
 #include "engine/registry.h"
 #include "engine/run_config.h"
-#include "engine/import/torch_pickle.h"
+#include "engine/interop/torch_pickle.h"
 #include "engine/train/optim.h"
 
 namespace tfw {

@@ -11,7 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <toml++/toml.h>
 
-#include "engine/import/import.h"
+#include "engine/interop/import.h"
 #include "engine/registry.h"
 
 namespace tfw {

@@ -1,4 +1,4 @@
-// Importing official TokenFormer releases (engine/import/import.h): a small random checkpoint in the
+// Importing official TokenFormer releases (engine/interop/import.h): a small random checkpoint in the
 // official layout and file format, written by tests/reference/tokenformer_official.py with the
 // logits of an independent float64 implementation of the official forward pass, imported and
 // run by the workbench's model; the PyTorch pickle reader on the cases a state dict can hold;
@@ -17,9 +17,9 @@
 #include "engine/data/shards.h"
 #include "engine/data/tokenizer.h"
 #include "engine/core/error.h"
-#include "engine/import/import.h"
-#include "engine/import/neox_config.h"
-#include "engine/import/torch_pickle.h"
+#include "engine/interop/import.h"
+#include "engine/interop/neox_config.h"
+#include "engine/interop/torch_pickle.h"
 #include "tests/cli/run_command.h"
 #include "tests/support.h"
 

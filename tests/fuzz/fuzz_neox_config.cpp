@@ -1,4 +1,4 @@
-// libFuzzer target: a NeoX config's text (engine/import/neox_config.h), rewritten into JSON and
+// libFuzzer target: a NeoX config's text (engine/interop/neox_config.h), rewritten into JSON and
 // parsed within its limits; an accepted one is printed back (as error messages do). Any
 // outcome but an object or a UsageError is a finding.
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "engine/core/error.h"
-#include "engine/import/neox_config.h"
+#include "engine/interop/neox_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

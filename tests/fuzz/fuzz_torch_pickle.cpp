@@ -1,4 +1,4 @@
-// libFuzzer target: the reader of `tfw import` (engine/import/torch_pickle.h) on a LibTorch archive.
+// libFuzzer target: the reader of `tfw import` (engine/interop/torch_pickle.h) on a LibTorch archive.
 // An input that starts with "PK" (a zip's signature) is the whole archive file: its directory,
 // declared sizes and deflated records (issue 50, finding 8: a 3 MB file whose data.pkl
 // inflated to 3 GiB). Any other input is a data.pkl, put inside a real zip archive written by
@@ -12,7 +12,7 @@
 #include <string>
 #include <caffe2/serialize/inline_container.h>
 #include "engine/core/error.h"
-#include "engine/import/torch_pickle.h"
+#include "engine/interop/torch_pickle.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string path = "/tmp/tfw-fuzz-pickle-" + std::to_string(::getpid()) + ".pt";

@@ -1,12 +1,12 @@
 // `tfw import tokenformer DIR --out CHECKPOINT_DIR [--config FILE]... [--weights FILE]
 // [--tokenizer FILE]`: an official TokenFormer release as a workbench checkpoint with the same
-// function (engine/import/import.h, docs/import.md).
+// function (engine/interop/import.h, docs/import.md).
 #include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/import/import.h"
+#include "engine/interop/import.h"
 #include "engine/checkpoint/model_export.h"
 #include "engine/registry.h"
 #include "workbench/cli/commands.h"

@@ -1,5 +1,5 @@
 // NeoX configs as JSON. See neox_config.h.
-#include "engine/import/neox_config.h"
+#include "engine/interop/neox_config.h"
 
 #include <cctype>
 #include <filesystem>

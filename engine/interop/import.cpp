@@ -5,7 +5,7 @@
 // transpose, 2 .. L+1 the layers, L+2 a transpose, L+3 the final norm, L+4 the tied head.
 // A state dict saved from it names the layers by those indices, with the embedding under
 // tied_modules.embed (pipeline module) or under the index 0 (sequential module).
-#include "engine/import/import.h"
+#include "engine/interop/import.h"
 
 #include <cmath>
 #include <filesystem>
@@ -22,9 +22,9 @@
 #include "engine/data/tokenizer.h"
 #include "engine/core/error.h"
 #include "engine/core/files.h"
-#include "engine/import/neox_config.h"
+#include "engine/interop/neox_config.h"
 #include "engine/run_config.h"
-#include "engine/import/torch_pickle.h"
+#include "engine/interop/torch_pickle.h"
 
 namespace tfw {
 

@@ -5,7 +5,7 @@
 // ('storage', storage class, key, location, numel), and `<archive>/data/<key>`, the storage's
 // raw bytes (little-endian; `<archive>/byteorder` says so in PyTorch >= 2.1). A tensor is
 // `torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks[, meta])`.
-#include "engine/import/torch_pickle.h"
+#include "engine/interop/torch_pickle.h"
 
 #include <caffe2/serialize/inline_container.h>
 
@@ -20,8 +20,8 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/import/torch_pickle_value.h"
-#include "engine/import/zip_directory.h"
+#include "engine/interop/torch_pickle_value.h"
+#include "engine/interop/zip_directory.h"
 
 namespace tfw {
 

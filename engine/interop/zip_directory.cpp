@@ -1,6 +1,6 @@
 // See zip_directory.h. Found by the pickle fuzzer: a forged 2 GiB `version` record
 // made LibTorch's reader allocate 2 GiB as it opened a 323-byte file.
-#include "engine/import/zip_directory.h"
+#include "engine/interop/zip_directory.h"
 
 #include <algorithm>
 #include <cstdint>
