@@ -52,7 +52,7 @@ class FusedRotary : public torch::autograd::Function<FusedRotary> {
 
 // Whether the heads of x (B, T, H·dh) on this table take the fused kernel.
 bool rotary_fused_for(const torch::Tensor& x, const RotaryTable& table) {
-  return table.dims > 0 && x.is_cuda() && rotary_fused_chosen.on() && rotary_cuda::compiled() &&
+  return table.dims > 0 && x.is_cuda() && rotary_cuda_fused() && rotary_cuda::compiled() &&
          (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kBFloat16) &&
          table.cos.scalar_type() == torch::kFloat32 && table.cos.is_contiguous() && table.sin.is_contiguous();
 }

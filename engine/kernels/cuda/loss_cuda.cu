@@ -9,7 +9,7 @@
 #include <cmath>
 #include <string>
 
-#include "engine/core/error.h"
+#include "engine/kernels/cuda/elements.cuh"
 
 namespace tfw::loss_cuda {
 
@@ -17,10 +17,8 @@ namespace {
 
 constexpr int kThreads = 1024;
 
-__device__ __forceinline__ float load(const float* p) { return *p; }
-__device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+using cuda_kernels::load;
+using cuda_kernels::store;
 
 // The maximum of v over the block, and the sum of s · exp(v − that maximum), to every thread.
 // `shared` holds 2 × 32 floats. A thread that saw no element has v = −∞ and s = 0.
@@ -101,10 +99,7 @@ void softmax_cross_entropy(Type type, void* logits, const std::int64_t* targets,
     softmax_cross_entropy_kernel<__nv_bfloat16><<<grid, kThreads, 0, cuda_stream>>>(
         static_cast<__nv_bfloat16*>(logits), targets, row_loss, rows, vocab, valid, scale);
   }
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) {
-    throw Error(std::string("the fused loss softmax on CUDA failed: ") + cudaGetErrorString(error));
-  }
+  cuda_kernels::launch_check("loss softmax");
 }
 
 }  // namespace tfw::loss_cuda

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <string>
 
-#include "engine/core/error.h"
+#include "engine/kernels/cuda/elements.cuh"
 
 namespace tfw::pattention_cuda {
 
@@ -28,12 +28,8 @@ struct Acc<double> {
   using type = double;
 };
 
-__device__ __forceinline__ float load(const float* p) { return *p; }
-__device__ __forceinline__ double load(const double* p) { return *p; }
-__device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(double* p, double v) { *p = v; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+using cuda_kernels::load;
+using cuda_kernels::store;
 
 __device__ __forceinline__ float erf_(float x) { return erff(x); }
 __device__ __forceinline__ double erf_(double x) { return erf(x); }
@@ -190,13 +186,6 @@ int block_threads(std::int64_t n) {
 
 unsigned grid_rows(std::int64_t rows) { return static_cast<unsigned>(std::min<std::int64_t>(rows, 1 << 30)); }
 
-void check(const char* what) {
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) {
-    throw Error(std::string("the fused Pattention ") + what + " on CUDA failed: " + cudaGetErrorString(error));
-  }
-}
-
 }  // namespace
 
 bool compiled() { return true; }
@@ -221,7 +210,7 @@ void forward(Type type, const void* s, void* a, double* stat, const double* mult
           eps);
       break;
   }
-  check("forward");
+  cuda_kernels::launch_check("Pattention forward");
 }
 
 void backward(Type type, const void* saved, const double* stat, const void* da, void* ds, const double* multiplier,
@@ -246,7 +235,7 @@ void backward(Type type, const void* saved, const double* stat, const void* da, 
           static_cast<__nv_bfloat16*>(ds), multiplier, rows, n, norm);
       break;
   }
-  check("backward");
+  cuda_kernels::launch_check("Pattention backward");
 }
 
 }  // namespace tfw::pattention_cuda

@@ -7,16 +7,14 @@
 #include <algorithm>
 #include <string>
 
-#include "engine/core/error.h"
+#include "engine/kernels/cuda/elements.cuh"
 
 namespace tfw::rotary_cuda {
 
 namespace {
 
-__device__ __forceinline__ float load(const float* p) { return *p; }
-__device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+using cuda_kernels::load;
+using cuda_kernels::store;
 
 template <typename T>
 __global__ void rotate_kernel(const T* __restrict__ x, T* __restrict__ y, const float* __restrict__ cos,
@@ -60,10 +58,7 @@ void rotate(Type type, const void* x, void* y, const float* cos, const float* si
         static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), cos, sin, total, positions, heads,
         head_dim, dims, sign);
   }
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) {
-    throw Error(std::string("the fused rotary embedding on CUDA failed: ") + cudaGetErrorString(error));
-  }
+  cuda_kernels::launch_check("rotary embedding");
 }
 
 }  // namespace tfw::rotary_cuda
