@@ -1,5 +1,5 @@
 // The all-reduce a data-parallel step pays: float32 buffers of 4 KiB to 64 MiB summed over a
-// c10d Gloo process group (engine/dist_group.h), the same call the trainer makes for each
+// c10d Gloo process group (engine/dist/dist_group.h), the same call the trainer makes for each
 // gradient bucket. Run one process per rank with RANK, WORLD_SIZE, MASTER_ADDR and
 // MASTER_PORT set (bench/data_parallel.sh starts two). Rank 0 prints one JSON line per size:
 // the median over repetitions (at least 5, and at least 0.5 s of them, after 3 warm-ups)
@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
-#include "engine/dist_group.h"
-#include "engine/distributed.h"
+#include "engine/dist/dist_group.h"
+#include "engine/dist/distributed.h"
 #include "engine/core/error.h"
-#include "engine/runtime.h"
+#include "engine/machine/runtime.h"
 
 int main() {
   try {

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "bench/bench_common.h"
-#include "engine/attention.h"
-#include "engine/runtime.h"
+#include "engine/nn/attention.h"
+#include "engine/machine/runtime.h"
 
 int main(int argc, char** argv) {
   int threads = 0, repeats = 21;

@@ -18,7 +18,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/runtime.h"
+#include "engine/machine/runtime.h"
 
 namespace {
 

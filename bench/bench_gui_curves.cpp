@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 #include "storage/store.h"
 
 namespace fs = std::filesystem;

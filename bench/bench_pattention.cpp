@@ -26,10 +26,11 @@
 #include <fmt/format.h>
 
 #include "bench/bench_common.h"
-#include "engine/device.h"
-#include "engine/pattention.h"
-#include "engine/pattention_fused.h"
-#include "engine/runtime.h"
+#include "engine/machine/device.h"
+#include "engine/nn/pattention.h"
+#include "engine/kernels/cpu/pattention_kernels.h"
+#include "engine/nn/pattention_fused.h"
+#include "engine/machine/runtime.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 #include "storage/store.h"
 #include "workbench/service/serve_process.h"
 #include "workbench/service/client.h"

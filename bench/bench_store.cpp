@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "bench/bench_common.h"
-#include "engine/pattention.h"
-#include "engine/runtime.h"
+#include "engine/nn/pattention.h"
+#include "engine/machine/runtime.h"
 #include "storage/store.h"
 
 int main(int argc, char** argv) {

@@ -13,11 +13,11 @@
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include "bench/bench_common.h"
-#include "engine/attention.h"
-#include "engine/model.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
-#include "engine/runtime.h"
+#include "engine/nn/attention.h"
+#include "engine/nn/model.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
+#include "engine/machine/runtime.h"
 
 int main(int argc, char** argv) {
   std::string plugin_dir = tfw::executable_dir() + "/../plugins";

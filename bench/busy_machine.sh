@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How much a training slows down beside a competing busy process, three ways (engine/load.h):
+# How much a training slows down beside a competing busy process, three ways (engine/machine/cpu_load.h):
 #   default   tfw's default since issue 34: a fixed thread count; `tfw train` makes OpenMP's
 #             threads sleep at barriers (OMP_WAIT_POLICY=PASSIVE) when other processes are
 #             busy as it starts, and leaves libgomp's spin-then-sleep otherwise; the same

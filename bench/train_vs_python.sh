@@ -5,7 +5,7 @@
 # the median of the rounds' ratios (each round runs the two back to back, so a ratio compares
 # like with like even when the machine's speed drifts between rounds: on this shared machine
 # it does, by up to 1.5x) and MFU two ways. tfw measures the machine's float32 matmul peak
-# (engine/peak.cpp) the first time a home needs it; here every round measures it afresh,
+# (engine/machine/peak.cpp) the first time a home needs it; here every round measures it afresh,
 # just before its training, so that "MFU (round)" is a training's FLOP/s over the peak of the
 # same moment (median over rounds), and "MFU (best)" is the median FLOP/s over the highest
 # peak any round measured: the conservative figure.

@@ -1,7 +1,7 @@
 // See batch.h.
 #include "runner/batch.h"
 
-#include "engine/config_diff.h"
+#include "engine/config/config_diff.h"
 
 #include <fnmatch.h>
 

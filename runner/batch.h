@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/experiment.h"
+#include "engine/config/experiment.h"
 #include "runner/executor.h"
 
 namespace tfw::runner {

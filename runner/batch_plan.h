@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/experiment.h"
+#include "engine/config/experiment.h"
 #include "storage/store.h"
 
 namespace tfw::runner {

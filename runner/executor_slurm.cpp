@@ -241,7 +241,7 @@ std::string SlurmExecutor::run_script(const Entry& entry) const {
          << "threads=${SLURM_CPUS_PER_TASK:-1}\n";
   for (const std::vector<std::string>& step : task.steps) {
     // Training over several ranks: srun starts one tfw per task of the allocation, and each
-    // finds its rank in SLURM_PROCID (engine/distributed.h).
+    // finds its rank in SLURM_PROCID (engine/dist/distributed.h).
     const bool ranks = options_.nproc > 1 && !step.empty() && step.front() == "train";
     script << (ranks ? "srun " : "") << quoted(options_.program) << " --threads \"$threads\"";
     for (const std::string& word : step) script << ' ' << quoted(word);

@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
-#include "engine/distributed.h"
+#include "engine/dist/distributed.h"
 #include "engine/core/error.h"
-#include "engine/registry.h"
-#include "engine/runtime.h"
+#include "engine/plugin/registry.h"
+#include "engine/machine/runtime.h"
 #include "runner/process.h"
 
 namespace tfw::runner {

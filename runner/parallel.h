@@ -1,4 +1,4 @@
-// `tfw train` over one process or many (data parallelism, engine/distributed.h): the entry
+// `tfw train` over one process or many (data parallelism, engine/dist/distributed.h): the entry
 // point that `tfw train` and the Slurm executor's job scripts go through.
 // - One process: run_recorded.
 // - `nproc` > 1: this process becomes rank 0 and starts ranks 1..N-1 as children (the same

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/trainer.h"
+#include "engine/train/trainer.h"
 #include "storage/status.h"
 
 namespace tfw::runner {

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/config_diff.h"
+#include "engine/config/config_diff.h"
 
 #include <filesystem>
 

@@ -3,7 +3,7 @@
 // suites that link torch.
 #pragma once
 
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 
 namespace tfw::test {
 

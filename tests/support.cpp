@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "engine/core/error.h"
-#include "engine/checkpoint/model_export.h"
-#include "engine/runtime.h"
+#include "engine/interop/model_export.h"
+#include "engine/machine/runtime.h"
 
 namespace tfw::test {
 

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "engine/registry.h"
-#include "engine/run_config.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
 
 namespace tfw::test {
 

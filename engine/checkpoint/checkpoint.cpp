@@ -22,11 +22,11 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
-#include "engine/device.h"
+#include "engine/machine/device.h"
 #include "engine/core/error.h"
 #include "engine/core/json_bounded.h"
 #include "engine/core/files.h"
-#include "engine/run_config.h"
+#include "engine/config/run_config.h"
 #include "engine/checkpoint/safetensors.h"
 
 namespace tfw {

@@ -23,7 +23,7 @@
 #include <torch/torch.h>
 
 #include "engine/checkpoint/checkpoint_meta.h"
-#include "engine/model.h"
+#include "engine/nn/model.h"
 
 namespace tfw {
 

@@ -18,7 +18,7 @@
 #include "engine/data/tokenizer.h"
 #include "engine/core/error.h"
 #include "engine/core/json_bounded.h"
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 
 namespace tfw {
 

@@ -11,7 +11,7 @@
 #include "engine/data/tokenizer.h"
 #include "engine/core/error.h"
 #include "engine/core/home.h"
-#include "engine/run_config.h"
+#include "engine/config/run_config.h"
 
 namespace tfw {
 

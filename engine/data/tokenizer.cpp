@@ -37,10 +37,6 @@ class ByteTokenizer : public Tokenizer {
 
 std::unique_ptr<Tokenizer> gpt2_tokenizer_create();  // gpt2_tokenizer.cpp
 
-bool tokenizer_is_file(const std::string& name) {
-  return name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
-}
-
 std::string tokenizer_label(const std::string& name) {
   if (!tokenizer_is_file(name)) return name;
   if (!std::ifstream(name, std::ios::binary)) {

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/config/tokenizer_name.h"  // tokenizer_is_file
+
 namespace tfw {
 
 class Tokenizer {
@@ -26,9 +28,6 @@ class Tokenizer {
 // `name`: byte, gpt2 or the path of a tokenizer.json. Throws UsageError naming the known
 // tokenizers for an unknown name, and the file and the reason for a bad tokenizer.json.
 std::unique_ptr<Tokenizer> tokenizer_create(const std::string& name);
-
-// True for a name that is a tokenizer.json path (it ends in ".json").
-bool tokenizer_is_file(const std::string& name);
 
 // What a tokenizer calls itself (`name()`), in prepared shards and their folder names:
 // byte, gpt2, or "json-XXXXXXXX" for a tokenizer.json, XXXXXXXX the CRC-32 of its bytes,

@@ -23,7 +23,7 @@
 #include "engine/core/error.h"
 #include "engine/core/files.h"
 #include "engine/interop/neox_config.h"
-#include "engine/run_config.h"
+#include "engine/config/run_config.h"
 #include "engine/interop/torch_pickle.h"
 
 namespace tfw {

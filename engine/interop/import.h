@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 
 namespace tfw {
 

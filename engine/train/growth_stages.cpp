@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/config.h"
+#include "engine/core/config_table.h"
 #include "engine/core/error.h"
 
 namespace tfw {

@@ -10,10 +10,10 @@
 
 #include <toml++/toml.h>
 
-#include "engine/growth.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
-#include "engine/train/schedule.h"
+#include "engine/nn/growth.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
+#include "engine/config/schedule.h"
 
 namespace tfw {
 

@@ -11,7 +11,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/precision.h"
+#include "engine/config/precision.h"
 
 namespace tfw {
 

@@ -1,5 +1,5 @@
 // What a training tells whoever watches it: a RunObserver's metrics, events, checkpoints and
-// progress. The engine calls it (engine/trainer.cpp); the run's record implements it
+// progress. The engine calls it (engine/train/trainer.cpp); the run's record implements it
 // (runner/recorded_run.cpp), and so does metrics.jsonl (engine/train/metric_log.h). Torch-free.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/task.h"
+#include "engine/plugin/task.h"
 
 namespace tfw {
 
@@ -16,7 +16,7 @@ struct TrainProgress {
   double flops = 0, loss = 0, lr = 0, grad_norm = 0;
   double tokens_per_second = 0, mfu = 0, eta_seconds = 0, elapsed_seconds = 0;
   double val_loss = 0;  // NaN until the first evaluation
-  std::vector<Metric> val_metrics;  // on a step that evaluated: its metrics, the loss first (engine/task.h)
+  std::vector<Metric> val_metrics;  // on a step that evaluated: its metrics, the loss first (engine/plugin/task.h)
   bool evaluated = false;  // this step ran an evaluation
   // Measured time (docs/cli.md, "Where the time goes"), in this process: the mean step
   // (forward, backward, clipping, update) and the mean batch draw per step over the last

@@ -8,8 +8,8 @@
 
 #include <torch/torch.h>
 
-#include "engine/model.h"
-#include "engine/run_config.h"
+#include "engine/nn/model.h"
+#include "engine/config/run_config.h"
 
 namespace tfw {
 

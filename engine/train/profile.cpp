@@ -33,7 +33,7 @@ const char* const kData = "data";
 const char* const kGaps = "host gaps";
 const char* const kOrder[] = {kMatmul, kAttention, kPattention, kOther, kOptimiser, kData, kGaps};
 
-// The trainer's scopes (RECORD_USER_SCOPE in engine/trainer.cpp and engine/pattention_fused.cpp):
+// The trainer's scopes (RECORD_USER_SCOPE in engine/train/trainer.cpp and engine/nn/pattention_fused.cpp):
 // every operator inside one counts for it.
 const std::map<std::string, const char*>& scopes() {
   static const std::map<std::string, const char*> map = {

@@ -10,13 +10,13 @@
 #include <toml++/toml.h>
 
 #include "engine/checkpoint/checkpoint_meta.h"
-#include "engine/config.h"
+#include "engine/core/config_table.h"
 #include "engine/core/error.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
-#include "engine/runtime.h"
-#include "engine/train/schedule.h"
-#include "engine/trainer.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
+#include "engine/machine/runtime.h"
+#include "engine/config/schedule.h"
+#include "engine/train/trainer.h"
 
 namespace tfw {
 

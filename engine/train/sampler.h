@@ -1,4 +1,4 @@
-// The trainer's batch sampler (engine/trainer.cpp). Shapes: B batch, T sequence length.
+// The trainer's batch sampler (engine/train/trainer.cpp). Shapes: B batch, T sequence length.
 #pragma once
 
 #include <cstdint>

@@ -24,7 +24,7 @@ class StepTimes {
     ++count_;
   }
 
-  // Time spent waiting for the device at a read-back (engine/trainer.cpp): the steps' own
+  // Time spent waiting for the device at a read-back (engine/train/trainer.cpp): the steps' own
   // work, finished then on an asynchronous device, so it counts as step time, in the totals
   // and in the window's most recent step.
   void add_wait(double seconds) {

@@ -13,12 +13,12 @@
 
 #include "engine/data/images.h"
 #include "engine/data/shards.h"
-#include "engine/device.h"
-#include "engine/dist_group.h"
+#include "engine/machine/device.h"
+#include "engine/dist/dist_group.h"
 #include "engine/core/error.h"
 #include "engine/core/home.h"
-#include "engine/task.h"
-#include "engine/train/eval.h"
+#include "engine/plugin/task.h"
+#include "engine/train/window_loss.h"
 #include "engine/train/sampler.h"
 
 namespace tfw {

@@ -1,4 +1,4 @@
-// The task's side of training (engine/task.h): where the examples come from, how a batch
+// The task's side of training (engine/plugin/task.h): where the examples come from, how a batch
 // is drawn, the loss, and the validation metrics. The trainer holds one TaskData and
 // never asks which task it is. Shapes: B batch, T tokens per example.
 #pragma once
@@ -11,11 +11,11 @@
 
 #include <torch/torch.h>
 
-#include "engine/device.h"
-#include "engine/distributed.h"
-#include "engine/model.h"
-#include "engine/run_config.h"
-#include "engine/task.h"
+#include "engine/machine/device.h"
+#include "engine/dist/distributed.h"
+#include "engine/nn/model.h"
+#include "engine/config/run_config.h"
+#include "engine/plugin/task.h"
 
 namespace tfw {
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/growth.h"
+#include "engine/nn/growth.h"
 
 namespace tfw {
 namespace {

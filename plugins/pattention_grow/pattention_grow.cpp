@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/growth.h"
-#include "engine/pattention.h"
+#include "engine/nn/growth.h"
+#include "engine/nn/pattention.h"
 
 namespace tfw {
 namespace {

@@ -2,7 +2,7 @@
 // final_norm.{weight,bias} (and layers.<i>.{attn_norm,ffn_norm} when layernorm.affine).
 #include <fmt/format.h>
 
-#include "engine/decoder.h"
+#include "engine/nn/decoder.h"
 #include "plugins/tokenformer/tokenformer.h"
 
 namespace tfw::tokenformer {

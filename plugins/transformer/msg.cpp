@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/growth.h"
+#include "engine/nn/growth.h"
 #include "plugins/transformer/transformer.h"
 
 namespace tfw::transformer {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/model.h"
-#include "engine/plugin_api.h"
+#include "engine/nn/model.h"
+#include "engine/plugin/plugin_api.h"
 
 namespace tfw::transformer {
 

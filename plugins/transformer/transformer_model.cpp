@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/decoder.h"
+#include "engine/nn/decoder.h"
 #include "plugins/transformer/transformer.h"
 
 namespace tfw::transformer {

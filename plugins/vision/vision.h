@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "engine/model.h"
-#include "engine/pattention.h"
-#include "engine/plugin_api.h"
+#include "engine/nn/model.h"
+#include "engine/nn/pattention.h"
+#include "engine/plugin/plugin_api.h"
 
 namespace tfw::vision {
 

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/task.h"
+#include "engine/plugin/task.h"
 #include "plugins/vision/vision.h"
 
 namespace tfw::vision {

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/attention.h"
+#include "engine/nn/attention.h"
 #include "plugins/vision/vision.h"
 
 namespace tfw::vision {

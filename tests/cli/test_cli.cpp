@@ -17,8 +17,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/run_config.h"
-#include "engine/train/schedule.h"
+#include "engine/config/run_config.h"
+#include "engine/config/schedule.h"
+#include "engine/machine/memory_check.h"
 #include "tests/cli/run_command.h"
 #include "tests/support.h"
 #include "workbench/common/first_steps.h"

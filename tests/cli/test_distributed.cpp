@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/distributed.h"
+#include "engine/dist/distributed.h"
 #include "tests/cli/run_command.h"
 #include "tests/support.h"
 

@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/device.h"
+#include "engine/machine/device.h"
 #include "tests/cli/run_command.h"
 #include "tests/cli/trained_once.h"
 

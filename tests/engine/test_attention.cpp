@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/version.h>
 
-#include "engine/attention.h"
+#include "engine/nn/attention.h"
 #include "engine/core/error.h"
 #include "tests/support.h"
 

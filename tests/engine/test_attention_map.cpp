@@ -1,4 +1,4 @@
-// Parameter-attention maps (engine/attention_map.h): the map of layer 0's q projection equals
+// Parameter-attention maps (engine/commands/attention_map.h): the map of layer 0's q projection equals
 // Θ(S) computed by hand from the checkpoint's own weights (embedding -> parameter-free
 // LayerNorm -> S = h·Kᵀ -> Θ), the token labels decode the input, and every error names the
 // problem: a missing checkpoint, a Transformer (no parameter tokens), a layer or projection
@@ -11,13 +11,13 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/attention_map.h"
+#include "engine/commands/attention_map.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/checkpoint_meta.h"
 #include "engine/core/error.h"
-#include "engine/pattention.h"
-#include "engine/run_config.h"
-#include "engine/sample.h"
+#include "engine/nn/pattention.h"
+#include "engine/config/run_config.h"
+#include "engine/commands/sample.h"
 #include "tests/support.h"
 
 namespace tfw {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
-#include "engine/run_config.h"
+#include "engine/config/run_config.h"
 #include "tests/support.h"
 
 namespace tfw {

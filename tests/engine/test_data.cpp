@@ -12,7 +12,7 @@
 #include "engine/data/bpe.h"
 #include "engine/data/tokenizer.h"
 #include "engine/core/error.h"
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 #include "tests/scratch.h"
 
 namespace tfw {

@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/run_config.h"
-#include "engine/sample.h"
+#include "engine/config/run_config.h"
+#include "engine/commands/sample.h"
 #include "engine/train/lm_loss.h"
 #include "engine/train/task_data.h"
 #include "tests/support.h"

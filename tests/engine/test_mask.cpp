@@ -1,4 +1,4 @@
-// Parameter masks (engine/mask.h): a hand-computed masked case, the masked layer against a
+// Parameter masks (engine/nn/mask.h): a hand-computed masked case, the masked layer against a
 // layer of only its active tokens in float64 (output and gradients, both implementations),
 // masked tokens that cannot change anything, the optimiser hold, and bad masks.
 #include <cmath>
@@ -8,12 +8,12 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/core/error.h"
-#include "engine/mask.h"
-#include "engine/model.h"
-#include "engine/pattention.h"
-#include "engine/pattention_fused.h"
-#include "engine/registry.h"
-#include "engine/trainer.h"
+#include "engine/nn/mask.h"
+#include "engine/nn/model.h"
+#include "engine/nn/pattention.h"
+#include "engine/nn/pattention_fused.h"
+#include "engine/plugin/registry.h"
+#include "engine/train/trainer.h"
 #include "tests/support.h"
 
 namespace tfw {

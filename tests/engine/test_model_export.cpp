@@ -11,9 +11,9 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/core/error.h"
-#include "engine/checkpoint/model_export.h"
-#include "engine/pattention.h"
-#include "engine/run_config.h"
+#include "engine/interop/model_export.h"
+#include "engine/nn/pattention.h"
+#include "engine/config/run_config.h"
 #include "tests/support.h"
 
 namespace tfw {

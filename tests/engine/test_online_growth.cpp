@@ -11,8 +11,8 @@
 
 #include "engine/core/error.h"
 #include "engine/train/observer.h"
-#include "engine/train/schedule.h"
-#include "engine/trainer.h"
+#include "engine/config/schedule.h"
+#include "engine/train/trainer.h"
 #include "tests/engine/trainer_test_support.h"
 #include "tests/support.h"
 

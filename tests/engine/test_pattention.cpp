@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
-#include "engine/pattention.h"
-#include "engine/pattention_fused.h"
+#include "engine/nn/pattention.h"
+#include "engine/nn/pattention_fused.h"
 #include "tests/support.h"
 
 namespace tfw {

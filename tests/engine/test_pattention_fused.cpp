@@ -6,7 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/pattention_fused.h"
+#include "engine/kernels/cpu/pattention_kernels.h"
+#include "engine/nn/pattention_fused.h"
 #include "tests/support.h"
 
 namespace tfw {

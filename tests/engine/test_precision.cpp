@@ -11,14 +11,15 @@
 #include <gtest/gtest.h>
 #include <torch/version.h>
 
-#include "engine/device.h"
-#include "engine/runtime.h"
+#include "engine/machine/device.h"
+#include "engine/machine/runtime.h"
 #include "engine/core/error.h"
-#include "engine/pattention.h"
-#include "engine/pattention_fused.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
-#include "engine/train/eval.h"
+#include "engine/nn/pattention.h"
+#include "engine/kernels/cpu/pattention_kernels.h"
+#include "engine/nn/pattention_fused.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
+#include "engine/train/window_loss.h"
 #include "tests/support.h"
 
 namespace tfw {

@@ -1,5 +1,5 @@
 // The trainer reads a step's loss and gradient norm back from the device every
-// train.log_every steps (engine/trainer.cpp): the records are the same, bit for bit, as with a
+// train.log_every steps (engine/train/trainer.cpp): the records are the same, bit for bit, as with a
 // read-back after every step; a non-finite loss is recorded at its own step, and "stop" stops
 // at the next read-back, train.log_every - 1 steps late at most, as docs/configs.md says.
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
-#include "engine/trainer.h"
+#include "engine/train/trainer.h"
 #include "tests/engine/trainer_test_support.h"
 #include "tests/support.h"
 

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
-#include "engine/model.h"
-#include "engine/registry.h"
+#include "engine/nn/model.h"
+#include "engine/plugin/registry.h"
 #include "tests/support.h"
 
 namespace tfw {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/config_diff.h"
+#include "engine/config/config_diff.h"
 #include "engine/core/sha256.h"
 
 namespace test_sha256 {

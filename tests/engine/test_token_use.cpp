@@ -1,11 +1,11 @@
-// Growth diagnostics (engine/token_use.h, issue 37) against cases computed by hand and a float64
+// Growth diagnostics (engine/nn/token_use.h, issue 37) against cases computed by hand and a float64
 // recomputation from the captured scores: new tokens with zero keys take no score mass; new
 // tokens that copy the old ones take exactly half; a model that never grew has nothing to say.
 #include <gtest/gtest.h>
 
-#include "engine/model.h"
-#include "engine/pattention.h"
-#include "engine/token_use.h"
+#include "engine/nn/model.h"
+#include "engine/nn/pattention.h"
+#include "engine/nn/token_use.h"
 #include "tests/support.h"
 
 namespace tfw {

@@ -18,16 +18,16 @@
 #include <gtest/gtest.h>
 
 #include "engine/checkpoint/checkpoint.h"
-#include "engine/checkpoint/checkpoint_upgrade.h"
+#include "engine/interop/checkpoint_upgrade.h"
 #include "engine/core/files.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/data/shards.h"
 #include "engine/core/error.h"
 #include "engine/core/home.h"
-#include "engine/peak.h"
+#include "engine/machine/peak.h"
 #include "engine/train/optim.h"
-#include "engine/train/schedule.h"
-#include "engine/trainer.h"
+#include "engine/config/schedule.h"
+#include "engine/train/trainer.h"
 #include "tests/engine/trainer_test_support.h"
 #include "tests/support.h"
 

@@ -14,9 +14,9 @@
 
 #include <toml++/toml.h>
 
-#include "engine/config.h"
-#include "engine/run_config.h"
-#include "engine/trainer.h"
+#include "engine/core/config_table.h"
+#include "engine/config/run_config.h"
+#include "engine/train/trainer.h"
 #include "tests/support.h"
 
 namespace tfw::trainer_test {

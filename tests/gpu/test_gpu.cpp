@@ -16,11 +16,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/attention.h"
-#include "engine/device.h"
-#include "engine/model.h"
-#include "engine/pattention.h"
-#include "engine/pattention_fused.h"
+#include "engine/nn/attention.h"
+#include "engine/machine/device.h"
+#include "engine/nn/model.h"
+#include "engine/nn/pattention.h"
+#include "engine/nn/pattention_fused.h"
 #include "engine/train/lm_loss.h"
 #include "tests/cli/run_command.h"
 #include "tests/plugins/growth_cases.h"

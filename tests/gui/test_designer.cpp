@@ -11,9 +11,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 #include "tests/plugin_registry.h"
-#include "engine/run_config.h"
+#include "engine/config/run_config.h"
 #include "tests/cli/run_command.h"
 #include "workbench/gui/designer.h"
 #include "workbench/gui/service_link.h"

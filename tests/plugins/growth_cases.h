@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/growth.h"
-#include "engine/model.h"
+#include "engine/nn/growth.h"
+#include "engine/nn/model.h"
 #include "tests/support.h"
 
 namespace tfw::test {

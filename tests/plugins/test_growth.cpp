@@ -9,8 +9,8 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/core/error.h"
-#include "engine/growth.h"
-#include "engine/model.h"
+#include "engine/nn/growth.h"
+#include "engine/nn/model.h"
 #include "tests/plugins/growth_cases.h"
 #include "tests/support.h"
 

@@ -3,10 +3,10 @@
 // layer structure, and a few optimisation steps on a fixed batch reducing the loss.
 #include <gtest/gtest.h>
 
-#include "engine/attention.h"
-#include "engine/model.h"
-#include "engine/pattention.h"
-#include "engine/smoke.h"
+#include "engine/nn/attention.h"
+#include "engine/nn/model.h"
+#include "engine/nn/pattention.h"
+#include "engine/commands/smoke.h"
 #include "tests/support.h"
 
 namespace tfw {

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "engine/model.h"
+#include "engine/nn/model.h"
 #include "tests/support.h"
 
 namespace tfw {

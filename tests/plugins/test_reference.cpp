@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/model.h"
+#include "engine/nn/model.h"
 #include "tests/support.h"
 
 namespace tfw {

@@ -15,12 +15,12 @@
 
 #include "engine/data/images.h"
 #include "engine/core/error.h"
-#include "engine/growth.h"
-#include "engine/model.h"
-#include "engine/smoke.h"
-#include "engine/train/schedule.h"
+#include "engine/nn/growth.h"
+#include "engine/nn/model.h"
+#include "engine/commands/smoke.h"
+#include "engine/config/schedule.h"
 #include "engine/train/task_data.h"
-#include "engine/trainer.h"
+#include "engine/train/trainer.h"
 #include "tests/support.h"
 
 namespace tfw {

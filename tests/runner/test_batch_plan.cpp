@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
-#include "engine/experiment.h"
+#include "engine/config/experiment.h"
 #include "runner/batch_plan.h"
 #include "tests/plugin_registry.h"
 

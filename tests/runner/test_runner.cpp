@@ -9,8 +9,8 @@
 #include <set>
 
 #include "engine/core/error.h"
-#include "engine/experiment.h"
-#include "engine/registry.h"
+#include "engine/config/experiment.h"
+#include "engine/plugin/registry.h"
 #include "tests/plugin_registry.h"
 #include "runner/batch.h"
 #include "runner/executor_local.h"

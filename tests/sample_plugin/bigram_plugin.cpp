@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/model.h"
-#include "engine/plugin_api.h"
+#include "engine/nn/model.h"
+#include "engine/plugin/plugin_api.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/experiment.h"
+#include "engine/config/experiment.h"
 #include "storage/store.h"
 #include "tests/cli/run_command.h"
 #include "tests/runner/tiny_lineage.h"

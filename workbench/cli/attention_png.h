@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "engine/attention_map.h"
+#include "engine/commands/attention_map.h"
 
 namespace tfw::cli {
 

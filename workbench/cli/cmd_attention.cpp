@@ -9,11 +9,11 @@
 
 #include <fmt/format.h>
 
-#include "engine/attention_map.h"
+#include "engine/commands/attention_map.h"
 #include "engine/checkpoint/checkpoint_meta.h"
 #include "engine/core/error.h"
 #include "engine/core/home.h"
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 #include "runner/lineage.h"
 #include "storage/store.h"
 #include "workbench/cli/attention_png.h"

@@ -1,7 +1,7 @@
 // `tfw checkpoints upgrade PATH... [--home H] [--json]`: converts legacy checkpoints (LibTorch
 // archives, format version 1, whose loading can run code stored in them) into safetensors
 // checkpoints, in place, and points the store's rows at the new files
-// (engine/checkpoint/checkpoint_upgrade.h, docs/store.md).
+// (engine/interop/checkpoint_upgrade.h, docs/store.md).
 #include <filesystem>
 #include <iostream>
 
@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint/checkpoint_meta.h"
-#include "engine/checkpoint/checkpoint_upgrade.h"
+#include "engine/interop/checkpoint_upgrade.h"
 #include "engine/core/error.h"
 #include "engine/core/files.h"
 #include "engine/core/home.h"
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"

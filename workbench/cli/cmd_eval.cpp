@@ -1,6 +1,6 @@
 // `tfw eval RUN|CHECKPOINT [--corpus NAME|PATH]... [--windows N] [--seq-len T] [--stride S]`:
 // a checkpoint's loss, perplexity, bits per token and bits per byte on the validation text of
-// any corpus (engine/evaluate.h), printed and kept in the store's evaluations table.
+// any corpus (engine/commands/evaluate.h), printed and kept in the store's evaluations table.
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/evaluate.h"
+#include "engine/commands/evaluate.h"
 #include "engine/core/home.h"
-#include "engine/registry.h"
-#include "engine/task.h"
+#include "engine/plugin/registry.h"
+#include "engine/plugin/task.h"
 #include "runner/lineage.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"

@@ -15,9 +15,9 @@
 #include <toml++/toml.h>
 
 #include "engine/core/error.h"
-#include "engine/experiment.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
+#include "engine/config/experiment.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
 #include "storage/store.h"
 #include "workbench/cli/bundle_home.h"
 #include "workbench/cli/commands.h"

@@ -1,5 +1,5 @@
 // `tfw export-model TARGET --out DIR`: a checkpoint's model as model.safetensors and
-// config.json, for PyTorch and the rest of the Python ecosystem (engine/checkpoint/model_export.h,
+// config.json, for PyTorch and the rest of the Python ecosystem (engine/interop/model_export.h,
 // docs/export-model.md). `tfw import safetensors` (cmd_import.cpp) reads it back.
 #include <iostream>
 
@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/home.h"
-#include "engine/checkpoint/model_export.h"
-#include "engine/registry.h"
+#include "engine/interop/model_export.h"
+#include "engine/plugin/registry.h"
 #include "runner/lineage.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"

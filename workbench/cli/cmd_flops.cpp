@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "engine/measure.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
+#include "engine/commands/measure.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 

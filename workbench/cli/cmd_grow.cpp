@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/grow.h"
+#include "engine/commands/grow_offline.h"
 #include "engine/core/home.h"
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 #include "runner/lineage.h"
 #include "storage/store.h"
 #include "workbench/service/client.h"

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/interop/import.h"
-#include "engine/checkpoint/model_export.h"
-#include "engine/registry.h"
+#include "engine/interop/model_export.h"
+#include "engine/plugin/registry.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 

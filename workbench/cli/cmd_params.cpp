@@ -7,9 +7,9 @@
 
 #include "engine/data/tokenizer.h"
 #include "engine/core/error.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
-#include "engine/task.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
+#include "engine/plugin/task.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 

@@ -18,7 +18,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/home.h"
-#include "engine/experiment.h"
+#include "engine/config/experiment.h"
 #include "storage/status.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"

@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/experiment.h"
+#include "engine/config/experiment.h"
 #include "engine/core/files.h"
-#include "engine/registry.h"
-#include "engine/runtime.h"
+#include "engine/plugin/registry.h"
+#include "engine/machine/runtime.h"
 #include "storage/store.h"
 #include "workbench/cli/bundle_home.h"
 #include "workbench/cli/commands.h"

@@ -22,10 +22,10 @@
 
 #include "engine/data/stored_paths.h"
 #include "engine/core/error.h"
-#include "engine/experiment.h"
+#include "engine/config/experiment.h"
 #include "engine/core/home.h"
-#include "engine/peak.h"
-#include "engine/registry.h"
+#include "engine/machine/peak.h"
+#include "engine/plugin/registry.h"
 #include "runner/batch.h"
 #include "runner/executor_local.h"
 #include "runner/executor_slurm.h"
@@ -59,7 +59,7 @@ void print_plan(const Experiment& experiment, const std::vector<const Experiment
   // Time estimate: the machine's measured matmul peak at an efficiency typical of these small
   // models on CPU (the MFU tfw train reports: 25-60% here); 35% is assumed.
   // Runs already finished in this home are left out: they train nothing. A peak
-  // probed beside busy processes is not used (engine/peak.h): then no estimate is given.
+  // probed beside busy processes is not used (engine/machine/peak.h): then no estimate is given.
   const double efficiency = 0.35;
   const double peak = peak_flops_resolve(home, 0);
   std::set<std::string> finished;

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/config_diff.h"
+#include "engine/config/config_diff.h"
 #include "engine/core/error.h"
 #include "engine/core/home.h"
 #include "runner/run_lock.h"

@@ -1,6 +1,6 @@
 // `tfw sample RUN|CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--top-k K]
 // [--seed S] [--no-cache]`: text from a language model, streamed to stdout as it is
-// generated (engine/sample.h); the timing goes to stderr.
+// generated (engine/commands/sample.h); the timing goes to stderr.
 #include <algorithm>
 #include <iostream>
 
@@ -8,8 +8,8 @@
 
 #include "engine/core/error.h"
 #include "engine/core/home.h"
-#include "engine/registry.h"
-#include "engine/sample.h"
+#include "engine/plugin/registry.h"
+#include "engine/commands/sample.h"
 #include "runner/lineage.h"
 #include "workbench/cli/commands.h"
 

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/registry.h"
-#include "engine/smoke.h"
-#include "engine/task.h"
+#include "engine/plugin/registry.h"
+#include "engine/commands/smoke.h"
+#include "engine/plugin/task.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 

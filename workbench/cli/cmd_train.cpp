@@ -11,11 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "engine/distributed.h"
+#include "engine/dist/distributed.h"
 #include "engine/core/error.h"
-#include "engine/runtime.h"
+#include "engine/machine/runtime.h"
 #include "engine/core/home.h"
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 #include "runner/parallel.h"
 #include "workbench/service/remote_book.h"
 #include "workbench/cli/commands.h"

@@ -10,8 +10,8 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/core/error.h"
-#include "engine/load.h"
-#include "engine/runtime.h"
+#include "engine/machine/cpu_load.h"
+#include "engine/machine/runtime.h"
 #include "runner/process.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
@@ -36,7 +36,7 @@ std::string command_of(int argc, char** argv) {
 // it: a thread then sleeps at a barrier instead of spinning, which beside one busy process
 // on 2 cores trained 2x faster, and changes no arithmetic. On an idle machine spinning is
 // faster (about 1.6x on the tiny model), so libgomp's default stays (bench/busy_machine.sh,
-// engine/load.h). Any other command, or a policy the user set, is left alone.
+// engine/machine/cpu_load.h). Any other command, or a policy the user set, is left alone.
 void wait_passively_when_training(int argc, char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   if (command_of(argc, argv) != "train") return;

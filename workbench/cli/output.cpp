@@ -1,6 +1,6 @@
 #include "workbench/cli/output.h"
 
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 
 #include <signal.h>
 

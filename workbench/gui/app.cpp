@@ -16,8 +16,8 @@
 
 #include "engine/core/error.h"
 #include "engine/core/home.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
 #include "workbench/gui/app.h"
 #include "workbench/gui/gui.h"
 #include "workbench/service/remote_source.h"

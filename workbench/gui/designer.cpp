@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/experiment.h"
-#include "engine/registry.h"
+#include "engine/config/experiment.h"
+#include "engine/plugin/registry.h"
 #include "workbench/common/format.h"
 
 namespace fs = std::filesystem;

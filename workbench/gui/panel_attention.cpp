@@ -5,7 +5,7 @@
 // token most. For an image classifier (vision_tokenformer) the input is a validation image
 // and its tokens are the patches: below the heat map, the image with its patch grid and the
 // clicked parameter token's scores over the patches. The engine work
-// (engine/attention_map.h, the same as `tfw attention`) runs off the UI thread.
+// (engine/commands/attention_map.h, the same as `tfw attention`) runs off the UI thread.
 #include <imgui.h>
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/attention_map.h"
+#include "engine/commands/attention_map.h"
 #include "engine/checkpoint/checkpoint_meta.h"
 #include "workbench/colormap.h"
 #include "workbench/gui/app.h"

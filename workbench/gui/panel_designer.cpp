@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
 #include "workbench/gui/app.h"
 #include "workbench/gui/designer.h"
 #include "workbench/gui/plot.h"

@@ -13,9 +13,9 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "engine/measure.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
+#include "engine/commands/measure.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
 #include "workbench/gui/app.h"
 #include "workbench/gui/plot.h"
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "engine/experiment.h"
+#include "engine/config/experiment.h"
 #include "workbench/service/client.h"
 #include "workbench/service/job_capabilities.h"
 #include "workbench/service/server.h"

@@ -17,8 +17,8 @@
 
 #include "engine/core/error.h"
 #include "engine/core/files.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
 #include "runner/process.h"
 #include "workbench/colormap.h"
 #include "workbench/common/format.h"
@@ -234,7 +234,7 @@ Figure new_data(const ExperimentResults& results, const std::string& mirrors) {
   return f;
 }
 
-// Growth diagnostics (engine/token_use.h): how much grown runs use their appended parameter
+// Growth diagnostics (engine/nn/token_use.h): how much grown runs use their appended parameter
 // tokens, from the evaluations after their growth.
 Figure token_use(const ExperimentResults& results, const std::string& mirrors) {
   Figure f = figure_of(results, "token_use", "use of the parameter tokens growth appended",

@@ -12,7 +12,7 @@
 #include <toml++/toml.h>
 
 #include "engine/core/error.h"
-#include "engine/run_config.h"
+#include "engine/config/run_config.h"
 
 namespace tfw::results {
 

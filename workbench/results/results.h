@@ -14,7 +14,7 @@
 
 #include "analysis/curves.h"
 #include "analysis/stats.h"
-#include "engine/experiment.h"
+#include "engine/config/experiment.h"
 #include "storage/store.h"
 
 namespace tfw::results {

@@ -12,8 +12,8 @@
 #include <toml++/toml.h>
 
 #include "engine/core/error.h"
-#include "engine/registry.h"
-#include "engine/run_config.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/run_config.h"
 #include "workbench/common/format.h"
 
 namespace tfw::results {

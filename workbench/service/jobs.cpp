@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
-#include "engine/experiment.h"
-#include "engine/registry.h"
+#include "engine/config/experiment.h"
+#include "engine/plugin/registry.h"
 #include "runner/batch.h"
 #include "runner/executor_local.h"
 #include "workbench/service/service_impl.h"

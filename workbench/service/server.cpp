@@ -12,7 +12,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/home.h"
-#include "engine/registry.h"
+#include "engine/plugin/registry.h"
 #include "workbench/service/protocol.h"
 #include "workbench/service/service_impl.h"
 

@@ -11,10 +11,11 @@
 
 #include "engine/data/corpus.h"
 #include "engine/core/error.h"
-#include "engine/experiment.h"
+#include "engine/config/experiment.h"
 #include "engine/core/home.h"
-#include "engine/registry.h"
-#include "engine/train/schedule.h"
+#include "engine/plugin/registry.h"
+#include "engine/config/schedule.h"
+#include "engine/machine/memory_check.h"
 #include "workbench/service/service_impl.h"
 
 namespace tfw::service {

@@ -21,7 +21,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 
-#include "engine/pattention_fused.h"
 #include "engine/kernels/cpu/pattention_kernels.h"
 
 extern "C" {

@@ -5,9 +5,19 @@
 
 #include <cstdint>
 
+namespace tfw {
+
+// Whether float32 rows go through the AVX2 kernels (pattention_kernels_avx2.cpp): when the CPU
+// has AVX2 and FMA, unless TFW_PATTENTION_SCALAR=1 (tests compare the two). Pattention's fused
+// normalisation and the fused CPU attention both ask.
+bool pattention_fused_vectorised();
+
+}  // namespace tfw
+
 namespace tfw::pattention_kernels {
 
-// True when this CPU runs the AVX2+FMA kernels (pattention_kernels_avx2.cpp).
+// True when this CPU runs the AVX2+FMA kernels (pattention_kernels_avx2.cpp). Asked in
+// cpu_kernels.cpp, compiled without -mavx2.
 bool avx2_available();
 
 // Forward over rows [begin, end): a = Θ(s) per row of n scores; stat[row] gets the row

@@ -1,5 +1,5 @@
 // The fused Pattention normalisation on CUDA: the same Θ(S) and the same formulas
-// as the CPU kernels (engine/pattention_fused.cpp, whose autograd function calls these), one
+// as the CPU kernels (engine/nn/pattention_fused.cpp, whose autograd function calls these), one
 // thread block per row of scores, written in engine/kernels/cuda/pattention_cuda.cu and compiled by nvcc in
 // every build whose LibTorch has CUDA. No torch header here or in the .cu: the autograd
 // function passes raw pointers and the current stream.

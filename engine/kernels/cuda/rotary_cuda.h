@@ -1,4 +1,4 @@
-// The rotary position embedding on CUDA, fused (engine/attention.cpp's rotary_apply, GPT-NeoX's
+// The rotary position embedding on CUDA, fused (engine/nn/attention.cpp's rotary_apply, GPT-NeoX's
 // "rotate half" on the first `dims` of each head's dh dims). For x laid out (B, T, H, dh)
 // (a projection's output before the heads are split off), per position t and pair
 // (j, j + dims/2), j < dims/2, with the float32 tables c = cos[t, j] and s = sin[t, j]:

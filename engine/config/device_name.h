@@ -1,0 +1,55 @@
+// The device the engine computes on (train.device), as a value: "cpu", "cuda" (LibTorch's
+// current CUDA device) or "cuda:N". Torch-free, so that the typed config (run_config.h) holds
+// it; whether this LibTorch and machine have the device is engine/machine/device.h's
+// device_problem(), which the engine installs as the config's device check when it loads.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace tfw {
+
+struct DeviceName {
+  enum Kind { cpu, cuda };
+  Kind kind = cpu;
+  int index = -1;  // N of "cuda:N"; -1 for "cpu" and "cuda"
+
+  bool is_cuda() const { return kind == cuda; }
+  // As the config writes it: "cpu", "cuda" or "cuda:N".
+  std::string text() const {
+    if (kind == cpu) return "cpu";
+    return index < 0 ? "cuda" : "cuda:" + std::to_string(index);
+  }
+  bool operator==(const DeviceName& other) const { return kind == other.kind && index == other.index; }
+  bool operator!=(const DeviceName& other) const { return !(*this == other); }
+};
+
+// "cpu", "cuda" or "cuda:N", N written as text() writes it (decimal digits, no leading zero),
+// so that text() gives back exactly `text`; nullopt for anything else.
+inline std::optional<DeviceName> device_name_parse(const std::string& text) {
+  if (text == "cpu") return DeviceName{};
+  if (text == "cuda") return DeviceName{DeviceName::cuda, -1};
+  if (text.rfind("cuda:", 0) != 0) return std::nullopt;
+  const std::string digits = text.substr(5);
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos ||
+      (digits.size() > 1 && digits[0] == '0')) {
+    return std::nullopt;
+  }
+  return DeviceName{DeviceName::cuda, std::stoi(digits)};
+}
+
+// What is wrong with train.device = `name`, in the config's words (message and fix).
+struct DeviceProblem {
+  std::string message, hint;
+};
+
+// The check a config's device passes when it is read. Without LibTorch in the process it is
+// the text alone: "cpu", "cuda" or "cuda:N". libtfw_engine installs device_problem()
+// (engine/machine/device.h) as it loads, which also asks this LibTorch and machine whether
+// they have the device; every process that reads a model's config has it, since the model
+// families' plugins link it.
+using DeviceCheck = std::optional<DeviceProblem> (*)(const std::string& name);
+void device_check_install(DeviceCheck check);
+std::optional<DeviceProblem> device_check(const std::string& name);
+
+}  // namespace tfw

@@ -1,8 +1,0 @@
-// engine/kernels/cuda/cuda_info.h where this build's LibTorch has no CUDA.
-#include "engine/kernels/cuda/cuda_info.h"
-
-namespace tfw {
-
-std::optional<CudaMemory> cuda_memory(int) { return std::nullopt; }
-
-}  // namespace tfw

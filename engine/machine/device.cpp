@@ -1,0 +1,92 @@
+#include "engine/machine/device.h"
+
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+
+#include "engine/core/error.h"
+#include "engine/machine/runtime.h"
+
+namespace tfw {
+
+bool cuda_available() { return torch::cuda::is_available(); }
+
+torch::Tensor to_device(const torch::Tensor& host, torch::Device device) {
+  if (!device.is_cuda() || !host.device().is_cpu()) return host.to(device);
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+void cuda_set_tf32(bool allowed) {
+  at::globalContext().setAllowTF32CuBLAS(allowed);
+  at::globalContext().setAllowTF32CuDNN(allowed);
+}
+
+std::optional<DeviceProblem> device_problem(const std::string& name) {
+  if (name == "cpu") return std::nullopt;
+  const bool cuda = name == "cuda" || (name.rfind("cuda:", 0) == 0 && name.size() > 5 &&
+                                       name.find_first_not_of("0123456789", 5) == std::string::npos);
+  if (!cuda) return DeviceProblem{fmt::format("\"{}\" is not a device", name), "use \"cpu\", \"cuda\" or \"cuda:N\""};
+  if (!torch_has_cuda()) {
+    return DeviceProblem{
+        fmt::format("\"{}\" asks for CUDA, but this tfw was built against a LibTorch without CUDA ({})", name,
+                    build_description()),
+        "set train.device = \"cpu\", or build tfw against PyTorch's CUDA wheel (README, \"Building on a GPU machine\")"};
+  }
+  if (!cuda_available()) {
+    return DeviceProblem{fmt::format("\"{}\" asks for CUDA, but there is no CUDA device on this machine (tfw is "
+                                     "built with LibTorch {} and CUDA {})",
+                                     name, torch_version(), torch_cuda_version()),
+                         "set train.device = \"cpu\", or run on a machine with an NVIDIA GPU and its driver"};
+  }
+  const torch::Device device(name);
+  const auto count = static_cast<int>(torch::cuda::device_count());
+  if (device.has_index() && device.index() >= count) {
+    return DeviceProblem{fmt::format("\"{}\", but this machine has {} CUDA device{}", name, count,
+                                     count == 1 ? "" : "s"),
+                         fmt::format("use cuda:0 to cuda:{}", count - 1)};
+  }
+  return std::nullopt;
+}
+
+namespace {
+// A config read in this process checks its device against this LibTorch and machine.
+[[maybe_unused]] const bool device_check_installed = (device_check_install(&device_problem), true);
+}  // namespace
+
+torch::Device device_resolve(const std::string& name) {
+  if (std::optional<DeviceProblem> problem = device_problem(name)) {
+    throw UsageError(with_hint("train.device: " + problem->message, problem->hint));
+  }
+  return torch::Device(name);
+}
+
+torch::Device module_device(const torch::nn::Module& module) {
+  for (const torch::Tensor& p : module.parameters()) return p.device();
+  return torch::Device(torch::kCPU);
+}
+
+AutocastGuard::AutocastGuard(Precision precision, torch::Device device) {
+  if (precision != Precision::bf16) return;
+  active_ = true;
+  cuda_ = device.is_cuda();
+  const at::DeviceType type = cuda_ ? at::kCUDA : at::kCPU;
+  was_enabled_ = at::autocast::is_autocast_enabled(type);
+  was_dtype_ = at::autocast::get_autocast_dtype(type);
+  at::autocast::set_autocast_dtype(type, at::kBFloat16);
+  at::autocast::set_autocast_enabled(type, true);
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  const at::DeviceType type = cuda_ ? at::kCUDA : at::kCPU;
+  at::autocast::set_autocast_enabled(type, was_enabled_);
+  at::autocast::set_autocast_dtype(type, was_dtype_);
+}
+
+torch::Tensor at_least_float32(const torch::Tensor& x) {
+  const auto type = x.scalar_type();
+  return type == torch::kBFloat16 || type == torch::kHalf ? x.to(torch::kFloat32) : x;
+}
+
+}  // namespace tfw

@@ -1,0 +1,161 @@
+#include "engine/machine/runtime.h"
+
+#include "engine/core/error.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+#include <ATen/Version.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
+namespace tfw {
+
+namespace {
+int current_threads = 0;
+int active_threads = 0;
+bool explicit_threads = false;
+}  // namespace
+
+void runtime_init(int threads) {
+  explicit_threads = threads > 0;
+  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads <= 0) threads = 1;
+  torch::set_num_threads(threads);
+  current_threads = threads;
+  active_threads = threads;
+}
+
+int runtime_threads() { return current_threads; }
+bool runtime_threads_explicit() { return explicit_threads; }
+
+void runtime_use_threads(int threads) {
+  if (threads < 1) threads = 1;
+  if (threads == active_threads) return;
+  torch::set_num_threads(threads);
+  active_threads = threads;
+}
+
+int runtime_active_threads() { return active_threads; }
+
+const char* torch_version() { return TORCH_VERSION; }
+
+std::string cpu_capability() { return at::get_cpu_capability(); }
+
+namespace {
+// Read once, before tfw sets it: the user's own choice of kernels.
+const bool kernels_from_environment = std::getenv("ATEN_CPU_CAPABILITY") != nullptr;
+bool kernels_chosen = false;
+
+std::string upper(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// ATEN_CPU_CAPABILITY's spelling of a capability: "avx2".
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+}  // namespace
+
+// ATen's own test (aten/src/ATen/native/DispatchStub.cpp): its AVX-512 kernels need AVX-512
+// VL, BW and DQ with FMA; its AVX2 kernels, AVX2 with FMA. ATen trusts ATEN_CPU_CAPABILITY
+// without this test, so asking for kernels the processor lacks would end in SIGILL.
+std::vector<std::string> cpu_capabilities_available() {
+  std::vector<std::string> out;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  const bool fma = __builtin_cpu_supports("fma");
+  if (fma && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq")) {
+    out.push_back("AVX512");
+  }
+  if (fma && __builtin_cpu_supports("avx2")) out.push_back("AVX2");
+#endif
+  out.push_back("DEFAULT");
+  return out;
+}
+
+namespace {
+bool processor_runs(const std::string& capability) {
+  const std::vector<std::string> available = cpu_capabilities_available();
+  return std::find(available.begin(), available.end(), capability) != available.end();
+}
+}  // namespace
+
+void cpu_capability_choose(const std::string& name) {
+  const std::string wanted = upper(name);
+  if (!processor_runs(wanted)) {
+    std::string have;
+    for (const std::string& a : cpu_capabilities_available()) have += (have.empty() ? "" : ", ") + a;
+    const bool known = wanted == "AVX512" || wanted == "AVX2" || wanted == "DEFAULT";
+    throw UsageError(with_hint(
+        known ? fmt::format("--kernels {}: this processor cannot run ATen's {} kernels", name, wanted)
+              : fmt::format("--kernels {}: not a set of ATen's CPU kernels", name),
+        fmt::format("choose one this processor has: {} (in any case)", have)));
+  }
+  ::setenv("ATEN_CPU_CAPABILITY", lower(wanted).c_str(), 1);
+  kernels_chosen = true;
+}
+
+bool cpu_capability_explicit() { return kernels_chosen || kernels_from_environment; }
+
+void cpu_capability_keep(const std::string& recorded) {
+  if (recorded.empty() || cpu_capability_explicit() || !processor_runs(recorded)) return;
+  ::setenv("ATEN_CPU_CAPABILITY", lower(recorded).c_str(), 1);
+}
+
+#ifndef TFW_TORCH_CUDA
+#define TFW_TORCH_CUDA ""
+#endif
+const char* torch_cuda_version() { return TFW_TORCH_CUDA; }
+
+// The CUDA hooks are registered by libtorch_cuda when it is loaded: a build whose linker
+// dropped it (--as-needed) has isBuilt() false and never sees a GPU.
+bool torch_has_cuda() { return at::detail::getCUDAHooks().isBuilt(); }
+
+int cuda_device_count() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+
+std::string build_description() {
+  std::string text = std::string("LibTorch ") + TORCH_VERSION;
+  if (std::string(TFW_TORCH_CUDA).empty()) return text + ", CPU only";
+  if (!torch_has_cuda()) return text + ", CUDA " + TFW_TORCH_CUDA + " (libtorch_cuda not loaded: no CUDA)";
+  const int devices = cuda_device_count();
+  text += std::string(", CUDA ") + TFW_TORCH_CUDA + ", ";
+  if (devices == 0) return text + "no CUDA device";
+  return text + std::to_string(devices) + " CUDA device" + (devices == 1 ? "" : "s");
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model, flags;
+  while (std::getline(in, line) && (model.empty() || flags.empty())) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name" && model.empty()) model = value;
+    if (key == "flags" && flags.empty()) flags = " " + value + " ";
+  }
+  if (model.empty()) return "unknown";
+  if (flags.find(" amx_tile ") != std::string::npos) model += " (AMX)";
+  return model;
+}
+
+std::string compute_device_name(const std::string& device) {
+  // The GPU's name needs the CUDA runtime's headers, which the engine does not compile
+  // against yet: the device and the LibTorch's CUDA say what ran.
+  if (device.rfind("cuda", 0) == 0) return fmt::format("CUDA device {} of {}", device, cuda_device_count());
+  return cpu_model();
+}
+
+bool fused_attention_available() { return TORCH_VERSION_MAJOR >= 2; }
+
+}  // namespace tfw
