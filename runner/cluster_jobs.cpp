@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include "storage/row_columns.h"
 #include "storage/sqlite_statement.h"
 
 namespace tfw::runner {
@@ -11,27 +12,29 @@ using detail::Statement;
 
 namespace {
 
-const char* kClusterColumns = "SELECT id, experiment, run, scheduler, job_id, state, script, log, submitted, updated, "
-                              "exit_code, reason FROM cluster_jobs";
-
-ClusterJobRow cluster_job_from(Statement& s) {
-  ClusterJobRow job;
-  job.id = s.integer(0);
-  job.experiment = s.text(1);
-  job.run = s.text(2);
-  job.scheduler = s.text(3);
-  job.job_id = s.text(4);
-  job.state = s.text(5);
-  job.script = s.text(6);
-  job.log = s.text(7);
-  job.submitted = s.real(8);
-  job.updated = s.real(9);
-  job.exit_code = s.is_null(10) ? -1 : s.integer(10);
-  job.reason = s.text(11);
-  return job;
-}
+// The columns of cluster_jobs, in the schema's order (a test holds them to it).
+const detail::RowColumn<ClusterJobRow> kClusterColumns[] = {
+    detail::column<&ClusterJobRow::id>("id"),
+    detail::column<&ClusterJobRow::experiment>("experiment"),
+    detail::column<&ClusterJobRow::run>("run"),
+    detail::column<&ClusterJobRow::scheduler>("scheduler"),
+    detail::column<&ClusterJobRow::job_id>("job_id"),
+    detail::column<&ClusterJobRow::state>("state"),
+    detail::column<&ClusterJobRow::script>("script"),
+    detail::column<&ClusterJobRow::log>("log"),
+    detail::column<&ClusterJobRow::submitted>("submitted"),
+    detail::column<&ClusterJobRow::updated>("updated"),
+    detail::column<&ClusterJobRow::exit_code>("exit_code"),
+    detail::column<&ClusterJobRow::reason>("reason"),
+};
 
 }  // namespace
+
+std::vector<std::string> ClusterJobs::columns() {
+  std::vector<std::string> names;
+  for (const auto& column : kClusterColumns) names.emplace_back(column.name);
+  return names;
+}
 
 std::int64_t ClusterJobs::add(const ClusterJobRow& job) {
   sqlite3* db = store_.connection();
@@ -53,10 +56,10 @@ void ClusterJobs::update(std::int64_t id, const std::string& state, std::int64_t
 
 std::vector<ClusterJobRow> ClusterJobs::list(const std::string& experiment) {
   Statement s(store_.connection(),
-              (std::string(kClusterColumns) + " WHERE ?1 = '' OR experiment = ?1 ORDER BY id").c_str());
+              (detail::select_columns(kClusterColumns, "cluster_jobs") + " WHERE ?1 = '' OR experiment = ?1 ORDER BY id").c_str());
   s.bind(1, experiment);
   std::vector<ClusterJobRow> out;
-  while (s.step()) out.push_back(cluster_job_from(s));
+  while (s.step()) out.push_back(detail::row_read(s, kClusterColumns));
   return out;
 }
 

@@ -32,6 +32,9 @@ class ClusterJobs {
  public:
   explicit ClusterJobs(Store& store) : store_(store) {}
 
+  // The columns a row is read from, in order: its one list (a test holds it to the schema).
+  static std::vector<std::string> columns();
+
   std::int64_t add(const ClusterJobRow& job);  // submitted and updated now; its id
   // The scheduler's state, exit code (kept when negative) and reason; updated now.
   void update(std::int64_t id, const std::string& state, std::int64_t exit_code, const std::string& reason);

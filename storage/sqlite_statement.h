@@ -44,9 +44,8 @@ inline std::string store_failure(const std::string& path, int rc, const std::str
     default:
       break;
   }
-  std::string text = fmt::format("store {}: {}", path, message);
-  if (!hint.empty()) text += "\n  hint: " + hint;
-  return text;
+  const std::string text = fmt::format("store {}: {}", path, message);
+  return hint.empty() ? text : with_hint(text, hint);
 }
 
 inline std::string db_path(sqlite3* db) {

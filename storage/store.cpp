@@ -45,10 +45,8 @@ void check_is_database(sqlite3* db, const std::string& path) {
   const std::string message = sqlite3_errmsg(db);
   sqlite3_close_v2(db);
   if (rc == SQLITE_NOTADB) {
-    throw StoreError(fmt::format("'{}' is not a tfw store (not an SQLite file); it was left untouched\n"
-                                 "  hint: point --home / TFW_HOME at a folder whose runs.db is a tfw store, "
-                                 "or move the file away",
-                                 path));
+    throw StoreError(with_hint(fmt::format("'{}' is not a tfw store (not an SQLite file); it was left untouched", path),
+                                 "point --home / TFW_HOME at a folder whose runs.db is a tfw store, or move the file away"));
   }
   throw StoreError(store_failure(path, rc, message));
 }
@@ -145,16 +143,17 @@ std::unique_ptr<Store> Store::open(const std::string& path) {
 
 std::unique_ptr<Store> Store::open_readonly(const std::string& path) {
   if (!fs::exists(path)) {
-    throw StoreError(fmt::format("no store at '{}'\n  hint: runs are recorded there by `tfw train`; check --home / "
-                                 "TFW_HOME", path));
+    throw StoreError(with_hint(fmt::format("no store at '{}'", path),
+                                 "runs are recorded there by `tfw train`; check --home / TFW_HOME"));
   }
   sqlite3* db = database_open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX);
   std::unique_ptr<Store> store(new Store(db, path, true));
   sqlite3_busy_timeout(db, 60000);
   const int version = store->schema_version();
   if (version > kStoreSchemaVersion) {
-    throw StoreError(fmt::format("the store '{}' has schema version {}, this tfw knows up to {}\n  hint: use a newer "
-                                 "tfw to read it", path, version, kStoreSchemaVersion));
+    throw StoreError(with_hint(fmt::format("the store '{}' has schema version {}, this tfw knows up to {}", path, version,
+                                             kStoreSchemaVersion),
+                                 "use a newer tfw to read it"));
   }
   if (version < kStoreSchemaVersion) {
     // An older store: migrate it forward once (the migrations only add), then read it.
@@ -197,8 +196,9 @@ void Store::migrate() {
   FileLock lock(path_);  // parallel first opens: one migrates, the others then see the result
   const int version = schema_version();
   if (version > kStoreSchemaVersion) {
-    throw StoreError(fmt::format("the store '{}' has schema version {}, this tfw knows up to {}\n  hint: use a newer "
-                                 "tfw, or another --home", path_, version, kStoreSchemaVersion));
+    throw StoreError(with_hint(fmt::format("the store '{}' has schema version {}, this tfw knows up to {}", path_, version,
+                                             kStoreSchemaVersion),
+                                 "use a newer tfw, or another --home"));
   }
   exec(db_, "PRAGMA journal_mode = WAL");
   for (int v = version; v < kStoreSchemaVersion; ++v) {
@@ -241,9 +241,8 @@ std::int64_t Store::run_create(const RunRecord& run) {
     s.step();
   } catch (const StoreError& e) {
     if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE) {
-      throw StoreError(fmt::format("a run named '{}' already exists in experiment '{}'\n  hint: resume it with "
-                                   "`tfw train --resume {}`, or choose another --name", run.name, run.experiment,
-                                   run.name));
+      throw StoreError(with_hint(fmt::format("a run named '{}' already exists in experiment '{}'", run.name, run.experiment),
+                                   fmt::format("resume it with `tfw train --resume {}`, or choose another --name", run.name)));
     }
     throw;
   }
@@ -358,8 +357,9 @@ std::vector<RunRecord> Store::runs(const RunFilter& filter) {
   static const std::set<std::string> sortable = {"id", "name", "started", "tokens", "flops", "cumulative_flops",
                                                  "parameters", "family", "status"};
   if (!sortable.count(filter.sort)) {
-    throw StoreError(fmt::format("cannot sort runs by '{}'\n  hint: sort by one of id, name, family, status, started, "
-                                 "tokens, flops, cumulative_flops, parameters", filter.sort));
+    throw StoreError(with_hint(fmt::format("cannot sort runs by '{}'", filter.sort),
+                                 "sort by one of id, name, family, status, started, tokens, flops, cumulative_flops, "
+                                 "parameters"));
   }
   std::string sql = fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE "
                                 "(?1 = '' OR e.name = ?1) AND (?2 = '' OR r.family = ?2) ORDER BY r.{} {}",

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "storage/final_metrics.h"
 #include "storage/status.h"
 
@@ -32,9 +33,11 @@ namespace tfw {
 inline constexpr int kStoreSchemaVersion = 7;
 
 // A store that cannot be opened or used: not SQLite, corrupt, a newer schema, locked out.
-class StoreError : public std::runtime_error {
+// The store could not do what was asked (no store, a newer schema, a name taken, SQLite's
+// error). An Error like the engine's, with a hint line (with_hint); the CLI exits with 2.
+class StoreError : public Error {
  public:
-  explicit StoreError(const std::string& what) : std::runtime_error(what) {}
+  explicit StoreError(const std::string& what) : Error(what) {}
 };
 
 struct RunRecord {

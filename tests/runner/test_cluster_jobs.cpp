@@ -8,6 +8,7 @@
 
 #include "runner/cluster_jobs.h"
 #include "storage/store.h"
+#include "tests/schema_columns.h"
 #include "tests/scratch.h"
 
 namespace tfw::runner {
@@ -16,6 +17,16 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string fresh_store(const std::string& name) { return test::fresh_store("cluster-jobs-" + name); }
+
+// The columns a row is read from are declared once (runner/cluster_jobs.cpp, with
+// storage/row_columns.h): the list is the schema's, in order, so a column added by a migration
+// and not to the list (or the other way) fails here.
+TEST(ClusterJobs, TheOneListOfColumnsIsTheSchemas) {
+  const std::string path = fresh_store("columns");
+  Store::open(path);  // creates the schema
+  EXPECT_EQ(ClusterJobs::columns(), test::schema_columns(path, "cluster_jobs"));
+  EXPECT_EQ(ClusterJobs::columns().size(), 12u);
+}
 
 TEST(ClusterJobs, RowsAreAddedUpdatedAndListedByExperiment) {
   const std::string path = fresh_store("rows");

@@ -8,6 +8,7 @@
 
 #include "storage/store.h"
 #include "workbench/service/job_queue.h"
+#include "tests/schema_columns.h"
 #include "tests/scratch.h"
 
 namespace tfw::service {
@@ -64,6 +65,47 @@ TEST(JobQueue, EveryStatusNameRoundTripsThroughTheStore) {
     jobs.set_status(id, status);
     EXPECT_EQ(jobs.get(id)->status, status) << status_name(status);
   }
+}
+
+// A job's columns are declared once (workbench/service/job_queue.cpp, with
+// storage/row_columns.h): the list is the schema's, in order, and every field written comes
+// back; a job not yet started or ended reads 0 and -1 from the NULLs the store keeps.
+TEST(JobQueue, TheOneListOfColumnsIsTheSchemasAndEveryFieldComesBack) {
+  const std::string path = fresh_store("columns");
+  auto store = Store::open(path);
+  EXPECT_EQ(JobQueue::columns(), test::schema_columns(path, "jobs"));
+  EXPECT_EQ(JobQueue::columns().size(), 12u);
+
+  JobQueue jobs(*store);
+  JobRow job;
+  job.kind = "run";
+  job.name = "every-field";
+  job.file = "/jobs/1/run.toml";
+  job.client = "127.0.0.1:5000";
+  job.capability = "0123abcd";
+  const std::int64_t id = jobs.create(job);
+  const JobRow queued = *jobs.get(id);
+  EXPECT_EQ(queued.id, id);
+  EXPECT_EQ(queued.kind, "run");
+  EXPECT_EQ(queued.name, "every-field");
+  EXPECT_EQ(queued.file, "/jobs/1/run.toml");
+  EXPECT_EQ(queued.status, JobStatus::queued);
+  EXPECT_GT(queued.submitted, 0);
+  EXPECT_EQ(queued.started, 0);
+  EXPECT_EQ(queued.ended, 0);
+  EXPECT_EQ(queued.exit_code, -1);
+  EXPECT_EQ(queued.error, "");
+  EXPECT_EQ(queued.client, "127.0.0.1:5000");
+  EXPECT_EQ(queued.capability, "0123abcd");
+
+  jobs.set_status(id, JobStatus::running);
+  jobs.set_status(id, JobStatus::failed, 3, "the run failed");
+  const JobRow failed = *jobs.first_named("every-field");
+  EXPECT_EQ(failed.status, JobStatus::failed);
+  EXPECT_GE(failed.started, queued.submitted);
+  EXPECT_GE(failed.ended, failed.started);
+  EXPECT_EQ(failed.exit_code, 3);
+  EXPECT_EQ(failed.error, "the run failed");
 }
 
 }  // namespace

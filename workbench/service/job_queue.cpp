@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include "storage/row_columns.h"
 #include "storage/sqlite_statement.h"
 #include "storage/status_names.h"
 
@@ -18,24 +19,27 @@ constexpr detail::StatusNames<JobStatus, 5> kJobNames = {{{JobStatus::queued, "q
                                                           {JobStatus::failed, "failed"},
                                                           {JobStatus::cancelled, "cancelled"}}};
 
-JobRow job_from(Statement& s) {
-  JobRow job;
-  job.id = s.integer(0);
-  job.kind = s.text(1);
-  job.name = s.text(2);
-  job.file = s.text(3);
-  job.status = job_status_parse(s.text(4)).value_or(JobStatus::failed);  // the schema CHECKs the names
-  job.submitted = s.real(5);
-  job.started = s.is_null(6) ? 0 : s.real(6);
-  job.ended = s.is_null(7) ? 0 : s.real(7);
-  job.exit_code = s.is_null(8) ? -1 : s.integer(8);
-  job.error = s.text(9);
-  job.client = s.text(10);
-  job.capability = s.text(11);
-  return job;
-}
+// The columns of jobs, in the schema's order (a test holds them to it).
+const detail::RowColumn<JobRow> kJobColumns[] = {
+    detail::column<&JobRow::id>("id"),
+    detail::column<&JobRow::kind>("kind"),
+    detail::column<&JobRow::name>("name"),
+    detail::column<&JobRow::file>("file"),
+    {"status",  // the schema CHECKs the names
+     [](Statement& s, int c, JobRow& job) { job.status = job_status_parse(s.text(c)).value_or(JobStatus::failed); }},
+    detail::column<&JobRow::submitted>("submitted"),
+    detail::column<&JobRow::started>("started"),
+    detail::column<&JobRow::ended>("ended"),
+    detail::column<&JobRow::exit_code>("exit_code"),
+    detail::column<&JobRow::error>("error"),
+    detail::column<&JobRow::client>("client"),
+    detail::column<&JobRow::capability>("capability"),
+};
 
-const char* kJobColumns = "SELECT id, kind, name, file, status, submitted, started, ended, exit_code, error, client, capability FROM jobs";
+const std::string& job_select() {
+  static const std::string sql = detail::select_columns(kJobColumns, "jobs");
+  return sql;
+}
 
 }  // namespace
 
@@ -43,6 +47,12 @@ const char* status_name(JobStatus status) { return detail::status_name_of(kJobNa
 std::optional<JobStatus> job_status_parse(std::string_view text) { return detail::status_parse(kJobNames, text); }
 std::string job_status_choices() { return detail::status_choices(kJobNames); }
 bool status_final(JobStatus status) { return status != JobStatus::queued && status != JobStatus::running; }
+
+std::vector<std::string> JobQueue::columns() {
+  std::vector<std::string> names;
+  for (const auto& column : kJobColumns) names.emplace_back(column.name);
+  return names;
+}
 
 std::int64_t JobQueue::create(const JobRow& job) {
   sqlite3* db = store_.connection();
@@ -70,25 +80,25 @@ void JobQueue::set_status(std::int64_t job, JobStatus status, std::int64_t exit_
 }
 
 std::optional<JobRow> JobQueue::get(std::int64_t job) {
-  Statement s(store_.connection(), (std::string(kJobColumns) + " WHERE id = ?1").c_str());
+  Statement s(store_.connection(), (job_select() + " WHERE id = ?1").c_str());
   s.bind(1, job);
   if (!s.step()) return std::nullopt;
-  return job_from(s);
+  return detail::row_read(s, kJobColumns);
 }
 
 std::vector<JobRow> JobQueue::list(std::optional<JobStatus> status) {
-  Statement s(store_.connection(), (std::string(kJobColumns) + " WHERE ?1 = '' OR status = ?1 ORDER BY id").c_str());
+  Statement s(store_.connection(), (job_select() + " WHERE ?1 = '' OR status = ?1 ORDER BY id").c_str());
   s.bind(1, status ? std::string(status_name(*status)) : std::string());
   std::vector<JobRow> out;
-  while (s.step()) out.push_back(job_from(s));
+  while (s.step()) out.push_back(detail::row_read(s, kJobColumns));
   return out;
 }
 
 std::optional<JobRow> JobQueue::first_named(const std::string& name) {
-  Statement s(store_.connection(), (std::string(kJobColumns) + " WHERE name = ?1 ORDER BY id LIMIT 1").c_str());
+  Statement s(store_.connection(), (job_select() + " WHERE name = ?1 ORDER BY id LIMIT 1").c_str());
   s.bind(1, name);
   if (!s.step()) return std::nullopt;
-  return job_from(s);
+  return detail::row_read(s, kJobColumns);
 }
 
 nlohmann::json job_json(const JobRow& j) {

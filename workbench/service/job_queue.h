@@ -52,6 +52,9 @@ class JobQueue {
  public:
   explicit JobQueue(Store& store) : store_(store) {}
 
+  // The columns a job is read from, in order: its one list (a test holds it to the schema).
+  static std::vector<std::string> columns();
+
   std::int64_t create(const JobRow& job);  // queued, submitted now; its id
   void set_file(std::int64_t job, const std::string& file);
   // started is set on the way to running, ended on the way to a final state; exit_code -1
