@@ -30,11 +30,7 @@ const detail::RowColumn<ClusterJobRow> kClusterColumns[] = {
 
 }  // namespace
 
-std::vector<std::string> ClusterJobs::columns() {
-  std::vector<std::string> names;
-  for (const auto& column : kClusterColumns) names.emplace_back(column.name);
-  return names;
-}
+std::vector<std::string> ClusterJobs::columns() { return detail::column_names(kClusterColumns); }
 
 std::int64_t ClusterJobs::add(const ClusterJobRow& job) {
   sqlite3* db = store_.connection();

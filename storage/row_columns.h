@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "storage/sqlite_statement.h"
 
@@ -52,6 +53,14 @@ std::string select_columns(const RowColumn<Row> (&columns)[N], const char* table
   std::string sql = "SELECT ";
   for (std::size_t i = 0; i < N; ++i) sql += (i > 0 ? ", " : "") + std::string(columns[i].name);
   return sql + " FROM " + table;
+}
+
+// The columns' names, in order (for the tests that hold a list to the schema).
+template <typename Row, std::size_t N>
+std::vector<std::string> column_names(const RowColumn<Row> (&columns)[N]) {
+  std::vector<std::string> names;
+  for (const RowColumn<Row>& column : columns) names.emplace_back(column.name);
+  return names;
 }
 
 // The current row of a SELECT made by select_columns.

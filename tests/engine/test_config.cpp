@@ -2,12 +2,17 @@
 // sees for a missing file, a syntax error, an unknown key, a wrong type or a bad value.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
+#include <set>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
 #include "engine/config/run_config.h"
+#include "engine/config/train_keys.h"
+#include "engine/machine/device.h"
 #include "tests/support.h"
 
 namespace tfw {
@@ -213,6 +218,96 @@ TEST(Config, SetOverridesReplaceAndAddKeys) {
   EXPECT_NE(message.find("is not key=value"), std::string::npos) << message;
   message = usage_error([&] { model_config_load(test::plugins(), path, {"model.d.x=1"}); });
   EXPECT_NE(message.find("'model.d' is an integer, not a table"), std::string::npos) << message;
+}
+
+// [train]'s keys are declared once (engine/config/train_keys.h). A config that sets every key
+// away from its default writes back exactly the list's keys, and reads back to the same
+// config; each budget is written where it is the one set; and docs/configs.md documents
+// every key. A key added to the reading but not to the writing (or the docs) fails here.
+TEST(Config, EveryTrainKeyIsWrittenBackReadBackAndDocumented) {
+  // train.device = "cuda" and train.tf32 are refused where there is no GPU: the text alone is
+  // checked here, as in a process without LibTorch (engine/config/device_name.h).
+  device_check_install(nullptr);
+  struct Restore {
+    ~Restore() { device_check_install(&device_problem); }
+  } restore;
+  const std::string every = std::string(kTiny) + R"(
+[train]
+seed = 7
+batch_size = 3
+grad_accum = 2
+seq_len = 12
+lr = 0.002
+min_lr_ratio = 0.2
+warmup_steps = 5
+warmup_fraction = 0.05
+beta1 = 0.8
+beta2 = 0.9
+eps = 1e-7
+weight_decay = 0.01
+grad_clip = 0.5
+max_steps = 40
+schedule_steps = 50
+eval_every = 20
+eval_batches = 2
+checkpoint_every = 10
+keep_checkpoints = 2
+nan_policy = "skip"
+log_every = 4
+peak_flops = 1e12
+precision = "bf16"
+device = "cuda:1"
+tf32 = true
+[[train.growth]]
+at_step = 20
+method = "pattention_grow"
+to = { n_attn = 12 }
+[train.growth_repeat]
+every_steps = 10
+add_ffn = 4
+[train.mask.blocks]
+first = { attn = [0, 4] }
+[train.mask]
+use = ["first"]
+)";
+  const RunConfig config = run_config_load(test::plugins(), write_temp("every-key.toml", every));
+  const toml::table written = train_to_toml(config.train);
+  std::set<std::string> listed, keys;
+  for (const TrainKey& key : train_keys()) listed.insert(key.name);
+  for (const auto& [key, value] : written) keys.insert(std::string(key.str()));
+  keys.insert({"max_tokens", "max_flops"});  // one budget at a time: these two are checked below
+  EXPECT_EQ(keys, listed);
+  EXPECT_EQ(listed.size(), train_keys().size());  // no key listed twice
+
+  // Read back from what was written: the same config, byte for byte.
+  std::ostringstream again;
+  again << run_config_to_toml(config);
+  const RunConfig reread = run_config_load(test::plugins(), write_temp("every-key-again.toml", again.str()));
+  EXPECT_EQ(run_config_text(reread), run_config_text(config));
+  EXPECT_EQ(reread.train.seed, 7u);
+  EXPECT_EQ(reread.train.device.text(), "cuda:1");
+  EXPECT_EQ(reread.train.growth_repeat.add_ffn, 4);
+
+  // The two other budgets, each where it is the one set.
+  for (const std::string budget : {"max_tokens = 1e6", "max_flops = 1e12"}) {
+    const RunConfig other = run_config_load(test::plugins(), write_temp("budget.toml", std::string(kTiny) + "[train]\n" + budget + "\n"));
+    const toml::table t = train_to_toml(other.train);
+    EXPECT_TRUE(t.contains(budget.substr(0, budget.find(' ')))) << budget;
+    EXPECT_FALSE(t.contains("max_steps")) << budget;
+  }
+
+  // docs/configs.md's [train] section names each key.
+  std::ifstream docs(std::string(TFW_SOURCE_DIR) + "/docs/configs.md");
+  const std::string text((std::istreambuf_iterator<char>(docs)), std::istreambuf_iterator<char>());
+  const std::size_t begin = text.find("## `[train]`");
+  ASSERT_NE(begin, std::string::npos);
+  const std::string section = text.substr(begin, text.find("\n## ", begin + 1) - begin);
+  for (const TrainKey& key : train_keys()) {
+    const std::string name = key.name;
+    EXPECT_TRUE(section.find("`" + name + "`") != std::string::npos ||
+                section.find("train." + name + "]") != std::string::npos)
+        << "docs/configs.md does not document train." << name;
+  }
 }
 
 }  // namespace

@@ -48,11 +48,7 @@ std::optional<JobStatus> job_status_parse(std::string_view text) { return detail
 std::string job_status_choices() { return detail::status_choices(kJobNames); }
 bool status_final(JobStatus status) { return status != JobStatus::queued && status != JobStatus::running; }
 
-std::vector<std::string> JobQueue::columns() {
-  std::vector<std::string> names;
-  for (const auto& column : kJobColumns) names.emplace_back(column.name);
-  return names;
-}
+std::vector<std::string> JobQueue::columns() { return detail::column_names(kJobColumns); }
 
 std::int64_t JobQueue::create(const JobRow& job) {
   sqlite3* db = store_.connection();
