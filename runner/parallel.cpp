@@ -81,7 +81,7 @@ std::string ranks_report(std::vector<Process>& ranks, const std::vector<std::str
 
 }  // namespace
 
-RunOutcome run_train(const Registry& registry, const RunRequest& request, int nproc, const std::atomic<bool>* stop,
+RunOutcome run_parallel(const Registry& registry, const RunRequest& request, int nproc, const std::atomic<bool>* stop,
                      const RunHooks& hooks) {
   if (nproc < 1) {
     throw UsageError(with_hint(fmt::format("--nproc {}: expected 1 or more processes", nproc),

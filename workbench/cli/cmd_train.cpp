@@ -60,7 +60,7 @@ struct TrainArgs {
   std::string record_to, token_file;  // record to a service instead of the local store
 };
 
-void run_train(TrainArgs& args) {
+void train_command(TrainArgs& args) {
   runner::RunRequest& request = args.request;
   request.home = home_resolve(args.home);
   // Recording to a service: only rank 0 of a data-parallel world records.
@@ -107,7 +107,7 @@ void run_train(TrainArgs& args) {
   runner::RunOutcome outcome;
   {
     const StopSignals signals(on_stop_signal);
-    outcome = runner::run_train(registry(), request, args.nproc, &stop_requested, hooks);
+    outcome = runner::run_parallel(registry(), request, args.nproc, &stop_requested, hooks);
   }
   // Ranks other than 0 train quietly: rank 0 reports and records the run.
   if (outcome.rank != 0) {
@@ -212,7 +212,7 @@ void add_train_command(CLI::App& app) {
   command->add_option("--nproc", args->nproc,
                       "train over N processes on this machine (data parallel, Gloo; the threads are split between "
                       "them). On a cluster, launch one process per rank with srun or torchrun instead (docs/cluster.md)");
-  command->callback([args] { run_train(*args); });
+  command->callback([args] { train_command(*args); });
 }
 
 }  // namespace tfw::cli
