@@ -25,6 +25,7 @@ namespace tfw {
 
 namespace fs = std::filesystem;
 using experiment_files::merge_into;
+using experiment_files::keys_in_file_order;
 using experiment_files::read_with_extends;
 
 namespace {
@@ -119,15 +120,16 @@ std::vector<ComparisonSpec> comparisons_read(const toml::table& file, const Expe
   if (table == nullptr) return specs;
   std::set<std::string> variants;
   for (const ExperimentRun& run : experiment.runs) variants.insert(run.variant);
-  for (const auto& [key, node] : *table) {
+  for (const std::string& key : keys_in_file_order(*table)) {  // a comparison's order is the report's
+    const toml::node& node = *table->get(key);
     if (!node.is_table()) {
-      throw UsageError(fmt::format("{}: comparisons.{}: expected a table ([comparisons.{}])", config_where(node),
-                                   key.str(), key.str()));
+      throw UsageError(fmt::format("{}: comparisons.{}: expected a table ([comparisons.{}])", config_where(node), key,
+                                   key));
     }
     const toml::table& entry = *node.as_table();
-    ConfigTable check(entry, "comparisons." + std::string(key.str()));
+    ConfigTable check(entry, "comparisons." + key);
     ComparisonSpec spec;
-    spec.name = std::string(key.str());
+    spec.name = key;
     name_check(spec.name, "comparison name", path + ": comparisons");
     for (auto [side, out] : {std::pair{"a", &spec.a}, std::pair{"b", &spec.b}}) {
       *out = check.require_string(side);
@@ -153,10 +155,6 @@ std::vector<ComparisonSpec> comparisons_read(const toml::table& file, const Expe
     check.finish();
     specs.push_back(std::move(spec));
   }
-  // toml++ keeps keys sorted: restore file order.
-  std::stable_sort(specs.begin(), specs.end(), [&](const ComparisonSpec& x, const ComparisonSpec& y) {
-    return table->get(x.name)->source().begin.line < table->get(y.name)->source().begin.line;
-  });
   return specs;
 }
 
@@ -231,12 +229,13 @@ std::vector<std::string> entries_in_order(const toml::table& file, ConfigTable& 
   std::vector<std::string> names;
   const toml::table no_runs;
   const toml::table* runs_table = file["runs"].as_table() ? file["runs"].as_table() : &no_runs;
-  for (const auto& [key, node] : *runs_table) {
+  for (const std::string& key : keys_in_file_order(*runs_table)) {
+    const toml::node& node = *runs_table->get(key);
     if (!node.is_table()) {
-      throw UsageError(fmt::format("{}: runs.{}: expected a table ([runs.{}])", config_where(node), key.str(), key.str()));
+      throw UsageError(fmt::format("{}: runs.{}: expected a table ([runs.{}])", config_where(node), key, key));
     }
-    names.emplace_back(key.str());
-    runs.sub(key.str());  // marks it known
+    names.push_back(key);
+    runs.sub(key);  // marks it known
   }
   if (names.empty()) throw UsageError(with_hint(fmt::format("{}: no runs", where), "add at least one [runs.NAME] table"));
   // Each entry is at least one run: more entries than runs allowed is refused before ordering
@@ -246,11 +245,8 @@ std::vector<std::string> entries_in_order(const toml::table& file, ConfigTable& 
                                            where, names.size(), kMaxRuns),
                                "split the study into several experiment files"));
   }
-  // toml++ keeps keys sorted: restore file order, then put parents before their children.
+  // In file order (above); now parents before their children.
   const toml::table& tables = *runs_table;
-  std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
-    return tables.get(a)->source().begin.line < tables.get(b)->source().begin.line;
-  });
   std::vector<std::string> ordered;
   std::set<std::string> placed;
   while (ordered.size() < names.size()) {
@@ -507,21 +503,12 @@ Experiment experiment_load(const Registry& registry, const std::string& path) {
 
 Experiment experiment_parse(const Registry& registry, const toml::table& table, const std::string& name,
                             const std::string& base_dir) {
-  toml::table file = table;
-  if (const toml::node* extends = file["experiment"]["extends"].node()) {
-    // Resolved here as a file would resolve it: against base_dir; this table wins.
-    auto base_name = extends->value<std::string>();
-    if (!base_name) throw UsageError(fmt::format("{}: experiment.extends: expected a file name (string)", name));
-    const std::string base_path = (fs::path(base_dir) / *base_name).string();
-    if (!fs::exists(base_path)) {
-      throw UsageError(with_hint(fmt::format("{}: experiment.extends: '{}' not found", name, base_path),
-                                 "paths are relative to the experiment's folder"));
-    }
-    toml::table base = experiment_merge(base_path);
-    if (toml::table* header = base["experiment"].as_table()) header->erase("name");
+  if (const toml::node* extends = table["experiment"]["extends"].node()) {
+    // Resolved here as a file would resolve it, against base_dir; this table wins.
+    std::set<std::string> seen;
+    toml::table file = experiment_files::extends_base(*extends, base_dir, name, "the experiment's folder", seen);
     // A copy has no source positions: the table's own runs come first, then the base's.
-    merge_into(base, toml::table(table));
-    file = std::move(base);
+    merge_into(file, toml::table(table));
     Source source{name, base_dir, [&file] { return file; }};
     return experiment_build(registry, file, source);
   }

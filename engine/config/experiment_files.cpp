@@ -2,6 +2,7 @@
 // extends and run configs inlined, runs in file order.
 #include "engine/config/experiment_files.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <utility>
@@ -30,6 +31,29 @@ void merge_into(toml::table& into, toml::table&& from) {
   }
 }
 
+std::vector<std::string> keys_in_file_order(const toml::table& table) {
+  std::vector<std::string> keys;
+  for (const auto& [key, node] : table) keys.emplace_back(key.str());
+  std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
+    return table.get(a)->source().begin.line < table.get(b)->source().begin.line;
+  });
+  return keys;
+}
+
+toml::table extends_base(const toml::node& extends, const std::string& base_dir, const std::string& where,
+                         const std::string& relative_to, std::set<std::string>& seen) {
+  auto base_name = extends.value<std::string>();
+  if (!base_name) throw UsageError(fmt::format("{}: experiment.extends: expected a file name (string)", where));
+  const std::string base_path = (fs::path(base_dir) / *base_name).string();
+  if (!fs::exists(base_path)) {
+    throw UsageError(with_hint(fmt::format("{}: experiment.extends: '{}' not found", where, base_path),
+                               "paths are relative to " + relative_to));
+  }
+  toml::table base = read_with_extends(base_path, seen);
+  if (toml::table* experiment = base["experiment"].as_table()) experiment->erase("name");  // the name is the extender's
+  return base;
+}
+
 // The experiment file with its `extends` chain applied (the extending file wins).
 toml::table read_with_extends(const std::string& path, std::set<std::string>& seen) {
   const std::string canonical = fs::weakly_canonical(path).string();
@@ -38,17 +62,8 @@ toml::table read_with_extends(const std::string& path, std::set<std::string>& se
   toml::table table = config_read_file(path);
   const toml::node* extends = table["experiment"]["extends"].node();
   if (extends == nullptr) return table;
-  auto base_name = extends->value<std::string>();
-  if (!base_name) {
-    throw UsageError(fmt::format("{}: experiment.extends: expected a file name (string)", config_where(*extends)));
-  }
-  const std::string base_path = (fs::path(path).parent_path() / *base_name).string();
-  if (!fs::exists(base_path)) {
-    throw UsageError(with_hint(fmt::format("{}: experiment.extends: '{}' not found", config_where(*extends), base_path),
-                               "paths are relative to the extending file"));
-  }
-  toml::table base = read_with_extends(base_path, seen);
-  if (toml::table* experiment = base["experiment"].as_table()) experiment->erase("name");  // the name is the extender's
+  toml::table base =
+      extends_base(*extends, fs::path(path).parent_path().string(), config_where(*extends), "the extending file", seen);
   merge_into(base, std::move(table));
   return base;
 }
@@ -56,6 +71,7 @@ toml::table read_with_extends(const std::string& path, std::set<std::string>& se
 }  // namespace experiment_files
 
 using experiment_files::merge_into;
+using experiment_files::keys_in_file_order;
 using experiment_files::read_with_extends;
 
 std::string experiment_self_contained(const std::string& path) {
@@ -67,11 +83,11 @@ std::string experiment_self_contained(const std::string& path) {
   } else {
     file.insert("experiment", toml::table{{"name", fs::path(path).stem().string()}});
   }
-  // Runs in file order (toml++ keeps tables sorted by key; the order says what runs first).
-  std::vector<std::pair<std::uint32_t, std::string>> order;
+  // Runs in file order (keys_in_file_order).
+  std::vector<std::string> order;
   if (toml::table* runs = file["runs"].as_table()) {
+    order = keys_in_file_order(*runs);
     for (auto&& [name, node] : *runs) {
-      order.emplace_back(node.source().begin.line, std::string(name.str()));
       toml::table* run = node.as_table();
       if (run == nullptr) continue;
       auto config = (*run)["config"].value<std::string>();
@@ -89,13 +105,12 @@ std::string experiment_self_contained(const std::string& path) {
       *run = std::move(merged);
     }
   }
-  std::sort(order.begin(), order.end());
   toml::table runs;
   if (toml::node* node = file.get("runs"); node && node->is_table()) runs = std::move(*node->as_table());
   file.erase("runs");
   std::ostringstream out;
   out << file << "\n";
-  for (const auto& [line, name] : order) {
+  for (const std::string& name : order) {
     toml::table one;
     toml::table wrapper;
     runs.get(name)->visit([&](auto&& value) { one.insert(name, std::move(value)); });
