@@ -43,11 +43,17 @@ struct DeviceProblem {
   std::string message, hint;
 };
 
-// The check a config's device passes when it is read. Without LibTorch in the process it is
-// the text alone: "cpu", "cuda" or "cuda:N". libtfw_engine installs device_problem()
-// (engine/machine/device.h) as it loads, which also asks this LibTorch and machine whether
-// they have the device; every process that reads a model's config has it, since the model
-// families' plugins link it.
+// The one rule for a device's text: nothing when device_name_parse reads it, else what is wrong.
+inline std::optional<DeviceProblem> device_name_problem(const std::string& text) {
+  if (device_name_parse(text)) return std::nullopt;
+  return DeviceProblem{"\"" + text + "\" is not a device", "use \"cpu\", \"cuda\" or \"cuda:N\""};
+}
+
+// The check a config's device passes when it is read: the text (device_name_problem), then,
+// where LibTorch is in the process, the machine. libtfw_engine installs device_problem()
+// (engine/machine/device.h) as it loads, which asks this LibTorch and machine whether they have
+// the device; every process that reads a model's config has it, since the model families'
+// plugins link it. A device that passes is one device_name_parse reads.
 using DeviceCheck = std::optional<DeviceProblem> (*)(const std::string& name);
 void device_check_install(DeviceCheck check);
 std::optional<DeviceProblem> device_check(const std::string& name);

@@ -27,9 +27,9 @@ std::atomic<DeviceCheck> installed_device_check{nullptr};
 void device_check_install(DeviceCheck check) { installed_device_check.store(check); }
 
 std::optional<DeviceProblem> device_check(const std::string& name) {
+  if (std::optional<DeviceProblem> problem = device_name_problem(name)) return problem;
   if (const DeviceCheck check = installed_device_check.load()) return check(name);
-  if (device_name_parse(name)) return std::nullopt;
-  return DeviceProblem{fmt::format("\"{}\" is not a device", name), "use \"cpu\", \"cuda\" or \"cuda:N\""};
+  return std::nullopt;
 }
 
 std::string mask_label(const std::vector<std::string>& use) { return fmt::format("{}", fmt::join(use, "+")); }

@@ -21,10 +21,9 @@ void cuda_set_tf32(bool allowed) {
 }
 
 std::optional<DeviceProblem> device_problem(const std::string& name) {
-  if (name == "cpu") return std::nullopt;
-  const bool cuda = name == "cuda" || (name.rfind("cuda:", 0) == 0 && name.size() > 5 &&
-                                       name.find_first_not_of("0123456789", 5) == std::string::npos);
-  if (!cuda) return DeviceProblem{fmt::format("\"{}\" is not a device", name), "use \"cpu\", \"cuda\" or \"cuda:N\""};
+  const std::optional<DeviceName> parsed = device_name_parse(name);
+  if (!parsed) return device_name_problem(name);
+  if (!parsed->is_cuda()) return std::nullopt;
   if (!torch_has_cuda()) {
     return DeviceProblem{
         fmt::format("\"{}\" asks for CUDA, but this tfw was built against a LibTorch without CUDA ({})", name,
@@ -37,9 +36,8 @@ std::optional<DeviceProblem> device_problem(const std::string& name) {
                                      name, torch_version(), torch_cuda_version()),
                          "set train.device = \"cpu\", or run on a machine with an NVIDIA GPU and its driver"};
   }
-  const torch::Device device(name);
   const auto count = static_cast<int>(torch::cuda::device_count());
-  if (device.has_index() && device.index() >= count) {
+  if (parsed->index >= count) {
     return DeviceProblem{fmt::format("\"{}\", but this machine has {} CUDA device{}", name, count,
                                      count == 1 ? "" : "s"),
                          fmt::format("use cuda:0 to cuda:{}", count - 1)};

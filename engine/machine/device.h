@@ -19,7 +19,7 @@ namespace tfw {
 bool cuda_available();
 
 // What is wrong with train.device = `name` on this LibTorch and machine: not "cpu", "cuda"
-// or "cuda:N"; CUDA on a LibTorch without it (the message names the LibTorch); a device N
+// or "cuda:N" (device_name_problem); CUDA on a LibTorch without it (the message names the LibTorch); a device N
 // that does not exist. The config parser reports it at the key, before it keeps the text as a
 // DeviceName (engine/config/device_name.h); device_resolve() throws it.
 std::optional<DeviceProblem> device_problem(const std::string& name);

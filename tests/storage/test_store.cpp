@@ -17,6 +17,7 @@
 
 #include "storage/run_columns.h"
 #include "storage/store.h"
+#include "tests/schema_columns.h"
 #include "tests/scratch.h"
 
 namespace tfw {
@@ -221,16 +222,8 @@ TEST(StoreRuns, FiltersSortsAndFindsByIdOrName) {
 TEST(StoreRuns, TheOneListOfColumnsIsTheSchemasAndEveryFieldRoundTrips) {
   const std::string path = fresh_store("columns");
   auto store = Store::open(path);
-  std::vector<std::string> schema;
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* s = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA table_info(runs)", -1, &s, nullptr), SQLITE_OK);
-    while (sqlite3_step(s) == SQLITE_ROW) schema.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 1)));
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-  }
+  const std::vector<std::string> schema = test::schema_columns(path, "runs");
+  ASSERT_FALSE(schema.empty());
   std::vector<std::string> listed = {"id", "experiment_id"};
   for (const detail::RunColumn& column : detail::kRunColumns) listed.emplace_back(column.name);
   EXPECT_EQ(schema, listed);
