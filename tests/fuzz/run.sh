@@ -24,7 +24,7 @@ sources_of() {
     tokenizer_json) echo "engine/core/json_bounded.cpp engine/data/gpt2_tokenizer.cpp engine/data/byte_level_bpe.cpp engine/data/tokenizer.cpp engine/core/error.cpp engine/core/home.cpp engine/core/files.cpp engine/plugin/executable_dir.cpp" ;;
     service_message) echo "workbench/service/protocol.cpp engine/core/json_depth.cpp engine/core/error.cpp" ;;
     neox_config) echo "engine/interop/neox_config.cpp engine/core/json_bounded.cpp engine/core/error.cpp" ;;
-    torch_pickle) echo "engine/interop/torch_pickle.cpp engine/interop/zip_directory.cpp engine/core/error.cpp" ;;
+    torch_pickle) echo "engine/interop/torch_pickle.cpp engine/interop/torch_pickle_interpreter.cpp engine/interop/zip_directory.cpp engine/core/error.cpp" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
   esac
 }
