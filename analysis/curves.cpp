@@ -11,9 +11,10 @@
 namespace tfw::analysis {
 
 std::vector<CurvePoint> curve_clean(std::vector<CurvePoint> curve) {
-  curve.erase(std::remove_if(curve.begin(), curve.end(),
-                             [](const CurvePoint& p) { return !(p.x > 0) || !std::isfinite(p.x) || !std::isfinite(p.y); }),
-              curve.end());
+  curve.erase(
+      std::remove_if(curve.begin(), curve.end(),
+                     [](const CurvePoint& p) { return !(p.x > 0) || !std::isfinite(p.x) || !std::isfinite(p.y); }),
+      curve.end());
   std::stable_sort(curve.begin(), curve.end(), [](const CurvePoint& a, const CurvePoint& b) { return a.x < b.x; });
   return curve;
 }
@@ -22,8 +23,8 @@ double value_at(const std::vector<CurvePoint>& raw, double x) {
   const std::vector<CurvePoint> curve = curve_clean(raw);
   if (curve.empty()) throw UsageError("the curve has no evaluations");
   if (!(x >= curve.front().x && x <= curve.back().x)) {
-    throw UsageError(with_hint(fmt::format("the budget {:.4g} lies outside the curve, which spans {:.4g} to {:.4g}",
-                                           x, curve.front().x, curve.back().x),
+    throw UsageError(with_hint(fmt::format("the budget {:.4g} lies outside the curve, which spans {:.4g} to {:.4g}", x,
+                                           curve.front().x, curve.back().x),
                                "choose a budget inside every compared run's curve: curves are not extrapolated"));
   }
   // The last point at or before x, and the first after it.

@@ -21,11 +21,11 @@ struct ScalingLaw {
 
 struct ScalingFit {
   ScalingLaw law;
-  std::size_t points = 0;         // runs used
-  std::size_t distinct = 0;       // distinct (N, D) pairs among them
-  double objective = 0;           // the summed Huber loss at the optimum
-  double rms_log_error = 0;       // sqrt(mean (log L_pred - log L)^2): ~ the relative error
-  double max_relative_error = 0;  // max |L_pred / L - 1|
+  std::size_t points = 0;                             // runs used
+  std::size_t distinct = 0;                           // distinct (N, D) pairs among them
+  double objective = 0;                               // the summed Huber loss at the optimum
+  double rms_log_error = 0;                           // sqrt(mean (log L_pred - log L)^2): ~ the relative error
+  double max_relative_error = 0;                      // max |L_pred / L - 1|
   double n_min = 0, n_max = 0, d_min = 0, d_max = 0;  // the range of the points: beyond it, extrapolation
   bool covers(double n, double d) const { return n >= n_min && n <= n_max && d >= d_min && d <= d_max; }
 };

@@ -94,8 +94,8 @@ MeanInterval mean_interval(const std::vector<double>& values, double level) {
   double squares = 0;
   for (double v : values) squares += (v - m.mean) * (v - m.mean);
   m.sd = std::sqrt(squares / static_cast<double>(m.n - 1));
-  m.half_width = student_t_quantile((1 + level) / 2, static_cast<double>(m.n - 1)) * m.sd /
-                 std::sqrt(static_cast<double>(m.n));
+  m.half_width =
+      student_t_quantile((1 + level) / 2, static_cast<double>(m.n - 1)) * m.sd / std::sqrt(static_cast<double>(m.n));
   m.low = m.mean - m.half_width;
   m.high = m.mean + m.half_width;
   return m;
@@ -103,8 +103,8 @@ MeanInterval mean_interval(const std::vector<double>& values, double level) {
 
 PairedDifference paired_difference(const std::vector<double>& a, const std::vector<double>& b, double level) {
   if (a.size() != b.size()) {
-    throw UsageError(fmt::format("a paired difference needs as many values on each side: {} against {}", a.size(),
-                                 b.size()));
+    throw UsageError(
+        fmt::format("a paired difference needs as many values on each side: {} against {}", a.size(), b.size()));
   }
   if (a.empty()) throw UsageError("a paired difference of no pairs: both groups are empty");
   PairedDifference result;

@@ -14,11 +14,15 @@
 int main(int argc, char** argv) {
   int threads = 0, repeats = 21;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
+      repeats = std::atoi(argv[++i]);
   }
   tfw::runtime_init(threads);
-  struct Shape { std::int64_t B, H, T, dh; };
+  struct Shape {
+    std::int64_t B, H, T, dh;
+  };
   const std::vector<Shape> shapes = {{16, 4, 128, 32}, {8, 4, 256, 32}, {4, 8, 512, 64}, {2, 12, 1024, 64}};
   std::cout << fmt::format("causal attention forward+backward, float32, {} threads, median of {} interleaved\n",
                            torch::get_num_threads(), repeats);

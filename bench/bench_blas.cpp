@@ -52,8 +52,10 @@ double run(Sgemm sgemm, const std::vector<Product>& products, int heads, std::ve
 int main(int argc, char** argv) {
   int repeats = 51, threads = 0;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
+      repeats = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
   }
   tfw::runtime_init(threads);  // loads libtorch_cpu and sets torch's (and OpenMP's) threads
   const int T = 128, dh = 32, heads = 16 * 4;
@@ -89,8 +91,10 @@ int main(int argc, char** argv) {
   double flops = 0;
   for (const Product& p : products) flops += 2.0 * p.m * p.n * p.k;
   flops *= heads;
-  std::printf("attention products of one step (B16 H4 T128 dh32, %d heads x %zu sgemm), %d OpenMP threads, median of %d "
-              "interleaved\n", heads, products.size(), omp_get_max_threads(), repeats);
+  std::printf(
+      "attention products of one step (B16 H4 T128 dh32, %d heads x %zu sgemm), %d OpenMP threads, median of %d "
+      "interleaved\n",
+      heads, products.size(), omp_get_max_threads(), repeats);
   double first = 0;
   for (std::size_t i = 0; i < blas.size(); ++i) {
     std::sort(times[i].begin(), times[i].end());

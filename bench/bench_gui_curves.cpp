@@ -48,10 +48,10 @@ std::string fill(int runs, long points) {
 void render(const std::string& home, int runs, int frames, bool zoom = false) {
   std::string select;
   for (int r = 1; r <= runs; ++r) select += (r > 1 ? "," : "") + std::to_string(r);
-  const std::string command =
-      fmt::format("xvfb-run -a -s '-screen 0 1600x1000x24' {}/tfw gui --home {} --view curves --select {} --size 1440 "
-                  "--bench-frames {}{}",
-                  tfw::executable_dir() + "/..", home, select, frames, zoom ? " --bench-zoom" : "");
+  const std::string command = fmt::format(
+      "xvfb-run -a -s '-screen 0 1600x1000x24' {}/tfw gui --home {} --view curves --select {} --size 1440 "
+      "--bench-frames {}{}",
+      tfw::executable_dir() + "/..", home, select, frames, zoom ? " --bench-zoom" : "");
   if (std::system(command.c_str()) != 0) fmt::print(stderr, "failed: {}\n", command);
 }
 
@@ -62,9 +62,12 @@ int main(int argc, char** argv) {
   long points = 100000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--runs") runs = std::atoi(argv[i + 1]);
-    else if (flag == "--points") points = std::atol(argv[i + 1]);
-    else if (flag == "--frames") frames = std::atoi(argv[i + 1]);
+    if (flag == "--runs")
+      runs = std::atoi(argv[i + 1]);
+    else if (flag == "--points")
+      points = std::atol(argv[i + 1]);
+    else if (flag == "--frames")
+      frames = std::atoi(argv[i + 1]);
   }
   const std::string small = fill(runs, std::max(1L, points / 100)), large = fill(runs, points);
   fmt::print("curves view, {} runs, 1440x900, Xvfb; {} frames each, median / p95 / max:\n", runs, frames);

@@ -64,16 +64,18 @@ int cuda_part(bool quick, const std::string& precisions) {
   }
   const torch::Device device(torch::kCUDA, 0);
   const std::int64_t rows = 8192;
-  const std::vector<std::int64_t> widths = quick ? std::vector<std::int64_t>{768} : std::vector<std::int64_t>{768, 1024, 2048};
+  const std::vector<std::int64_t> widths =
+      quick ? std::vector<std::int64_t>{768} : std::vector<std::int64_t>{768, 1024, 2048};
   const std::vector<std::int64_t> tokens =
       quick ? std::vector<std::int64_t>{768, 4096} : std::vector<std::int64_t>{768, 2048, 4096, 8192};
   const int repeats = 15, steps = 5;
   std::vector<tfw::Precision> runs;
   if (precisions == "fp32" || precisions == "both") runs.push_back(tfw::Precision::fp32);
   if (precisions != "fp32") runs.push_back(tfw::Precision::bf16);
-  std::cout << fmt::format("Pattention (l2_gelu) vs MLP d->n->d on {}, forward+backward, T·B = {}, LibTorch {}; "
-                           "median of {} interleaved repetitions of {} steps\n",
-                           tfw::compute_device_name("cuda"), rows, tfw::torch_version(), repeats, steps);
+  std::cout << fmt::format(
+      "Pattention (l2_gelu) vs MLP d->n->d on {}, forward+backward, T·B = {}, LibTorch {}; "
+      "median of {} interleaved repetitions of {} steps\n",
+      tfw::compute_device_name("cuda"), rows, tfw::torch_version(), repeats, steps);
   std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>11} {:>9}\n", "prec", "d", "n",
                            "fused ms", "mlp ms", "comp ms", "fused/mlp", "comp/mlp", "fused TF/s", "agree");
   for (tfw::Precision precision : runs) {
@@ -123,9 +125,10 @@ int cuda_part(bool quick, const std::string& precisions) {
           agree = (a - b).abs().max().item<double>() / b.abs().max().item<double>();
         }
         const double flops = 3.0 * 4.0 * rows * n * d;  // forward 4·T·n·d, backward 2x
-        std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10.3f} {:>10.3f} {:>10.3f} {:>9.3f} {:>8.3f} {:>11.1f} {:>9.1e}\n",
-                                 tfw::precision_name(precision), d, n, 1e3 * t[0], 1e3 * t[1], 1e3 * t[2],
-                                 t[0] / t[1], t[2] / t[1], flops / t[0] / 1e12, agree);
+        std::cout << fmt::format(
+            "{:>5} {:>5} {:>5} {:>10.3f} {:>10.3f} {:>10.3f} {:>9.3f} {:>8.3f} {:>11.1f} {:>9.1e}\n",
+            tfw::precision_name(precision), d, n, 1e3 * t[0], 1e3 * t[1], 1e3 * t[2], t[0] / t[1], t[2] / t[1],
+            flops / t[0] / 1e12, agree);
       }
     }
   }
@@ -139,10 +142,14 @@ int main(int argc, char** argv) {
   int threads = 0;
   std::string precisions = "both", device = "cpu";
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc) precisions = argv[++i];
-    else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
+    if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--precision") && i + 1 < argc)
+      precisions = argv[++i];
+    else if (!std::strcmp(argv[i], "--device") && i + 1 < argc)
+      device = argv[++i];
   }
   tfw::runtime_init(threads);
   if (device == "cuda") return cuda_part(quick, precisions);
@@ -153,17 +160,18 @@ int main(int argc, char** argv) {
   using tfw::PattentionImplementation;
   const std::int64_t rows = 4096;
   std::vector<std::int64_t> widths = quick ? std::vector<std::int64_t>{256} : std::vector<std::int64_t>{256, 512, 1024};
-  std::vector<std::int64_t> tokens = quick ? std::vector<std::int64_t>{256, 1024}
-                                           : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096};
+  std::vector<std::int64_t> tokens =
+      quick ? std::vector<std::int64_t>{256, 1024} : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096};
   const int repeats = quick ? 3 : 5;
   std::vector<tfw::Precision> runs;
   if (precisions != "bf16") runs.push_back(tfw::Precision::fp32);
   if (precisions != "fp32") runs.push_back(tfw::Precision::bf16);
 
-  std::cout << fmt::format("1. Pattention (l2_gelu) vs MLP d->n->d, forward+backward, T·B = {}, {} threads, LibTorch {}, "
-                           "fused float32 kernels: {}; median of {} interleaved steps\n",
-                           rows, torch::get_num_threads(), tfw::torch_version(),
-                           tfw::pattention_fused_vectorised() ? "AVX2" : "scalar", repeats);
+  std::cout << fmt::format(
+      "1. Pattention (l2_gelu) vs MLP d->n->d, forward+backward, T·B = {}, {} threads, LibTorch {}, "
+      "fused float32 kernels: {}; median of {} interleaved steps\n",
+      rows, torch::get_num_threads(), tfw::torch_version(), tfw::pattention_fused_vectorised() ? "AVX2" : "scalar",
+      repeats);
   std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>10}\n", "prec", "d", "n", "fused ms",
                            "mlp ms", "ref ms", "fused/mlp", "ref/mlp", "fused GF/s");
   for (tfw::Precision precision : runs) {
@@ -196,15 +204,17 @@ int main(int argc, char** argv) {
         std::vector<double> t = tfw::bench::interleaved({fused_step, mlp_step, reference_step}, repeats);
         const double flops = 3.0 * 4.0 * rows * n * d;  // forward 4·T·n·d, backward 2x
         std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.3f} {:>8.3f} {:>10.1f}\n",
-                                 tfw::precision_name(precision), d, n, 1e3 * t[0], 1e3 * t[1], 1e3 * t[2],
-                                 t[0] / t[1], t[2] / t[1], flops / t[0] / 1e9);
+                                 tfw::precision_name(precision), d, n, 1e3 * t[0], 1e3 * t[1], 1e3 * t[2], t[0] / t[1],
+                                 t[2] / t[1], flops / t[0] / 1e9);
       }
     }
   }
 
-  std::cout << fmt::format("\n2. l2_gelu row norm, float32, forward only, T·B = {}: one pass over S = X·Kᵀ against "
-                           "rowsum((X·G) ⊙ X) with G = KᵀK (both after S is computed; the Gram route adds its own "
-                           "products)\n", rows);
+  std::cout << fmt::format(
+      "\n2. l2_gelu row norm, float32, forward only, T·B = {}: one pass over S = X·Kᵀ against "
+      "rowsum((X·G) ⊙ X) with G = KᵀK (both after S is computed; the Gram route adds its own "
+      "products)\n",
+      rows);
   std::cout << fmt::format("{:>5} {:>5} {:>12} {:>12} {:>8}\n", "d", "n", "from S ms", "Gram ms", "Gram/S");
   for (std::int64_t d : widths) {
     for (std::int64_t n : tokens) {
@@ -249,10 +259,11 @@ int main(int argc, char** argv) {
       reference.push_back(peak_mib([&] { one_step(PattentionImplementation::reference); }));
     }
     const double f = tfw::bench::median(fused), ref = tfw::bench::median(reference);
-    std::cout << fmt::format("\n3. Peak resident memory of one forward+backward, d {} n {} T {} float32 (one (T, n) "
-                             "matrix is {:.0f} MiB), median of 3: fused {:.1f} MiB, reference {:.1f} MiB, "
-                             "fused/reference {:.2f}\n",
-                             d, n, T, static_cast<double>(T * n * 4) / (1 << 20), f, ref, f / ref);
+    std::cout << fmt::format(
+        "\n3. Peak resident memory of one forward+backward, d {} n {} T {} float32 (one (T, n) "
+        "matrix is {:.0f} MiB), median of 3: fused {:.1f} MiB, reference {:.1f} MiB, "
+        "fused/reference {:.2f}\n",
+        d, n, T, static_cast<double>(T * n * 4) / (1 << 20), f, ref, f / ref);
   }
   return 0;
 }

@@ -38,8 +38,7 @@ Figures measure(int clients, int points, double rate) {
   record.name = "live";
   record.family = "tokenformer";
   const std::int64_t run = store->run_create(record);
-  tfw::service::ServeProcess server(tfw::executable_dir() + "/../tfw",
-                                 {"--listen", "127.0.0.1:0", "--home", home});
+  tfw::service::ServeProcess server(tfw::executable_dir() + "/../tfw", {"--listen", "127.0.0.1:0", "--home", home});
   std::vector<std::unique_ptr<tfw::service::Client>> subscribers;
   for (int i = 0; i < clients; ++i) {
     subscribers.push_back(std::make_unique<tfw::service::Client>(server.address()));
@@ -92,9 +91,12 @@ int main(int argc, char** argv) {
   double rate = 200;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--clients") clients = std::atoi(argv[i + 1]);
-    else if (flag == "--points") points = std::atoi(argv[i + 1]);
-    else if (flag == "--rate") rate = std::atof(argv[i + 1]);
+    if (flag == "--clients")
+      clients = std::atoi(argv[i + 1]);
+    else if (flag == "--points")
+      points = std::atoi(argv[i + 1]);
+    else if (flag == "--rate")
+      rate = std::atof(argv[i + 1]);
   }
   fmt::print("delivery latency, point pushed -> subscriber has it; {} points at {:g}/s\n", points, rate);
   for (int n : {1, clients}) {

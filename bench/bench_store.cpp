@@ -18,8 +18,10 @@ int main(int argc, char** argv) {
   std::int64_t points = 1000000;
   int steps = 30;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--points") && i + 1 < argc) points = std::atoll(argv[++i]);
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--points") && i + 1 < argc)
+      points = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
+      steps = std::atoi(argv[++i]);
   }
   tfw::runtime_init();
   const std::string dir = (std::filesystem::temp_directory_path() / "tfw-bench-store").string();
@@ -64,9 +66,10 @@ int main(int argc, char** argv) {
   };
   std::vector<double> t = tfw::bench::interleaved({train_step, recorded_step}, steps);
   writer.flush();
-  std::cout << fmt::format("training step: {:.2f} ms plain, {:.2f} ms with 10 metrics recorded: overhead {:+.3f}% "
-                           "(median of {} interleaved steps)\n",
-                           1e3 * t[0], 1e3 * t[1], 100.0 * (t[1] - t[0]) / t[0], steps);
+  std::cout << fmt::format(
+      "training step: {:.2f} ms plain, {:.2f} ms with 10 metrics recorded: overhead {:+.3f}% "
+      "(median of {} interleaved steps)\n",
+      1e3 * t[0], 1e3 * t[1], 100.0 * (t[1] - t[0]) / t[0], steps);
   // The cost on the training thread itself is the push: time 10 pushes directly.
   const int rounds = 20000;
   double push_seconds = tfw::bench::seconds_of([&] {

@@ -27,13 +27,20 @@ int main(int argc, char** argv) {
   std::string profile;
   bool compare_attention = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--plugins") && i + 1 < argc) plugin_dir = argv[++i];
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--profile") && i + 1 < argc) profile = argv[++i];
-    else if (!std::strcmp(argv[i], "--compare-attention")) compare_attention = true;
-    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) batch = std::atoll(argv[++i]);
-    else configs.push_back(argv[i]);
+    if (!std::strcmp(argv[i], "--plugins") && i + 1 < argc)
+      plugin_dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
+      steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--profile") && i + 1 < argc)
+      profile = argv[++i];
+    else if (!std::strcmp(argv[i], "--compare-attention"))
+      compare_attention = true;
+    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc)
+      batch = std::atoll(argv[++i]);
+    else
+      configs.push_back(argv[i]);
   }
   if (configs.empty()) {
     configs = {"experiments/mini/bench-tokenformer.toml", "experiments/mini/bench-transformer.toml"};
@@ -86,8 +93,8 @@ int main(int argc, char** argv) {
       const auto& spec = *cases[i].config.spec;
       double tokens = static_cast<double>(batch * spec.shape().seq_len);
       const std::string label = cases[i].config.name + (cases[i].manual_attention ? " (manual attn)" : "");
-      std::cout << fmt::format("  {:<38} {:>12} params  {:>9.0f} tokens/s  ({:.3f} s/step, x{:.2f} of first)\n",
-                               label, spec.parameter_count(), tokens / t[i], t[i], t[i] / t[0]);
+      std::cout << fmt::format("  {:<38} {:>12} params  {:>9.0f} tokens/s  ({:.3f} s/step, x{:.2f} of first)\n", label,
+                               spec.parameter_count(), tokens / t[i], t[i], t[i] / t[0]);
     }
   } catch (const std::exception& e) {
     std::cerr << "bench_train_step: " << e.what() << "\n";

@@ -23,16 +23,16 @@ std::vector<const ExperimentRun*> batch_select(const Experiment& experiment, con
 // Where a running run is, read from the store while the batch waits.
 struct RunProgress {
   std::string name;
-  std::string phase;              // growing, starting, preparing (no step yet) or training
+  std::string phase;  // growing, starting, preparing (no step yet) or training
   std::int64_t step = 0, total_steps = 0;
   double loss = 0, tokens_per_second = 0;
-  double eta_seconds = -1;        // -1: not known yet
+  double eta_seconds = -1;  // -1: not known yet
 };
 
 struct BatchOptions {
-  std::string home;                          // TFW_HOME (resolved)
-  const std::atomic<bool>* stop = nullptr;   // set: the running runs checkpoint and stop; the batch returns
-  std::function<void(const std::string&)> on_message;               // a line per event (started, finished, ...)
+  std::string home;                                    // TFW_HOME (resolved)
+  const std::atomic<bool>* stop = nullptr;             // set: the running runs checkpoint and stop; the batch returns
+  std::function<void(const std::string&)> on_message;  // a line per event (started, finished, ...)
   std::function<void(const std::vector<RunProgress>&)> on_progress;  // the running runs, every poll
   // Return once every run that can be is submitted, without waiting for them (a cluster
   // back-end that schedules dependencies runs them on its own).
@@ -44,12 +44,12 @@ struct BatchOptions {
 
 struct BatchResult {
   std::size_t runs = 0, finished = 0, failed = 0, blocked = 0, stopped = 0;
-  bool interrupted = false;                  // the stop flag was set
-  std::string work_dir;                      // TFW_HOME/experiments/NAME: generated configs and logs
-  std::vector<std::string> contended;        // notes on runs whose times other processes disturbed
-  std::string summary;                       // "experiment E: 2 of 3 runs finished, 1 failed, 0 blocked ..."
-  std::vector<std::string> submitted;        // runs submitted (or taken over) by this batch
-  bool detached = false;                     // returned after submitting (BatchOptions::detach)
+  bool interrupted = false;            // the stop flag was set
+  std::string work_dir;                // TFW_HOME/experiments/NAME: generated configs and logs
+  std::vector<std::string> contended;  // notes on runs whose times other processes disturbed
+  std::string summary;                 // "experiment E: 2 of 3 runs finished, 1 failed, 0 blocked ..."
+  std::vector<std::string> submitted;  // runs submitted (or taken over) by this batch
+  bool detached = false;               // returned after submitting (BatchOptions::detach)
 };
 
 // Executes `runs` (from batch_select) through `executor`. Throws UsageError before anything

@@ -26,7 +26,8 @@ std::string option_text(const toml::node& node) {
 // on the run's folder (its newest checkpoint, the final one once it has trained).
 std::vector<PlannedStep> eval_steps(const Experiment& experiment, const ExperimentRun& run, const std::string& home) {
   const ExperimentEval& eval = experiment.eval;
-  std::vector<std::pair<std::optional<std::vector<std::string>>, std::vector<std::string>>> groups;  // blocks -> corpora
+  std::vector<std::pair<std::optional<std::vector<std::string>>, std::vector<std::string>>>
+      groups;  // blocks -> corpora
   for (const std::string& corpus : eval.corpora) {
     const std::optional<std::vector<std::string>> blocks = batch_eval_blocks(eval, run, corpus);
     auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == blocks; });
@@ -38,7 +39,9 @@ std::vector<PlannedStep> eval_steps(const Experiment& experiment, const Experime
     std::vector<std::string> step = {"eval", run_dir_of(home, experiment.name, run.name)};
     for (const std::string& corpus : corpora) step.insert(step.end(), {"--corpus", corpus});
     if (eval.cloze > 0) step.insert(step.end(), {"--cloze", "--cloze-passages", std::to_string(eval.cloze)});
-    if (blocks) step.insert(step.end(), {"--blocks", blocks->empty() ? std::string("all") : fmt::format("{}", fmt::join(*blocks, ","))});
+    if (blocks)
+      step.insert(step.end(),
+                  {"--blocks", blocks->empty() ? std::string("all") : fmt::format("{}", fmt::join(*blocks, ","))});
     step.insert(step.end(), {"--home", home});
     steps.push_back({StepKind::eval, std::move(step)});
   }
@@ -51,8 +54,8 @@ void plan_stage(const Experiment& experiment, const ExperimentRun& run, const Ru
                 const BatchSettings& settings, std::vector<std::string> train, RunPlan& plan) {
   const std::string grown = grown_dir(settings.work_dir, run.name);
   if (!facts.grown) {
-    std::vector<std::string> grow = {"grow", "--method", run.growth_method, "--to", plan.config_path,
-                                     "--out", grown, "--home", settings.home};
+    std::vector<std::string> grow = {"grow",  "--method", run.growth_method, "--to",       plan.config_path,
+                                     "--out", grown,      "--home",          settings.home};
     if (settings.schedules_dependencies) {
       // The parent may not have trained yet: the step finds its last checkpoint when it runs.
       grow.insert(grow.end(), {"--from-run", experiment.name + "/" + run.parent});
@@ -78,7 +81,8 @@ void plan_training(const Experiment& experiment, const ExperimentRun& run, const
     // killed, crashed or failed before: continue it as the same run (one that never
     // checkpointed starts again, and tfw train replaces its record)
     plan.note = fmt::format("{}: {} before, resuming", run.name, status_name(facts.record->status));
-    plan.steps.push_back({StepKind::resume, {"train", "--resume", std::to_string(facts.record->id), "--home", settings.home}});
+    plan.steps.push_back(
+        {StepKind::resume, {"train", "--resume", std::to_string(facts.record->id), "--home", settings.home}});
     return;
   }
   std::vector<std::string> train = {"train",        plan.config_path, "--name", run.name,

@@ -38,8 +38,8 @@ struct RunFacts {
 
 // The batch's side: where things go and how the executor schedules.
 struct BatchSettings {
-  std::string home;      // TFW_HOME
-  std::string work_dir;  // TFW_HOME/experiments/NAME
+  std::string home;                           // TFW_HOME
+  std::string work_dir;                       // TFW_HOME/experiments/NAME
   std::vector<std::string> record_arguments;  // BatchOptions::record_arguments
   bool schedules_dependencies = false;        // the executor starts a child once its parent succeeds
 };
@@ -48,7 +48,7 @@ struct RunPlan {
   std::string name;
   std::string config_path;  // the generated config the train and grow steps read
   std::vector<PlannedStep> steps;
-  std::string note;         // a line to say before submitting ("" : none)
+  std::string note;  // a line to say before submitting ("" : none)
   StepKind first() const { return steps.empty() ? StepKind::eval : steps.front().kind; }
   std::vector<std::vector<std::string>> argv() const;
 };

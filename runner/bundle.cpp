@@ -38,13 +38,14 @@ json run_object(Store& store, const RunRecord& r) {
   json parent = nullptr;
   if (r.parent != 0) {
     std::optional<RunRecord> p = store.run_get(r.parent);
-    if (!p) throw Error(fmt::format("run {} '{}' names parent run {}, which is not in the store", r.id, r.name, r.parent));
+    if (!p)
+      throw Error(fmt::format("run {} '{}' names parent run {}, which is not in the store", r.id, r.name, r.parent));
     parent = json{{"experiment", p->experiment}, {"name", p->name}};
   }
   json metrics = json::object();
   for (const MetricPoint& p : store.metrics(r.id)) {
-    metrics[p.key].push_back(json::array({p.step, p.tokens, p.flops, p.wall,
-                                          std::isfinite(p.value) ? json(p.value) : json(nullptr)}));
+    metrics[p.key].push_back(
+        json::array({p.step, p.tokens, p.flops, p.wall, std::isfinite(p.value) ? json(p.value) : json(nullptr)}));
   }
   json events = json::array();
   for (const EventRow& e : store.events(r.id)) events.push_back(json::array({e.kind, e.step, e.wall, e.payload}));
@@ -65,13 +66,30 @@ json run_object(Store& store, const RunRecord& r) {
                                        std::isfinite(e.value) ? json(e.value) : json(nullptr), e.windows, e.tokens,
                                        e.mode, e.created, e.blocks}));
   }
-  json object{{"experiment", r.experiment}, {"name", r.name}, {"family", r.family}, {"config", r.config},
-              {"status", status_name(r.status)}, {"heartbeat", r.heartbeat}, {"seed", r.seed},
-              {"git_commit", r.git_commit}, {"host", r.host}, {"started", r.started}, {"ended", r.ended},
-              {"parent", parent}, {"growth_method", r.growth_method}, {"growth_options", r.growth_options},
-              {"stage", r.stage}, {"parameters", r.parameters}, {"tokens", r.tokens}, {"flops", r.flops},
-              {"inherited_flops", r.inherited_flops}, {"cumulative_flops", r.cumulative_flops},
-              {"final_metrics", r.final_metrics.text()}, {"error", r.error}, {"metrics", metrics}, {"events", events},
+  json object{{"experiment", r.experiment},
+              {"name", r.name},
+              {"family", r.family},
+              {"config", r.config},
+              {"status", status_name(r.status)},
+              {"heartbeat", r.heartbeat},
+              {"seed", r.seed},
+              {"git_commit", r.git_commit},
+              {"host", r.host},
+              {"started", r.started},
+              {"ended", r.ended},
+              {"parent", parent},
+              {"growth_method", r.growth_method},
+              {"growth_options", r.growth_options},
+              {"stage", r.stage},
+              {"parameters", r.parameters},
+              {"tokens", r.tokens},
+              {"flops", r.flops},
+              {"inherited_flops", r.inherited_flops},
+              {"cumulative_flops", r.cumulative_flops},
+              {"final_metrics", r.final_metrics.text()},
+              {"error", r.error},
+              {"metrics", metrics},
+              {"events", events},
               {"checkpoints", checkpoints}};
   if (!evaluations.empty()) object["evaluations"] = evaluations;  // bundles of runs without any stay as they were
   return object;

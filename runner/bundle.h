@@ -29,13 +29,13 @@ inline constexpr int kBundleFormatVersion = 1;
 
 // Limits a bundle must keep before anything is allocated for it (docs/security.md).
 struct BundleLimits {
-  std::size_t header_bytes = 64 << 10;            // the first line
+  std::size_t header_bytes = 64 << 10;             // the first line
   std::size_t run_bytes = std::size_t{256} << 20;  // one run's line
   // A run line's JSON, counted while it is parsed: a metric point is one array of 5 numbers
   // (about 50 bytes of text), so a full line holds some 5 million; an empty array is 3 bytes.
   std::size_t run_containers = std::size_t{8} << 20;
   std::size_t run_values = std::size_t{32} << 20;
-  int depth = 8;                                   // JSON nesting of a line
+  int depth = 8;  // JSON nesting of a line
   std::int64_t runs = 100000;
   std::int64_t files_per_run = 20000;
   std::uint64_t file_bytes = std::uint64_t{1} << 40;  // one checkpoint file
@@ -58,7 +58,7 @@ struct BundleSummary {
   std::vector<std::string> skipped;    // running runs left out (export), with why
   std::vector<std::string> unchanged;  // already in the home, identical (import)
   std::int64_t files = 0;
-  std::uint64_t bytes = 0;             // the bundle file's size
+  std::uint64_t bytes = 0;  // the bundle file's size
 };
 
 // Writes the bundle to `out` (atomically: a temporary file renamed when complete).
@@ -69,8 +69,7 @@ BundleSummary bundle_export(Store& store, const BundleExport& what, const std::s
 // transaction; a bundle that fails any check imports nothing. A run already in the home with
 // the same content is left as it is; one of the same experiment and name with other content
 // is refused, naming both. UsageError with a hint on every refusal.
-BundleSummary bundle_import(const std::string& bundle, const std::string& home,
-                            const BundleLimits& limits = {});
+BundleSummary bundle_import(const std::string& bundle, const std::string& home, const BundleLimits& limits = {});
 
 // The content hash of a run as it is stored (what its bundle line's "sha256" would be).
 std::string bundle_run_hash(Store& store, const RunRecord& run);

@@ -97,7 +97,8 @@ std::vector<RunRecord> bundle_order(Store& store, std::map<std::int64_t, RunReco
   std::vector<std::pair<std::size_t, RunRecord>> keyed;
   for (auto& [id, r] : chosen) keyed.emplace_back(store.lineage(id).size(), r);
   std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.first, a.second.experiment, a.second.name) < std::tie(b.first, b.second.experiment, b.second.name);
+    return std::tie(a.first, a.second.experiment, a.second.name) <
+           std::tie(b.first, b.second.experiment, b.second.name);
   });
   std::vector<RunRecord> out;
   for (auto& [depth, r] : keyed) out.push_back(std::move(r));
@@ -134,10 +135,11 @@ BundleSummary bundle_export(Store& store, const BundleExport& what, const std::s
   } else {
     for (const std::string& id : what.runs) {
       std::optional<RunRecord> r = store.run_find(id);
-      if (!r) throw UsageError(with_hint(fmt::format("no run '{}' in {}", id, store.path()), "tfw runs list shows the runs"));
+      if (!r)
+        throw UsageError(with_hint(fmt::format("no run '{}' in {}", id, store.path()), "tfw runs list shows the runs"));
       if (running(*r)) {
-        throw UsageError(with_hint(fmt::format("run {} '{}' is {}; a bundle holds runs that have stopped", r->id, r->name,
-                                               status_name(r->status)),
+        throw UsageError(with_hint(fmt::format("run {} '{}' is {}; a bundle holds runs that have stopped", r->id,
+                                               r->name, status_name(r->status)),
                                    "export it when it has finished (or stop it: a stopped run exports as killed)"));
       }
       chosen[r->id] = *r;
@@ -166,9 +168,10 @@ BundleSummary bundle_export(Store& store, const BundleExport& what, const std::s
   if (const fs::path folder = fs::path(out).parent_path(); !folder.empty()) {
     std::error_code ec;
     fs::create_directories(folder, ec);
-    if (ec) throw UsageError(with_hint(fmt::format("cannot make the folder {} for the bundle: {}", folder.string(),
-                                                   ec.message()),
-                                       "choose a writable --out"));
+    if (ec)
+      throw UsageError(
+          with_hint(fmt::format("cannot make the folder {} for the bundle: {}", folder.string(), ec.message()),
+                    "choose a writable --out"));
   }
   const std::string temporary = fmt::format("{}.tmp-{}", out, ::getpid());
   std::int64_t files_total = 0;
@@ -183,14 +186,17 @@ BundleSummary bundle_export(Store& store, const BundleExport& what, const std::s
   }
   try {
     GzWriter writer(temporary);
-    writer.line(json{{"format", kBundleFormat}, {"format_version", kBundleFormatVersion},
-                     {"runs", lines.size()}, {"files", files_total}}.dump());
+    writer.line(json{{"format", kBundleFormat},
+                     {"format_version", kBundleFormatVersion},
+                     {"runs", lines.size()},
+                     {"files", files_total}}
+                    .dump());
     for (const auto& [object, files] : lines) {
       const std::string text = canonical(object);
       json listed = json::array();
       for (const std::string& f : files) {
-        listed.push_back(json{{"name", fs::path(f).filename().string()}, {"bytes", fs::file_size(f)},
-                              {"sha256", file_sha256(f)}});
+        listed.push_back(
+            json{{"name", fs::path(f).filename().string()}, {"bytes", fs::file_size(f)}, {"sha256", file_sha256(f)}});
       }
       // The object's text is written as hashed: `{"files":...,"run":<text>,"sha256":...}`.
       writer.line(R"({"files":)" + listed.dump() + R"(,"run":)" + text + R"(,"sha256":")" + sha256_hex(text) + "\"}");

@@ -57,9 +57,9 @@ class GzReader {
       const auto newline = std::find(begin, buffer_.end(), '\n');
       const std::size_t take = static_cast<std::size_t>(newline - begin);
       if (out.size() + take > limit) {
-        throw UsageError(with_hint(fmt::format("bundle {}: {} is longer than {} bytes; nothing was imported", path_, what,
-                                               limit),
-                                   "the file is not a tfw bundle, or it is damaged"));
+        throw UsageError(
+            with_hint(fmt::format("bundle {}: {} is longer than {} bytes; nothing was imported", path_, what, limit),
+                      "the file is not a tfw bundle, or it is damaged"));
       }
       out.append(begin, newline);
       pos_ += take;
@@ -91,9 +91,9 @@ class GzReader {
     int code = Z_OK;
     const char* message = gzerror(file_, &code);
     if (got < 0 || (code != Z_OK && code != Z_STREAM_END)) {
-      throw UsageError(with_hint(fmt::format("bundle {} is damaged (zlib: {}); nothing was imported", path_,
-                                             message ? message : "unreadable"),
-                                 "the file is truncated or corrupt: copy or export it again"));
+      throw UsageError(with_hint(
+          fmt::format("bundle {} is damaged (zlib: {}); nothing was imported", path_, message ? message : "unreadable"),
+          "the file is truncated or corrupt: copy or export it again"));
     }
     buffer_.resize(static_cast<std::size_t>(got));
     pos_ = 0;
@@ -173,11 +173,13 @@ class RunReader {
     RunRecord& r = in.record;
     r.experiment = text(object, "experiment", 256);
     r.name = text(object, "name", 256);
-    if (!name_ok(r.experiment) || !name_ok(r.name)) fail(fmt::format("'{}/{}' is not a valid run name", r.experiment, r.name));
+    if (!name_ok(r.experiment) || !name_ok(r.name))
+      fail(fmt::format("'{}/{}' is not a valid run name", r.experiment, r.name));
     r.family = text(object, "family", 256);
     r.config = text(object, "config");
     const std::optional<RunStatus> status = run_status_parse(text(object, "status", 32));
-    if (!status || *status == RunStatus::running || *status == RunStatus::queued) fail("'status' must be a stopped run's");
+    if (!status || *status == RunStatus::running || *status == RunStatus::queued)
+      fail("'status' must be a stopped run's");
     r.status = *status;
     r.heartbeat = real(object, "heartbeat");
     r.seed = integer(object, "seed");
@@ -228,9 +230,10 @@ class RunReader {
       array(c, "checkpoints", 4);
       if (!c[1].is_string() || !c[2].is_string()) fail("a checkpoint's file and checksum must be strings");
       const std::string file = c[1].get<std::string>();
-      if (!checkpoint_file_name_ok(file)) fail(fmt::format("checkpoint file name '{}' is not step-N.safetensors", file));
-      in.checkpoints.push_back({0, integer_value(c[0], "checkpoints"), integer_value(c[3], "checkpoints"), file,
-                                c[2].get<std::string>()});
+      if (!checkpoint_file_name_ok(file))
+        fail(fmt::format("checkpoint file name '{}' is not step-N.safetensors", file));
+      in.checkpoints.push_back(
+          {0, integer_value(c[0], "checkpoints"), integer_value(c[3], "checkpoints"), file, c[2].get<std::string>()});
     }
     if (object.contains("evaluations")) {  // optional: absent where the run has none
       for (const json& e : array(at(object, "evaluations"), "evaluations")) {
@@ -241,7 +244,8 @@ class RunReader {
           }
         }
         const std::string file = e[0].get<std::string>();
-        if (!checkpoint_file_name_ok(file)) fail(fmt::format("evaluated checkpoint '{}' is not step-N.safetensors", file));
+        if (!checkpoint_file_name_ok(file))
+          fail(fmt::format("evaluated checkpoint '{}' is not step-N.safetensors", file));
         EvaluationRow row;
         row.checkpoint = file;
         row.step = integer_value(e[1], "evaluations");
@@ -324,8 +328,9 @@ std::vector<IncomingRun> read_bundle(const std::string& bundle, const BundleLimi
     if (!why.empty()) refuse(fmt::format("{} {}", where, why), not_bundle);
     if (parsed.contains("end")) {
       const json& end = parsed["end"];
-      if (!end.is_object() || end.value("runs", json()) != json(runs.size()) || end.value("files", json()) != json(files_seen) ||
-          runs_declared != json(runs.size()) || files_declared != json(files_seen)) {
+      if (!end.is_object() || end.value("runs", json()) != json(runs.size()) ||
+          end.value("files", json()) != json(files_seen) || runs_declared != json(runs.size()) ||
+          files_declared != json(files_seen)) {
         refuse("its runs or files do not add up to what its header and last line declare",
                "the file is damaged: export it again");
       }
@@ -372,14 +377,18 @@ std::vector<IncomingRun> read_bundle(const std::string& bundle, const BundleLimi
       const std::string staged = fmt::format("{}/{}-{}", staging, runs.size(), name);
       std::ofstream out(staged, std::ios::binary | std::ios::trunc);
       Sha256 file_hash;
-      reader.bytes(static_cast<std::uint64_t>(bytes), [&](const char* data, std::size_t n) {
-        file_hash.update(data, n);
-        out.write(data, static_cast<std::streamsize>(n));
-      }, fmt::format("{}'s file {}", label, name));
+      reader.bytes(
+          static_cast<std::uint64_t>(bytes),
+          [&](const char* data, std::size_t n) {
+            file_hash.update(data, n);
+            out.write(data, static_cast<std::streamsize>(n));
+          },
+          fmt::format("{}'s file {}", label, name));
       out.close();
       if (!out) throw Error(fmt::format("cannot write {} while importing (is the disk full?)", staged));
       if (file_hash.hex() != expected) {
-        refuse(fmt::format("{}'s file {} does not match its hash", label, name), "the file is damaged: export it again");
+        refuse(fmt::format("{}'s file {} does not match its hash", label, name),
+               "the file is damaged: export it again");
       }
       in.files.emplace_back(name, staged);
       files_seen += 1;
@@ -408,7 +417,8 @@ void sweep_dead_imports(const std::string& home, Store& store) {
       const std::size_t a = line.find('\t'), b = line.find('\t', a == std::string::npos ? a : a + 1);
       if (a == std::string::npos || b == std::string::npos) continue;
       const std::string experiment = line.substr(0, a), run = line.substr(a + 1, b - a - 1), dir = line.substr(b + 1);
-      if (!store.run_in_experiment(experiment, run) && dir == run_dir_of(home, experiment, run) && path_inside(dir, home)) {
+      if (!store.run_in_experiment(experiment, run) && dir == run_dir_of(home, experiment, run) &&
+          path_inside(dir, home)) {
         fs::remove_all(dir, ec);
       }
     }
@@ -449,7 +459,8 @@ std::vector<IncomingRun*> runs_to_import(const std::string& bundle, const std::s
       throw UsageError(with_hint(
           fmt::format("bundle {}: run '{}' differs from run {} '{}' of {} ({} differ); nothing was imported", bundle,
                       label, existing->id, existing->name, home, differing_fields(objects[label], mine)),
-          fmt::format("import into another home (--home), or delete that run first (tfw runs delete {})", existing->id)));
+          fmt::format("import into another home (--home), or delete that run first (tfw runs delete {})",
+                      existing->id)));
     }
     const std::string run_dir = run_dir_of(home, in.record.experiment, in.record.name);
     // A link planted in the home (runs/EXP, the run's folder or its checkpoints/) would carry
@@ -484,7 +495,8 @@ BundleSummary bundle_import(const std::string& bundle, const std::string& home, 
   fs::create_directories(home, ec);
   const std::string staging = fmt::format("{}/.import-{}", home, ::getpid());
   fs::create_directories(staging, ec);
-  if (ec) throw UsageError(with_hint(fmt::format("cannot write in {}: {}", home, ec.message()), "choose a writable --home"));
+  if (ec)
+    throw UsageError(with_hint(fmt::format("cannot write in {}: {}", home, ec.message()), "choose a writable --home"));
   struct Sweep {
     std::string dir;
     ~Sweep() {
@@ -511,11 +523,13 @@ BundleSummary bundle_import(const std::string& bundle, const std::string& home, 
       if (auto known = ids.find(in->parent_label); known != ids.end()) {
         record.parent = known->second;
       } else if (!in->parent_label.empty()) {
-        const std::optional<RunRecord> parent = store->run_in_experiment(
-            in->parent_label.substr(0, in->parent_label.find('/')), in->parent_label.substr(in->parent_label.find('/') + 1));
+        const std::optional<RunRecord> parent =
+            store->run_in_experiment(in->parent_label.substr(0, in->parent_label.find('/')),
+                                     in->parent_label.substr(in->parent_label.find('/') + 1));
         if (!parent) {  // checked above; kept so that no path reads an empty optional
-          throw UsageError(fmt::format("bundle {}: run '{}' names parent '{}', which is not in {}; nothing was imported",
-                                       bundle, run_label(record.experiment, record.name), in->parent_label, home));
+          throw UsageError(
+              fmt::format("bundle {}: run '{}' names parent '{}', which is not in {}; nothing was imported", bundle,
+                          run_label(record.experiment, record.name), in->parent_label, home));
         }
         record.parent = parent->id;
       }

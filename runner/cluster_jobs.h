@@ -16,14 +16,14 @@ namespace tfw::runner {
 // A run submitted to a cluster scheduler: one row per submission.
 struct ClusterJobRow {
   std::int64_t id = 0;
-  std::string experiment, run;     // the run it executes
+  std::string experiment, run;  // the run it executes
   std::string scheduler = "slurm";
-  std::string job_id;              // the scheduler's id: "123", or "123_4" for an array task
-  std::string state;               // the scheduler's word: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
-  std::string script, log;         // the generated script (kept for the user) and the run's output
+  std::string job_id;       // the scheduler's id: "123", or "123_4" for an array task
+  std::string state;        // the scheduler's word: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
+  std::string script, log;  // the generated script (kept for the user) and the run's output
   double submitted = 0, updated = 0;
-  std::int64_t exit_code = -1;     // -1: none yet
-  std::string reason;              // why it waits, or how it ended (the scheduler's reason)
+  std::int64_t exit_code = -1;  // -1: none yet
+  std::string reason;           // why it waits, or how it ended (the scheduler's reason)
 };
 
 // The cluster jobs of one store, on its connection: cheap to make, holds only the store,

@@ -38,9 +38,8 @@ std::string LocalExecutor::describe() const {
 }
 
 std::size_t LocalExecutor::active() const {
-  return static_cast<std::size_t>(std::count_if(tasks_.begin(), tasks_.end(), [](const auto& item) {
-    return !task_final(item.second.status.state);
-  }));
+  return static_cast<std::size_t>(std::count_if(
+      tasks_.begin(), tasks_.end(), [](const auto& item) { return !task_final(item.second.status.state); }));
 }
 
 void LocalExecutor::submit(const Task& task) {

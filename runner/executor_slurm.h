@@ -29,15 +29,15 @@ struct SlurmOptions {
   // sbatch options ("" or 0: sbatch's default). An option sbatch rejects is a UsageError
   // carrying its message.
   std::string partition, account, time, gres;
-  int cpus_per_task = 0;   // also each rank's torch threads (1 when not given)
+  int cpus_per_task = 0;  // also each rank's torch threads (1 when not given)
   int nodes_per_run = 1;
-  int nproc = 1;           // ranks per run, started with srun (data parallel, docs/cluster.md)
+  int nproc = 1;              // ranks per run, started with srun (data parallel, docs/cluster.md)
   std::size_t array_cap = 0;  // at most this many array tasks at once (0: no cap)
 };
 
 // The scheduler's view of a job: its state word, exit code and reason.
 struct SlurmJobState {
-  std::string state;       // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ..., UNKNOWN
+  std::string state;  // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ..., UNKNOWN
   int exit_code = -1;
   std::string reason;
 };
@@ -79,10 +79,10 @@ class SlurmExecutor final : public Executor {
   struct Entry {
     Task task;
     TaskStatus status;
-    std::string job_id;      // "" until flushed
-    std::int64_t row = 0;    // its cluster_jobs row
+    std::string job_id;    // "" until flushed
+    std::int64_t row = 0;  // its cluster_jobs row
     std::string state = "PENDING";
-    bool reported = false;   // returned by poll() as final
+    bool reported = false;  // returned by poll() as final
   };
   std::string run_script(const Entry& entry) const;  // writes the run's script; returns its path
   std::vector<std::string> sbatch_options() const;

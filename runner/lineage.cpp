@@ -47,9 +47,9 @@ std::string checkpoint_of(const std::string& target, const std::string& home) {
     std::unique_ptr<Store> store = Store::open_readonly(home + "/runs.db");
     std::optional<RunRecord> record = store->run_find(target);
     if (!record) {
-      throw UsageError(with_hint(fmt::format("'{}' is not a checkpoint file, a run folder, nor a run in {}", target,
-                                             store->path()),
-                                 "list the runs with `tfw runs list`, or pass a checkpoint's .safetensors path"));
+      throw UsageError(
+          with_hint(fmt::format("'{}' is not a checkpoint file, a run folder, nor a run in {}", target, store->path()),
+                    "list the runs with `tfw runs list`, or pass a checkpoint's .safetensors path"));
     }
     run_dir = record->run_dir;
     run_label = fmt::format("run {} ({})", record->id, record->name);
@@ -95,6 +95,8 @@ Lineage lineage_from(Store& store, const LineageSource& source) {
   return lineage;
 }
 
-Lineage lineage_of(Store& store, const std::string& checkpoint) { return lineage_from(store, lineage_source(checkpoint)); }
+Lineage lineage_of(Store& store, const std::string& checkpoint) {
+  return lineage_from(store, lineage_source(checkpoint));
+}
 
 }  // namespace tfw::runner

@@ -16,11 +16,11 @@ namespace tfw::runner {
 
 // What a run started from a checkpoint records about where it came from.
 struct Lineage {
-  std::int64_t parent = 0;       // store id of the run it continues (0: none known)
-  std::int64_t stage = 0;        // the parent's stage + 1 (0 without a parent)
-  double inherited_flops = 0;    // the lineage's training FLOPs up to the checkpoint
-  std::string growth_method;     // "" when the checkpoint was not grown
-  std::string growth_options;    // TOML
+  std::int64_t parent = 0;     // store id of the run it continues (0: none known)
+  std::int64_t stage = 0;      // the parent's stage + 1 (0 without a parent)
+  double inherited_flops = 0;  // the lineage's training FLOPs up to the checkpoint
+  std::string growth_method;   // "" when the checkpoint was not grown
+  std::string growth_options;  // TOML
 };
 
 // The folder a batch writes run `name`'s grown checkpoint to, under the experiment's work
@@ -49,9 +49,9 @@ std::string checkpoint_of(const std::string& target, const std::string& home);
 // What a checkpoint's metadata says about where it came from (its file is read on the
 // machine that has it; the store that resolves it may be elsewhere: a service).
 struct LineageSource {
-  std::string checkpoint;        // absolute path, as the store records checkpoints
-  std::int64_t parent_run = 0;   // the run it was grown from, when its metadata names one
-  double inherited_flops = 0;    // the lineage's FLOPs up to the checkpoint (its own included)
+  std::string checkpoint;       // absolute path, as the store records checkpoints
+  std::int64_t parent_run = 0;  // the run it was grown from, when its metadata names one
+  double inherited_flops = 0;   // the lineage's FLOPs up to the checkpoint (its own included)
   std::string growth_method, growth_options;
 };
 LineageSource lineage_source(const std::string& checkpoint);  // reads and verifies the metadata

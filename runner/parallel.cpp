@@ -70,10 +70,10 @@ std::string ranks_report(std::vector<Process>& ranks, const std::vector<std::str
     }
     const std::optional<int> code = rank.poll();
     if (!code || *code == 0) continue;
-    report += fmt::format("\n  rank {} (pid {}) {}; its output is in {}", i + 1, rank.pid(),
-                          *code > 128 ? fmt::format("was killed by signal {}", *code - 128)
-                                      : fmt::format("exited with code {}", *code),
-                          logs[i]);
+    report += fmt::format(
+        "\n  rank {} (pid {}) {}; its output is in {}", i + 1, rank.pid(),
+        *code > 128 ? fmt::format("was killed by signal {}", *code - 128) : fmt::format("exited with code {}", *code),
+        logs[i]);
     if (*code <= 128) report += log_tail(logs[i], 3);
   }
   return report;
@@ -82,7 +82,7 @@ std::string ranks_report(std::vector<Process>& ranks, const std::vector<std::str
 }  // namespace
 
 RunOutcome run_parallel(const Registry& registry, const RunRequest& request, int nproc, const std::atomic<bool>* stop,
-                     const RunHooks& hooks) {
+                        const RunHooks& hooks) {
   if (nproc < 1) {
     throw UsageError(with_hint(fmt::format("--nproc {}: expected 1 or more processes", nproc),
                                "--nproc 2 trains one run over 2 processes on this machine"));
@@ -130,8 +130,10 @@ RunOutcome run_parallel(const Registry& registry, const RunRequest& request, int
       std::filesystem::create_directories(std::filesystem::path(logs.back()).parent_path());
       std::filesystem::remove(logs.back());
       spec.log_path = logs.back();
-      spec.environment = {fmt::format("RANK={}", r), fmt::format("WORLD_SIZE={}", nproc),
-                          fmt::format("LOCAL_WORLD_SIZE={}", nproc), "MASTER_ADDR=127.0.0.1",
+      spec.environment = {fmt::format("RANK={}", r),
+                          fmt::format("WORLD_SIZE={}", nproc),
+                          fmt::format("LOCAL_WORLD_SIZE={}", nproc),
+                          "MASTER_ADDR=127.0.0.1",
                           fmt::format("MASTER_PORT={}", local.master_port),
                           fmt::format("TFW_DIST_TIMEOUT={:g}", local.timeout_seconds)};
       try {
@@ -160,7 +162,8 @@ RunOutcome run_parallel(const Registry& registry, const RunRequest& request, int
   }
   RunOutcome outcome;
   try {
-    outcome = env->rank == 0 ? run_recorded(registry, request, stop, hooks, dist) : run_rank(registry, request, dist, stop);
+    outcome =
+        env->rank == 0 ? run_recorded(registry, request, stop, hooks, dist) : run_rank(registry, request, dist, stop);
   } catch (const UsageError& e) {
     dist_report_failure(*dist, e.what());
     ranks_report(ranks, logs, 5);  // they fail at their next collective, or with the same error: reap them
@@ -178,9 +181,10 @@ RunOutcome run_parallel(const Registry& registry, const RunRequest& request, int
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const int code = ranks[i].wait();
     if (code != 0 && !outcome.summary.interrupted) {
-      throw Error(fmt::format("rank {} (pid {}) exited with code {} after the run ended (its output is in {}); the "
-                              "run is recorded as {}",
-                              i + 1, ranks[i].pid(), code, logs[i], status_name(outcome.status)));
+      throw Error(
+          fmt::format("rank {} (pid {}) exited with code {} after the run ended (its output is in {}); the "
+                      "run is recorded as {}",
+                      i + 1, ranks[i].pid(), code, logs[i], status_name(outcome.status)));
     }
   }
   for (const std::string& log : logs) std::filesystem::remove(log);

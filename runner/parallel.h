@@ -18,6 +18,6 @@ namespace tfw::runner {
 // Throws UsageError for nproc < 1, and for nproc > 1 when the environment already names a
 // world. Every rank's failure is left in the rendezvous store for the others to name.
 RunOutcome run_parallel(const Registry& registry, const RunRequest& request, int nproc, const std::atomic<bool>* stop,
-                     const RunHooks& hooks);
+                        const RunHooks& hooks);
 
 }  // namespace tfw::runner

@@ -13,13 +13,13 @@
 namespace tfw::runner {
 
 struct ProcessSpec {
-  std::vector<std::string> argv;        // argv[0] is the program's path
-  std::string log_path;                 // stdout and stderr, appended ("" keeps ours)
-  std::string error_path;               // stderr alone, when set (appended)
-  std::string cwd;                      // "" keeps ours
-  std::vector<std::string> environment; // NAME=VALUE set in the child (over ours)
-  bool own_group = true;                // its own process group: signal() reaches its children too
-  bool die_with_parent = true;          // SIGTERM when the thread that started it ends (PR_SET_PDEATHSIG)
+  std::vector<std::string> argv;         // argv[0] is the program's path
+  std::string log_path;                  // stdout and stderr, appended ("" keeps ours)
+  std::string error_path;                // stderr alone, when set (appended)
+  std::string cwd;                       // "" keeps ours
+  std::vector<std::string> environment;  // NAME=VALUE set in the child (over ours)
+  bool own_group = true;                 // its own process group: signal() reaches its children too
+  bool die_with_parent = true;           // SIGTERM when the thread that started it ends (PR_SET_PDEATHSIG)
 };
 
 // This executable's path. If it was rebuilt while it runs, /proc/self/exe reads

@@ -44,10 +44,10 @@ std::string host_name() {
 void check_same_model(const RunConfig& given, const RunConfig& stored, const toml::table& stored_model) {
   if (given.model.family != stored.model.family ||
       config_identity(given.model.spec->to_toml()) != config_identity(stored_model)) {
-    throw UsageError(with_hint(fmt::format("{} does not fit the checkpoint: its model is {} ({}), the run's is {} ({})",
-                                           given.model.path, given.model.spec->summary(), given.model.family,
-                                           stored.model.spec->summary(), stored.model.family),
-                               "resume without a config (the run's own is used), or start a new run"));
+    throw UsageError(with_hint(
+        fmt::format("{} does not fit the checkpoint: its model is {} ({}), the run's is {} ({})", given.model.path,
+                    given.model.spec->summary(), given.model.family, stored.model.spec->summary(), stored.model.family),
+        "resume without a config (the run's own is used), or start a new run"));
   }
 }
 
@@ -75,8 +75,8 @@ RunConfig adopt_checkpoint_model(const Registry& registry, const RunConfig& give
 }
 
 // A new run's folder, freed of what an earlier attempt that never checkpointed left.
-std::string prepare_new_run(const RunRequest& request, const RunConfig& config, RunBook& book,
-                            const RunHooks& hooks, std::unique_ptr<RunLock>& lock) {
+std::string prepare_new_run(const RunRequest& request, const RunConfig& config, RunBook& book, const RunHooks& hooks,
+                            std::unique_ptr<RunLock>& lock) {
   const std::string name = request.name.empty() ? config.model.name : request.name;
   name_check(name, "run name", request.name.empty() ? config.model.path + ": name" : "--name");
   name_check(request.experiment, "experiment name", "--experiment");
@@ -85,8 +85,9 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
   // batch of the same file in this home) is refused, not interleaved with this one.
   lock = RunLock::hold(run_dir, fmt::format("'{}'", name));
   if (!checkpoint_list(run_dir + "/checkpoints").empty()) {
-    throw UsageError(with_hint(fmt::format("run '{}' already exists at {}", name, run_dir),
-                               fmt::format("continue it with `tfw train --resume {}`, or choose another --name", run_dir)));
+    throw UsageError(
+        with_hint(fmt::format("run '{}' already exists at {}", name, run_dir),
+                  fmt::format("continue it with `tfw train --resume {}`, or choose another --name", run_dir)));
   }
   book.clear_name(request.experiment, name, run_dir, hooks.on_message);
   std::error_code ec;
@@ -116,12 +117,11 @@ RunConfig resumed_run_config(const Registry& registry, const RunRequest& request
   std::int64_t still = 0;
   try {
     still = book.resolve(request.resume, request.home).second;
-  } catch (const UsageError&) {
-  }
+  } catch (const UsageError&) {}
   if (still != run_id) {
-    throw UsageError(with_hint(fmt::format("run '{}' was deleted while this resume started; nothing was trained",
-                                           request.resume),
-                               "start it again from its config"));
+    throw UsageError(
+        with_hint(fmt::format("run '{}' was deleted while this resume started; nothing was trained", request.resume),
+                  "start it again from its config"));
   }
   RunConfig config = train_resume_config(registry, options.run_dir, request.overrides, request.extend);
   // Its [data] comes from its checkpoint (an imported bundle's, perhaps): read only inside the home.
@@ -164,7 +164,8 @@ std::string init_from_checkpoint(const std::string& init_from) {
 // A new run: its config (with the model of the checkpoint it starts from, --init-from) and its
 // folder, prepared (into `options`).
 RunConfig new_run_config(const Registry& registry, const RunRequest& request, RunBook& book, const RunHooks& hooks,
-                         const std::shared_ptr<DistGroup>& dist, TrainOptions& options, std::unique_ptr<RunLock>& lock) {
+                         const std::shared_ptr<DistGroup>& dist, TrainOptions& options,
+                         std::unique_ptr<RunLock>& lock) {
   if (request.config.empty()) throw UsageError("tfw train needs a CONFIG.toml, or --resume RUN");
   RunConfig config = run_config_load(registry, request.config, request.overrides);
   if (dist) config = dist_agree_config(*dist, registry, &config);
@@ -249,12 +250,17 @@ class RecordObserver : public RunObserver {
 // validation metrics, and how busy the machine was while it trained.
 nlohmann::json final_metrics_of(const RunOutcome& outcome) {
   const TrainSummary& summary = outcome.summary;
-  nlohmann::json final_metrics = {{"train_loss", summary.train_loss}, {"val_loss", summary.val_loss},
-                                  {"best_val_loss", summary.best_val_loss}, {"steps", summary.steps},
-                                  {"tokens_per_second", summary.tokens_per_second}, {"mfu", summary.mfu},
-                                  {"step_seconds", summary.step_seconds}, {"data_seconds", summary.data_seconds},
+  nlohmann::json final_metrics = {{"train_loss", summary.train_loss},
+                                  {"val_loss", summary.val_loss},
+                                  {"best_val_loss", summary.best_val_loss},
+                                  {"steps", summary.steps},
+                                  {"tokens_per_second", summary.tokens_per_second},
+                                  {"mfu", summary.mfu},
+                                  {"step_seconds", summary.step_seconds},
+                                  {"data_seconds", summary.data_seconds},
                                   {"eval_seconds", summary.eval_seconds},
-                                  {"checkpoint_seconds", summary.checkpoint_seconds}, {"threads", summary.threads},
+                                  {"checkpoint_seconds", summary.checkpoint_seconds},
+                                  {"threads", summary.threads},
                                   {"world_size", summary.world_size}};
   if (summary.world_size > 1) final_metrics["comm_seconds"] = summary.comm_seconds;
   final_metrics["examples"] = summary.examples;
@@ -273,10 +279,10 @@ nlohmann::json final_metrics_of(const RunOutcome& outcome) {
 void profile_check(const RunRequest& request, const RunConfig& config, std::int64_t done) {
   const std::int64_t left = train_plan(config).total_steps - done;
   if (request.profile_steps > 0 && left < request.profile_steps + kProfileWarmupSteps) {
-    throw UsageError(with_hint(fmt::format("--profile {} needs {} steps ({} of warm-up first), and the run has {} left",
-                                           request.profile_steps, request.profile_steps + kProfileWarmupSteps,
-                                           kProfileWarmupSteps, left),
-                               "profile fewer steps, or raise the budget (--set train.max_steps=N)"));
+    throw UsageError(with_hint(
+        fmt::format("--profile {} needs {} steps ({} of warm-up first), and the run has {} left", request.profile_steps,
+                    request.profile_steps + kProfileWarmupSteps, kProfileWarmupSteps, left),
+        "profile fewer steps, or raise the budget (--set train.max_steps=N)"));
   }
 }
 

@@ -28,9 +28,9 @@ struct RunRequest {
   std::string name;                    // run name ("" : the config's)
   std::string experiment = "default";  // the experiment it is recorded under
   std::string resume;                  // a run to continue: its id, name or folder
-  std::string init_from;               // a checkpoint, or a folder `tfw grow` wrote, to start from: the run records its lineage
-  std::string extend;                  // with resume and a new budget: "keep" or "stretch"
-  std::int64_t profile_steps = 0;      // `tfw train --profile N` (engine/train/profile.h)
+  std::string init_from;  // a checkpoint, or a folder `tfw grow` wrote, to start from: the run records its lineage
+  std::string extend;     // with resume and a new budget: "keep" or "stretch"
+  std::int64_t profile_steps = 0;  // `tfw train --profile N` (engine/train/profile.h)
   // Where the record goes: null for the store in `home` (runner/run_book.h); a service's
   // book for `tfw train --record-to`.
   std::shared_ptr<RunBook> book;
@@ -40,7 +40,7 @@ struct RunHooks {
   // Once the run is recorded, before training starts.
   std::function<void(const RunConfig& config, const std::string& run_dir, bool resuming)> on_start;
   std::function<void(const TrainProgress&)> on_progress;  // every step
-  std::function<void(const std::string&)> on_message;      // data preparation, checkpoints, notes
+  std::function<void(const std::string&)> on_message;     // data preparation, checkpoints, notes
 };
 
 struct RunOutcome {
@@ -49,8 +49,8 @@ struct RunOutcome {
   std::string model_name, family;          // the config's name and model family
   RunStatus status = RunStatus::finished;  // finished, or killed when stopped on request
   TrainSummary summary;
-  double other_cpu_share = 0;  // other processes' share of the CPUs while it trained (NaN: unknown)
-  bool contended = false;      // enough to make its times incomparable with an idle machine's
+  double other_cpu_share = 0;    // other processes' share of the CPUs while it trained (NaN: unknown)
+  bool contended = false;        // enough to make its times incomparable with an idle machine's
   int rank = 0, world_size = 1;  // data-parallel runs: only rank 0's outcome is recorded
 };
 

@@ -36,9 +36,9 @@ class LocalRunBook final : public RunBook {
       }
       return {dir, 0};  // a run folder the store does not know: recorded anew
     }
-    throw UsageError(with_hint(fmt::format("run '{}' not found: not a run id or name in {}, nor a run folder", run,
-                                           store_->path()),
-                               "list the runs with `tfw runs list`"));
+    throw UsageError(
+        with_hint(fmt::format("run '{}' not found: not a run id or name in {}, nor a run folder", run, store_->path()),
+                  "list the runs with `tfw runs list`"));
   }
 
   void clear_name(const std::string& experiment, const std::string& name, const std::string& /*run_dir*/,
@@ -52,8 +52,10 @@ class LocalRunBook final : public RunBook {
     book_resume(*store_, run, config, step);
   }
   void beat(std::int64_t run, bool on) override {
-    if (on) writer_->heartbeat_add(run);
-    else writer_->heartbeat_remove(run);
+    if (on)
+      writer_->heartbeat_add(run);
+    else
+      writer_->heartbeat_remove(run);
   }
   void metric(const MetricPoint& point) override { writer_->push(point); }
   void event(const EventRow& row) override { store_->event_add(row); }
@@ -124,8 +126,9 @@ void book_resume(Store& store, std::int64_t run, const std::string& config, std:
   std::optional<RunRecord> record = store.run_get(run);
   // A run deleted since it was looked up: training it would record into nothing.
   if (!record) {
-    throw UsageError(with_hint(fmt::format("run {} is no longer in the store (deleted meanwhile); nothing was trained", run),
-                               "start it again from its config"));
+    throw UsageError(
+        with_hint(fmt::format("run {} is no longer in the store (deleted meanwhile); nothing was trained", run),
+                  "start it again from its config"));
   }
   // Compared key by key as TOML values, not as text: a config written another way is the same.
   const std::vector<ConfigDifference> differences =
@@ -135,7 +138,8 @@ void book_resume(Store& store, std::int64_t run, const std::string& config, std:
     for (const ConfigDifference& d : differences) {
       changes.push_back({{"key", d.key}, {"old", d.a}, {"new", d.b}});
     }
-    store.run_set_config(run, config, {run, step, "config", nlohmann::json{{"changes", changes}, {"reason", "resume"}}.dump(), 0, 0});
+    store.run_set_config(
+        run, config, {run, step, "config", nlohmann::json{{"changes", changes}, {"reason", "resume"}}.dump(), 0, 0});
   }
   store.run_set_status(run, RunStatus::running);
 }

@@ -69,7 +69,7 @@ class LocalRunSource : public RunSource {
 
  private:
   double slurm_asked_ = 0;  // steady seconds of the last refresh from Slurm
-  Store& store();  // throws when runs.db is not there
+  Store& store();           // throws when runs.db is not there
   std::string home_, path_;
   std::unique_ptr<Store> store_;
 };

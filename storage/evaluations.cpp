@@ -17,8 +17,9 @@ void Store::evaluations_add(const std::vector<EvaluationRow>& rows) {
   // otherwise. Inside the caller's transaction when there is one (tfw runs import).
   auto insert = [&] {
     for (const EvaluationRow& row : rows) {
-      Statement s(db_, "INSERT INTO evaluations (run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, "
-                       "created, blocks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+      Statement s(db_,
+                  "INSERT INTO evaluations (run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, "
+                  "created, blocks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
       if (row.run > 0) s.bind(1, row.run);
       s.bind(2, row.checkpoint).bind(3, row.step).bind(4, row.corpus).bind(5, row.metric);
       if (std::isfinite(row.value)) s.bind(6, row.value);
@@ -35,8 +36,9 @@ void Store::evaluations_add(const std::vector<EvaluationRow>& rows) {
 }
 
 std::vector<EvaluationRow> Store::evaluations(std::int64_t run) {
-  Statement s(db_, "SELECT id, run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, created, blocks "
-                   "FROM evaluations WHERE ?1 = 0 OR run_id = ?1 ORDER BY id");
+  Statement s(db_,
+              "SELECT id, run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, created, blocks "
+              "FROM evaluations WHERE ?1 = 0 OR run_id = ?1 ORDER BY id");
   s.bind(1, run);
   std::vector<EvaluationRow> out;
   while (s.step()) {

@@ -17,10 +17,10 @@ namespace tfw {
 struct FinalValue {
   enum class Kind { number, integer, flag, text, other };
   Kind kind = Kind::other;
-  double number = 0;           // number and integer (an integer as a double too)
-  std::int64_t integer = 0;    // integer
-  bool flag = false;           // flag: a JSON boolean
-  std::string text;            // text: the string; other (null, array, object): its JSON
+  double number = 0;         // number and integer (an integer as a double too)
+  std::int64_t integer = 0;  // integer
+  bool flag = false;         // flag: a JSON boolean
+  std::string text;          // text: the string; other (null, array, object): its JSON
   bool is_number() const { return kind == Kind::number || kind == Kind::integer; }
 };
 

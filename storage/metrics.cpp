@@ -23,8 +23,9 @@ RunNews Store::news(std::int64_t run, RunCursor& cursor) {
     while (s.step()) keys.push_back(s.text(0));
   }
   // Per key, the steps after the last one seen (the primary key's order: an index range).
-  Statement points(db_, "SELECT run_id, key, step, tokens, flops, wall, value FROM metrics WHERE run_id = ?1 AND "
-                        "key = ?2 AND step > ?3 ORDER BY step");
+  Statement points(db_,
+                   "SELECT run_id, key, step, tokens, flops, wall, value FROM metrics WHERE run_id = ?1 AND "
+                   "key = ?2 AND step > ?3 ORDER BY step");
   for (const std::string& key : keys) {
     auto seen = cursor.last_step.find(key);
     points.reset();
@@ -35,12 +36,13 @@ RunNews Store::news(std::int64_t run, RunCursor& cursor) {
       cursor.last_step[key] = news.points.back().step;
     }
   }
-  Statement events(db_, "SELECT run_id, step, kind, payload, wall, id FROM events WHERE run_id = ?1 AND id > ?2 "
-                        "ORDER BY id");
+  Statement events(db_,
+                   "SELECT run_id, step, kind, payload, wall, id FROM events WHERE run_id = ?1 AND id > ?2 "
+                   "ORDER BY id");
   events.bind(1, run).bind(2, cursor.last_event);
   while (events.step()) {
-    news.events.push_back({events.integer(0), events.integer(1), events.text(2), events.text(3), events.real(4),
-                           events.integer(5)});
+    news.events.push_back(
+        {events.integer(0), events.integer(1), events.text(2), events.text(3), events.real(4), events.integer(5)});
     cursor.last_event = news.events.back().id;
   }
   return news;

@@ -145,7 +145,6 @@ CREATE TABLE record_grants (
 );
 )sql";
 
-
 // Jobs of the engine service are held by the client that submitted them: only the
 // holder of a job's capability may cancel it, or submit again under its name (which resumes
 // its runs). Jobs from before have none, and are held by no client.

@@ -14,8 +14,8 @@
 namespace tfw::detail {
 
 struct RunColumn {
-  const char* name;                                          // the column of runs
-  void (*read)(Statement& s, int column, RunRecord& run);    // from a SELECT's column
+  const char* name;                                             // the column of runs
+  void (*read)(Statement& s, int column, RunRecord& run);       // from a SELECT's column
   void (*bind)(Statement& s, int index, const RunRecord& run);  // into an INSERT's parameter
 };
 

@@ -23,8 +23,10 @@ inline std::string store_failure(const std::string& path, int rc, const std::str
   switch (rc & 0xff) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
-      hint = fmt::format("the store file is damaged. Keep a copy of it (with any {0}-wal and {0}-shm beside it), "
-                         "then try `sqlite3 {0} .recover > recovered.sql`; see docs/store.md", path);
+      hint = fmt::format(
+          "the store file is damaged. Keep a copy of it (with any {0}-wal and {0}-shm beside it), "
+          "then try `sqlite3 {0} .recover > recovered.sql`; see docs/store.md",
+          path);
       break;
     case SQLITE_FULL:
       hint = "the disk is full: free space on it, then resume the run (nothing committed is lost)";
@@ -35,14 +37,9 @@ inline std::string store_failure(const std::string& path, int rc, const std::str
       hint = "check that the folder and the file are writable by this user, or use another --home";
       break;
     case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      hint = "another process held the store locked for over a minute; retry when it is done";
-      break;
-    case SQLITE_IOERR:
-      hint = "the disk reported an I/O error (full, removed or failing)";
-      break;
-    default:
-      break;
+    case SQLITE_LOCKED: hint = "another process held the store locked for over a minute; retry when it is done"; break;
+    case SQLITE_IOERR: hint = "the disk reported an I/O error (full, removed or failing)"; break;
+    default: break;
   }
   const std::string text = fmt::format("store {}: {}", path, message);
   return hint.empty() ? text : with_hint(text, hint);
@@ -57,7 +54,8 @@ class Statement {
  public:
   Statement(sqlite3* db, const char* sql) : db_(db) {
     if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
-      throw StoreError(store_failure(db_path(db), sqlite3_errcode(db), fmt::format("cannot prepare '{}': {}", sql, sqlite3_errmsg(db))));
+      throw StoreError(store_failure(db_path(db), sqlite3_errcode(db),
+                                     fmt::format("cannot prepare '{}': {}", sql, sqlite3_errmsg(db))));
     }
   }
   ~Statement() { sqlite3_finalize(stmt_); }

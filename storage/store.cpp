@@ -21,15 +21,14 @@
 
 namespace tfw {
 
-using detail::Statement;
 using detail::db_path;
 using detail::exec;
+using detail::Statement;
 using detail::store_failure;
 
 namespace {
 
 namespace fs = std::filesystem;
-
 
 // Whether a freshly opened connection's file is an SQLite database. Asked through SQLite
 // itself: the file is never opened with anything but SQLite, because on POSIX closing ANY
@@ -45,8 +44,9 @@ void check_is_database(sqlite3* db, const std::string& path) {
   const std::string message = sqlite3_errmsg(db);
   sqlite3_close_v2(db);
   if (rc == SQLITE_NOTADB) {
-    throw StoreError(with_hint(fmt::format("'{}' is not a tfw store (not an SQLite file); it was left untouched", path),
-                                 "point --home / TFW_HOME at a folder whose runs.db is a tfw store, or move the file away"));
+    throw StoreError(
+        with_hint(fmt::format("'{}' is not a tfw store (not an SQLite file); it was left untouched", path),
+                  "point --home / TFW_HOME at a folder whose runs.db is a tfw store, or move the file away"));
   }
   throw StoreError(store_failure(path, rc, message));
 }
@@ -144,16 +144,16 @@ std::unique_ptr<Store> Store::open(const std::string& path) {
 std::unique_ptr<Store> Store::open_readonly(const std::string& path) {
   if (!fs::exists(path)) {
     throw StoreError(with_hint(fmt::format("no store at '{}'", path),
-                                 "runs are recorded there by `tfw train`; check --home / TFW_HOME"));
+                               "runs are recorded there by `tfw train`; check --home / TFW_HOME"));
   }
   sqlite3* db = database_open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX);
   std::unique_ptr<Store> store(new Store(db, path, true));
   sqlite3_busy_timeout(db, 60000);
   const int version = store->schema_version();
   if (version > kStoreSchemaVersion) {
-    throw StoreError(with_hint(fmt::format("the store '{}' has schema version {}, this tfw knows up to {}", path, version,
-                                             kStoreSchemaVersion),
-                                 "use a newer tfw to read it"));
+    throw StoreError(with_hint(fmt::format("the store '{}' has schema version {}, this tfw knows up to {}", path,
+                                           version, kStoreSchemaVersion),
+                               "use a newer tfw to read it"));
   }
   if (version < kStoreSchemaVersion) {
     // An older store: migrate it forward once (the migrations only add), then read it.
@@ -196,9 +196,9 @@ void Store::migrate() {
   FileLock lock(path_);  // parallel first opens: one migrates, the others then see the result
   const int version = schema_version();
   if (version > kStoreSchemaVersion) {
-    throw StoreError(with_hint(fmt::format("the store '{}' has schema version {}, this tfw knows up to {}", path_, version,
-                                             kStoreSchemaVersion),
-                                 "use a newer tfw, or another --home"));
+    throw StoreError(with_hint(fmt::format("the store '{}' has schema version {}, this tfw knows up to {}", path_,
+                                           version, kStoreSchemaVersion),
+                               "use a newer tfw, or another --home"));
   }
   exec(db_, "PRAGMA journal_mode = WAL");
   for (int v = version; v < kStoreSchemaVersion; ++v) {
@@ -241,8 +241,9 @@ std::int64_t Store::run_create(const RunRecord& run) {
     s.step();
   } catch (const StoreError& e) {
     if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE) {
-      throw StoreError(with_hint(fmt::format("a run named '{}' already exists in experiment '{}'", run.name, run.experiment),
-                                   fmt::format("resume it with `tfw train --resume {}`, or choose another --name", run.name)));
+      throw StoreError(
+          with_hint(fmt::format("a run named '{}' already exists in experiment '{}'", run.name, run.experiment),
+                    fmt::format("resume it with `tfw train --resume {}`, or choose another --name", run.name)));
     }
     throw;
   }
@@ -282,10 +283,15 @@ void Store::run_set_config(std::int64_t run, const std::string& config, const Ev
 }
 
 void Store::run_set_status(std::int64_t run, RunStatus status, const std::string& error) {
-  Statement s(db_, "UPDATE runs SET status = ?, error = ?, heartbeat = ?, ended = CASE WHEN ? = 'running' THEN NULL "
-                   "ELSE ended END WHERE id = ?");
-  s.bind(1, std::string(status_name(status))).bind(2, error).bind(3, store_now()).bind(4, std::string(status_name(status)))
-      .bind(5, run).step();
+  Statement s(db_,
+              "UPDATE runs SET status = ?, error = ?, heartbeat = ?, ended = CASE WHEN ? = 'running' THEN NULL "
+              "ELSE ended END WHERE id = ?");
+  s.bind(1, std::string(status_name(status)))
+      .bind(2, error)
+      .bind(3, store_now())
+      .bind(4, std::string(status_name(status)))
+      .bind(5, run)
+      .step();
 }
 
 void Store::run_set_progress(std::int64_t run, std::int64_t tokens, double flops) {
@@ -293,12 +299,16 @@ void Store::run_set_progress(std::int64_t run, std::int64_t tokens, double flops
   s.bind(1, tokens).bind(2, flops).bind(3, flops).bind(4, run).step();
 }
 
-void Store::run_finish(std::int64_t run, RunStatus status, const std::string& final_metrics,
-                       const std::string& error) {
+void Store::run_finish(std::int64_t run, RunStatus status, const std::string& final_metrics, const std::string& error) {
   Statement s(db_, "UPDATE runs SET status = ?, final_metrics = ?, error = ?, ended = ?, heartbeat = ? WHERE id = ?");
   const double now = store_now();
-  s.bind(1, std::string(status_name(status))).bind(2, final_metrics.empty() ? std::string("{}") : final_metrics).bind(3, error).bind(4, now)
-      .bind(5, now).bind(6, run).step();
+  s.bind(1, std::string(status_name(status)))
+      .bind(2, final_metrics.empty() ? std::string("{}") : final_metrics)
+      .bind(3, error)
+      .bind(4, now)
+      .bind(5, now)
+      .bind(6, run)
+      .step();
 }
 
 void Store::run_heartbeat(std::int64_t run) {
@@ -313,7 +323,9 @@ RunRecord Store::resolved(RunRecord record) const {
 
 std::vector<RunRecord> Store::run_children(std::int64_t run) {
   Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE "
-                               "r.parent_run_id = ? ORDER BY r.id", detail::run_select_columns()).c_str());
+                               "r.parent_run_id = ? ORDER BY r.id",
+                               detail::run_select_columns())
+                       .c_str());
   s.bind(1, run);
   std::vector<RunRecord> out;
   while (s.step()) out.push_back(resolved(run_from(s)));
@@ -336,7 +348,8 @@ void Store::run_delete(std::int64_t run) {
 
 std::optional<RunRecord> Store::run_get(std::int64_t run) {
   Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.id = ?",
-                               detail::run_select_columns()).c_str());
+                               detail::run_select_columns())
+                       .c_str());
   s.bind(1, run);
   if (!s.step()) return std::nullopt;
   return resolved(run_from(s));
@@ -347,23 +360,26 @@ std::optional<RunRecord> Store::run_find(const std::string& id_or_name) {
   const long long id = std::strtoll(id_or_name.c_str(), &end, 10);
   if (!id_or_name.empty() && end != nullptr && *end == '\0') return run_get(id);
   Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.name = ? "
-                               "ORDER BY r.id DESC LIMIT 1", detail::run_select_columns()).c_str());
+                               "ORDER BY r.id DESC LIMIT 1",
+                               detail::run_select_columns())
+                       .c_str());
   s.bind(1, id_or_name);
   if (!s.step()) return std::nullopt;
   return resolved(run_from(s));
 }
 
 std::vector<RunRecord> Store::runs(const RunFilter& filter) {
-  static const std::set<std::string> sortable = {"id", "name", "started", "tokens", "flops", "cumulative_flops",
-                                                 "parameters", "family", "status"};
+  static const std::set<std::string> sortable = {
+      "id", "name", "started", "tokens", "flops", "cumulative_flops", "parameters", "family", "status"};
   if (!sortable.count(filter.sort)) {
     throw StoreError(with_hint(fmt::format("cannot sort runs by '{}'", filter.sort),
-                                 "sort by one of id, name, family, status, started, tokens, flops, cumulative_flops, "
-                                 "parameters"));
+                               "sort by one of id, name, family, status, started, tokens, flops, cumulative_flops, "
+                               "parameters"));
   }
-  std::string sql = fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE "
-                                "(?1 = '' OR e.name = ?1) AND (?2 = '' OR r.family = ?2) ORDER BY r.{} {}",
-                                detail::run_select_columns(), filter.sort, filter.descending ? "DESC" : "ASC");
+  std::string sql = fmt::format(
+      "SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE "
+      "(?1 = '' OR e.name = ?1) AND (?2 = '' OR r.family = ?2) ORDER BY r.{} {}",
+      detail::run_select_columns(), filter.sort, filter.descending ? "DESC" : "ASC");
   Statement s(db_, sql.c_str());
   s.bind(1, filter.experiment).bind(2, filter.family);
   std::vector<RunRecord> out;
@@ -376,7 +392,9 @@ std::vector<RunRecord> Store::runs(const RunFilter& filter) {
 
 std::optional<RunRecord> Store::run_in_experiment(const std::string& experiment, const std::string& name) {
   Statement s(db_, fmt::format("SELECT {} FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE e.name = ? "
-                               "AND r.name = ?", detail::run_select_columns()).c_str());
+                               "AND r.name = ?",
+                               detail::run_select_columns())
+                       .c_str());
   s.bind(1, experiment).bind(2, name);
   if (!s.step()) return std::nullopt;
   return resolved(run_from(s));
@@ -396,10 +414,16 @@ std::vector<RunRecord> Store::lineage(std::int64_t run) {
 }
 
 void Store::checkpoint_add(const CheckpointRow& row) {
-  Statement s(db_, "INSERT OR REPLACE INTO checkpoints (run_id, step, path, checksum, bytes, created) VALUES "
-                   "(?, ?, ?, ?, ?, ?)");
-  s.bind(1, row.run).bind(2, row.step).bind(3, to_stored(row.path)).bind(4, row.checksum).bind(5, row.bytes)
-      .bind(6, store_now()).step();
+  Statement s(db_,
+              "INSERT OR REPLACE INTO checkpoints (run_id, step, path, checksum, bytes, created) VALUES "
+              "(?, ?, ?, ?, ?, ?)");
+  s.bind(1, row.run)
+      .bind(2, row.step)
+      .bind(3, to_stored(row.path))
+      .bind(4, row.checksum)
+      .bind(5, row.bytes)
+      .bind(6, store_now())
+      .step();
 }
 
 void Store::checkpoint_remove(std::int64_t run, const std::string& path) {
@@ -469,8 +493,12 @@ std::optional<std::int64_t> Store::checkpoint_run(const std::string& path) {
 
 void Store::event_add(const EventRow& row) {
   Statement s(db_, "INSERT INTO events (run_id, kind, step, wall, payload) VALUES (?, ?, ?, ?, ?)");
-  s.bind(1, row.run).bind(2, row.kind).bind(3, row.step).bind(4, row.wall)
-      .bind(5, row.payload.empty() ? std::string("{}") : row.payload).step();
+  s.bind(1, row.run)
+      .bind(2, row.kind)
+      .bind(3, row.step)
+      .bind(4, row.wall)
+      .bind(5, row.payload.empty() ? std::string("{}") : row.payload)
+      .step();
 }
 
 std::vector<EventRow> Store::events(std::int64_t run) {
@@ -483,11 +511,15 @@ std::vector<EventRow> Store::events(std::int64_t run) {
 
 void Store::metrics_append(const std::vector<MetricPoint>& points) {
   // Replace: a resumed run re-logs the steps after its last checkpoint.
-  Statement s(db_, "INSERT OR REPLACE INTO metrics (run_id, key, step, tokens, flops, wall, value) VALUES "
-                   "(?, ?, ?, ?, ?, ?, ?)");
+  Statement s(db_,
+              "INSERT OR REPLACE INTO metrics (run_id, key, step, tokens, flops, wall, value) VALUES "
+              "(?, ?, ?, ?, ?, ?, ?)");
   for (const MetricPoint& p : points) {
     s.bind(1, p.run).bind(2, p.key).bind(3, p.step).bind(4, p.tokens).bind(5, p.flops).bind(6, p.wall);
-    if (std::isfinite(p.value)) s.bind(7, p.value); else s.bind_null(7);
+    if (std::isfinite(p.value))
+      s.bind(7, p.value);
+    else
+      s.bind_null(7);
     s.step();
     s.reset();
   }
@@ -499,8 +531,9 @@ void Store::metrics_insert(const std::vector<MetricPoint>& points) {
 }
 
 std::vector<MetricPoint> Store::metrics(std::int64_t run, const std::string& key) {
-  Statement s(db_, "SELECT run_id, key, step, tokens, flops, wall, value FROM metrics WHERE run_id = ?1 AND "
-                   "(?2 = '' OR key = ?2) ORDER BY key, step");
+  Statement s(db_,
+              "SELECT run_id, key, step, tokens, flops, wall, value FROM metrics WHERE run_id = ?1 AND "
+              "(?2 = '' OR key = ?2) ORDER BY key, step");
   s.bind(1, run).bind(2, key);
   std::vector<MetricPoint> out;
   while (s.step()) {

@@ -45,25 +45,25 @@ struct RunRecord {
   std::string experiment = "default";
   std::string name;
   std::string family;
-  std::string config;        // the resolved run config (TOML)
+  std::string config;                     // the resolved run config (TOML)
   RunStatus status = RunStatus::running;  // crashed: derived, a running run whose heartbeat is stale
-  double heartbeat = 0;      // unix seconds
+  double heartbeat = 0;                   // unix seconds
   std::int64_t seed = 0;
   std::string git_commit, host;
   double started = 0, ended = 0;
-  std::int64_t parent = 0;   // 0: none
+  std::int64_t parent = 0;  // 0: none
   std::string growth_method, growth_options;
   std::int64_t stage = 0;
   std::int64_t parameters = 0;
   std::int64_t tokens = 0;
-  double flops = 0;             // this run's own training FLOPs
+  double flops = 0;  // this run's own training FLOPs
   // The lineage's FLOPs before this run: the parent's cumulative FLOPs at the checkpoint this
   // run was grown from. -1 in run_create means "the parent's cumulative FLOPs now".
   double inherited_flops = -1;
   double cumulative_flops = 0;  // inherited + own: the lineage's budget
   FinalMetrics final_metrics;   // typed when read; its text as stored
   std::string error;
-  std::string run_dir;       // absolute when read (stored relative to the home when inside it)
+  std::string run_dir;  // absolute when read (stored relative to the home when inside it)
 };
 
 struct MetricPoint {
@@ -82,7 +82,7 @@ struct EventRow {
   std::int64_t run = 0, step = 0;
   std::string kind, payload;  // payload: JSON
   double wall = 0;
-  std::int64_t id = 0;        // set when read (event_add ignores it)
+  std::int64_t id = 0;  // set when read (event_add ignores it)
 };
 
 // What an incremental reader (the GUI's store watcher, the service's poller) has seen of a
@@ -102,22 +102,22 @@ struct RunNews {
 // One metric of `tfw eval` (v4): a checkpoint evaluated on a corpus.
 struct EvaluationRow {
   std::int64_t id = 0;
-  std::int64_t run = 0;        // the run that wrote the checkpoint (0: one the store does not know)
-  std::string checkpoint;      // absolute path
-  std::int64_t step = 0;       // the checkpoint's step
-  std::string corpus;          // its name (a built-in corpus, or a path's file name)
-  std::string metric;          // loss, perplexity, bits_per_token, bits_per_byte, cloze_accuracy, ...
-  double value = 0;            // NaN stored as NULL
+  std::int64_t run = 0;                  // the run that wrote the checkpoint (0: one the store does not know)
+  std::string checkpoint;                // absolute path
+  std::int64_t step = 0;                 // the checkpoint's step
+  std::string corpus;                    // its name (a built-in corpus, or a path's file name)
+  std::string metric;                    // loss, perplexity, bits_per_token, bits_per_byte, cloze_accuracy, ...
+  double value = 0;                      // NaN stored as NULL
   std::int64_t windows = 0, tokens = 0;  // what was evaluated: windows, and target tokens scored
-  std::string mode;            // "even" (evenly spaced windows), "stride:S" or "cloze"
+  std::string mode;                      // "even" (evenly spaced windows), "stride:S" or "cloze"
   double created = 0;
-  std::string blocks;          // v5: the parameter blocks used ("gcide+shared"); "" for every token
+  std::string blocks;  // v5: the parameter blocks used ("gcide+shared"); "" for every token
 };
 
 struct RunFilter {
   std::string experiment, family;
   std::optional<RunStatus> status;  // any when empty
-  std::string sort = "id";  // id, name, started, tokens, flops, cumulative_flops, parameters
+  std::string sort = "id";          // id, name, started, tokens, flops, cumulative_flops, parameters
   bool descending = false;
 };
 
@@ -138,15 +138,14 @@ class Store {
   void run_set_status(std::int64_t run, RunStatus status, const std::string& error = "");
   // Own tokens and FLOPs so far; the cumulative budget follows (inherited + own).
   void run_set_progress(std::int64_t run, std::int64_t tokens, double flops);
-  void run_finish(std::int64_t run, RunStatus status, const std::string& final_metrics,
-                  const std::string& error = "");
+  void run_finish(std::int64_t run, RunStatus status, const std::string& final_metrics, const std::string& error = "");
   void run_heartbeat(std::int64_t run);
   std::optional<RunRecord> run_get(std::int64_t run);
   // By id ("12"), or by name (the newest run of that name).
   std::optional<RunRecord> run_find(const std::string& id_or_name);
   std::vector<RunRecord> runs(const RunFilter& filter = {});
   std::optional<RunRecord> run_in_experiment(const std::string& experiment, const std::string& name);
-  std::vector<RunRecord> lineage(std::int64_t run);  // root first, ending with `run`
+  std::vector<RunRecord> lineage(std::int64_t run);       // root first, ending with `run`
   std::vector<RunRecord> run_children(std::int64_t run);  // the runs grown from `run`
   // Removes a run's record: its metrics, checkpoint rows, events and the run itself, in one
   // transaction (files are the caller's). Refused while other runs were grown from it.

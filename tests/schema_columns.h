@@ -16,7 +16,8 @@ inline std::vector<std::string> schema_columns(const std::string& store_path, co
     sqlite3_stmt* s = nullptr;
     const std::string sql = "PRAGMA table_info(" + table + ")";
     if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK) {
-      while (sqlite3_step(s) == SQLITE_ROW) names.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 1)));
+      while (sqlite3_step(s) == SQLITE_ROW)
+        names.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 1)));
     }
     sqlite3_finalize(s);
   }

@@ -82,8 +82,10 @@ void expect_matches_reference(const std::vector<double>& reference, const torch:
                               const torch::Tensor& loss, torch::nn::Module& model) {
   std::size_t offset = 0;
   auto next = [&](const torch::Tensor& like) {
-    if (offset + static_cast<std::size_t>(like.numel()) > reference.size()) return torch::full(like.sizes(), NAN, torch::kFloat64);
-    torch::Tensor t = torch::from_blob(const_cast<double*>(reference.data()) + offset, like.sizes(), torch::kFloat64).clone();
+    if (offset + static_cast<std::size_t>(like.numel()) > reference.size())
+      return torch::full(like.sizes(), NAN, torch::kFloat64);
+    torch::Tensor t =
+        torch::from_blob(const_cast<double*>(reference.data()) + offset, like.sizes(), torch::kFloat64).clone();
     offset += static_cast<std::size_t>(like.numel());
     return t;
   };

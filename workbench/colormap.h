@@ -18,16 +18,23 @@ struct Rgb {
 // The k-th colour of the qualitative palette that plots cycle through (the GUI's curves and
 // the exported figures): the ten of matplotlib's tab10.
 inline Rgb series_rgb(std::size_t k) {
-  static constexpr std::array<Rgb, 10> palette = {{{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40},
-                                                   {148, 103, 189}, {140, 86, 75}, {227, 119, 194}, {188, 189, 34},
-                                                   {23, 190, 207}, {127, 127, 127}}};
+  static constexpr std::array<Rgb, 10> palette = {{{31, 119, 180},
+                                                   {255, 127, 14},
+                                                   {44, 160, 44},
+                                                   {214, 39, 40},
+                                                   {148, 103, 189},
+                                                   {140, 86, 75},
+                                                   {227, 119, 194},
+                                                   {188, 189, 34},
+                                                   {23, 190, 207},
+                                                   {127, 127, 127}}};
   return palette[k % palette.size()];
 }
 
 // t in [0, 1] (clamped; NaN maps to 0).
 inline Rgb heat_colour(double t) {
-  static constexpr std::array<std::array<double, 3>, 5> anchors = {{
-      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}}};
+  static constexpr std::array<std::array<double, 3>, 5> anchors = {
+      {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}}};
   if (!(t > 0)) t = 0;
   if (t > 1) t = 1;
   const double x = t * (anchors.size() - 1);

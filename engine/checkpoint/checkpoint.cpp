@@ -40,9 +40,9 @@ struct DtypePair {
   torch::ScalarType torch;
   const char* name;
 };
-constexpr DtypePair kDtypePairs[] = {{torch::kDouble, "F64"}, {torch::kFloat, "F32"},   {torch::kHalf, "F16"},
+constexpr DtypePair kDtypePairs[] = {{torch::kDouble, "F64"},    {torch::kFloat, "F32"}, {torch::kHalf, "F16"},
                                      {torch::kBFloat16, "BF16"}, {torch::kLong, "I64"},  {torch::kInt, "I32"},
-                                     {torch::kShort, "I16"},   {torch::kChar, "I8"},     {torch::kByte, "U8"},
+                                     {torch::kShort, "I16"},     {torch::kChar, "I8"},   {torch::kByte, "U8"},
                                      {torch::kBool, "BOOL"}};
 
 const char* dtype_name(torch::ScalarType type) {
@@ -198,7 +198,7 @@ std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& met
 }
 
 CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::optim::Optimizer* optimizer,
-                            const CheckpointMeta& meta) {
+                               const CheckpointMeta& meta) {
   fs::create_directories(dir);
   const std::string stem = fmt::format("{}/step-{:08d}", dir, meta.step);
   const std::string archive_path = stem + kCheckpointExtension, temp = archive_path + ".tmp";
@@ -266,7 +266,8 @@ std::int64_t metadata_integer(const std::map<std::string, std::string>& metadata
   std::int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) {
-    throw UsageError(fmt::format("checkpoint '{}': metadata '{}' is '{}', not an integer", path, key, text.substr(0, 40)));
+    throw UsageError(
+        fmt::format("checkpoint '{}': metadata '{}' is '{}', not an integer", path, key, text.substr(0, 40)));
   }
   return value;
 }
@@ -276,15 +277,17 @@ double metadata_real(const std::map<std::string, std::string>& metadata, const s
   char* end = nullptr;
   const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size()) {
-    throw UsageError(fmt::format("checkpoint '{}': metadata '{}' is '{}', not a number", path, key, text.substr(0, 40)));
+    throw UsageError(
+        fmt::format("checkpoint '{}': metadata '{}' is '{}', not a number", path, key, text.substr(0, 40)));
   }
   return value;
 }
 
 CheckpointMeta meta_from(const std::map<std::string, std::string>& metadata, const std::string& path) {
   if (metadata_text(metadata, path, "format") != "tfw-checkpoint") {
-    throw UsageError(with_hint(fmt::format("'{}' is a safetensors file but not a tfw checkpoint", path),
-                               "tfw import reads other models' weights; a checkpoint comes from tfw train or tfw grow"));
+    throw UsageError(
+        with_hint(fmt::format("'{}' is a safetensors file but not a tfw checkpoint", path),
+                  "tfw import reads other models' weights; a checkpoint comes from tfw train or tfw grow"));
   }
   CheckpointMeta meta;
   meta.format_version = metadata_integer(metadata, path, "format_version");
@@ -314,18 +317,22 @@ CheckpointMeta meta_from(const std::map<std::string, std::string>& metadata, con
   if (meta.cpu_capability.size() > 16 ||
       meta.cpu_capability.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != std::string::npos) {
     throw UsageError(with_hint(fmt::format("checkpoint '{}': metadata 'cpu_capability' is not a name of ATen's CPU "
-                                           "kernels (such as AVX2)", path),
+                                           "kernels (such as AVX2)",
+                                           path),
                                "use another checkpoint of the run; this file is damaged or was not written by tfw"));
   }
   // Counters are never negative and FLOPs are finite: a step of -5 rewrote a run's stored steps,
   // and an inherited_flops of inf was stored, then refused in the run's bundle.
-  const std::pair<const char*, double> counts[] = {
-      {"step", static_cast<double>(meta.step)}, {"tokens", static_cast<double>(meta.tokens)}, {"flops", meta.flops},
-      {"inherited_flops", meta.inherited_flops}, {"threads", static_cast<double>(meta.threads)}};
+  const std::pair<const char*, double> counts[] = {{"step", static_cast<double>(meta.step)},
+                                                   {"tokens", static_cast<double>(meta.tokens)},
+                                                   {"flops", meta.flops},
+                                                   {"inherited_flops", meta.inherited_flops},
+                                                   {"threads", static_cast<double>(meta.threads)}};
   for (const auto& [key, value] : counts) {
     if (!std::isfinite(value) || value < 0) {
-      throw UsageError(with_hint(fmt::format("checkpoint '{}': metadata '{}' is {}, not a count >= 0", path, key, value),
-                                 "use another checkpoint of the run; this file is damaged or was not written by tfw"));
+      throw UsageError(
+          with_hint(fmt::format("checkpoint '{}': metadata '{}' is {}, not a count >= 0", path, key, value),
+                    "use another checkpoint of the run; this file is damaged or was not written by tfw"));
     }
   }
   return meta;
@@ -367,11 +374,11 @@ void load_into(const OpenCheckpoint& open, const std::string& path, const std::s
   if (it == open.by_name.end()) does_not_fit(path, fmt::format("it holds no tensor '{}'", name));
   const SafetensorsEntry& entry = *it->second;
   if (dtype_of(entry.dtype) != target.scalar_type()) {
-    throw UsageError(with_hint(fmt::format("checkpoint '{}' does not fit this model: {} is {} in the file, the "
-                                           "model holds it as {}",
-                                           path, name, c10::toString(dtype_of(entry.dtype)),
-                                           c10::toString(target.scalar_type())),
-                               "the checkpoint was written by another version of the model family"));
+    throw UsageError(
+        with_hint(fmt::format("checkpoint '{}' does not fit this model: {} is {} in the file, the "
+                              "model holds it as {}",
+                              path, name, c10::toString(dtype_of(entry.dtype)), c10::toString(target.scalar_type())),
+                  "the checkpoint was written by another version of the model family"));
   }
   if (entry.shape != target.sizes().vec()) {
     does_not_fit(path, fmt::format("{} has shape {} in the file, {} in the model", name,
@@ -417,8 +424,9 @@ void optimizer_read(const OpenCheckpoint& open, const std::string& path, Model& 
       for (std::size_t i = 0; i < params.size(); ++i) {
         const std::string name = names.at(params[i].unsafeGetTensorImpl());
         if (stored_params[i] != name) {
-          does_not_fit(path, fmt::format("optimiser group {} names '{}' where this run has '{}'", g,
-                                         stored_params[i].is_string() ? stored_params[i].get<std::string>() : "?", name));
+          does_not_fit(path,
+                       fmt::format("optimiser group {} names '{}' where this run has '{}'", g,
+                                   stored_params[i].is_string() ? stored_params[i].get<std::string>() : "?", name));
         }
         const std::string prefix = "optimizer.state." + name + ".";
         auto step = open.by_name.find(prefix + "step");
@@ -490,10 +498,11 @@ RunConfig checkpoint_run_config(const Registry& registry, const CheckpointMeta& 
     }
     const double wanted = static_cast<double>(config.model.spec->parameter_count());
     if (wanted > stored) {
-      throw UsageError(with_hint(fmt::format("checkpoint '{}': its config describes a model of {:.0f} parameters, but the "
-                                             "file stores {:.0f} model values: the config does not fit its weights",
-                                             where, wanted, stored),
-                                 "the file is damaged or forged; use another checkpoint of the run"));
+      throw UsageError(
+          with_hint(fmt::format("checkpoint '{}': its config describes a model of {:.0f} parameters, but the "
+                                "file stores {:.0f} model values: the config does not fit its weights",
+                                where, wanted, stored),
+                    "the file is damaged or forged; use another checkpoint of the run"));
     }
   }
   return config;
@@ -520,8 +529,8 @@ CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::opt
     std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(state);
   } catch (const c10::Error& e) {
-    throw UsageError(fmt::format("checkpoint '{}': its random generator state is not valid ({})", path,
-                                 e.what_without_backtrace()));
+    throw UsageError(
+        fmt::format("checkpoint '{}': its random generator state is not valid ({})", path, e.what_without_backtrace()));
   }
   model.set_training_step(open.meta.step);
   return open.meta;
@@ -547,7 +556,8 @@ std::map<std::string, std::string> model_weights_load(const std::string& path, M
     expected.insert(name);
   }
   for (const SafetensorsEntry& entry : open.parsed.tensors) {
-    if (expected.count(entry.name) == 0) does_not_fit(path, fmt::format("it holds '{}', which this model does not have", entry.name));
+    if (expected.count(entry.name) == 0)
+      does_not_fit(path, fmt::format("it holds '{}', which this model does not have", entry.name));
   }
   return open.parsed.metadata;
 }

@@ -29,7 +29,7 @@ namespace tfw {
 
 // Writes <dir>/step-XXXXXXXX.{pt,toml}; returns the archive's path, size and checksum.
 CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::optim::Optimizer* optimizer,
-                            const CheckpointMeta& meta);
+                               const CheckpointMeta& meta);
 
 // Loads weights (and optimiser state when given) into a model built from the checkpoint's
 // config, and sets torch's CPU generator. Verifies first; a missing or extra tensor, or a

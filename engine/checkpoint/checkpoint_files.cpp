@@ -94,16 +94,16 @@ void checkpoint_verify_version(const std::string& path, std::int64_t expected) {
                       path),
           fmt::format("convert it once, in place: tfw checkpoints upgrade {}", path)));
     }
-    throw UsageError(with_hint(fmt::format("checkpoint '{}' has format version {}, this tfw reads version {}", path,
-                                           version, expected),
-                               "use the tfw version that wrote it"));
+    throw UsageError(with_hint(
+        fmt::format("checkpoint '{}' has format version {}, this tfw reads version {}", path, version, expected),
+        "use the tfw version that wrote it"));
   }
   const std::string archive = manifest["archive"].value_or(std::string());
   const std::int64_t step = manifest["step"].value_or(std::int64_t{-1});
   const std::int64_t named = step_of_name(path);
   if (archive != fs::path(path).filename().string() || (named >= 0 && step != named)) {
-    throw UsageError(fmt::format("checkpoint '{}' has a manifest that does not match it (archive '{}', step {})",
-                                 path, archive, step));
+    throw UsageError(fmt::format("checkpoint '{}' has a manifest that does not match it (archive '{}', step {})", path,
+                                 archive, step));
   }
   const auto size = static_cast<std::uint64_t>(manifest["size"].value_or(std::int64_t{-1}));
   const auto actual_size = static_cast<std::uint64_t>(fs::file_size(path));
@@ -134,11 +134,10 @@ CheckpointInfo checkpoint_latest_valid(const std::string& dir, std::vector<std::
       if (skipped != nullptr) skipped->push_back(e.what());
     }
   }
-  throw UsageError(with_hint(fmt::format("'{}' holds no valid checkpoint{}", dir,
-                                         all.empty() ? "" : fmt::format(" ({} damaged)", all.size())),
-                             "the run has nothing to resume from: start it again (its record is replaced)"));
+  throw UsageError(with_hint(
+      fmt::format("'{}' holds no valid checkpoint{}", dir, all.empty() ? "" : fmt::format(" ({} damaged)", all.size())),
+      "the run has nothing to resume from: start it again (its record is replaced)"));
 }
-
 
 std::vector<std::string> checkpoint_prune(const std::string& dir, std::int64_t keep) {
   std::vector<std::string> removed;

@@ -21,31 +21,30 @@ inline constexpr const char* kCheckpointExtension = ".safetensors";
 
 struct CheckpointMeta {
   std::int64_t format_version = kCheckpointFormatVersion;
-  std::int64_t step = 0;          // optimiser steps done
-  std::int64_t tokens = 0;        // training tokens seen
-  std::int64_t examples = 0;      // training examples seen (token windows, images); -1: not recorded
-  double flops = 0;               // training FLOPs spent by this run
-  double train_loss = 0;          // of the last step
-  double val_loss = 0;            // of the last evaluation (NaN if none)
+  std::int64_t step = 0;      // optimiser steps done
+  std::int64_t tokens = 0;    // training tokens seen
+  std::int64_t examples = 0;  // training examples seen (token windows, images); -1: not recorded
+  double flops = 0;           // training FLOPs spent by this run
+  double train_loss = 0;      // of the last step
+  double val_loss = 0;        // of the last evaluation (NaN if none)
   double best_val_loss = 0;
-  double wall_seconds = 0;        // training time so far
-  std::string sampler_state;      // the batch sampler's RNG (the data cursor)
-  std::string config_toml;        // the resolved run config (the model as it is now, after any growth)
+  double wall_seconds = 0;    // training time so far
+  std::string sampler_state;  // the batch sampler's RNG (the data cursor)
+  std::string config_toml;    // the resolved run config (the model as it is now, after any growth)
   // Lineage: the compute this model inherited from the runs it was grown from (their
   // training FLOPs up to the checkpoint it was grown from), and where it came from.
   double inherited_flops = 0;
-  std::int64_t parent_run = 0;    // store id of the run it was grown from (0: none or unknown)
+  std::int64_t parent_run = 0;  // store id of the run it was grown from (0: none or unknown)
   std::string parent_checkpoint;
   std::string growth_method;
-  std::string growth_options;     // TOML
-  std::int64_t threads = 0;       // torch threads the run trained with (0: not recorded)
+  std::string growth_options;  // TOML
+  std::int64_t threads = 0;    // torch threads the run trained with (0: not recorded)
   // ATen's CPU kernels the run trained with ("AVX2"; "": not recorded, or a CUDA run).
   std::string cpu_capability;
 };
 
-
 struct CheckpointInfo {
-  std::string path;     // the .safetensors file (.pt: a legacy one, to upgrade)
+  std::string path;  // the .safetensors file (.pt: a legacy one, to upgrade)
   std::int64_t step = 0;
   double val_loss = 0;  // NaN if none
   std::uint64_t size = 0;

@@ -37,8 +37,10 @@ std::uint64_t read_u64_le(const char* bytes) {
 // A non-negative JSON integer (shape or offset), or the reason it is not one.
 std::uint64_t json_count(const nlohmann::json& value, const std::string& what, const std::string& field) {
   if (value.is_number_unsigned()) return value.get<std::uint64_t>();
-  if (value.is_number_integer() && value.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(value.get<std::int64_t>());
-  refuse(what, fmt::format("{} holds {}, not a non-negative integer", field, value.is_number() ? "a negative or fractional number" : value.type_name()));
+  if (value.is_number_integer() && value.get<std::int64_t>() >= 0)
+    return static_cast<std::uint64_t>(value.get<std::int64_t>());
+  refuse(what, fmt::format("{} holds {}, not a non-negative integer", field,
+                           value.is_number() ? "a negative or fractional number" : value.type_name()));
 }
 
 // One tensor's header entry, checked against the format and the `data_size` bytes of data.
@@ -57,9 +59,11 @@ SafetensorsEntry entry_parse(const std::string& name, const nlohmann::json& valu
   if (!dtype->is_string()) refuse(what, fmt::format("tensor '{}' has a dtype that is not a string", name));
   entry.dtype = dtype->get<std::string>();
   const std::size_t element = safetensors_element_size(entry.dtype);
-  if (element == 0) refuse(what, fmt::format("tensor '{}' has the unknown dtype '{}'", name, entry.dtype.substr(0, 16)));
+  if (element == 0)
+    refuse(what, fmt::format("tensor '{}' has the unknown dtype '{}'", name, entry.dtype.substr(0, 16)));
   if (!shape->is_array() || shape->size() > kSafetensorsMaxRank) {
-    refuse(what, fmt::format("tensor '{}' has a shape that is not an array of at most {} sizes", name, kSafetensorsMaxRank));
+    refuse(what,
+           fmt::format("tensor '{}' has a shape that is not an array of at most {} sizes", name, kSafetensorsMaxRank));
   }
   std::uint64_t bytes_needed = element;
   for (const nlohmann::json& dim : *shape) {
@@ -75,8 +79,8 @@ SafetensorsEntry entry_parse(const std::string& name, const nlohmann::json& valu
   entry.begin = json_count((*offsets)[0], what, fmt::format("the data_offsets of '{}'", name));
   entry.end = json_count((*offsets)[1], what, fmt::format("the data_offsets of '{}'", name));
   if (entry.begin > entry.end || entry.end > data_size) {
-    refuse(what, fmt::format("tensor '{}' has the byte range [{}, {}), outside the {} bytes of data", name,
-                             entry.begin, entry.end, data_size));
+    refuse(what, fmt::format("tensor '{}' has the byte range [{}, {}), outside the {} bytes of data", name, entry.begin,
+                             entry.end, data_size));
   }
   if (entry.end - entry.begin != bytes_needed) {
     refuse(what, fmt::format("tensor '{}' of shape {} and dtype {} needs {} bytes, its range holds {}", name,
@@ -98,7 +102,8 @@ SafetensorsFile safetensors_parse(const char* bytes, std::size_t size, const std
   if (size < 8) refuse(what, fmt::format("{} bytes, fewer than the 8 of the header length", size));
   const std::uint64_t header_size = read_u64_le(bytes);
   if (header_size > kSafetensorsMaxHeader) {
-    refuse(what, fmt::format("a header of {} bytes, more than the limit of {} bytes", header_size, kSafetensorsMaxHeader));
+    refuse(what,
+           fmt::format("a header of {} bytes, more than the limit of {} bytes", header_size, kSafetensorsMaxHeader));
   }
   if (header_size > size - 8) {
     refuse(what, fmt::format("a header of {} bytes, but only {} bytes follow the length", header_size, size - 8));
@@ -112,7 +117,8 @@ SafetensorsFile safetensors_parse(const char* bytes, std::size_t size, const std
   // 3 containers and about 12 values (with its shape's dimensions).
   const std::size_t entries = kSafetensorsMaxTensors + kSafetensorsMaxMetadata;
   nlohmann::json root;
-  const std::string why = json_parse_bounded(std::string_view(header, header_size), {3, 3 * entries + 1, 16 * entries}, root);
+  const std::string why =
+      json_parse_bounded(std::string_view(header, header_size), {3, 3 * entries + 1, 16 * entries}, root);
   if (!why.empty()) {
     refuse(what, why.rfind("is not", 0) == 0 ? "its header " + why
                                              : fmt::format("its header {} (at most {} tensors and {} metadata entries)",
@@ -125,7 +131,8 @@ SafetensorsFile safetensors_parse(const char* bytes, std::size_t size, const std
     if (name == "__metadata__") {
       if (!value.is_object()) refuse(what, "__metadata__ is not an object");
       if (value.size() > kSafetensorsMaxMetadata) {
-        refuse(what, fmt::format("__metadata__ has {} entries, more than the limit of {}", value.size(), kSafetensorsMaxMetadata));
+        refuse(what, fmt::format("__metadata__ has {} entries, more than the limit of {}", value.size(),
+                                 kSafetensorsMaxMetadata));
       }
       for (const auto& [key, text] : value.items()) {
         if (!text.is_string()) refuse(what, fmt::format("__metadata__ entry '{}' is not a string", key.substr(0, 64)));
@@ -151,7 +158,8 @@ SafetensorsFile safetensors_parse(const char* bytes, std::size_t size, const std
   for (const SafetensorsEntry* entry : by_offset) {
     if (entry->begin != cursor) {
       refuse(what, fmt::format("tensor '{}' starts at byte {} of the data, where {} was expected (the ranges "
-                               "overlap or leave a gap)", entry->name, entry->begin, cursor));
+                               "overlap or leave a gap)",
+                               entry->name, entry->begin, cursor));
     }
     cursor = entry->end;
   }
@@ -162,14 +170,16 @@ SafetensorsFile safetensors_parse(const char* bytes, std::size_t size, const std
   return file;
 }
 
-std::string safetensors_encode(std::vector<SafetensorsEntry> tensors, const std::map<std::string, std::string>& metadata) {
+std::string safetensors_encode(std::vector<SafetensorsEntry> tensors,
+                               const std::map<std::string, std::string>& metadata) {
   std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     SafetensorsEntry& entry = tensors[i];
-    if (i > 0 && tensors[i - 1].name == entry.name) throw Error(fmt::format("safetensors: the name '{}' twice", entry.name));
+    if (i > 0 && tensors[i - 1].name == entry.name)
+      throw Error(fmt::format("safetensors: the name '{}' twice", entry.name));
     if (entry.name == "__metadata__") throw Error("safetensors: a tensor may not be named __metadata__");
     const std::size_t element = safetensors_element_size(entry.dtype);
     if (element == 0) throw Error(fmt::format("safetensors: unknown dtype '{}'", entry.dtype));

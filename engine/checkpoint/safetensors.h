@@ -37,7 +37,7 @@ std::size_t safetensors_element_size(const std::string& dtype);
 
 struct SafetensorsEntry {
   std::string name;
-  std::string dtype;                 // "F32", …
+  std::string dtype;  // "F32", …
   std::vector<std::int64_t> shape;
   std::uint64_t begin = 0, end = 0;  // byte range in the data
   const char* data = nullptr;        // writing: the bytes; reading: points into the parsed buffer
@@ -56,6 +56,7 @@ SafetensorsFile safetensors_parse(const char* bytes, std::size_t size, const std
 // to a multiple of 8 bytes. `begin`/`end` of the entries are ignored (computed); each entry's
 // `data` holds shape × element-size bytes. The same tensors and metadata always give the same
 // bytes. Throws Error on a duplicate name or an unknown dtype.
-std::string safetensors_encode(std::vector<SafetensorsEntry> tensors, const std::map<std::string, std::string>& metadata);
+std::string safetensors_encode(std::vector<SafetensorsEntry> tensors,
+                               const std::map<std::string, std::string>& metadata);
 
 }  // namespace tfw

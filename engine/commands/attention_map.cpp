@@ -42,18 +42,23 @@ struct AttentionProbe::State {
   std::unique_ptr<Tokenizer> tokenizer;  // language models
   std::unique_ptr<ImageSplits> images;   // image classifiers: read on first use
   std::int64_t layers = 0;
-  std::map<std::string, std::int64_t> tokens_of;  // label -> parameter tokens
+  std::map<std::string, std::int64_t> tokens_of;     // label -> parameter tokens
   std::map<std::string, std::int64_t> created_with;  // label -> tokens at creation (the n0 buffer)
 };
 
 std::string token_label(const std::string& piece) {
   std::string out;
   for (unsigned char c : piece) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
-    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-    else out += static_cast<char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
   }
   return out;
 }
@@ -127,7 +132,8 @@ bool AttentionProbe::image_model() const { return state_->config.data.task == Ta
 
 std::int64_t AttentionProbe::images() {
   if (!image_model()) return 0;
-  if (state_->images == nullptr) state_->images = std::make_unique<ImageSplits>(image_splits_load(state_->config.data.image));
+  if (state_->images == nullptr)
+    state_->images = std::make_unique<ImageSplits>(image_splits_load(state_->config.data.image));
   return state_->images->validation.count;
 }
 
@@ -179,8 +185,12 @@ AttentionMap AttentionProbe::image_map(std::int64_t index, std::int64_t layer, c
   const torch::Tensor parameter = state_->model->parameters().front();
   const torch::Tensor logits = state_->model->forward(input.to(parameter.device(), parameter.scalar_type()));
   image.predicted = logits.argmax(1).item<std::int64_t>();
-  const torch::Tensor scores = capture.scores().at(result.label).reshape({-1, result.parameter_tokens})
-                                   .to(torch::kFloat32).cpu().contiguous();  // (T, n)
+  const torch::Tensor scores = capture.scores()
+                                   .at(result.label)
+                                   .reshape({-1, result.parameter_tokens})
+                                   .to(torch::kFloat32)
+                                   .cpu()
+                                   .contiguous();  // (T, n)
   result.scores.assign(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
   if (grid.leading > 0) result.tokens.push_back("cls");
   for (std::int64_t r = 0; r < grid.rows; ++r) {
@@ -192,9 +202,9 @@ AttentionMap AttentionProbe::image_map(std::int64_t index, std::int64_t layer, c
 
 AttentionMap AttentionProbe::map(const std::string& text, std::int64_t layer, const std::string& projection) {
   if (image_model()) {
-    throw UsageError(with_hint(fmt::format("{} is an image classifier: its input tokens are an image's patches",
-                                           state_->checkpoint),
-                               "give --image N (an image of the validation split) instead of --text"));
+    throw UsageError(
+        with_hint(fmt::format("{} is an image classifier: its input tokens are an image's patches", state_->checkpoint),
+                  "give --image N (an image of the validation split) instead of --text"));
   }
   AttentionMap result;
   result.parameter_tokens = parameter_tokens(layer, projection);
@@ -210,12 +220,17 @@ AttentionMap AttentionProbe::map(const std::string& text, std::int64_t layer, co
     result.truncated = true;
   }
   torch::Tensor input = torch::empty({1, static_cast<std::int64_t>(ids.size())}, torch::kInt64);
-  for (std::size_t i = 0; i < ids.size(); ++i) input[0][static_cast<std::int64_t>(i)] = static_cast<std::int64_t>(ids[i]);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    input[0][static_cast<std::int64_t>(i)] = static_cast<std::int64_t>(ids[i]);
   torch::NoGradGuard no_grad;
   ScoreCapture capture({result.label});
   state_->model->forward(input.to(module_device(*state_->model)));
-  torch::Tensor scores = capture.scores().at(result.label).reshape({-1, result.parameter_tokens})
-                             .to(torch::kFloat32).cpu().contiguous();  // (T, n)
+  torch::Tensor scores = capture.scores()
+                             .at(result.label)
+                             .reshape({-1, result.parameter_tokens})
+                             .to(torch::kFloat32)
+                             .cpu()
+                             .contiguous();  // (T, n)
   result.scores.assign(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
   for (std::uint32_t id : ids) result.tokens.push_back(state_->tokenizer->decode({id}));
   return result;
@@ -234,10 +249,11 @@ std::vector<ActivatingContext> AttentionProbe::top_contexts(std::int64_t layer, 
                                fmt::format("pick 0..{}", n - 1)));
   }
   const RunConfig& config = state_->config;
-  stored_paths_check({{config.data.corpus}, config.data.tokenizer, "",
+  stored_paths_check({{config.data.corpus},
+                      config.data.tokenizer,
+                      "",
                       std::filesystem::path(state_->checkpoint).parent_path().string()},
-                     home_resolve(state_->home),
-                     "checkpoint " + state_->checkpoint + "'s config");
+                     home_resolve(state_->home), "checkpoint " + state_->checkpoint + "'s config");
   const std::string shard_dir = data_ensure_prepared(config.data.corpus, config.data.tokenizer,
                                                      home_data_dir(home_resolve(state_->home)), PrepareOptions());
   ShardMeta shards = shard_meta_read(shard_dir);
@@ -247,16 +263,17 @@ std::vector<ActivatingContext> AttentionProbe::top_contexts(std::int64_t layer, 
   torch::Tensor batch = validation_batch(val, windows, T, 1, 0);  // (windows, T + 1)
   torch::NoGradGuard no_grad;
   ScoreCapture capture({label});
-  as_language_model(state_->model, "tfw attention --token")->forward(batch.narrow(1, 0, T).to(module_device(*state_->model)));
-  torch::Tensor column =
-      capture.scores().at(label).select(-1, parameter_token).reshape({-1}).to(torch::kFloat32).cpu();
+  as_language_model(state_->model, "tfw attention --token")
+      ->forward(batch.narrow(1, 0, T).to(module_device(*state_->model)));
+  torch::Tensor column = capture.scores().at(label).select(-1, parameter_token).reshape({-1}).to(torch::kFloat32).cpu();
   const std::int64_t count = std::min<std::int64_t>(k, column.numel());
   auto top = column.topk(count);
   auto values = std::get<0>(top), where = std::get<1>(top);
   auto rows = batch.accessor<std::int64_t, 2>();
   auto decode = [&](std::int64_t row, std::int64_t from, std::int64_t to) {
     std::vector<std::uint32_t> ids;
-    for (std::int64_t t = std::max<std::int64_t>(from, 0); t < std::min(to, T); ++t) ids.push_back(static_cast<std::uint32_t>(rows[row][t]));
+    for (std::int64_t t = std::max<std::int64_t>(from, 0); t < std::min(to, T); ++t)
+      ids.push_back(static_cast<std::uint32_t>(rows[row][t]));
     return state_->tokenizer->decode(ids);
   };
   const std::int64_t span = static_cast<std::int64_t>(val.size()) - T - 1;

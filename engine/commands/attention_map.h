@@ -1,8 +1,8 @@
 // Parameter-attention maps: which parameter tokens the input tokens attend to in one
-// Pattention layer (for an image classifier the input tokens are its patches) (the scores Θ(S) of docs/design/TOKENFORMER.md §1, input tokens × parameter
-// tokens), and the validation-text contexts that activate one parameter token most.
-// Used by `tfw attention` and the GUI's attention panel. Torch-free header: the loaded
-// model lives behind a pointer.
+// Pattention layer (for an image classifier the input tokens are its patches) (the scores Θ(S) of
+// docs/design/TOKENFORMER.md §1, input tokens × parameter tokens), and the validation-text contexts that activate one
+// parameter token most. Used by `tfw attention` and the GUI's attention panel. Torch-free header: the loaded model
+// lives behind a pointer.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +17,11 @@ class Registry;
 
 // The image an image classifier's map was computed on: its patches are the input tokens.
 struct AttentionImage {
-  std::int64_t index = 0;               // in the validation split
+  std::int64_t index = 0;  // in the validation split
   std::int64_t height = 0, width = 0, channels = 0;
-  std::vector<float> pixels;            // height × width × channels, in [0, 1], row-major
+  std::vector<float> pixels;                   // height × width × channels, in [0, 1], row-major
   std::int64_t rows = 0, cols = 0, patch = 0;  // the patch grid
-  std::int64_t leading = 0;             // input tokens before the patches (the class token)
+  std::int64_t leading = 0;                    // input tokens before the patches (the class token)
   std::int64_t label = 0, predicted = 0;
 };
 
@@ -32,8 +32,8 @@ struct AttentionMap {
   // The layer's parameter tokens when it was created; the ones after it were appended by
   // growth (0: not known).
   std::int64_t tokens_at_creation = 0;
-  std::vector<float> scores;        // tokens.size() × parameter_tokens, row-major, Θ(S)
-  bool truncated = false;           // the text was longer than the model's context
+  std::vector<float> scores;            // tokens.size() × parameter_tokens, row-major, Θ(S)
+  bool truncated = false;               // the text was longer than the model's context
   std::optional<AttentionImage> image;  // an image classifier's input (tokens: "cls", "r0c0", ...)
   // An image's map: the parameter token with the largest total score over the patches (the
   // one `tfw attention --image` and the GUI show when none is chosen); -1 without an image.
@@ -57,7 +57,7 @@ struct AttentionMap {
 struct ActivatingContext {
   std::string before, token, after;  // the text around the input token, and the token itself
   float score = 0;
-  std::int64_t position = 0;         // token offset in the validation shard
+  std::int64_t position = 0;  // token offset in the validation shard
 };
 
 // A checkpoint loaded for inspection (no optimiser). Throws UsageError naming the path and

@@ -39,7 +39,8 @@ torch::Tensor windows_batch(const TokenShard& shard, const std::vector<std::uint
   torch::Tensor batch = torch::empty({static_cast<std::int64_t>(starts.size()), T + 1}, torch::kInt64);
   auto rows = batch.accessor<std::int64_t, 2>();
   for (std::size_t b = 0; b < starts.size(); ++b) {
-    for (std::int64_t t = 0; t <= T; ++t) rows[static_cast<std::int64_t>(b)][t] = shard[starts[b] + static_cast<std::uint64_t>(t)];
+    for (std::int64_t t = 0; t <= T; ++t)
+      rows[static_cast<std::int64_t>(b)][t] = shard[starts[b] + static_cast<std::uint64_t>(t)];
   }
   return batch;
 }
@@ -127,9 +128,9 @@ std::int64_t window_length(const EvalRequest& request, const RunConfig& config, 
                                fmt::format("use --seq-len {} or less", shape.seq_len)));
   }
   if (request.stride > T) {
-    throw UsageError(with_hint(fmt::format("--stride {} exceeds the window ({} tokens): text would be skipped",
-                                           request.stride, T),
-                               fmt::format("use --stride {} or less", T)));
+    throw UsageError(
+        with_hint(fmt::format("--stride {} exceeds the window ({} tokens): text would be skipped", request.stride, T),
+                  fmt::format("use --stride {} or less", T)));
   }
   return T;
 }
@@ -138,7 +139,8 @@ std::int64_t window_length(const EvalRequest& request, const RunConfig& config, 
 std::shared_ptr<LanguageModel> load_language_model(const Registry& registry, const EvalRequest& request,
                                                    const RunConfig& config) {
   const ModelFamily& family = registry.family(config.model.family);
-  std::shared_ptr<LanguageModel> model = as_language_model(family.build(*config.model.spec, config.train.seed), "tfw eval");
+  std::shared_ptr<LanguageModel> model =
+      as_language_model(family.build(*config.model.spec, config.train.seed), "tfw eval");
   model->to(device_resolve(config.train.device.text()));
   checkpoint_load(request.checkpoint, *model, nullptr);
   return model;
@@ -194,11 +196,12 @@ PreparedCorpus prepare_corpus(const std::string& corpus, const EvalRequest& requ
                                            "reads {} tokens",
                                            corpus, dir, shards.tokenizer, tokenizer.name()),
                                "name the corpus's text, which is prepared with the model's tokenizer, or shards made "
-                               "with it (tfw data prepare CORPUS --tokenizer " + config.data.tokenizer + ")"));
+                               "with it (tfw data prepare CORPUS --tokenizer " +
+                                   config.data.tokenizer + ")"));
   }
   if (shards.vocab_size > static_cast<std::uint32_t>(V)) {
-    throw UsageError(fmt::format("--corpus {}: its vocabulary ({}) exceeds the model's ({})", corpus,
-                                 shards.vocab_size, V));
+    throw UsageError(
+        fmt::format("--corpus {}: its vocabulary ({}) exceeds the model's ({})", corpus, shards.vocab_size, V));
   }
   return {dir, shards};
 }
@@ -235,7 +238,7 @@ LossSums score_strided_windows(const WindowScorer& scorer, const TokenShard& val
   LossSums sums;
   result.mode = fmt::format("stride:{}", S);
   std::vector<std::pair<std::uint64_t, std::int64_t>> windows;  // start, targets scored (the last ones)
-  std::uint64_t scored_to = 0;  // targets (positions) scored so far: 1..scored_to
+  std::uint64_t scored_to = 0;                                  // targets (positions) scored so far: 1..scored_to
   for (std::uint64_t start = 0; start <= span; start += static_cast<std::uint64_t>(S)) {
     const std::uint64_t end = start + static_cast<std::uint64_t>(T);  // last target position
     windows.emplace_back(start, static_cast<std::int64_t>(end - scored_to));
@@ -371,7 +374,8 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
   // The checkpoint's [data] is the file's word, not the user's: it reads only inside the home.
   stored_config_check(config, home_resolve(request.home), "checkpoint " + request.checkpoint + "'s config",
                       !request.corpora.empty(), fs::path(request.checkpoint).parent_path().string());
-  if (config.data.task == Task::image_classification) return evaluate_images(registry, request, config, meta, on_message);
+  if (config.data.task == Task::image_classification)
+    return evaluate_images(registry, request, config, meta, on_message);
   const ModelShape shape = config.model.spec->shape();
   const std::int64_t T = window_length(request, config, shape), V = shape.vocab;
   const std::int64_t B = config.train.batch_size;
@@ -392,8 +396,8 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
   const std::unique_ptr<Tokenizer> tokenizer = tokenizer_create(config.data.tokenizer);
   const std::vector<double> token_bytes = token_byte_counts(*tokenizer, config.data.tokenizer);
   const WindowScorer scorer{*model, T, V, B, N, precision, token_bytes};
-  const std::vector<std::string> corpora = request.corpora.empty() ? std::vector<std::string>{config.data.corpus}
-                                                                   : request.corpora;
+  const std::vector<std::string> corpora =
+      request.corpora.empty() ? std::vector<std::string>{config.data.corpus} : request.corpora;
   for (const std::string& corpus : corpora) {
     report.results.push_back(evaluate_corpus(corpus, request, config, *tokenizer, scorer, on_message));
   }

@@ -67,7 +67,7 @@ struct EvalResult {
 struct EvalReport {
   std::string checkpoint, family, model, tokenizer;
   std::string task = "language_model";  // engine/plugin/task.h
-  std::string blocks;  // the parameter blocks used ("gcide+shared"; "" when unmasked), and how
+  std::string blocks;                   // the parameter blocks used ("gcide+shared"; "" when unmasked), and how
   std::string mask_description;
   std::vector<MaskLayerUse> mask_layers;  // each Pattention's tokens in use, when a mask is applied
   std::int64_t step = 0, seq_len = 0;

@@ -58,7 +58,7 @@ GrowResult grow_checkpoint(const Registry& registry, const GrowRequest& request)
     for (std::int64_t k = 0; k < batches; ++k) {
       torch::Tensor batch = validation_batch(val, B, T, batches, k);
       torch::Tensor inputs = batch.narrow(1, 0, T), targets = batch.narrow(1, 1, T).reshape({-1});
-      torch::Tensor a = small->forward(inputs), b = grown->forward(inputs);                     // (B, T, V)
+      torch::Tensor a = small->forward(inputs), b = grown->forward(inputs);  // (B, T, V)
       diff = std::max(diff, (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>());
       before += torch::nn::functional::cross_entropy(a.reshape({-1, V}), targets).item<double>();
       after += torch::nn::functional::cross_entropy(b.reshape({-1, V}), targets).item<double>();

@@ -17,19 +17,19 @@ namespace tfw {
 struct GrowRequest {
   std::string method;
   std::string from_checkpoint;
-  std::string to_config;                 // a run config file: its [model] is the target, its [data] the check text
-  std::vector<std::string> to_overrides; // --set for the target config
-  toml::table options;                   // the method's options
+  std::string to_config;                  // a run config file: its [model] is the target, its [data] the check text
+  std::vector<std::string> to_overrides;  // --set for the target config
+  toml::table options;                    // the method's options
   std::string out_dir;
   std::uint64_t seed = 0;
-  bool check = false;                    // measure logits and losses before and after on validation windows
-  std::int64_t check_batches = 0;       // 0: the target's train.eval_batches (the trainer's windows)
-  std::string home;                      // TFW_HOME, for the validation data
-  std::int64_t parent_run = 0;           // the store id of the run that wrote from_checkpoint (0: unknown)
+  bool check = false;              // measure logits and losses before and after on validation windows
+  std::int64_t check_batches = 0;  // 0: the target's train.eval_batches (the trainer's windows)
+  std::string home;                // TFW_HOME, for the validation data
+  std::int64_t parent_run = 0;     // the store id of the run that wrote from_checkpoint (0: unknown)
 };
 
 struct GrowResult {
-  std::string checkpoint;      // the grown checkpoint's path
+  std::string checkpoint;  // the grown checkpoint's path
   GrowthPlan plan;
   std::int64_t parameters_before = 0, parameters_after = 0;
   double inherited_flops = 0;  // the lineage's FLOPs carried by the grown checkpoint

@@ -18,7 +18,7 @@ ForwardTiming forward_timing(const Registry& registry, const ModelConfig& config
       as_language_model(registry.family(config.family).build(*config.spec, 0), "tfw flops --measure");
   torch::NoGradGuard no_grad;
   torch::Tensor ids = torch::randint(config.spec->shape().vocab, {batch, seq_len}, torch::kInt64);  // (B, T)
-  model->forward(ids);  // warm-up
+  model->forward(ids);                                                                              // warm-up
   std::vector<double> times;
   for (int r = 0; r < std::max(1, repeats); ++r) {
     auto start = std::chrono::steady_clock::now();

@@ -42,7 +42,8 @@ SampleStats sample_checkpoint(const Registry& registry, const SampleRequest& req
   const std::unique_ptr<Tokenizer> tokenizer = tokenizer_create(config.data.tokenizer);
   std::vector<std::uint32_t> prompt;
   tokenizer->encode(request.prompt, prompt);
-  if (prompt.empty()) throw UsageError(with_hint("--prompt is empty", "give the text to continue, e.g. --prompt \"In the beginning\""));
+  if (prompt.empty())
+    throw UsageError(with_hint("--prompt is empty", "give the text to continue, e.g. --prompt \"In the beginning\""));
   std::shared_ptr<LanguageModel> model =
       as_language_model(registry.family(config.model.family).build(*config.model.spec, 0), "tfw sample");
   model->to(device_resolve(config.train.device.text()));
@@ -70,7 +71,9 @@ SampleStats sample_checkpoint(const Registry& registry, const SampleRequest& req
     }
     return at_least_float32(logits)[0][-1];  // (V)
   };
-  auto context = [&] { return std::vector<std::int64_t>(text.begin() + static_cast<std::ptrdiff_t>(start), text.end()); };
+  auto context = [&] {
+    return std::vector<std::int64_t>(text.begin() + static_cast<std::ptrdiff_t>(start), text.end());
+  };
   // The logits of the last position, from the cache when there is one.
   auto full = [&]() {
     cache = KVCache();

@@ -25,18 +25,18 @@ struct SampleRequest {
   std::string checkpoint;
   std::string home;  // TFW_HOME: a tokenizer.json the checkpoint names is read only inside it
   std::string prompt;
-  std::int64_t tokens = 200;   // to generate
-  double temperature = 1.0;    // 0: greedy
-  std::int64_t top_k = 0;      // 0: every token
+  std::int64_t tokens = 200;  // to generate
+  double temperature = 1.0;   // 0: greedy
+  std::int64_t top_k = 0;     // 0: every token
   std::uint64_t seed = 0;
-  bool cache = true;           // false: recompute the context every step (for comparison)
+  bool cache = true;  // false: recompute the context every step (for comparison)
 };
 
 struct SampleStats {
   std::int64_t prompt_tokens = 0, generated = 0, refills = 0;
-  bool cached = false;                 // the key/value cache was used
-  double prefill_seconds = 0;          // the prompt's forward
-  std::vector<double> step_seconds;    // each generated token: forward and sampling
+  bool cached = false;               // the key/value cache was used
+  double prefill_seconds = 0;        // the prompt's forward
+  std::vector<double> step_seconds;  // each generated token: forward and sampling
 };
 
 // Calls `on_text` with the text of each generated token as soon as it is sampled. Throws

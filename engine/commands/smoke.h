@@ -19,9 +19,9 @@ struct SmokeOptions {
 };
 
 struct SmokeResult {
-  std::int64_t parameters = 0;      // counted on the built model
-  std::vector<double> losses;       // one per step, before that step's update
-  double seconds = 0;               // wall time of all steps
+  std::int64_t parameters = 0;  // counted on the built model
+  std::vector<double> losses;   // one per step, before that step's update
+  double seconds = 0;           // wall time of all steps
   double tokens_per_second = 0;
 };
 

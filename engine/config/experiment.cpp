@@ -61,10 +61,11 @@ Experiment experiment_build(const Registry& registry, const toml::table& file, c
                          return run.config.train.mask.block(block) != nullptr;
                        });
       if (!any) {
-        throw UsageError(with_hint(fmt::format("{}: experiment.eval.blocks evaluates {} with blocks {}, none of which run "
-                                               "{} defines in train.mask.blocks",
-                                               source.name, corpus, fmt::join(names, ", "), run.name),
-                                   "define one in the run's [train.mask.blocks], or change the eval blocks"));
+        throw UsageError(
+            with_hint(fmt::format("{}: experiment.eval.blocks evaluates {} with blocks {}, none of which run "
+                                  "{} defines in train.mask.blocks",
+                                  source.name, corpus, fmt::join(names, ", "), run.name),
+                      "define one in the run's [train.mask.blocks], or change the eval blocks"));
       }
     }
   }
@@ -102,4 +103,3 @@ Experiment experiment_parse(const Registry& registry, const toml::table& table, 
 }
 
 }  // namespace tfw
-

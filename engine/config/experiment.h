@@ -15,36 +15,36 @@
 namespace tfw {
 
 struct ExperimentRun {
-  std::string name;              // unique within the experiment
-  std::string parent;            // the run it grows from ("" for a run from scratch)
-  std::string growth_method;     // with a parent
+  std::string name;           // unique within the experiment
+  std::string parent;         // the run it grows from ("" for a run from scratch)
+  std::string growth_method;  // with a parent
   toml::table growth_options;
-  RunConfig config;              // validated
-  std::string config_toml;       // the merged run config (what `tfw train` gets)
+  RunConfig config;         // validated
+  std::string config_toml;  // the merged run config (what `tfw train` gets)
   TrainPlan plan;
-  double flops = 0;              // this run's planned training FLOPs
-  double cumulative_flops = 0;   // + its ancestors'
-  std::string paper;             // a key of assets/paper_results.toml, or ""
-  std::string group;             // the run entry it came from (before grid and seed expansion)
-  std::string variant;           // the name without its seed suffix: runs that differ only in seed share it
-  std::int64_t seed = -1;        // from `seeds` (-1: the entry has none)
+  double flops = 0;             // this run's planned training FLOPs
+  double cumulative_flops = 0;  // + its ancestors'
+  std::string paper;            // a key of assets/paper_results.toml, or ""
+  std::string group;            // the run entry it came from (before grid and seed expansion)
+  std::string variant;          // the name without its seed suffix: runs that differ only in seed share it
+  std::int64_t seed = -1;       // from `seeds` (-1: the entry has none)
 };
 
 // [comparisons.NAME] of an experiment file (docs/experiments.md): two groups of runs (a
 // variant each, so all its seeds), paired by seed, and what is compared.
 struct ComparisonSpec {
   std::string name;
-  std::string a, b;                  // variants of this experiment
-  std::string measure = "loss";      // "loss", "compute_to_reach" or "forgetting"
-  std::string metric = "val/loss";   // measure = loss: the metric read
-  std::string at = "end";            // measure = loss: "end", "flops" (cumulative) or "tokens" (cumulative)
-  std::string budget_side;           // at = flops|tokens: "a" or "b" (that side's final value, per seed), or ""
-  double budget = 0;                 //   ... or this number
-  std::string reach_side;            // measure = compute_to_reach: the target is that side's final loss ("a"/"b")
-  double reach = 0;                  //   ... or this loss
-  std::string corpus;                // measure = forgetting: the earlier corpus
-  std::string expect = "a < b";      // the claimed direction of the quantity: "a < b" or "a > b"
-  std::string claim, paper;          // for the report: the claim in one line, and where the paper makes it
+  std::string a, b;                 // variants of this experiment
+  std::string measure = "loss";     // "loss", "compute_to_reach" or "forgetting"
+  std::string metric = "val/loss";  // measure = loss: the metric read
+  std::string at = "end";           // measure = loss: "end", "flops" (cumulative) or "tokens" (cumulative)
+  std::string budget_side;          // at = flops|tokens: "a" or "b" (that side's final value, per seed), or ""
+  double budget = 0;                //   ... or this number
+  std::string reach_side;           // measure = compute_to_reach: the target is that side's final loss ("a"/"b")
+  double reach = 0;                 //   ... or this loss
+  std::string corpus;               // measure = forgetting: the earlier corpus
+  std::string expect = "a < b";     // the claimed direction of the quantity: "a < b" or "a > b"
+  std::string claim, paper;         // for the report: the claim in one line, and where the paper makes it
 };
 
 // [experiment.eval] (docs/experiments.md): `tfw eval` of every run's last checkpoint once it
@@ -69,7 +69,7 @@ struct ExperimentEval {
 struct Experiment {
   std::string name, description, path;
   ExperimentEval eval;
-  std::vector<ExperimentRun> runs;  // parents before children
+  std::vector<ExperimentRun> runs;          // parents before children
   std::vector<ComparisonSpec> comparisons;  // in file order
   std::vector<std::int64_t> seeds;          // [experiment] seeds (empty: none set there)
   // [experiment.figures]: figure kind -> the paper figure it mirrors ("" for none), in

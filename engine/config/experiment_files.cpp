@@ -70,8 +70,8 @@ toml::table read_with_extends(const std::string& path, std::set<std::string>& se
 
 }  // namespace experiment_files
 
-using experiment_files::merge_into;
 using experiment_files::keys_in_file_order;
+using experiment_files::merge_into;
 using experiment_files::read_with_extends;
 
 std::string experiment_self_contained(const std::string& path) {

@@ -43,11 +43,10 @@ struct Entry {
 // Where the pieces of an experiment come from: a file (re-parsed for every run, so that
 // errors keep file:line:col) or an in-memory table (copied; positions are those it has).
 struct Source {
-  std::string name;                  // the file's path, or what the caller calls the table
-  std::string base_dir;              // `config` and `extends` paths resolve against it
+  std::string name;      // the file's path, or what the caller calls the table
+  std::string base_dir;  // `config` and `extends` paths resolve against it
   std::function<toml::table()> fresh;
 };
-
 
 // ---- Reading (experiment_read.cpp).
 
@@ -67,12 +66,14 @@ std::vector<ComparisonSpec> comparisons_read(const toml::table& file, const Expe
 
 // The entry's grid (cartesian) and seeds; `planned` runs exist already, and the total is
 // held to kMaxRuns before anything is expanded.
-std::vector<Expansion> expand(const toml::table& file, const Entry& entry, std::size_t planned, const std::string& where);
+std::vector<Expansion> expand(const toml::table& file, const Entry& entry, std::size_t planned,
+                              const std::string& where);
 // One run's config table, built by moves from a fresh copy of the experiment.
 toml::table merge_run(const Source& source, const Entry& entry, const Expansion& x);
 // One run validated, with its training plan, FLOPs and (for a stage) its growth; `by_name`
 // holds the runs planned so far.
 ExperimentRun plan_run(const Registry& registry, const Source& source, const Entry& entry, const Expansion& x,
-                       toml::table merged, const toml::table& file, const std::map<std::string, const ExperimentRun*>& by_name);
+                       toml::table merged, const toml::table& file,
+                       const std::map<std::string, const ExperimentRun*>& by_name);
 
 }  // namespace tfw::experiment_parts

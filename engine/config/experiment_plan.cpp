@@ -61,14 +61,17 @@ const std::vector<std::string> kRunKeys = {"family", "name", "description", "mod
 
 // Expand: the entry's grid (cartesian) and seeds, within a limit: a plan is built whole, in
 // memory (and by the service inside a request), so a runaway grid is refused before expanding.
-std::vector<Expansion> expand(const toml::table& file, const Entry& entry, std::size_t planned, const std::string& where) {
+std::vector<Expansion> expand(const toml::table& file, const Entry& entry, std::size_t planned,
+                              const std::string& where) {
   double count = std::max<std::size_t>(1, entry.seeds.size());
   for (const auto& [grid_key, values] : entry.grid) {
-    if (const toml::array* array = values.as_array()) count *= static_cast<double>(std::max<std::size_t>(1, array->size()));
+    if (const toml::array* array = values.as_array())
+      count *= static_cast<double>(std::max<std::size_t>(1, array->size()));
   }
   if (count + static_cast<double>(planned) > kMaxRuns) {
     throw UsageError(with_hint(fmt::format("{}: runs.{}: its grid and seeds expand to {:.0f} runs, which makes more "
-                                           "than the limit of {} in one experiment", where, entry.name, count, kMaxRuns),
+                                           "than the limit of {} in one experiment",
+                                           where, entry.name, count, kMaxRuns),
                                "split the study into several experiment files, or use fewer values"));
   }
   std::vector<Expansion> expansions{Expansion{}};
@@ -77,10 +80,10 @@ std::vector<Expansion> expand(const toml::table& file, const Entry& entry, std::
     if (array == nullptr || array->empty()) {
       // `grid` is a copy (no source positions): the position comes from the file's own node.
       const toml::node* original = file["runs"][entry.name]["grid"][grid_key.str()].node();
-      throw UsageError(fmt::format("{}: runs.{}.grid.{}: expected a non-empty array of values",
-                                   original != nullptr && original->source().begin.line > 0 ? config_where(*original)
-                                                                                           : where,
-                                   entry.name, grid_key.str()));
+      throw UsageError(
+          fmt::format("{}: runs.{}.grid.{}: expected a non-empty array of values",
+                      original != nullptr && original->source().begin.line > 0 ? config_where(*original) : where,
+                      entry.name, grid_key.str()));
     }
     std::vector<Expansion> next;
     for (const Expansion& e : expansions) {
@@ -90,7 +93,8 @@ std::vector<Expansion> expand(const toml::table& file, const Entry& entry, std::
         const std::string tail = full.substr(full.rfind('.') + 1);
         // Strings name themselves ("-softmax"); numbers need their key ("-lr0.001").
         const toml::node& value = *array->get(i);
-        x.suffix += value.is_string() ? fmt::format("-{}", value_text(value)) : fmt::format("-{}{}", tail, value_text(value));
+        x.suffix +=
+            value.is_string() ? fmt::format("-{}", value_text(value)) : fmt::format("-{}{}", tail, value_text(value));
         x.grid.emplace_back(std::string(grid_key.str()), i);
         next.push_back(std::move(x));
       }
@@ -150,7 +154,8 @@ toml::table merge_run(const Source& source, const Entry& entry, const Expansion&
 
 // Plan: one run validated, with its training plan, FLOPs and (for a stage) its growth.
 ExperimentRun plan_run(const Registry& registry, const Source& source, const Entry& entry, const Expansion& x,
-                       toml::table merged, const toml::table& file, const std::map<std::string, const ExperimentRun*>& by_name) {
+                       toml::table merged, const toml::table& file,
+                       const std::map<std::string, const ExperimentRun*>& by_name) {
   ExperimentRun run;
   run.name = entry.name + x.suffix;
   run.group = entry.name;
@@ -163,8 +168,8 @@ ExperimentRun plan_run(const Registry& registry, const Source& source, const Ent
     run.parent = entry.parent + (x.seed >= 0 ? fmt::format("-s{}", x.seed) : "");
     auto found = by_name.find(run.parent);
     if (found == by_name.end()) {
-      throw UsageError(fmt::format("{}: parent run '{}' is not planned (a parent with a grid is ambiguous)", where,
-                                   run.parent));
+      throw UsageError(
+          fmt::format("{}: parent run '{}' is not planned (a parent with a grid is ambiguous)", where, run.parent));
     }
     parent_run = found->second;
     // A grown stage is its parent's family unless it says otherwise.
@@ -190,9 +195,11 @@ ExperimentRun plan_run(const Registry& registry, const Source& source, const Ent
   run.cumulative_flops = run.flops;
   if (parent_run != nullptr) {
     run.growth_method = entry.method;
-    if (const toml::table* options = file["runs"][entry.name]["growth"]["options"].as_table()) run.growth_options = *options;
+    if (const toml::table* options = file["runs"][entry.name]["growth"]["options"].as_table())
+      run.growth_options = *options;
     try {
-      registry.growth_method(entry.method).plan(*parent_run->config.model.spec, *run.config.model.spec, run.growth_options);
+      registry.growth_method(entry.method)
+          .plan(*parent_run->config.model.spec, *run.config.model.spec, run.growth_options);
     } catch (const UsageError& e) {
       throw UsageError(fmt::format("{}: cannot grow {} into it: {}", where, parent_run->name, e.what()));
     }

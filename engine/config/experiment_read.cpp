@@ -33,7 +33,8 @@ std::vector<std::int64_t> seeds_read(ConfigTable& check, const toml::table& tabl
   if (array == nullptr) check.fail("seeds", "expected an array of integers", "write seeds = [0, 1, 2]");
   // Each seed is a run: more seeds than runs allowed is refused before they are read.
   if (array->size() > kMaxRuns) {
-    check.fail("seeds", fmt::format("{} seeds, more than the limit of {} runs in one experiment", array->size(), kMaxRuns),
+    check.fail("seeds",
+               fmt::format("{} seeds, more than the limit of {} runs in one experiment", array->size(), kMaxRuns),
                "split the study into several experiment files");
   }
   std::set<std::int64_t> seen;
@@ -51,7 +52,8 @@ std::vector<std::int64_t> seeds_read(ConfigTable& check, const toml::table& tabl
 // A budget or target: a number, or "a" / "b" (that side's own final value, per seed).
 void number_or_side(ConfigTable& check, const toml::table& table, const char* key, double& number, std::string& side) {
   const toml::node* node = table.get(key);
-  if (node == nullptr) check.fail(key, "missing", fmt::format("add {} = \"b\" (that side's own final value) or a number", key));
+  if (node == nullptr)
+    check.fail(key, "missing", fmt::format("add {} = \"b\" (that side's own final value) or a number", key));
   check.take(key);
   if (auto text = node->value_exact<std::string>()) {
     if (*text != "a" && *text != "b") check.fail(key, fmt::format("'{}' is not \"a\", \"b\" or a number", *text), "");
@@ -79,8 +81,8 @@ std::vector<ComparisonSpec> comparisons_read(const toml::table& file, const Expe
   for (const std::string& key : keys_in_file_order(*table)) {  // a comparison's order is the report's
     const toml::node& node = *table->get(key);
     if (!node.is_table()) {
-      throw UsageError(fmt::format("{}: comparisons.{}: expected a table ([comparisons.{}])", config_where(node), key,
-                                   key));
+      throw UsageError(
+          fmt::format("{}: comparisons.{}: expected a table ([comparisons.{}])", config_where(node), key, key));
     }
     const toml::table& entry = *node.as_table();
     ConfigTable check(entry, "comparisons." + key);
@@ -134,7 +136,8 @@ void read_header(ConfigTable& top, const toml::table& file, const Source& source
   ConfigTable blocks = eval.sub("blocks");
   for (const auto& [key, node] : blocks.raw_self()) {
     const std::string corpus(key.str());
-    if (std::find(experiment.eval.corpora.begin(), experiment.eval.corpora.end(), corpus) == experiment.eval.corpora.end()) {
+    if (std::find(experiment.eval.corpora.begin(), experiment.eval.corpora.end(), corpus) ==
+        experiment.eval.corpora.end()) {
       blocks.fail(corpus, "is not one of experiment.eval.corpora", "list the corpus in corpora, or remove its blocks");
     }
     experiment.eval.blocks.emplace_back(corpus, blocks.get_string_array(corpus));
@@ -148,7 +151,8 @@ void read_header(ConfigTable& top, const toml::table& file, const Source& source
   for (const std::string& kind : kFigureKinds) {
     if (const toml::node* node = figures.get(kind)) {
       const auto mirrors = node->value_exact<std::string>();
-      if (!mirrors) header.fail("figures." + kind, "expected a string: the paper figure it mirrors", "write \"Fig. 3\" or \"\"");
+      if (!mirrors)
+        header.fail("figures." + kind, "expected a string: the paper figure it mirrors", "write \"Fig. 3\" or \"\"");
       experiment.figures.emplace_back(kind, *mirrors);
     }
   }
@@ -174,7 +178,8 @@ std::vector<std::string> entries_in_order(const toml::table& file, ConfigTable& 
     names.push_back(key);
     runs.sub(key);  // marks it known
   }
-  if (names.empty()) throw UsageError(with_hint(fmt::format("{}: no runs", where), "add at least one [runs.NAME] table"));
+  if (names.empty())
+    throw UsageError(with_hint(fmt::format("{}: no runs", where), "add at least one [runs.NAME] table"));
   // Each entry is at least one run: more entries than runs allowed is refused before ordering
   // them (a 5,000-stage chain listed children first took minutes to order).
   if (names.size() > kMaxRuns) {
@@ -224,7 +229,8 @@ Entry read_entry(const toml::table& file, const std::string& name, const std::ve
   check.finish();
   const std::string& parent = entry.parent;
   if (!parent.empty() && !seeds_of.count(parent)) {
-    check.fail("parent", fmt::format("'{}' is not a run of this experiment", parent), "name a [runs.NAME] table of this file");
+    check.fail("parent", fmt::format("'{}' is not a run of this experiment", parent),
+               "name a [runs.NAME] table of this file");
   }
   if (!parent.empty() && entry.method.empty()) {
     check.fail("growth", "a run with a parent needs growth.method", "add growth = { method = \"pattention_grow\" }");
@@ -232,7 +238,8 @@ Entry read_entry(const toml::table& file, const std::string& name, const std::ve
   if (!parent.empty() && !entry.grid.empty()) {
     check.fail("grid", "a grown run cannot have a grid", "put the grid on the ladder's first stage");
   }
-  if (!parent.empty() && entry.seeds.empty()) entry.seeds = seeds_of.at(parent);  // children follow their parent's seeds
+  if (!parent.empty() && entry.seeds.empty())
+    entry.seeds = seeds_of.at(parent);  // children follow their parent's seeds
   if (!parent.empty() && entry.seeds != seeds_of.at(parent)) {
     check.fail("seeds", "a grown run must have its parent's seeds", "drop seeds here: children inherit them");
   }

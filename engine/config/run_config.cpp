@@ -119,8 +119,11 @@ DataConfig data_parse(ConfigTable& table, const std::string& config_path, Task t
 toml::table data_to_toml(const DataConfig& data) {
   if (data.task == Task::image_classification) {
     const ImageDataConfig& image = data.image;
-    return toml::table{{"dataset", image.dataset}, {"validation", image.validation}, {"tuning_size", image.tuning_size},
-                       {"crop_pad", image.crop_pad}, {"flip", image.flip}};
+    return toml::table{{"dataset", image.dataset},
+                       {"validation", image.validation},
+                       {"tuning_size", image.tuning_size},
+                       {"crop_pad", image.crop_pad},
+                       {"flip", image.flip}};
   }
   toml::table table{{"corpus", data.corpus}, {"tokenizer", data.tokenizer}};
   if (!data.eval_corpora.empty()) {  // absent when empty: older stored configs stay byte-identical
@@ -168,8 +171,11 @@ RunConfig run_config_parse(const Registry& registry, const toml::table& table, c
 
 toml::table run_config_to_toml(const RunConfig& config) {
   const ModelConfig& model = config.model;
-  toml::table table{{"name", model.name}, {"family", model.family}, {"model", model.spec->to_toml()},
-                    {"data", data_to_toml(config.data)}, {"train", train_to_toml(config.train)}};
+  toml::table table{{"name", model.name},
+                    {"family", model.family},
+                    {"model", model.spec->to_toml()},
+                    {"data", data_to_toml(config.data)},
+                    {"train", train_to_toml(config.train)}};
   if (!model.description.empty()) table.insert("description", model.description);
   return table;
 }

@@ -22,8 +22,8 @@ namespace tfw {
 class Registry;
 
 struct ModelConfig {
-  std::string path;         // the file it came from
-  std::string name;         // `name` key, or the file's stem
+  std::string path;  // the file it came from
+  std::string name;  // `name` key, or the file's stem
   std::string description;
   std::string family;
   std::shared_ptr<const ModelSpec> spec;
@@ -47,8 +47,8 @@ struct ImageDataConfig {
 // language model, an image dataset for an image classifier.
 struct DataConfig {
   Task task = Task::language_model;  // engine/plugin/task.h: the family's, not a key
-  ImageDataConfig image;                // image_classification
-  std::string corpus = "gcide";  // built-in name, text file or folder, or a prepared shard folder
+  ImageDataConfig image;             // image_classification
+  std::string corpus = "gcide";      // built-in name, text file or folder, or a prepared shard folder
   std::string tokenizer = "byte";
   // Further corpora evaluated beside the run's own at every evaluation (same tokenizer, same
   // window positions), recorded as val/loss@NAME: how much of an earlier corpus a run keeps.
@@ -77,7 +77,7 @@ struct GrowthRepeat {
 // [train.mask]: named ranges of parameter tokens, per projection (docs/configs.md, "Parameter
 // masks"); engine/nn/mask.h applies them.
 struct MaskRange {
-  std::string projection;        // a Pattention's name in its layer: q, k, v, o, ffn ("attn": q, k, v, o)
+  std::string projection;           // a Pattention's name in its layer: q, k, v, o, ffn ("attn": q, k, v, o)
   std::int64_t start = 0, end = 0;  // the tokens [start, end)
 };
 struct MaskBlock {
@@ -118,16 +118,16 @@ std::string mask_label(const std::vector<std::string>& use);
 
 struct TrainConfig {
   std::uint64_t seed = 0;
-  std::int64_t batch_size = 16;   // sequences per micro-batch
-  std::int64_t grad_accum = 1;    // micro-batches per optimiser step
-  std::int64_t seq_len = 0;       // 0: the model's seq_len
+  std::int64_t batch_size = 16;  // sequences per micro-batch
+  std::int64_t grad_accum = 1;   // micro-batches per optimiser step
+  std::int64_t seq_len = 0;      // 0: the model's seq_len
   double lr = 6e-4;
-  double min_lr_ratio = 0.1;      // cosine decays to min_lr_ratio × lr (0 decays to 0)
-  std::int64_t warmup_steps = -1; // -1: warmup_fraction of the steps
+  double min_lr_ratio = 0.1;       // cosine decays to min_lr_ratio × lr (0 decays to 0)
+  std::int64_t warmup_steps = -1;  // -1: warmup_fraction of the steps
   double warmup_fraction = 0.01;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double weight_decay = 0.1;      // on parameter tokens, embeddings and weight matrices; not on norms or biases
-  double grad_clip = 1.0;         // 0 disables
+  double weight_decay = 0.1;  // on parameter tokens, embeddings and weight matrices; not on norms or biases
+  double grad_clip = 1.0;     // 0 disables
   // The budget: exactly one of these is set.
   std::int64_t max_steps = 0;
   // The steps the warm-up + cosine schedule spans; 0: the run's total steps. A resumed run
@@ -135,14 +135,14 @@ struct TrainConfig {
   // past it the learning rate stays at min_lr_ratio × lr.
   std::int64_t schedule_steps = 0;
   double max_tokens = 0;
-  double max_flops = 0;           // training FLOPs (docs/design/TOKENFORMER.md §5)
+  double max_flops = 0;  // training FLOPs (docs/design/TOKENFORMER.md §5)
   std::int64_t eval_every = 100;
   std::int64_t eval_batches = 10;
   std::int64_t checkpoint_every = 500;
-  std::int64_t keep_checkpoints = 3;  // the last K, plus the best by validation loss
+  std::int64_t keep_checkpoints = 3;       // the last K, plus the best by validation loss
   NanPolicy nan_policy = NanPolicy::stop;  // "stop" or "skip"
   std::int64_t log_every = 10;
-  double peak_flops = 0;              // for MFU; 0: measured once per machine and cached
+  double peak_flops = 0;  // for MFU; 0: measured once per machine and cached
   // "fp32", or "bf16": bf16 autocast for the matmuls, fp32 master weights, optimiser state,
   // normalisations and loss (engine/config/precision.h, engine/machine/device.h). Evaluation follows it;
   // checkpoints stay fp32.
@@ -153,9 +153,9 @@ struct TrainConfig {
   // float32 matrix products on CUDA in TF32 (cuBLAS and cuDNN): faster, with a 10-bit
   // mantissa. Off by default, so that fp32 means fp32; only for a CUDA device.
   bool tf32 = false;
-  std::vector<GrowthEvent> growth;    // [[train.growth]], by step
-  GrowthRepeat growth_repeat;         // [train.growth_repeat] (every_steps = 0: none)
-  MaskConfig mask;                    // [train.mask] (no blocks used: no mask)
+  std::vector<GrowthEvent> growth;  // [[train.growth]], by step
+  GrowthRepeat growth_repeat;       // [train.growth_repeat] (every_steps = 0: none)
+  MaskConfig mask;                  // [train.mask] (no blocks used: no mask)
 };
 
 struct RunConfig {
@@ -182,7 +182,6 @@ RunConfig run_config_parse(const Registry& registry, const toml::table& table, c
 // The model part only (params, flops, smoke); the other tables are validated all the same.
 ModelConfig model_config_load(const Registry& registry, const std::string& path,
                               const std::vector<std::string>& overrides = {});
-ModelConfig model_config_parse(const Registry& registry, const toml::table& table,
-                               const std::string& path);
+ModelConfig model_config_parse(const Registry& registry, const toml::table& table, const std::string& path);
 
 }  // namespace tfw

@@ -21,14 +21,14 @@ TrainPlan train_plan(const RunConfig& config) {
   TrainPlan plan;
   plan.seq_len = train_seq_len(config);
   if (plan.seq_len > shape.seq_len) {
-    throw UsageError(with_hint(fmt::format("train.seq_len = {} exceeds the model's seq_len = {}", plan.seq_len,
-                                           shape.seq_len),
-                               "lower train.seq_len or raise model.seq_len"));
+    throw UsageError(
+        with_hint(fmt::format("train.seq_len = {} exceeds the model's seq_len = {}", plan.seq_len, shape.seq_len),
+                  "lower train.seq_len or raise model.seq_len"));
   }
   if (config.data.task == Task::image_classification && train.seq_len > 0 && train.seq_len != shape.seq_len) {
-    throw UsageError(with_hint(fmt::format("train.seq_len = {}: an image classifier reads {} tokens per image", train.seq_len,
-                                           shape.seq_len),
-                               "leave train.seq_len out (0) for an image-classification run"));
+    throw UsageError(with_hint(
+        fmt::format("train.seq_len = {}: an image classifier reads {} tokens per image", train.seq_len, shape.seq_len),
+        "leave train.seq_len out (0) for an image-classification run"));
   }
   plan.examples_per_step = train.batch_size * train.grad_accum;
   plan.tokens_per_step = plan.examples_per_step * plan.seq_len;
@@ -39,9 +39,11 @@ TrainPlan train_plan(const RunConfig& config) {
   auto steps_of = [&](double budget, double per_step, const char* key, const char* unit) {
     const double steps = std::ceil(budget / per_step);
     if (!(steps <= 9007199254740992.0)) {
-      throw UsageError(with_hint(fmt::format("train.{} = {:g} is {:.3g} steps of {:g} {}: more than tfw can count "
-                                             "(2^53)", key, budget, steps, per_step, unit),
-                                 fmt::format("give a budget a run can reach, e.g. train.{} = {:g}", key, per_step * 1e6)));
+      throw UsageError(
+          with_hint(fmt::format("train.{} = {:g} is {:.3g} steps of {:g} {}: more than tfw can count "
+                                "(2^53)",
+                                key, budget, steps, per_step, unit),
+                    fmt::format("give a budget a run can reach, e.g. train.{} = {:g}", key, per_step * 1e6)));
     }
     return static_cast<std::int64_t>(steps);
   };
@@ -69,8 +71,8 @@ double lr_at(const TrainConfig& train, const TrainPlan& plan, std::int64_t step)
   }
   const std::int64_t decay_steps = plan.schedule_steps - plan.warmup_steps;
   if (decay_steps <= 1) return train.lr;
-  const double progress = std::min(1.0, static_cast<double>(step - plan.warmup_steps) /
-                                            static_cast<double>(decay_steps - 1));
+  const double progress =
+      std::min(1.0, static_cast<double>(step - plan.warmup_steps) / static_cast<double>(decay_steps - 1));
   const double min_lr = train.min_lr_ratio * train.lr;
   return min_lr + 0.5 * (train.lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }

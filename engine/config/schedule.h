@@ -10,13 +10,13 @@
 namespace tfw {
 
 struct TrainPlan {
-  std::int64_t seq_len = 0;          // T
+  std::int64_t seq_len = 0;            // T
   std::int64_t examples_per_step = 0;  // batch_size · grad_accum (token windows, images)
   std::int64_t tokens_per_step = 0;    // examples_per_step · T
-  double flops_per_step = 0;         // training FLOPs (3 × forward, docs/design/TOKENFORMER.md §5):
-                                     // examples_per_step × FlopsPerToken::training_per_example
+  double flops_per_step = 0;           // training FLOPs (3 × forward, docs/design/TOKENFORMER.md §5):
+                                       // examples_per_step × FlopsPerToken::training_per_example
   std::int64_t total_steps = 0;
-  std::int64_t schedule_steps = 0;   // the steps the lr schedule spans (train.schedule_steps, else total_steps)
+  std::int64_t schedule_steps = 0;  // the steps the lr schedule spans (train.schedule_steps, else total_steps)
   std::int64_t warmup_steps = 0;
 };
 

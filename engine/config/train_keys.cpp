@@ -58,7 +58,8 @@ MaskConfig mask_parse(ConfigTable& t) {
       block.ranges.push_back({projection, start, end});
     }
     block_table.finish();
-    if (block.ranges.empty()) blocks.fail(name, "a block with no token ranges", "give at least one, e.g. attn = [0, 32]");
+    if (block.ranges.empty())
+      blocks.fail(name, "a block with no token ranges", "give at least one, e.g. attn = [0, 32]");
     c.blocks.push_back(std::move(block));
   }
   blocks.finish();
@@ -84,7 +85,6 @@ toml::table mask_to_toml(const MaskConfig& c) {
   for (const std::string& name : c.use) use.push_back(name);
   return toml::table{{"blocks", std::move(blocks)}, {"use", std::move(use)}};
 }
-
 
 GrowthEvent growth_event_parse(ConfigTable& event_table) {
   GrowthEvent event;
@@ -138,8 +138,12 @@ void growth_repeat_read(ConfigTable& t, const char* key, TrainConfig& c) {
 void growth_repeat_write(const TrainConfig& c, const char* key, toml::table& t) {
   if (c.growth_repeat.every_steps <= 0) return;
   const GrowthRepeat& r = c.growth_repeat;
-  t.insert(key, toml::table{{"every_steps", r.every_steps}, {"start_step", r.start_step}, {"stop_step", r.stop_step},
-                            {"add_attn", r.add_attn}, {"add_ffn", r.add_ffn}, {"method", r.method},
+  t.insert(key, toml::table{{"every_steps", r.every_steps},
+                            {"start_step", r.start_step},
+                            {"stop_step", r.stop_step},
+                            {"add_attn", r.add_attn},
+                            {"add_ffn", r.add_ffn},
+                            {"method", r.method},
                             {"options", r.options}});
 }
 

@@ -89,8 +89,7 @@ toml::table config_read_file(const std::string& path) {
   } catch (const toml::parse_error& e) {
     const toml::source_region& source = e.source();
     throw UsageError(with_hint(
-        fmt::format("{}:{}:{}: TOML syntax error: {}", path, source.begin.line,
-                    source.begin.column, e.description()),
+        fmt::format("{}:{}:{}: TOML syntax error: {}", path, source.begin.line, source.begin.column, e.description()),
         "fix the syntax at that position (strings need quotes, tables are [name])"));
   }
 }
@@ -142,8 +141,7 @@ void config_apply_overrides(toml::table& table, const std::vector<std::string>& 
       }
       if (!next->is_table()) {
         throw UsageError(with_hint(
-            fmt::format("--set '{}': '{}' is {}, not a table", override_text,
-                        key.substr(0, dot), type_name(*next)),
+            fmt::format("--set '{}': '{}' is {}, not a table", override_text, key.substr(0, dot), type_name(*next)),
             "set the key itself, or a key of an existing table"));
       }
       current = next->as_table();
@@ -152,8 +150,7 @@ void config_apply_overrides(toml::table& table, const std::vector<std::string>& 
   }
 }
 
-ConfigTable::ConfigTable(const toml::table& table, std::string prefix)
-    : table_(&table), prefix_(std::move(prefix)) {}
+ConfigTable::ConfigTable(const toml::table& table, std::string prefix) : table_(&table), prefix_(std::move(prefix)) {}
 
 std::string ConfigTable::dotted(std::string_view key) const {
   return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
@@ -167,15 +164,13 @@ const toml::node* ConfigTable::lookup(std::string_view key) {
   return table_->get(key);
 }
 
-void ConfigTable::fail(std::string_view key, const std::string& message,
-                       const std::string& hint) const {
+void ConfigTable::fail(std::string_view key, const std::string& message, const std::string& hint) const {
   const toml::node* node = table_->get(key);
   std::string where = node ? config_where(*node) : config_where(*table_);
   throw UsageError(with_hint(fmt::format("{}: {}: {}", where, dotted(key), message), hint));
 }
 
-void ConfigTable::fail_type(std::string_view key, const toml::node& node,
-                            const char* expected) const {
+void ConfigTable::fail_type(std::string_view key, const toml::node& node, const char* expected) const {
   fail(key, fmt::format("expected {}, got {} ({})", expected, type_name(node), render(node)),
        fmt::format("write {} = <{}>", key, expected));
 }
@@ -201,9 +196,9 @@ void ConfigTable::missing(std::string_view key, const std::string& hint) {
     std::string where = source.path ? fmt::format("{}:{}:{}", *source.path, source.begin.line, source.begin.column)
                                     : config_where(node);
     if (source.path && source.path->rfind(kOverridePrefix, 0) == 0) where = *source.path;
-    throw UsageError(with_hint(fmt::format("{}: unknown key '{}', and {} is missing", where, dotted(other.str()),
-                                           dotted(key)),
-                               fmt::format("did you mean '{}'?", key)));
+    throw UsageError(
+        with_hint(fmt::format("{}: unknown key '{}', and {} is missing", where, dotted(other.str()), dotted(key)),
+                  fmt::format("did you mean '{}'?", key)));
   }
   lookup(key);
   fail(key, "missing", hint);
@@ -335,8 +330,7 @@ void ConfigTable::finish() const {
     if (source.path && source.path->rfind(kOverridePrefix, 0) == 0) where = *source.path;
     std::string hint = suggestion.empty()
                            ? fmt::format("known keys here: {}", fmt::join(known_, ", "))
-                           : fmt::format("did you mean '{}'? known keys here: {}", suggestion,
-                                         fmt::join(known_, ", "));
+                           : fmt::format("did you mean '{}'? known keys here: {}", suggestion, fmt::join(known_, ", "));
     throw UsageError(with_hint(fmt::format("{}: unknown key '{}'", where, dotted(key.str())), hint));
   }
 }

@@ -44,8 +44,7 @@ class ConfigTable {
   std::vector<std::string> get_string_array(std::string_view key);
   // An array of integers (absent: empty).
   std::vector<std::int64_t> get_int_array(std::string_view key);
-  std::string get_choice(std::string_view key, const std::string& fallback,
-                         const std::vector<std::string>& allowed);
+  std::string get_choice(std::string_view key, const std::string& fallback, const std::vector<std::string>& allowed);
   // A sub-table; an absent key gives an empty table. The sub-view must be finished too.
   ConfigTable sub(std::string_view key);
 
@@ -63,15 +62,13 @@ class ConfigTable {
   void finish() const;
 
   // Throws UsageError "file:line:col: <prefix.key>: <message>" with a hint.
-  [[noreturn]] void fail(std::string_view key, const std::string& message,
-                         const std::string& hint) const;
+  [[noreturn]] void fail(std::string_view key, const std::string& message, const std::string& hint) const;
 
   std::string dotted(std::string_view key) const;
 
  private:
   const toml::node* lookup(std::string_view key);
-  [[noreturn]] void fail_type(std::string_view key, const toml::node& node,
-                              const char* expected) const;
+  [[noreturn]] void fail_type(std::string_view key, const toml::node& node, const char* expected) const;
   [[noreturn]] void missing(std::string_view key, const std::string& hint);
 
   const toml::table* table_;
@@ -85,7 +82,7 @@ class ConfigTable {
 // otherwise). The bounds keep parameter and FLOP counts inside 64-bit integers, so an absurd
 // size is a clear error instead of an overflow; memory is checked before training
 // (train_memory_check).
-inline constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;   // d, n_attn, n_ffn, vocab, seq_len
+inline constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;  // d, n_attn, n_ffn, vocab, seq_len
 inline constexpr std::int64_t kMaxLayers = 4096;
 std::int64_t config_size(ConfigTable& table, const char* key, std::int64_t value, std::int64_t max = kMaxWidth);
 

@@ -39,7 +39,8 @@ void write_durably(const std::string& path, const char* bytes, std::size_t size,
     const int code = errno;
     ::close(fd);
     ::unlink(path.c_str());
-    std::string hint = code == ENOSPC || code == EDQUOT ? disk_full_hint : "check the disk and the folder's permissions";
+    std::string hint =
+        code == ENOSPC || code == EDQUOT ? disk_full_hint : "check the disk and the folder's permissions";
     throw Error(with_hint(fmt::format("{}cannot {} '{}': {}", who, what, path, std::strerror(code)), hint));
   };
   std::size_t done = 0;

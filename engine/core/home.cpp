@@ -60,9 +60,10 @@ bool path_inside(const std::string& path, const std::string& root) {
 void confine_check(const std::string& path, const std::string& what) {
   const std::string root = confine_root();
   if (root.empty() || path_inside(path, root)) return;
-  throw UsageError(with_hint(fmt::format("{} = '{}' is outside {}, the folder this job is confined to", what, path, root),
-                             "a job of the engine service may only read files inside TFW_HOME: copy the file "
-                             "there, or give a built-in corpus name"));
+  throw UsageError(
+      with_hint(fmt::format("{} = '{}' is outside {}, the folder this job is confined to", what, path, root),
+                "a job of the engine service may only read files inside TFW_HOME: copy the file "
+                "there, or give a built-in corpus name"));
 }
 
 }  // namespace tfw

@@ -15,8 +15,8 @@
 namespace tfw {
 
 struct JsonBounds {
-  int depth = 64;                      // containers inside one another
-  std::size_t containers = 1 << 20;    // objects and arrays
+  int depth = 64;                             // containers inside one another
+  std::size_t containers = 1 << 20;           // objects and arrays
   std::size_t values = std::size_t{1} << 23;  // every value and object key
 };
 

@@ -77,13 +77,15 @@ CharClass classify(const CodePoint& cp) {
     return CharClass::space;
   }
   switch (u_charType(static_cast<UChar32>(c))) {
-    case U_UPPERCASE_LETTER: case U_LOWERCASE_LETTER: case U_TITLECASE_LETTER:
-    case U_MODIFIER_LETTER: case U_OTHER_LETTER:
-      return CharClass::letter;
-    case U_DECIMAL_DIGIT_NUMBER: case U_LETTER_NUMBER: case U_OTHER_NUMBER:
-      return CharClass::number;
-    default:
-      return CharClass::other;
+    case U_UPPERCASE_LETTER:
+    case U_LOWERCASE_LETTER:
+    case U_TITLECASE_LETTER:
+    case U_MODIFIER_LETTER:
+    case U_OTHER_LETTER: return CharClass::letter;
+    case U_DECIMAL_DIGIT_NUMBER:
+    case U_LETTER_NUMBER:
+    case U_OTHER_NUMBER: return CharClass::number;
+    default: return CharClass::other;
   }
 }
 
@@ -102,7 +104,9 @@ std::vector<std::string_view> pre_split(std::string_view text) {
   offsets.push_back(text.size());
   const std::size_t n = cps.size();
   std::vector<std::string_view> pieces;
-  auto emit = [&](std::size_t from, std::size_t to) { pieces.push_back(text.substr(offsets[from], offsets[to] - offsets[from])); };
+  auto emit = [&](std::size_t from, std::size_t to) {
+    pieces.push_back(text.substr(offsets[from], offsets[to] - offsets[from]));
+  };
   auto run_of = [&](std::size_t from, CharClass c) {
     std::size_t j = from;
     while (j < n && classes[j] == c) ++j;
@@ -114,8 +118,10 @@ std::vector<std::string_view> pre_split(std::string_view text) {
     if (cps[i].value == '\'' && i + 1 < n) {
       const std::uint32_t a = cps[i + 1].value, b = i + 2 < n ? cps[i + 2].value : 0;
       std::size_t length = 0;
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') length = 2;
-      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) length = 3;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        length = 2;
+      else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+        length = 3;
       if (length > 0) {
         emit(i, i + length);
         i += length;
@@ -167,10 +173,10 @@ class ByteLevelBpe : public Tokenizer {
     // write below land outside it. The table is bounded before anything is sized.
     auto check_id = [&](std::uint32_t id) {
       if (id <= kMaxTokenId) return;
-      throw UsageError(with_hint(
-          fmt::format("tokenizer {}: the token id {} is above the largest id tfw accepts ({})", spec_.name, id,
-                      kMaxTokenId),
-          "a tokenizer's ids run from 0 to its vocabulary size - 1; is this a real model's tokenizer?"));
+      throw UsageError(
+          with_hint(fmt::format("tokenizer {}: the token id {} is above the largest id tfw accepts ({})", spec_.name,
+                                id, kMaxTokenId),
+                    "a tokenizer's ids run from 0 to its vocabulary size - 1; is this a real model's tokenizer?"));
     };
     for (const auto& [token, id] : spec_.vocab) check_id(id);
     for (const auto& [token, id] : spec_.added) {
@@ -230,7 +236,8 @@ class ByteLevelBpe : public Tokenizer {
       for (std::size_t i = 0; i < symbols.size();) {
         CodePoint cp = next_code_point(symbols, i);
         const auto found = symbol_to_byte_.find(cp.value);
-        if (found == symbol_to_byte_.end()) throw UsageError(fmt::format("{}: a token holds a symbol outside the byte map", spec_.name));
+        if (found == symbol_to_byte_.end())
+          throw UsageError(fmt::format("{}: a token holds a symbol outside the byte map", spec_.name));
         bytes.push_back(static_cast<char>(found->second));
         i += cp.length;
       }
@@ -257,7 +264,8 @@ class ByteLevelBpe : public Tokenizer {
     std::string normalised;
     if (nfc_ != nullptr) {
       UErrorCode status = U_ZERO_ERROR;
-      const icu::UnicodeString u = icu::UnicodeString::fromUTF8(icu::StringPiece(raw.data(), static_cast<std::int32_t>(raw.size())));
+      const icu::UnicodeString u =
+          icu::UnicodeString::fromUTF8(icu::StringPiece(raw.data(), static_cast<std::int32_t>(raw.size())));
       if (!nfc_->isNormalized(u, status)) {
         status = U_ZERO_ERROR;
         nfc_->normalize(u, status).toUTF8String(normalised);

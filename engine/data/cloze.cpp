@@ -63,7 +63,8 @@ std::vector<ClozePassage> cloze_passages(const std::string& text, const Tokenize
     const std::size_t slice = std::min<std::size_t>(space, context_tokens * 16);
     std::vector<std::uint32_t> tokens;
     tokenizer.encode(std::string_view(text).substr(space - slice, slice), tokens);
-    if (tokens.size() > context_tokens) tokens.erase(tokens.begin(), tokens.end() - static_cast<std::ptrdiff_t>(context_tokens));
+    if (tokens.size() > context_tokens)
+      tokens.erase(tokens.begin(), tokens.end() - static_cast<std::ptrdiff_t>(context_tokens));
     const std::string context = tokenizer.decode(tokens);
     if (context.size() > space || space - context.size() < free_from) continue;  // overlaps the previous passage
     if (!words_of(context).count(lower(passage.word))) continue;                 // not named before

@@ -98,9 +98,9 @@ class FilesStream : public TextStream {
 
 void require_package(const CorpusInfo& info, const std::string& check_path) {
   if (!fs::exists(check_path)) {
-    throw UsageError(with_hint(fmt::format("corpus '{}' is not installed ({} not found)", info.name, check_path),
-                               fmt::format("install it with `apt-get install {}` (bash scripts/setup does)",
-                                           info.package)));
+    throw UsageError(
+        with_hint(fmt::format("corpus '{}' is not installed ({} not found)", info.name, check_path),
+                  fmt::format("install it with `apt-get install {}` (bash scripts/setup does)", info.package)));
   }
 }
 
@@ -108,11 +108,11 @@ void require_package(const CorpusInfo& info, const std::string& check_path) {
 
 const std::vector<CorpusInfo>& corpora_builtin() {
   static const std::vector<CorpusInfo> corpora = {
-      {"gcide", "GNU Collaborative International Dictionary of English (~40 MB text)",
-       "/usr/share/dictd/gcide.dict.dz", "dict-gcide"},
+      {"gcide", "GNU Collaborative International Dictionary of English (~40 MB text)", "/usr/share/dictd/gcide.dict.dz",
+       "dict-gcide"},
       {"kjv", "King James Version of the Bible (~4.4 MB text)", "/usr/lib/bible.data", "bible-kjv"},
-      {"pydoc", "Python 3.11 documentation, reST sources (~10 MB text)",
-       "/usr/share/doc/python3.11/html/_sources", "python3.11-doc"},
+      {"pydoc", "Python 3.11 documentation, reST sources (~10 MB text)", "/usr/share/doc/python3.11/html/_sources",
+       "python3.11-doc"},
       // Held out: no shipped experiment trains on these two (tfw eval --corpus).
       {"jargon", "The Jargon File 4.4.7, hacker slang with essays (~1.7 MB text; held out)",
        "/usr/share/doc/jargon-text/jargon.txt.gz", "jargon-text"},
@@ -178,9 +178,9 @@ std::unique_ptr<TextStream> corpus_open(const std::string& name_or_path, CorpusI
   }
   std::vector<std::string> names;
   for (const CorpusInfo& info : corpora_builtin()) names.push_back(info.name);
-  throw UsageError(with_hint(fmt::format("unknown corpus '{}': not a built-in name, file or folder", name_or_path),
-                             fmt::format("built-in corpora: {}; or give the path of a text file or folder",
-                                         fmt::join(names, ", "))));
+  throw UsageError(with_hint(
+      fmt::format("unknown corpus '{}': not a built-in name, file or folder", name_or_path),
+      fmt::format("built-in corpora: {}; or give the path of a text file or folder", fmt::join(names, ", "))));
 }
 
 }  // namespace tfw

@@ -83,7 +83,8 @@ bool base64_decode(std::string_view text, std::string& out) {
 // are recovered by running BPE on each token's bytes with only lower ranks allowed: the two
 // parts left are its merge (what Hugging Face's tiktoken converter does). Bounded: file size,
 // token count and length, and the total work of the recovery.
-ByteLevelBpeSpec bpe_spec_from_tiktoken(const std::string& path, const std::vector<std::pair<std::string, std::uint32_t>>& specials) {
+ByteLevelBpeSpec bpe_spec_from_tiktoken(const std::string& path,
+                                        const std::vector<std::pair<std::string, std::uint32_t>>& specials) {
   constexpr std::uintmax_t kMaxFileBytes = 64u << 20;
   constexpr std::size_t kMaxTokens = 1u << 20;
   constexpr std::size_t kMaxTokenBytes = 1024;
@@ -114,11 +115,14 @@ ByteLevelBpeSpec bpe_spec_from_tiktoken(const std::string& path, const std::vect
     const std::string_view rank_text = std::string_view(line).substr(space + 1);
     std::uint64_t rank = 0;
     for (char c : rank_text) {
-      if (c < '0' || c > '9' || rank > kMaxTokens) fail(fmt::format("line {}: the rank '{}' is not an id", number, rank_text));
+      if (c < '0' || c > '9' || rank > kMaxTokens)
+        fail(fmt::format("line {}: the rank '{}' is not an id", number, rank_text));
       rank = rank * 10 + static_cast<std::uint64_t>(c - '0');
     }
-    if (!base64_decode(std::string_view(line).substr(0, space), bytes)) fail(fmt::format("line {}: not base64", number));
-    if (bytes.size() > kMaxTokenBytes) fail(fmt::format("line {}: a token of {} bytes (limit {})", number, bytes.size(), kMaxTokenBytes));
+    if (!base64_decode(std::string_view(line).substr(0, space), bytes))
+      fail(fmt::format("line {}: not base64", number));
+    if (bytes.size() > kMaxTokenBytes)
+      fail(fmt::format("line {}: a token of {} bytes (limit {})", number, bytes.size(), kMaxTokenBytes));
     lines.emplace_back(bytes, static_cast<std::uint32_t>(rank));
   }
   const std::size_t n = lines.size();
@@ -182,7 +186,8 @@ ByteLevelBpeSpec bpe_spec_from_gpt2_files(const std::string& dir) {
   if (has_tiktoken(dir)) {
     ByteLevelBpeSpec spec = bpe_spec_from_tiktoken(dir + "/gpt2.tiktoken", {{"<|endoftext|>", 50256}});
     if (spec.vocab.size() != 50257 || spec.merges.size() != 50000) {
-      throw UsageError(fmt::format("{}/gpt2.tiktoken: expected GPT-2's 50256 ranks, found {}", dir, spec.vocab.size() - 1));
+      throw UsageError(
+          fmt::format("{}/gpt2.tiktoken: expected GPT-2's 50256 ranks, found {}", dir, spec.vocab.size() - 1));
     }
     return spec;
   }
@@ -237,8 +242,8 @@ ByteLevelBpeSpec spec_from_tokenizer_json(const std::string& path) {
   if (fs::is_directory(path, ec)) throw UsageError(fmt::format("the tokenizer file '{}' is a folder", path));
   // A device or a pipe (a link to /dev/zero) has no size to check: only a regular file is read.
   if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) {
-    throw UsageError(with_hint(fmt::format("the tokenizer file '{}' is not a regular file", path),
-                               "name a tokenizer.json file"));
+    throw UsageError(
+        with_hint(fmt::format("the tokenizer file '{}' is not a regular file", path), "name a tokenizer.json file"));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(fmt::format("cannot read the tokenizer file '{}'", path));
@@ -265,8 +270,9 @@ ByteLevelBpeSpec spec_from_tokenizer_json(const std::string& path) {
     }
     return static_cast<std::uint32_t>(id.get<std::uint64_t>());
   };
-  const std::string supported = "tfw reads byte-level BPE tokenizers (GPT-2, GPT-NeoX-20B): model.type \"BPE\" with "
-                                "a ByteLevel pre-tokenizer";
+  const std::string supported =
+      "tfw reads byte-level BPE tokenizers (GPT-2, GPT-NeoX-20B): model.type \"BPE\" with "
+      "a ByteLevel pre-tokenizer";
   if (!file.is_object()) fail("not a JSON object (a tokenizer.json in the Hugging Face format)", supported);
   const nlohmann::json& model = file.contains("model") ? file["model"] : nlohmann::json();
   if (!model.is_object()) fail("has no \"model\" object", supported);
@@ -291,7 +297,8 @@ ByteLevelBpeSpec spec_from_tokenizer_json(const std::string& path) {
     pre = pre["pretokenizers"][0];
   }
   if (!pre.is_object() || pre.value("type", std::string()) != "ByteLevel") {
-    fail(fmt::format("the pre-tokenizer is {}, not ByteLevel", pre.is_object() ? pre.value("type", std::string("?")) : "missing"),
+    fail(fmt::format("the pre-tokenizer is {}, not ByteLevel",
+                     pre.is_object() ? pre.value("type", std::string("?")) : "missing"),
          supported);
   }
   if (!pre.value("use_regex", true)) fail("pre_tokenizer.use_regex is false: not GPT-2's split", supported);
@@ -326,7 +333,8 @@ ByteLevelBpeSpec spec_from_tokenizer_json(const std::string& path) {
   if (file.contains("added_tokens") && file["added_tokens"].is_array()) {
     for (const nlohmann::json& added : file["added_tokens"]) {
       if (!added.is_object() || !added.contains("id") || !added.contains("content") || !added["content"].is_string()) {
-        fail("an added token lacks its id or its content text", "each added_tokens entry is {\"id\": N, \"content\": \"text\"}");
+        fail("an added token lacks its id or its content text",
+             "each added_tokens entry is {\"id\": N, \"content\": \"text\"}");
       }
       // An empty content matches everywhere and made encode loop forever.
       if (added["content"].get<std::string>().empty()) {
@@ -340,6 +348,8 @@ ByteLevelBpeSpec spec_from_tokenizer_json(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> gpt2_tokenizer_create() { return byte_level_bpe_create(bpe_spec_from_gpt2_files(find_data_dir())); }
+std::unique_ptr<Tokenizer> gpt2_tokenizer_create() {
+  return byte_level_bpe_create(bpe_spec_from_gpt2_files(find_data_dir()));
+}
 
 }  // namespace tfw

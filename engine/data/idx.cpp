@@ -36,10 +36,10 @@ class Reader {
       const int got = gzread(file_, static_cast<char*>(out) + done, chunk);
       if (got < 0) fail_gzip();
       if (got == 0) {
-        throw UsageError(with_hint(fmt::format("{}: truncated: the file ends after {} of the {} bytes of {}", path_,
-                                               done, n, what),
-                                   "the file is incomplete; reinstall it (for Fashion-MNIST: apt-get install "
-                                   "--reinstall dataset-fashion-mnist)"));
+        throw UsageError(
+            with_hint(fmt::format("{}: truncated: the file ends after {} of the {} bytes of {}", path_, done, n, what),
+                      "the file is incomplete; reinstall it (for Fashion-MNIST: apt-get install "
+                      "--reinstall dataset-fashion-mnist)"));
       }
       done += static_cast<std::size_t>(got);
     }
@@ -77,7 +77,8 @@ std::vector<std::int64_t> header(Reader& in) {
                                "0x00000803 for images, 0x00000801 for labels)"));
   }
   if (type != 0x08) {
-    throw UsageError(fmt::format("{}: IDX element type 0x{:02x} is not read (only unsigned bytes, 0x08)", in.path(), type));
+    throw UsageError(
+        fmt::format("{}: IDX element type 0x{:02x} is not read (only unsigned bytes, 0x08)", in.path(), type));
   }
   std::vector<std::int64_t> dims;
   std::int64_t count = 1;

@@ -38,7 +38,8 @@ ImageSet read_split(const std::string& dir, const std::string& prefix) {
                                  images_path, images.dims.size()));
   }
   if (labels.dims.size() != 1) {
-    throw UsageError(fmt::format("{}: expected labels of shape (N), got {} dimensions", labels_path, labels.dims.size()));
+    throw UsageError(
+        fmt::format("{}: expected labels of shape (N), got {} dimensions", labels_path, labels.dims.size()));
   }
   if (labels.dims[0] != images.dims[0]) {
     throw UsageError(fmt::format("{} holds {} images but {} holds {} labels", images_path, images.dims[0], labels_path,
@@ -73,8 +74,9 @@ std::string image_dataset_dir(const std::string& dataset) {
   }
   std::error_code ec;
   if (!fs::is_directory(kFashionMnistDir, ec)) {
-    throw UsageError(with_hint(fmt::format("the fashion-mnist dataset is not installed ({} is missing)", kFashionMnistDir),
-                               "install Debian's package: apt-get install dataset-fashion-mnist (scripts/setup does)"));
+    throw UsageError(
+        with_hint(fmt::format("the fashion-mnist dataset is not installed ({} is missing)", kFashionMnistDir),
+                  "install Debian's package: apt-get install dataset-fashion-mnist (scripts/setup does)"));
   }
   return kFashionMnistDir;
 }
@@ -85,9 +87,10 @@ ImageSplits image_splits_load(const ImageDataConfig& config) {
   ImageSet train = read_split(splits.dir, "train");
   if (config.validation == "tuning") {
     if (config.tuning_size >= train.count) {
-      throw UsageError(with_hint(fmt::format("data.tuning_size = {} leaves no training images (the training split has {})",
-                                             config.tuning_size, train.count),
-                                 "hold out fewer images, e.g. tuning_size = 10000"));
+      throw UsageError(
+          with_hint(fmt::format("data.tuning_size = {} leaves no training images (the training split has {})",
+                                config.tuning_size, train.count),
+                    "hold out fewer images, e.g. tuning_size = 10000"));
     }
     const std::int64_t kept = train.count - config.tuning_size;
     splits.validation = slice(train, kept, config.tuning_size);

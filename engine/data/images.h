@@ -26,11 +26,11 @@ struct ImageSet {
 };
 
 struct ImageSplits {
-  std::string dir;                // the folder the IDX files were read from
-  std::string validation_name;    // "test (10000 images)" or "tuning (the last 10000 training images)"
+  std::string dir;              // the folder the IDX files were read from
+  std::string validation_name;  // "test (10000 images)" or "tuning (the last 10000 training images)"
   ImageSet train, validation;
-  std::int64_t classes = 0;       // 1 + the largest label
-  double mean = 0, std = 1;       // of the training part's pixels in [0, 1]
+  std::int64_t classes = 0;  // 1 + the largest label
+  double mean = 0, std = 1;  // of the training part's pixels in [0, 1]
 };
 
 // The folder of `dataset` ("fashion-mnist" or a folder). Throws UsageError naming the

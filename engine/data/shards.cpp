@@ -178,9 +178,12 @@ ShardMeta data_prepare(const std::string& corpus, const std::string& out_dir, co
     meta.val_tokens = moved;
   }
 
-  toml::table table{{"format_version", meta.format_version}, {"corpus", meta.corpus},
-                    {"source", meta.source}, {"tokenizer", meta.tokenizer},
-                    {"vocab_size", static_cast<std::int64_t>(meta.vocab_size)}, {"dtype", meta.dtype},
+  toml::table table{{"format_version", meta.format_version},
+                    {"corpus", meta.corpus},
+                    {"source", meta.source},
+                    {"tokenizer", meta.tokenizer},
+                    {"vocab_size", static_cast<std::int64_t>(meta.vocab_size)},
+                    {"dtype", meta.dtype},
                     {"train_tokens", static_cast<std::int64_t>(meta.train_tokens)},
                     {"val_tokens", static_cast<std::int64_t>(meta.val_tokens)},
                     {"block_bytes", static_cast<std::int64_t>(meta.block_bytes)},
@@ -220,8 +223,8 @@ ShardMeta shard_meta_read(const std::string& dir) {
     }
     meta.format_version = static_cast<int>(table["format_version"].value_or(0));
     if (meta.format_version != kShardFormatVersion) {
-      throw UsageError(with_hint(fmt::format("{}/meta.toml has shard format version {}, this tfw reads version {}",
-                                             dir, meta.format_version, kShardFormatVersion),
+      throw UsageError(with_hint(fmt::format("{}/meta.toml has shard format version {}, this tfw reads version {}", dir,
+                                             meta.format_version, kShardFormatVersion),
                                  "prepare the corpus again with this tfw"));
     }
     meta.corpus = table["corpus"].value_or(std::string());
@@ -262,7 +265,8 @@ TokenShard::TokenShard(const std::string& path, const std::string& dtype) : widt
   if (bytes_ % width_ != 0) {
     ::close(fd);
     throw UsageError(with_hint(fmt::format("token shard '{}' has {} bytes, not a multiple of {} ({}): truncated or "
-                                           "not this dtype", path, bytes_, width_, dtype),
+                                           "not this dtype",
+                                           path, bytes_, width_, dtype),
                                "prepare the corpus again with `tfw data prepare`"));
   }
   count_ = bytes_ / width_;
@@ -289,7 +293,8 @@ std::uint32_t TokenShard::operator[](std::uint64_t i) const {
 }
 
 void TokenShard::read(std::uint64_t start, std::uint64_t n, std::vector<std::uint32_t>& out) const {
-  if (start + n > count_) throw Error(fmt::format("token shard read [{}, {}) past its end {}", start, start + n, count_));
+  if (start + n > count_)
+    throw Error(fmt::format("token shard read [{}, {}) past its end {}", start, start + n, count_));
   out.resize(n);
   for (std::uint64_t i = 0; i < n; ++i) out[i] = (*this)[start + i];
 }
@@ -298,8 +303,8 @@ std::string data_prepared_dir(const std::string& corpus, const std::string& toke
   return data_dir + "/" + name_of(corpus) + "-" + tokenizer_label(tokenizer);
 }
 
-std::string data_ensure_prepared(const std::string& corpus, const std::string& tokenizer,
-                                 const std::string& data_dir, const PrepareOptions& options) {
+std::string data_ensure_prepared(const std::string& corpus, const std::string& tokenizer, const std::string& data_dir,
+                                 const PrepareOptions& options) {
   std::error_code ec;
   if (fs::exists(corpus, ec)) confine_check(corpus, "data.corpus");
   if (fs::is_directory(corpus, ec) && fs::exists(fs::path(corpus) / "train.bin") &&

@@ -16,11 +16,11 @@ inline constexpr int kShardFormatVersion = 1;
 
 struct ShardMeta {
   int format_version = kShardFormatVersion;
-  std::string corpus;         // built-in name or the source path's name
-  std::string source;         // what was read
-  std::string tokenizer;      // "byte", or "unknown" for foreign shards
+  std::string corpus;     // built-in name or the source path's name
+  std::string source;     // what was read
+  std::string tokenizer;  // "byte", or "unknown" for foreign shards
   std::uint32_t vocab_size = 0;
-  std::string dtype;          // "uint16" or "uint32"
+  std::string dtype;  // "uint16" or "uint32"
   std::uint64_t train_tokens = 0;
   std::uint64_t val_tokens = 0;
   std::uint64_t block_bytes = 0;  // the split: every val_every-th block of text goes to val
@@ -68,8 +68,8 @@ std::string data_prepared_dir(const std::string& corpus, const std::string& toke
 
 // The shard folder for `corpus`: itself when it already holds train.bin and val.bin,
 // else <data_dir>/<name>-<tokenizer>, prepared first when missing.
-std::string data_ensure_prepared(const std::string& corpus, const std::string& tokenizer,
-                                 const std::string& data_dir, const PrepareOptions& options);
+std::string data_ensure_prepared(const std::string& corpus, const std::string& tokenizer, const std::string& data_dir,
+                                 const PrepareOptions& options);
 
 // Prepared corpora under `data_dir` (TFW_HOME/data), one per folder.
 std::vector<std::pair<std::string, ShardMeta>> data_list(const std::string& data_dir);

@@ -111,14 +111,16 @@ std::optional<DistEnv> dist_env_from_environment() {
     const char* nodes = env_text("SLURM_STEP_NODELIST");
     if (nodes == nullptr) nodes = env_text("SLURM_JOB_NODELIST");
     if (env_text("MASTER_ADDR") == nullptr) {
-      if (nodes == nullptr) throw UsageError(with_hint("under Slurm, neither MASTER_ADDR nor SLURM_STEP_NODELIST is set", slurm_hint));
+      if (nodes == nullptr)
+        throw UsageError(with_hint("under Slurm, neither MASTER_ADDR nor SLURM_STEP_NODELIST is set", slurm_hint));
       env.master_addr = slurm_first_host(nodes);
     }
     if (env_text("MASTER_PORT") == nullptr && env_text("SLURM_JOB_ID") != nullptr) {
       // One port per job, so that two jobs sharing a node do not meet.
       env.master_port = 29500 + static_cast<int>(env_integer("SLURM_JOB_ID", 0, 1LL << 62, slurm_hint) % 10000);
     }
-    if (const char* per_node = env_text("SLURM_STEP_TASKS_PER_NODE")) env.local_world = std::max(1, std::atoi(per_node));
+    if (const char* per_node = env_text("SLURM_STEP_TASKS_PER_NODE"))
+      env.local_world = std::max(1, std::atoi(per_node));
   } else {
     return std::nullopt;
   }
@@ -130,8 +132,9 @@ std::optional<DistEnv> dist_env_from_environment() {
 
 std::optional<int> dist_master_port_from_environment() {
   if (env_text("MASTER_PORT") == nullptr) return std::nullopt;
-  return static_cast<int>(env_integer("MASTER_PORT", 1, 65535, "a free TCP port on rank 0's machine; --nproc takes one "
-                                                               "itself when MASTER_PORT is not set"));
+  return static_cast<int>(env_integer("MASTER_PORT", 1, 65535,
+                                      "a free TCP port on rank 0's machine; --nproc takes one "
+                                      "itself when MASTER_PORT is not set"));
 }
 
 double dist_timeout_from_environment() { return env_seconds("TFW_DIST_TIMEOUT", 300); }
@@ -192,8 +195,8 @@ std::shared_ptr<DistGroup> dist_connect(const DistEnv& env) {
   try {
     gloo->devices.push_back(gloo_device(env));
     gloo->threads = 1;  // one collective at a time; the trainer's threads do the compute
-    group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", store),
-                                                         env.rank, env.world, gloo);
+    group = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", store), env.rank,
+                                                        env.world, gloo);
   } catch (const std::exception& e) {
     throw Error(with_hint(fmt::format("rank {}: connecting to the other {} ranks (Gloo) failed: {}", env.rank,
                                       env.world - 1, reason_of(e)),
@@ -234,7 +237,8 @@ RunConfig dist_agree_config(DistGroup& group, const Registry& registry, const Ru
     group.store().set(fmt::format("tfw/config/{}", group.rank()),
                       std::vector<std::uint8_t>(difference.begin(), difference.end()));
   }
-  const std::vector<std::int64_t> differs = group.gather_int(difference.empty() ? 0 : 1, "comparing the ranks' configs");
+  const std::vector<std::int64_t> differs =
+      group.gather_int(difference.empty() ? 0 : 1, "comparing the ranks' configs");
   std::string refused;
   for (int r = 0; r < group.world(); ++r) {
     if (differs[static_cast<std::size_t>(r)] == 0) continue;
@@ -245,15 +249,16 @@ RunConfig dist_agree_config(DistGroup& group, const Registry& registry, const Ru
     throw UsageError(with_hint(fmt::format("the ranks were started with different configs, refused: {}", refused),
                                "start every rank with the same config file and --set overrides"));
   }
-  RunConfig config = group.rank() == 0 && mine != nullptr
-                         ? *mine
-                         : run_config_parse(registry, toml::parse(std::string_view(theirs), std::string_view("rank 0 config")),
-                                            "rank 0's config");
+  RunConfig config =
+      group.rank() == 0 && mine != nullptr
+          ? *mine
+          : run_config_parse(registry, toml::parse(std::string_view(theirs), std::string_view("rank 0 config")),
+                             "rank 0's config");
   if (config.train.batch_size % group.world() != 0) {
-    throw UsageError(with_hint(fmt::format("train.batch_size = {} does not split evenly over {} ranks",
-                                           config.train.batch_size, group.world()),
-                               fmt::format("choose a batch size that is a multiple of {}, or another number of ranks",
-                                           group.world())));
+    throw UsageError(with_hint(
+        fmt::format("train.batch_size = {} does not split evenly over {} ranks", config.train.batch_size,
+                    group.world()),
+        fmt::format("choose a batch size that is a multiple of {}, or another number of ranks", group.world())));
   }
   return config;
 }
@@ -362,8 +367,8 @@ void DistGroup::average_gradients(const std::vector<torch::Tensor>& parameters, 
     for (const torch::Tensor& grad : bucket.grads) flat_views.push_back(grad.reshape({-1}));
     bucket.flat = torch::cat(flat_views);
     std::vector<torch::Tensor> one{bucket.flat};
-    works.push_back(start("the all-reduce of gradients",
-                          [&] { return group_->allreduce(one, c10d::AllreduceOptions{}); }));
+    works.push_back(
+        start("the all-reduce of gradients", [&] { return group_->allreduce(one, c10d::AllreduceOptions{}); }));
   }
   for (std::size_t i = 0; i < buckets.size(); ++i) {
     wait(works[i], "the all-reduce of gradients");
@@ -417,8 +422,8 @@ void DistGroup::share_optimizer(torch::optim::Optimizer& optimizer, const torch:
     }
     for (std::size_t g = 0; g < groups.size(); ++g) {
       auto& o = dynamic_cast<torch::optim::AdamWOptions&>(groups[g].options());
-      const double values[6] = {o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(),
-                                o.amsgrad() ? 1.0 : 0.0};
+      const double values[6] = {o.lr(),  std::get<0>(o.betas()), std::get<1>(o.betas()),
+                                o.eps(), o.weight_decay(),       o.amsgrad() ? 1.0 : 0.0};
       for (int k = 0; k < 6; ++k) header[1][static_cast<std::int64_t>(g)][k] = values[k];
     }
   }
@@ -447,7 +452,11 @@ void DistGroup::share_optimizer(torch::optim::Optimizer& optimizer, const torch:
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const double* v = options.data_ptr<double>() + 6 * g;
       dynamic_cast<torch::optim::AdamWOptions&>(groups[g].options())
-          .lr(v[0]).betas({v[1], v[2]}).eps(v[3]).weight_decay(v[4]).amsgrad(v[5] != 0);
+          .lr(v[0])
+          .betas({v[1], v[2]})
+          .eps(v[3])
+          .weight_decay(v[4])
+          .amsgrad(v[5] != 0);
     }
   }
 }

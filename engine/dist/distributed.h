@@ -19,11 +19,11 @@ namespace tfw {
 
 struct DistEnv {
   int rank = 0, world = 1;
-  int local_world = 1;                   // ranks on this node (LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE, --nproc)
+  int local_world = 1;  // ranks on this node (LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE, --nproc)
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  double timeout_seconds = 300;          // rendezvous and every collective (TFW_DIST_TIMEOUT)
-  std::string source;                    // "environment" (RANK/WORLD_SIZE), "slurm", "--nproc"
+  double timeout_seconds = 300;  // rendezvous and every collective (TFW_DIST_TIMEOUT)
+  std::string source;            // "environment" (RANK/WORLD_SIZE), "slurm", "--nproc"
 };
 
 // The world the environment describes, or nothing for a single process (no WORLD_SIZE,

@@ -37,7 +37,8 @@ bool is_legacy(const fs::path& archive) {
 // The values of a legacy archive, by dotted name; every lookup checks the kind.
 class Leaves {
  public:
-  Leaves(std::string path, std::map<std::string, ArchiveLeaf> leaves) : path_(std::move(path)), leaves_(std::move(leaves)) {}
+  Leaves(std::string path, std::map<std::string, ArchiveLeaf> leaves)
+      : path_(std::move(path)), leaves_(std::move(leaves)) {}
 
   bool has(const std::string& key) const { return leaves_.count(key) != 0; }
   const ArchiveLeaf& get(const std::string& key, ArchiveLeaf::Kind kind) const {
@@ -103,13 +104,15 @@ void legacy_optimizer(const Leaves& leaves, const std::string& path, torch::opti
   auto& groups = optimizer.param_groups();
   const std::string base = "optimizer.param_groups.param_groups/";
   if (leaves.has(base + std::to_string(groups.size()) + ".params/0")) {
-    throw UsageError(fmt::format("{}: its optimiser has more parameter groups than the model's ({})", path, groups.size()));
+    throw UsageError(
+        fmt::format("{}: its optimiser has more parameter groups than the model's ({})", path, groups.size()));
   }
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const std::string prefix = base + std::to_string(g) + ".";
     auto& params = groups[g].params();
     if (leaves.has(prefix + "params/" + std::to_string(params.size()))) {
-      throw UsageError(fmt::format("{}: optimiser group {} holds more parameters than the model's {}", path, g, params.size()));
+      throw UsageError(
+          fmt::format("{}: optimiser group {} holds more parameters than the model's {}", path, g, params.size()));
     }
     const std::vector<double>& betas = leaves.get(prefix + "options.betas", ArchiveLeaf::Kind::reals).reals;
     if (betas.size() != 2) throw UsageError(fmt::format("{}: optimiser group {} has {} betas", path, g, betas.size()));
@@ -157,7 +160,8 @@ Built build(const Registry& registry, const RunConfig& config, bool with_optimiz
 void check_same(const std::string& path, const Built& a, const Built& b) {
   auto same = [&](const torch::Tensor& x, const torch::Tensor& y, const std::string& name) {
     if (x.defined() != y.defined() || (x.defined() && (x.sizes() != y.sizes() || !torch::equal(x, y)))) {
-      throw Error(fmt::format("{}: the upgraded checkpoint reads back a different '{}'; the old file was kept", path, name));
+      throw Error(
+          fmt::format("{}: the upgraded checkpoint reads back a different '{}'; the old file was kept", path, name));
     }
   };
   const auto ta = checkpoint_model_tensors(*a.model), tb = checkpoint_model_tensors(*b.model);
@@ -191,9 +195,11 @@ std::vector<std::string> checkpoint_legacy_find(const std::string& path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) {
     if (!is_legacy(path)) {
-      throw UsageError(with_hint(fmt::format("'{}' is not a legacy tfw checkpoint (a .pt file with a version-1 manifest "
-                                             "beside it)", path),
-                                 "name a .pt checkpoint, a run folder or a TFW_HOME"));
+      throw UsageError(
+          with_hint(fmt::format("'{}' is not a legacy tfw checkpoint (a .pt file with a version-1 manifest "
+                                "beside it)",
+                                path),
+                    "name a .pt checkpoint, a run folder or a TFW_HOME"));
     }
     found.push_back(path);
     return found;
@@ -211,7 +217,8 @@ std::string checkpoint_upgrade(const Registry& registry, const std::string& lega
   checkpoint_verify_version(legacy_path, kCheckpointLegacyVersion);  // size and CRC-32 against its manifest
   const Leaves leaves(legacy_path, torch_archive_flatten(legacy_path));
   if (leaves.integer("format_version") != kCheckpointLegacyVersion) {
-    throw UsageError(fmt::format("{}: says format version {} inside, not 1", legacy_path, leaves.integer("format_version")));
+    throw UsageError(
+        fmt::format("{}: says format version {} inside, not 1", legacy_path, leaves.integer("format_version")));
   }
   const CheckpointMeta meta = legacy_meta(leaves);
   const RunConfig config = checkpoint_run_config(registry, meta, legacy_path);
@@ -223,10 +230,11 @@ std::string checkpoint_upgrade(const Registry& registry, const std::string& lega
   for (const auto& [name, tensor] : tensors) copy_checked(legacy_path, name, leaves.tensor("model." + name), tensor);
   const std::size_t model_tensors = tensors.size();
   std::size_t stored = 0;
-  for (const auto& [key, leaf] : leaves.all()) stored += key.rfind("model.", 0) == 0 && leaf.kind == ArchiveLeaf::Kind::tensor;
+  for (const auto& [key, leaf] : leaves.all())
+    stored += key.rfind("model.", 0) == 0 && leaf.kind == ArchiveLeaf::Kind::tensor;
   if (stored != model_tensors) {
-    throw UsageError(fmt::format("{}: holds {} model tensors, the model its config builds {}", legacy_path, stored,
-                                 model_tensors));
+    throw UsageError(
+        fmt::format("{}: holds {} model tensors, the model its config builds {}", legacy_path, stored, model_tensors));
   }
   if (has_optimizer) legacy_optimizer(leaves, legacy_path, *upgraded.optimizer);
   upgraded.model->set_training_step(meta.step);
@@ -240,8 +248,8 @@ std::string checkpoint_upgrade(const Registry& registry, const std::string& lega
     try {
       generator.set_state(leaves.tensor("torch_rng"));
     } catch (const c10::Error& e) {
-      throw UsageError(fmt::format("{}: its random generator state is not valid ({})", legacy_path,
-                                   e.what_without_backtrace()));
+      throw UsageError(
+          fmt::format("{}: its random generator state is not valid ({})", legacy_path, e.what_without_backtrace()));
     }
   }
   const fs::path dir = fs::path(legacy_path).parent_path();

@@ -57,18 +57,22 @@ TensorMap by_official_key(const std::string& weights, const Tensors& tensors) {
 }
 
 std::string embedding_key_of(const std::string& weights, const TensorMap& by_key, const Tensors& tensors) {
-  const std::string embedding_key =
-      by_key.count("tied_modules.embed.word_embeddings.weight") ? "tied_modules.embed.word_embeddings.weight"
-                                                                : "0.word_embeddings.weight";
+  const std::string embedding_key = by_key.count("tied_modules.embed.word_embeddings.weight")
+                                        ? "tied_modules.embed.word_embeddings.weight"
+                                        : "0.word_embeddings.weight";
   if (!by_key.count(embedding_key)) {
-    throw UsageError(with_hint(fmt::format("{}: no word embedding (tied_modules.embed.word_embeddings.weight or "
-                                           "sequential.0.word_embeddings.weight)", weights),
-                               "is this a TokenFormer checkpoint? Its keys begin: " +
-                                   join([&] {
-                                     std::vector<std::string> keys;
-                                     for (const auto& [k, t] : tensors) keys.push_back(k);
-                                     return keys;
-                                   }(), 4)));
+    throw UsageError(
+        with_hint(fmt::format("{}: no word embedding (tied_modules.embed.word_embeddings.weight or "
+                              "sequential.0.word_embeddings.weight)",
+                              weights),
+                  "is this a TokenFormer checkpoint? Its keys begin: " + join(
+                                                                             [&] {
+                                                                               std::vector<std::string> keys;
+                                                                               for (const auto& [k, t] : tensors)
+                                                                                 keys.push_back(k);
+                                                                               return keys;
+                                                                             }(),
+                                                                             4)));
   }
   return embedding_key;
 }
@@ -90,8 +94,8 @@ Weights read_weights(const std::string& weights, std::int64_t d, const std::stri
   w.embedding_key = embedding_key_of(weights, w.by_key, tensors);
   w.embedding = w.by_key.at(w.embedding_key);
   if (w.embedding.dim() != 2 || w.embedding.size(1) != d) {
-    throw UsageError(fmt::format("{}: the word embedding is {}, hidden_size is {}", weights,
-                                 c10::str(w.embedding.sizes()), d));
+    throw UsageError(
+        fmt::format("{}: the word embedding is {}, hidden_size is {}", weights, c10::str(w.embedding.sizes()), d));
   }
   w.vocab = w.embedding.size(0);
   if (w.vocab < text_tokenizer.vocab_size()) {
@@ -121,11 +125,15 @@ Mapping official_keys(const ModelSettings& m, const std::string& embedding_key) 
   Mapping mapping = {{"embedding", embedding_key}};
   for (std::int64_t i = 0; i < m.layers; ++i) {
     const std::int64_t at = i + 2;
-    for (auto [ours, theirs] : std::vector<std::pair<const char*, const char*>>{
-             {"q", "attention.query"}, {"k", "attention.key"}, {"v", "attention.value"}, {"o", "attention.proj"},
-             {"ffn", "mlp"}}) {
-      mapping.emplace_back(fmt::format("layers.{}.{}.keys", i, ours), fmt::format("{}.{}.key_param_tokens", at, theirs));
-      mapping.emplace_back(fmt::format("layers.{}.{}.values", i, ours), fmt::format("{}.{}.value_param_tokens", at, theirs));
+    for (auto [ours, theirs] : std::vector<std::pair<const char*, const char*>>{{"q", "attention.query"},
+                                                                                {"k", "attention.key"},
+                                                                                {"v", "attention.value"},
+                                                                                {"o", "attention.proj"},
+                                                                                {"ffn", "mlp"}}) {
+      mapping.emplace_back(fmt::format("layers.{}.{}.keys", i, ours),
+                           fmt::format("{}.{}.key_param_tokens", at, theirs));
+      mapping.emplace_back(fmt::format("layers.{}.{}.values", i, ours),
+                           fmt::format("{}.{}.value_param_tokens", at, theirs));
     }
     if (m.block_affine()) {
       for (const char* p : {"weight", "bias"}) {
@@ -145,12 +153,13 @@ Mapping official_keys(const ModelSettings& m, const std::string& embedding_key) 
 // A tied head may be saved again under the head's index; it must be the embedding.
 void accept_tied_heads(const std::string& weights, std::int64_t L, const Weights& w, std::set<std::string>& used,
                        ImportResult& result) {
-  for (const std::string& head : {fmt::format("{}.word_embeddings.weight", L + 4), fmt::format("{}.final_linear.weight", L + 4)}) {
+  for (const std::string& head :
+       {fmt::format("{}.word_embeddings.weight", L + 4), fmt::format("{}.final_linear.weight", L + 4)}) {
     if (!w.by_key.count(head)) continue;
     if (!torch::equal(w.by_key.at(head), w.embedding)) {
-      throw UsageError(with_hint(fmt::format("{}: the head {} differs from the word embedding: the model is untied",
-                                             weights, head),
-                                 "the tokenformer family ties its head to the embedding; an untied model is not imported"));
+      throw UsageError(
+          with_hint(fmt::format("{}: the head {} differs from the word embedding: the model is untied", weights, head),
+                    "the tokenformer family ties its head to the embedding; an untied model is not imported"));
     }
     used.insert(head);
     result.ignored.push_back(head + " (the tied head: equal to the embedding)");
@@ -164,12 +173,13 @@ void check_missing(const std::string& weights, const ModelSettings& m, const Ten
     if (!by_key.count(theirs)) missing.push_back(theirs);
   }
   if (!missing.empty()) {
-    throw UsageError(with_hint(
-        missing.size() == 1 ? fmt::format("{}: the tensor {} is missing", weights, missing.front())
-                            : fmt::format("{}: {} tensors of the config's model are missing: {}", weights,
-                                          missing.size(), join(missing)),
-        fmt::format("the config describes {} layers with norm = {} and final_norm = {}: check that it is the "
-                    "release's own config", m.layers, m.norm, m.final_norm)));
+    throw UsageError(
+        with_hint(missing.size() == 1 ? fmt::format("{}: the tensor {} is missing", weights, missing.front())
+                                      : fmt::format("{}: {} tensors of the config's model are missing: {}", weights,
+                                                    missing.size(), join(missing)),
+                  fmt::format("the config describes {} layers with norm = {} and final_norm = {}: check that it is the "
+                              "release's own config",
+                              m.layers, m.norm, m.final_norm)));
   }
 }
 
@@ -185,10 +195,10 @@ void check_unexpected(const std::string& weights, const ModelSettings& m, const 
     unexpected.push_back(key);
   }
   if (!unexpected.empty()) {
-    throw UsageError(with_hint(fmt::format("{}: {} tensor(s) the config's model does not have: {}", weights,
-                                           unexpected.size(), join(unexpected)),
-                               fmt::format("check num_layers ({}) and norm ({}) against the release", m.layers,
-                                           m.norm)));
+    throw UsageError(
+        with_hint(fmt::format("{}: {} tensor(s) the config's model does not have: {}", weights, unexpected.size(),
+                              join(unexpected)),
+                  fmt::format("check num_layers ({}) and norm ({}) against the release", m.layers, m.norm)));
   }
 }
 
@@ -244,8 +254,15 @@ toml::table run_config_table(const std::string& dir, const std::string& weights,
   if (release.filename().empty()) release = release.parent_path();  // "DIR/"
   const std::string name = release.filename().string();
   toml::table model{
-      {"layers", m.layers}, {"d", m.d}, {"heads", m.heads}, {"n_attn", m.n_qkv}, {"n_ffn", m.n_ffn}, {"vocab", vocab},
-      {"seq_len", m.seq_len}, {"rotary_pct", m.rotary_pct}, {"rotary_base", m.rotary_base},
+      {"layers", m.layers},
+      {"d", m.d},
+      {"heads", m.heads},
+      {"n_attn", m.n_qkv},
+      {"n_ffn", m.n_ffn},
+      {"vocab", vocab},
+      {"seq_len", m.seq_len},
+      {"rotary_pct", m.rotary_pct},
+      {"rotary_base", m.rotary_base},
       {"layernorm", toml::table{{"affine", m.block_affine()}, {"eps", m.eps}}},
       {"pattention", toml::table{{"norm", m.our_norm}, {"tau", "sqrt_n"}, {"eps", 0.0}}},
   };
@@ -281,7 +298,8 @@ void fill_parameters(Model& lm, const Mapping& mapping, const TensorMap& by_key,
       throw UsageError(fmt::format("{}: {} is {}, the config's model needs {} for it", weights, theirs,
                                    c10::str(it->second.sizes()), c10::str(p->second.sizes())));
     }
-    if (!it->second.is_floating_point()) throw UsageError(fmt::format("{}: {} is not a floating-point tensor", weights, theirs));
+    if (!it->second.is_floating_point())
+      throw UsageError(fmt::format("{}: {} is not a floating-point tensor", weights, theirs));
     p->second.copy_(it->second.to(torch::kFloat32));
     filled.insert(ours);
   }
@@ -301,14 +319,16 @@ void fill_parameters(Model& lm, const Mapping& mapping, const TensorMap& by_key,
 void add_notes(const ModelSettings& m, std::int64_t vocab, std::int64_t tokenizer_ids, ImportResult& result) {
   result.notes.push_back(fmt::format("norm_activation_type = {}: pattention.norm = {}", m.activation, m.our_norm));
   result.notes.push_back("pattention.eps = 0: the official normalisation has no epsilon");
-  result.notes.push_back("pattention.tau = sqrt_n: the official scale is the square root of each layer's token "
-                         "count at the time (n for softmax), also after growth");
+  result.notes.push_back(
+      "pattention.tau = sqrt_n: the official scale is the square root of each layer's token "
+      "count at the time (n for softmax), also after growth");
   result.notes.push_back(fmt::format("norm = {}: layernorm.affine = {}, eps {}", m.norm, m.block_affine(), m.eps));
-  result.notes.push_back(fmt::format("rotary on the first {} of each head's {} channels (rotary_pct {}), base {}, "
-                                     "NeoX's rotate-half pairing; angles in float64 (the official code: float32)",
-                                     m.rotary_ndims, m.dh, m.rotary_pct, m.rotary_base));
-  result.notes.push_back(fmt::format("tied head; vocabulary of {} rows (the tokenizer has {} ids: padded)", vocab,
-                                     tokenizer_ids));
+  result.notes.push_back(
+      fmt::format("rotary on the first {} of each head's {} channels (rotary_pct {}), base {}, "
+                  "NeoX's rotate-half pairing; angles in float64 (the official code: float32)",
+                  m.rotary_ndims, m.dh, m.rotary_pct, m.rotary_base));
+  result.notes.push_back(
+      fmt::format("tied head; vocabulary of {} rows (the tokenizer has {} ids: padded)", vocab, tokenizer_ids));
 }
 
 std::string save_checkpoint(const fs::path& out, Model& lm, const RunConfig& config) {

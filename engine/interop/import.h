@@ -13,20 +13,21 @@
 namespace tfw {
 
 struct ImportRequest {
-  std::string dir;                   // the release folder
-  std::vector<std::string> configs;  // NeoX configs (later ones override); empty: the one *.yml/*.yaml/config.json in dir
-  std::string weights;               // empty: dir/pytorch_model.bin, else the one *.pt/*.bin in dir
-  std::string tokenizer;             // empty: dir/tokenizer.json
-  std::string out_dir;               // where the checkpoint, its run config and the tokenizer go
+  std::string dir;  // the release folder
+  std::vector<std::string>
+      configs;            // NeoX configs (later ones override); empty: the one *.yml/*.yaml/config.json in dir
+  std::string weights;    // empty: dir/pytorch_model.bin, else the one *.pt/*.bin in dir
+  std::string tokenizer;  // empty: dir/tokenizer.json
+  std::string out_dir;    // where the checkpoint, its run config and the tokenizer go
 };
 
 struct ImportResult {
-  std::string checkpoint;        // out_dir/step-00000000.safetensors
-  std::string config;            // out_dir/model.toml: a run config of the imported model
-  std::string tokenizer;         // out_dir/tokenizer.json
-  std::string model;             // the model's summary
+  std::string checkpoint;  // out_dir/step-00000000.safetensors
+  std::string config;      // out_dir/model.toml: a run config of the imported model
+  std::string tokenizer;   // out_dir/tokenizer.json
+  std::string model;       // the model's summary
   std::int64_t parameters = 0;
-  std::int64_t tensors = 0;      // tensors read from the weights
+  std::int64_t tensors = 0;          // tensors read from the weights
   std::vector<std::string> ignored;  // keys read and not needed (rotary frequency buffers, a tied head's copy)
   std::vector<std::string> notes;    // how the official model's settings were represented
 };

@@ -53,8 +53,10 @@ void read_shape(const Settings& s, ModelSettings& m) {
                                           : std::optional<std::int64_t>(2048));
   if (m.d % m.heads != 0) unsupported(s, "num_attention_heads", fmt::format("does not divide hidden_size {}", m.d));
   if (n_proj != m.n_qkv) {
-    unsupported(s, "proj_slot_num", fmt::format("differs from qkv_slot_num {}; the family has one token count for "
-                                                "the q, k, v and output projections", m.n_qkv));
+    unsupported(s, "proj_slot_num",
+                fmt::format("differs from qkv_slot_num {}; the family has one token count for "
+                            "the q, k, v and output projections",
+                            m.n_qkv));
   }
   if (s.has("attention_config")) {
     const std::string text = s.raw("attention_config").dump();
@@ -72,7 +74,8 @@ void read_shape(const Settings& s, ModelSettings& m) {
 
 // The head, the residual, the norms and the Pattention normalisation.
 void read_blocks(const Settings& s, ModelSettings& m, ImportResult& result) {
-  if (s.boolean("no_weight_tying", false)) unsupported(s, "no_weight_tying", "the family ties the head to the embedding");
+  if (s.boolean("no_weight_tying", false))
+    unsupported(s, "no_weight_tying", "the family ties the head to the embedding");
   if (s.boolean("gpt_j_residual", false)) unsupported(s, "gpt_j_residual", "the family's residual is sequential");
   m.norm = s.string("norm", "layernorm");
   m.final_norm = s.string("final_norm", m.norm);
@@ -82,10 +85,14 @@ void read_blocks(const Settings& s, ModelSettings& m, ImportResult& result) {
   }
   m.eps = s.number("layernorm_epsilon", 1e-5);
   m.activation = s.string("norm_activation_type", "l2_norm_gelu");
-  if (m.activation == "l2_norm_gelu") m.our_norm = "l2_gelu";
-  else if (m.activation == "gelu_l2_norm") m.our_norm = "gelu_l2";
-  else if (m.activation == "softmax") m.our_norm = "softmax";
-  else unsupported(s, "norm_activation_type", "known: l2_norm_gelu, gelu_l2_norm, softmax");
+  if (m.activation == "l2_norm_gelu")
+    m.our_norm = "l2_gelu";
+  else if (m.activation == "gelu_l2_norm")
+    m.our_norm = "gelu_l2";
+  else if (m.activation == "softmax")
+    m.our_norm = "softmax";
+  else
+    unsupported(s, "norm_activation_type", "known: l2_norm_gelu, gelu_l2_norm, softmax");
   if (s.has("use_bias_in_attn_linear") && s.boolean("use_bias_in_attn_linear", false)) {
     result.notes.push_back("use_bias_in_attn_linear = true has no effect: Pattention layers have no bias");
   }
@@ -124,8 +131,9 @@ std::vector<std::string> find_configs(const ImportRequest& request) {
                                  "configs/tokenformer/150M_eval.yml in Haiyang-W/TokenFormer"));
     }
     if (configs.size() > 1) {
-      throw UsageError(with_hint(fmt::format("import: {} configs in {} ({})", configs.size(), request.dir, join(configs)),
-                                 "choose with --config FILE (repeat it to merge several, later ones win, as NeoX does)"));
+      throw UsageError(
+          with_hint(fmt::format("import: {} configs in {} ({})", configs.size(), request.dir, join(configs)),
+                    "choose with --config FILE (repeat it to merge several, later ones win, as NeoX does)"));
     }
   }
   return configs;
@@ -152,8 +160,8 @@ std::string find_weights(const ImportRequest& request) {
 }
 
 std::string find_tokenizer(const ImportRequest& request) {
-  const std::string tokenizer = request.tokenizer.empty() ? (fs::path(request.dir) / "tokenizer.json").string()
-                                                          : request.tokenizer;
+  const std::string tokenizer =
+      request.tokenizer.empty() ? (fs::path(request.dir) / "tokenizer.json").string() : request.tokenizer;
   std::error_code ec;
   if (!fs::is_regular_file(tokenizer, ec)) {
     throw UsageError(with_hint(fmt::format("import: no tokenizer.json in {}", request.dir),

@@ -63,7 +63,8 @@ class Settings {
   }
   // NeoX accepts '-' and '_' alike; Hugging Face's GPT-NeoX config.json has other names.
   static std::string normalise(std::string key) {
-    for (char& c : key) if (c == '-') c = '_';
+    for (char& c : key)
+      if (c == '-') c = '_';
     static const std::map<std::string, std::string> aliases = {{"num_hidden_layers", "num_layers"},
                                                                {"layer_norm_eps", "layernorm_epsilon"}};
     auto it = aliases.find(key);

@@ -94,9 +94,9 @@ json read_config_json(const std::string& dir) {
     throw UsageError(fmt::format("{} is not valid JSON: {}", path.string(), e.what()));
   }
   if (!config.is_object() || config.value("format", "") != kModelExportFormat) {
-    throw UsageError(with_hint(fmt::format("{} is not a tfw model export (no \"format\": \"{}\")", path.string(),
-                                           kModelExportFormat),
-                               "export a model with `tfw export-model RUN --out DIR` (docs/export-model.md)"));
+    throw UsageError(with_hint(
+        fmt::format("{} is not a tfw model export (no \"format\": \"{}\")", path.string(), kModelExportFormat),
+        "export a model with `tfw export-model RUN --out DIR` (docs/export-model.md)"));
   }
   const json version = config.value("format_version", json());
   if (!version.is_number_integer() || version.get<std::int64_t>() != kModelExportVersion) {
@@ -114,7 +114,8 @@ RunConfig config_of(const Registry& registry, const json& config, const std::str
   try {
     toml::table table;
     if (config.contains("config_toml")) {
-      if (!config["config_toml"].is_string()) throw UsageError(fmt::format("{}: \"config_toml\" is not a string", where));
+      if (!config["config_toml"].is_string())
+        throw UsageError(fmt::format("{}: \"config_toml\" is not a string", where));
       table = toml::parse(config["config_toml"].get<std::string>(), where);
     } else {
       if (!config.contains("family") || !config["family"].is_string() || !config.contains("model")) {
@@ -122,12 +123,14 @@ RunConfig config_of(const Registry& registry, const json& config, const std::str
                                    "docs/export-model.md lists what config.json holds"));
       }
       table.insert("family", config["family"].get<std::string>());
-      if (config.contains("name") && config["name"].is_string()) table.insert("name", config["name"].get<std::string>());
+      if (config.contains("name") && config["name"].is_string())
+        table.insert("name", config["name"].get<std::string>());
     }
     if (config.contains("model")) {
       if (!config["model"].is_object()) throw UsageError(fmt::format("{}: \"model\" is not an object", where));
       const toml::table model = json_to_toml(config["model"]);
-      if (const toml::table* held = table["model"].as_table(); held != nullptr && config_identity(*held) != config_identity(model)) {
+      if (const toml::table* held = table["model"].as_table();
+          held != nullptr && config_identity(*held) != config_identity(model)) {
         throw UsageError(with_hint(fmt::format("{}: \"model\" and the model of \"config_toml\" differ", where),
                                    "edit one of them so that both say the same, or remove \"config_toml\""));
       }
@@ -171,16 +174,19 @@ ModelExport export_model(const Registry& registry, const std::string& checkpoint
   result.model = config.model.spec->summary();
   result.parameters = config.model.spec->parameter_count();
   result.step = meta.step;
-  const json out = {
-      {"format", kModelExportFormat},
-      {"format_version", kModelExportVersion},
-      {"family", config.model.family},
-      {"name", config.model.name},
-      {"model", toml_to_json(config.model.spec->to_toml())},
-      {"parameters", result.parameters},
-      {"source", {{"checkpoint", fs::absolute(checkpoint).string()}, {"step", meta.step}, {"tokens", meta.tokens},
-                  {"flops", meta.flops}, {"inherited_flops", meta.inherited_flops}}},
-      {"config_toml", run_config_text(config)}};
+  const json out = {{"format", kModelExportFormat},
+                    {"format_version", kModelExportVersion},
+                    {"family", config.model.family},
+                    {"name", config.model.name},
+                    {"model", toml_to_json(config.model.spec->to_toml())},
+                    {"parameters", result.parameters},
+                    {"source",
+                     {{"checkpoint", fs::absolute(checkpoint).string()},
+                      {"step", meta.step},
+                      {"tokens", meta.tokens},
+                      {"flops", meta.flops},
+                      {"inherited_flops", meta.inherited_flops}}},
+                    {"config_toml", run_config_text(config)}};
   const std::string text = out.dump(2) + "\n";
   const std::string temp = result.config + ".tmp";
   text_file_write(temp, text, "export-model");
@@ -194,7 +200,8 @@ ImportResult import_safetensors(const Registry& registry, const std::string& dir
   const std::string weights = (fs::path(dir) / "model.safetensors").string();
   std::error_code ec;
   if (!fs::is_regular_file(weights, ec)) {
-    throw UsageError(with_hint(fmt::format("{} not found", weights), "config.json's folder must hold model.safetensors"));
+    throw UsageError(
+        with_hint(fmt::format("{} not found", weights), "config.json's folder must hold model.safetensors"));
   }
   std::shared_ptr<Model> model = registry.family(config.model.family).build(*config.model.spec, 0);
   model_weights_load(weights, *model);

@@ -53,10 +53,14 @@ nlohmann::json neox_config_parse(const std::string& text, const std::string& pat
       std::size_t j = i;
       while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
       const std::string word = text.substr(i, j - i);
-      if (word == "True" || word == "true") json += "true";
-      else if (word == "False" || word == "false") json += "false";
-      else if (word == "None" || word == "null") json += "null";
-      else json += word;  // not JSON: the parser below says where
+      if (word == "True" || word == "true")
+        json += "true";
+      else if (word == "False" || word == "false")
+        json += "false";
+      else if (word == "None" || word == "null")
+        json += "null";
+      else
+        json += word;  // not JSON: the parser below says where
       i = j;
     } else if (c == ',') {
       std::size_t j = i + 1;
@@ -82,8 +86,9 @@ nlohmann::json neox_config_parse(const std::string& text, const std::string& pat
   nlohmann::json value;
   const std::string why = json_parse_bounded(json, {kMaxNeoxConfigDepth, 1 << 16, 1 << 20}, value);
   if (why.rfind("is not valid JSON", 0) == 0) {
-    throw UsageError(with_hint(fmt::format("config {}: not a NeoX config in JSON form: it {}", path, why),
-                               "pass the release's config as in configs/tokenformer/*_eval.yml of Haiyang-W/TokenFormer"));
+    throw UsageError(
+        with_hint(fmt::format("config {}: not a NeoX config in JSON form: it {}", path, why),
+                  "pass the release's config as in configs/tokenformer/*_eval.yml of Haiyang-W/TokenFormer"));
   }
   if (!why.empty()) throw UsageError(fmt::format("config {}: {}: not a NeoX config", path, why));
   if (!value.is_object()) throw UsageError(fmt::format("config {}: not a table of settings", path));

@@ -58,9 +58,9 @@ auto with_archive_root(const std::string& path, Body body) {
   try {
     archive = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
   } catch (const c10::Error& e) {
-    throw UsageError(with_hint(fmt::format("{}: a corrupt or truncated zip archive ({})", path,
-                                           e.what_without_backtrace()),
-                               "download or copy the file again"));
+    throw UsageError(
+        with_hint(fmt::format("{}: a corrupt or truncated zip archive ({})", path, e.what_without_backtrace()),
+                  "download or copy the file again"));
   }
   try {
     if (archive->hasRecord("byteorder")) {
@@ -91,8 +91,8 @@ constexpr std::size_t kMaxArchiveVisits = std::size_t{1} << 21;
 void flatten(const std::string& path, const PyValue& value, const std::string& name, int depth,
              std::map<std::string, ArchiveLeaf>& out, std::size_t& visits) {
   if (depth > kMaxArchiveDepth) {
-    throw UsageError(fmt::format("{}: objects nested deeper than {} levels at '{}'", path, kMaxArchiveDepth,
-                                 name.substr(0, 200)));
+    throw UsageError(
+        fmt::format("{}: objects nested deeper than {} levels at '{}'", path, kMaxArchiveDepth, name.substr(0, 200)));
   }
   if (++visits > kMaxArchiveVisits) {
     throw UsageError(with_hint(fmt::format("{}: holds more than {} values, counting a shared one each time it is "
@@ -109,18 +109,36 @@ void flatten(const std::string& path, const PyValue& value, const std::string& n
         flatten(path, *item, name.empty() ? key->text : name + "." + key->text, depth + 1, out, visits);
       }
       return;
-    case PyValue::Kind::tensor: leaf.kind = ArchiveLeaf::Kind::tensor; leaf.tensor = value.tensor; break;
-    case PyValue::Kind::integer: leaf.kind = ArchiveLeaf::Kind::integer; leaf.integer = value.integer; break;
-    case PyValue::Kind::boolean: leaf.kind = ArchiveLeaf::Kind::boolean; leaf.integer = value.integer; break;
-    case PyValue::Kind::real: leaf.kind = ArchiveLeaf::Kind::real; leaf.real = value.real; break;
-    case PyValue::Kind::string: leaf.kind = ArchiveLeaf::Kind::string; leaf.text = value.text; break;
+    case PyValue::Kind::tensor:
+      leaf.kind = ArchiveLeaf::Kind::tensor;
+      leaf.tensor = value.tensor;
+      break;
+    case PyValue::Kind::integer:
+      leaf.kind = ArchiveLeaf::Kind::integer;
+      leaf.integer = value.integer;
+      break;
+    case PyValue::Kind::boolean:
+      leaf.kind = ArchiveLeaf::Kind::boolean;
+      leaf.integer = value.integer;
+      break;
+    case PyValue::Kind::real:
+      leaf.kind = ArchiveLeaf::Kind::real;
+      leaf.real = value.real;
+      break;
+    case PyValue::Kind::string:
+      leaf.kind = ArchiveLeaf::Kind::string;
+      leaf.text = value.text;
+      break;
     case PyValue::Kind::tuple:
     case PyValue::Kind::list:
       leaf.kind = ArchiveLeaf::Kind::reals;
       for (const PyRef& item : value.items) {
-        if (item->kind == PyValue::Kind::real) leaf.reals.push_back(item->real);
-        else if (item->kind == PyValue::Kind::integer) leaf.reals.push_back(static_cast<double>(item->integer));
-        else return;  // not a tuple of numbers: not something a tfw checkpoint holds
+        if (item->kind == PyValue::Kind::real)
+          leaf.reals.push_back(item->real);
+        else if (item->kind == PyValue::Kind::integer)
+          leaf.reals.push_back(static_cast<double>(item->integer));
+        else
+          return;  // not a tuple of numbers: not something a tfw checkpoint holds
       }
       break;
     default: return;

@@ -25,11 +25,11 @@ struct StorageType {
 
 // The storage classes of `torch.save` (legacy typed names, and UntypedStorage in bytes).
 constexpr StorageType kStorageTypes[] = {
-    {"torch.FloatStorage", torch::kFloat},     {"torch.DoubleStorage", torch::kDouble},
-    {"torch.HalfStorage", torch::kHalf},       {"torch.BFloat16Storage", torch::kBFloat16},
-    {"torch.LongStorage", torch::kLong},       {"torch.IntStorage", torch::kInt},
-    {"torch.ShortStorage", torch::kShort},     {"torch.CharStorage", torch::kChar},
-    {"torch.ByteStorage", torch::kByte},       {"torch.BoolStorage", torch::kBool},
+    {"torch.FloatStorage", torch::kFloat},  {"torch.DoubleStorage", torch::kDouble},
+    {"torch.HalfStorage", torch::kHalf},    {"torch.BFloat16Storage", torch::kBFloat16},
+    {"torch.LongStorage", torch::kLong},    {"torch.IntStorage", torch::kInt},
+    {"torch.ShortStorage", torch::kShort},  {"torch.CharStorage", torch::kChar},
+    {"torch.ByteStorage", torch::kByte},    {"torch.BoolStorage", torch::kBool},
     {"torch.UntypedStorage", torch::kByte},
 };
 
@@ -41,7 +41,7 @@ class Interpreter {
   PyRef run() {
     while (true) {
       const auto op = static_cast<unsigned char>(read_bytes(1)[0]);
-      if (op == '.') {                                           // STOP
+      if (op == '.') {  // STOP
         if (stack_.size() != 1) fail("the pickle ends with a malformed stack");
         return stack_.back();
       }
@@ -57,17 +57,17 @@ class Interpreter {
   // The protocol and framing hints, MARK, the memo, and the stack's own opcodes.
   bool stack_op(unsigned char op) {
     switch (op) {
-      case 0x80: read_bytes(1); break;                         // PROTO
-      case 0x95: read_bytes(8); break;                         // FRAME (a hint only)
-      case '(': marks_.push_back(stack_.size()); break;        // MARK
-      case 'q': memo_[read_uint(1)] = top(); break;            // BINPUT
-      case 'r': memo_[read_uint(4)] = top(); break;            // LONG_BINPUT
-      case 0x94: memo_[memo_.size()] = top(); break;           // MEMOIZE
-      case 'h': push(memo(read_uint(1))); break;               // BINGET
-      case 'j': push(memo(read_uint(4))); break;               // LONG_BINGET
-      case '0': pop(); break;                                  // POP
-      case '1': pop_to_mark(); break;                          // POP_MARK
-      case '2': push(top()); break;                            // DUP
+      case 0x80: read_bytes(1); break;                   // PROTO
+      case 0x95: read_bytes(8); break;                   // FRAME (a hint only)
+      case '(': marks_.push_back(stack_.size()); break;  // MARK
+      case 'q': memo_[read_uint(1)] = top(); break;      // BINPUT
+      case 'r': memo_[read_uint(4)] = top(); break;      // LONG_BINPUT
+      case 0x94: memo_[memo_.size()] = top(); break;     // MEMOIZE
+      case 'h': push(memo(read_uint(1))); break;         // BINGET
+      case 'j': push(memo(read_uint(4))); break;         // LONG_BINGET
+      case '0': pop(); break;                            // POP
+      case '1': pop_to_mark(); break;                    // POP_MARK
+      case '2': push(top()); break;                      // DUP
       default: return false;
     }
     return true;
@@ -76,17 +76,21 @@ class Interpreter {
   // The opcodes that make and fill tuples, lists and dicts.
   bool container_op(unsigned char op) {
     switch (op) {
-      case ')': push(make(PyValue::Kind::tuple)); break;       // EMPTY_TUPLE
-      case ']': push(make(PyValue::Kind::list)); break;        // EMPTY_LIST
-      case '}': push(make(PyValue::Kind::dict)); break;        // EMPTY_DICT
-      case 0x8f: push(make(PyValue::Kind::list)); break;       // EMPTY_SET (kept as a list)
-      case 't': case 'l': case 0x91: {                         // TUPLE, LIST, FROZENSET
+      case ')': push(make(PyValue::Kind::tuple)); break;  // EMPTY_TUPLE
+      case ']': push(make(PyValue::Kind::list)); break;   // EMPTY_LIST
+      case '}': push(make(PyValue::Kind::dict)); break;   // EMPTY_DICT
+      case 0x8f: push(make(PyValue::Kind::list)); break;  // EMPTY_SET (kept as a list)
+      case 't':
+      case 'l':
+      case 0x91: {  // TUPLE, LIST, FROZENSET
         PyRef value = make(op == 't' ? PyValue::Kind::tuple : PyValue::Kind::list);
         value->items = pop_to_mark();
         push(value);
         break;
       }
-      case 0x85: case 0x86: case 0x87: {                       // TUPLE1, TUPLE2, TUPLE3
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1, TUPLE2, TUPLE3
         const std::size_t n = op - 0x84;
         // Never below the innermost MARK: a later pop_to_mark would point past the stack.
         if (stack_.size() < n || (!marks_.empty() && stack_.size() - n < marks_.back())) {
@@ -98,28 +102,29 @@ class Interpreter {
         push(value);
         break;
       }
-      case 'd': {                                              // DICT
+      case 'd': {  // DICT
         PyRef value = make(PyValue::Kind::dict);
         set_items(value, pop_to_mark());
         push(value);
         break;
       }
-      case 's': {                                              // SETITEM
+      case 's': {  // SETITEM
         PyRef item = pop(), key = pop();
         set_items(top(), {key, item});
         break;
       }
-      case 'u': {                                              // SETITEMS
+      case 'u': {  // SETITEMS
         std::vector<PyRef> items = pop_to_mark();
         set_items(top(), items);
         break;
       }
-      case 'a': {                                              // APPEND
+      case 'a': {  // APPEND
         PyRef item = pop();
         append(top(), {item});
         break;
       }
-      case 'e': case 0x90: {                                   // APPENDS, ADDITEMS
+      case 'e':
+      case 0x90: {  // APPENDS, ADDITEMS
         std::vector<PyRef> items = pop_to_mark();
         append(top(), items);
         break;
@@ -132,26 +137,28 @@ class Interpreter {
   // The opcodes that push a string, bytes, a number, a boolean or None.
   bool scalar_op(unsigned char op) {
     switch (op) {
-      case 'X': push(make_text(PyValue::Kind::string, read_string(read_uint(4)))); break;  // BINUNICODE
-      case 0x8c: push(make_text(PyValue::Kind::string, read_string(read_uint(1)))); break; // SHORT_BINUNICODE
-      case 0x8d: push(make_text(PyValue::Kind::string, read_string(read_uint(8)))); break; // BINUNICODE8
-      case 'T': push(make_text(PyValue::Kind::string, read_string(read_uint(4)))); break;  // BINSTRING
-      case 'U': push(make_text(PyValue::Kind::string, read_string(read_uint(1)))); break;  // SHORT_BINSTRING
-      case 'B': push(make_text(PyValue::Kind::bytes, read_string(read_uint(4)))); break;   // BINBYTES
-      case 'C': push(make_text(PyValue::Kind::bytes, read_string(read_uint(1)))); break;   // SHORT_BINBYTES
-      case 0x8e: push(make_text(PyValue::Kind::bytes, read_string(read_uint(8)))); break;  // BINBYTES8
-      case 'J': push(make_integer(static_cast<std::int32_t>(read_uint(4)))); break;        // BININT
-      case 'K': push(make_integer(static_cast<std::int64_t>(read_uint(1)))); break;        // BININT1
-      case 'M': push(make_integer(static_cast<std::int64_t>(read_uint(2)))); break;        // BININT2
+      case 'X': push(make_text(PyValue::Kind::string, read_string(read_uint(4)))); break;   // BINUNICODE
+      case 0x8c: push(make_text(PyValue::Kind::string, read_string(read_uint(1)))); break;  // SHORT_BINUNICODE
+      case 0x8d: push(make_text(PyValue::Kind::string, read_string(read_uint(8)))); break;  // BINUNICODE8
+      case 'T': push(make_text(PyValue::Kind::string, read_string(read_uint(4)))); break;   // BINSTRING
+      case 'U': push(make_text(PyValue::Kind::string, read_string(read_uint(1)))); break;   // SHORT_BINSTRING
+      case 'B': push(make_text(PyValue::Kind::bytes, read_string(read_uint(4)))); break;    // BINBYTES
+      case 'C': push(make_text(PyValue::Kind::bytes, read_string(read_uint(1)))); break;    // SHORT_BINBYTES
+      case 0x8e: push(make_text(PyValue::Kind::bytes, read_string(read_uint(8)))); break;   // BINBYTES8
+      case 'J': push(make_integer(static_cast<std::int32_t>(read_uint(4)))); break;         // BININT
+      case 'K': push(make_integer(static_cast<std::int64_t>(read_uint(1)))); break;         // BININT1
+      case 'M': push(make_integer(static_cast<std::int64_t>(read_uint(2)))); break;         // BININT2
       case 0x8a: push(make_integer(read_long(read_uint(1)))); break;                        // LONG1
       case 0x8b: push(make_integer(read_long(read_uint(4)))); break;                        // LONG4
-      case 'I': {                                              // INT (text; 00 and 01 are booleans)
+      case 'I': {  // INT (text; 00 and 01 are booleans)
         const std::string line = read_line();
-        if (line == "00" || line == "01") push(make_integer(line == "01", PyValue::Kind::boolean));
-        else push(make_integer(parse_integer(line)));
+        if (line == "00" || line == "01")
+          push(make_integer(line == "01", PyValue::Kind::boolean));
+        else
+          push(make_integer(parse_integer(line)));
         break;
       }
-      case 'G': {                                              // BINFLOAT (big-endian)
+      case 'G': {  // BINFLOAT (big-endian)
         const char* bytes = read_bytes(8);
         std::uint64_t bits = 0;
         for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<unsigned char>(bytes[i]);
@@ -160,7 +167,7 @@ class Interpreter {
         push(value);
         break;
       }
-      case 'N': push(make(PyValue::Kind::none)); break;        // NONE
+      case 'N': push(make(PyValue::Kind::none)); break;                 // NONE
       case 0x88: push(make_integer(1, PyValue::Kind::boolean)); break;  // NEWTRUE
       case 0x89: push(make_integer(0, PyValue::Kind::boolean)); break;  // NEWFALSE
       default: return false;
@@ -171,12 +178,12 @@ class Interpreter {
   // Globals, calls, objects and persistent ids (a tensor's storage).
   bool object_op(unsigned char op) {
     switch (op) {
-      case 'c': {                                              // GLOBAL
+      case 'c': {  // GLOBAL
         std::string module = read_line();
         push(make_text(PyValue::Kind::global, module + "." + read_line()));
         break;
       }
-      case 0x93: {                                             // STACK_GLOBAL
+      case 0x93: {  // STACK_GLOBAL
         PyRef name = pop(), module = pop();
         if (name->kind != PyValue::Kind::string || module->kind != PyValue::Kind::string) {
           fail("STACK_GLOBAL without a module and a name");
@@ -184,25 +191,25 @@ class Interpreter {
         push(make_text(PyValue::Kind::global, module->text + "." + name->text));
         break;
       }
-      case 'R': {                                              // REDUCE
+      case 'R': {  // REDUCE
         PyRef args = pop(), callable = pop();
         push(reduce(callable, args));
         break;
       }
-      case 0x81: {                                             // NEWOBJ
+      case 0x81: {  // NEWOBJ
         pop();
         PyRef cls = pop();
         push(make_text(PyValue::Kind::object, cls->text));
         break;
       }
-      case 0x92: {                                             // NEWOBJ_EX
+      case 0x92: {  // NEWOBJ_EX
         pop();
         pop();
         PyRef cls = pop();
         push(make_text(PyValue::Kind::object, cls->text));
         break;
       }
-      case 'b': {                                              // BUILD: an object's state dict is kept
+      case 'b': {  // BUILD: an object's state dict is kept
         PyRef state = pop();
         PyRef& object = top();
         if (object->kind == PyValue::Kind::object && state->kind == PyValue::Kind::dict && object->entries.empty()) {
@@ -210,7 +217,7 @@ class Interpreter {
         }
         break;
       }
-      case 'Q': push(persistent_load(pop())); break;           // BINPERSID
+      case 'Q': push(persistent_load(pop())); break;  // BINPERSID
       default: return false;
     }
     return true;
@@ -340,8 +347,8 @@ class Interpreter {
       if (size[i] < 0 || stride[i] < 0) fail("a tensor with a negative size or stride");
       std::int64_t reach = 0;  // checked: a hostile size or stride must not wrap past 2^63
       if (__builtin_mul_overflow(numel, size[i], &numel) ||
-          (size[i] > 0 && (__builtin_mul_overflow(size[i] - 1, stride[i], &reach) ||
-                           __builtin_add_overflow(last, reach, &last)))) {
+          (size[i] > 0 &&
+           (__builtin_mul_overflow(size[i] - 1, stride[i], &reach) || __builtin_add_overflow(last, reach, &last)))) {
         fail("a tensor whose size or stride overflows 64 bits");
       }
     }
@@ -392,7 +399,8 @@ class Interpreter {
     auto owner = std::make_shared<at::DataPtr>(std::move(data_ptr));
     void* raw = owner->get();
     PyRef value = make(PyValue::Kind::storage);
-    value->tensor = torch::from_blob(raw, {numel}, [owner](void*) {}, torch::TensorOptions().dtype(type->dtype));
+    value->tensor = torch::from_blob(
+        raw, {numel}, [owner](void*) {}, torch::TensorOptions().dtype(type->dtype));
     storages_[key] = value;
     return value;
   }
@@ -414,8 +422,8 @@ class Interpreter {
 // a 3 MB file whose data.pkl inflates to 3 GiB reached 3.4 GB of memory. miniz
 // inflates into a buffer of the declared size and fails when the stream gives more, so the
 // declared size bounds what is allocated.
-void record_size_check(caffe2::serialize::PyTorchStreamReader& archive, const std::string& record,
-                       std::uint64_t limit, const std::string& path) {
+void record_size_check(caffe2::serialize::PyTorchStreamReader& archive, const std::string& record, std::uint64_t limit,
+                       const std::string& path) {
   const std::uint64_t declared = archive.getRecordSize(record);
   if (declared > limit) {
     throw UsageError(with_hint(fmt::format("{}: its record {} declares {} bytes inflated, more than the {} this file "

@@ -14,8 +14,8 @@ namespace tfw::torch_pickle_detail {
 
 // Throws UsageError when `record`'s inflated size, as the zip's directory declares it, is over
 // `limit`; checked before the record is inflated. `path` names the file in the message.
-void record_size_check(caffe2::serialize::PyTorchStreamReader& archive, const std::string& record,
-                       std::uint64_t limit, const std::string& path);
+void record_size_check(caffe2::serialize::PyTorchStreamReader& archive, const std::string& record, std::uint64_t limit,
+                       const std::string& path);
 
 // Runs the pickle `data` (`size` bytes, the archive's data.pkl) and returns its root value.
 // Storages are read from `archive` as the pickle names them. Throws UsageError naming `path`

@@ -22,11 +22,11 @@ struct PyValue {
   Kind kind = Kind::none;
   std::int64_t integer = 0;  // boolean too
   double real = 0;
-  std::string text;          // string, bytes, and a global's or an object's "module.name"
-  std::vector<PyRef> items;  // tuple, list
-  std::vector<std::pair<PyRef, PyRef>> entries;  // dict, and an object's state dict, in insertion order
+  std::string text;                                    // string, bytes, and a global's or an object's "module.name"
+  std::vector<PyRef> items;                            // tuple, list
+  std::vector<std::pair<PyRef, PyRef>> entries;        // dict, and an object's state dict, in insertion order
   std::unordered_map<std::string, std::size_t> index;  // a dict's string keys -> entries (linear scans were quadratic)
-  torch::Tensor tensor;      // tensor; storage (1-D, its dtype)
+  torch::Tensor tensor;                                // tensor; storage (1-D, its dtype)
 
   PyValue() = default;
   PyValue(const PyValue&) = delete;

@@ -17,7 +17,8 @@ namespace {
 
 std::uint64_t le(const std::string& bytes, std::size_t at, int width) {
   std::uint64_t v = 0;
-  for (int i = width - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(i)]);
+  for (int i = width - 1; i >= 0; --i)
+    v = (v << 8) | static_cast<unsigned char>(bytes[at + static_cast<std::size_t>(i)]);
   return v;
 }
 
@@ -55,10 +56,11 @@ void zip_sizes_check(const std::string& path) {
       e += 4 + length;
     }
     if (inflated > limit) {
-      throw UsageError(with_hint(fmt::format("{}: its record {} declares {} bytes inflated, more than the {} this file "
-                                             "may hold",
-                                             path, cd.substr(at + 46, name), inflated, limit),
-                                 "torch.save stores records uncompressed; this one was inflated on purpose or damaged"));
+      throw UsageError(
+          with_hint(fmt::format("{}: its record {} declares {} bytes inflated, more than the {} this file "
+                                "may hold",
+                                path, cd.substr(at + 46, name), inflated, limit),
+                    "torch.save stores records uncompressed; this one was inflated on purpose or damaged"));
     }
     at += 46 + name + extra + comment;
   }

@@ -20,9 +20,7 @@ namespace tfw {
 
 namespace {
 
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double wall_now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 double machine_cores() { return static_cast<double>(std::max(1u, std::thread::hardware_concurrency())); }
 

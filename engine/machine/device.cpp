@@ -28,7 +28,8 @@ std::optional<DeviceProblem> device_problem(const std::string& name) {
     return DeviceProblem{
         fmt::format("\"{}\" asks for CUDA, but this tfw was built against a LibTorch without CUDA ({})", name,
                     build_description()),
-        "set train.device = \"cpu\", or build tfw against PyTorch's CUDA wheel (README, \"Building on a GPU machine\")"};
+        "set train.device = \"cpu\", or build tfw against PyTorch's CUDA wheel (README, \"Building on a GPU "
+        "machine\")"};
   }
   if (!cuda_available()) {
     return DeviceProblem{fmt::format("\"{}\" asks for CUDA, but there is no CUDA device on this machine (tfw is "
@@ -38,9 +39,9 @@ std::optional<DeviceProblem> device_problem(const std::string& name) {
   }
   const auto count = static_cast<int>(torch::cuda::device_count());
   if (parsed->index >= count) {
-    return DeviceProblem{fmt::format("\"{}\", but this machine has {} CUDA device{}", name, count,
-                                     count == 1 ? "" : "s"),
-                         fmt::format("use cuda:0 to cuda:{}", count - 1)};
+    return DeviceProblem{
+        fmt::format("\"{}\", but this machine has {} CUDA device{}", name, count, count == 1 ? "" : "s"),
+        fmt::format("use cuda:0 to cuda:{}", count - 1)};
   }
   return std::nullopt;
 }

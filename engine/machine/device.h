@@ -11,7 +11,7 @@
 #include <torch/torch.h>
 
 #include "engine/config/device_name.h"  // DeviceProblem
-#include "engine/config/precision.h"  // Precision, precision_parse, precision_name
+#include "engine/config/precision.h"    // Precision, precision_parse, precision_name
 
 namespace tfw {
 

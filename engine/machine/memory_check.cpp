@@ -20,8 +20,9 @@ double train_memory_bytes(const RunConfig& config, const TrainPlan& plan) {
   const double layers = static_cast<double>(shape.layers), d = static_cast<double>(shape.d);
   const double T = static_cast<double>(plan.seq_len);
   const double N = static_cast<double>(spec.flops_per_token(plan.seq_len).token_parameter) / 2;
-  const double per_token = layers * (N / std::max(1.0, layers * d) + 16 * d + 2 * static_cast<double>(shape.heads) * T) +
-                           2 * static_cast<double>(shape.vocab);
+  const double per_token =
+      layers * (N / std::max(1.0, layers * d) + 16 * d + 2 * static_cast<double>(shape.heads) * T) +
+      2 * static_cast<double>(shape.vocab);
   const double tokens = static_cast<double>(config.train.batch_size) * T;
   return 16 * parameters + 4 * per_token * tokens;
 }
@@ -44,8 +45,8 @@ void train_memory_check(const RunConfig& config, const TrainPlan& plan) {
   if (have > 0 && need > have) {
     throw UsageError(with_hint(fmt::format("{} needs about {:.3g} GB of memory to train (model {}, batch {} x {} "
                                            "tokens); {}",
-                                           config.model.name, need / 1e9, config.model.spec->summary(), config.train.batch_size,
-                                           plan.seq_len, where),
+                                           config.model.name, need / 1e9, config.model.spec->summary(),
+                                           config.train.batch_size, plan.seq_len, where),
                                "use a smaller model or train.batch_size (with train.grad_accum for the same batch)"));
   }
 }

@@ -91,8 +91,7 @@ double cached_peak(const std::string& home, const std::string& key, const std::f
 
 }  // namespace
 
-double peak_flops_resolve(const std::string& home, double configured, const DeviceName& device,
-                          Precision precision) {
+double peak_flops_resolve(const std::string& home, double configured, const DeviceName& device, Precision precision) {
   if (configured > 0 || !device.is_cuda()) return peak_flops_resolve(home, configured);
   const std::string key =  // "cuda" is cached as cuda:0
       fmt::format("{}-cuda:{}-{}", host_name(), std::max(device.index, 0), precision_name(precision));

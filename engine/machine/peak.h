@@ -19,7 +19,6 @@ double peak_flops_resolve(const std::string& home, double configured);
 // on CUDA the probe is an 8192³ matrix product on that device in bf16 (or float32,
 // under the process's TF32 setting), the best of 5 rounds of 10 after warming up, cached per
 // host, device and precision. The CPU is the function above (float32, per thread count).
-double peak_flops_resolve(const std::string& home, double configured, const DeviceName& device,
-                          Precision precision);
+double peak_flops_resolve(const std::string& home, double configured, const DeviceName& device, Precision precision);
 
 }  // namespace tfw

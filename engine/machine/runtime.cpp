@@ -95,10 +95,10 @@ void cpu_capability_choose(const std::string& name) {
     std::string have;
     for (const std::string& a : cpu_capabilities_available()) have += (have.empty() ? "" : ", ") + a;
     const bool known = wanted == "AVX512" || wanted == "AVX2" || wanted == "DEFAULT";
-    throw UsageError(with_hint(
-        known ? fmt::format("--kernels {}: this processor cannot run ATen's {} kernels", name, wanted)
-              : fmt::format("--kernels {}: not a set of ATen's CPU kernels", name),
-        fmt::format("choose one this processor has: {} (in any case)", have)));
+    throw UsageError(
+        with_hint(known ? fmt::format("--kernels {}: this processor cannot run ATen's {} kernels", name, wanted)
+                        : fmt::format("--kernels {}: not a set of ATen's CPU kernels", name),
+                  fmt::format("choose one this processor has: {} (in any case)", have)));
   }
   ::setenv("ATEN_CPU_CAPABILITY", lower(wanted).c_str(), 1);
   kernels_chosen = true;

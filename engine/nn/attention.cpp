@@ -36,8 +36,8 @@ class FusedRotary : public torch::autograd::Function<FusedRotary> {
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
-    return {rotate(grads[0].contiguous(), saved[0], saved[1], ctx->saved_data["dims"].toInt(), true),
-            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {rotate(grads[0].contiguous(), saved[0], saved[1], ctx->saved_data["dims"].toInt(), true), torch::Tensor(),
+            torch::Tensor(), torch::Tensor()};
   }
 
  private:
@@ -63,11 +63,11 @@ torch::Tensor manual_attention(const torch::Tensor& q, const torch::Tensor& k, c
   // Under bf16 autocast the product is bf16; the softmax runs in float32.
   torch::Tensor scores = at_least_float32(torch::matmul(q, k.transpose(-2, -1))) * scale;  // (B, H, T, T)
   if (causal) {
-    torch::Tensor future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
-                               .triu(1);                                               // (T, T)
+    torch::Tensor future =
+        torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);  // (T, T)
     scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   }
-  return torch::matmul(torch::softmax(scores, -1), v);                                  // (B, H, T, dh)
+  return torch::matmul(torch::softmax(scores, -1), v);  // (B, H, T, dh)
 }
 
 // (B, H, T, dh) -> (B, T, H·dh) by the kernel.
@@ -109,8 +109,8 @@ AttentionKernel attention_kernel_for(const torch::Tensor& q) {
 bool rotary_cuda_fused() { return rotary_fused_chosen.on(); }
 void rotary_set_cuda_fused(bool fused) { rotary_fused_chosen.set(fused); }
 
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, AttentionKernel kernel) {
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               AttentionKernel kernel) {
   const torch::Tensor a = attention_merged(q, k, v, /*causal=*/true, kernel);  // (B, T, H·dh)
   return a.view({q.size(0), q.size(2), q.size(1), q.size(3)}).transpose(1, 2);
 }
@@ -120,27 +120,27 @@ std::int64_t rotary_dims(std::int64_t head_dim, double pct) {
   return dims - dims % 2;
 }
 
-RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base,
-                         const torch::TensorOptions& options, std::int64_t start) {
+RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base, const torch::TensorOptions& options,
+                         std::int64_t start) {
   RotaryTable table;
   table.dims = dims;
   if (dims <= 0) return table;
   // Angles in float64, then cast: positions up to 64k keep full precision.
   auto float64 = torch::TensorOptions().dtype(torch::kFloat64).device(options.device());
-  torch::Tensor inv_freq = torch::pow(base, -torch::arange(0, dims, 2, float64) / dims);  // (dims/2)
+  torch::Tensor inv_freq = torch::pow(base, -torch::arange(0, dims, 2, float64) / dims);    // (dims/2)
   torch::Tensor angles = torch::outer(torch::arange(start, start + T, float64), inv_freq);  // (T, dims/2)
-  table.cos = torch::cat({angles.cos(), angles.cos()}, -1).to(options.dtype());           // (T, dims)
-  table.sin = torch::cat({angles.sin(), angles.sin()}, -1).to(options.dtype());           // (T, dims)
+  table.cos = torch::cat({angles.cos(), angles.cos()}, -1).to(options.dtype());             // (T, dims)
+  table.sin = torch::cat({angles.sin(), angles.sin()}, -1).to(options.dtype());             // (T, dims)
   return table;
 }
 
 torch::Tensor rotary_apply(const torch::Tensor& x, const RotaryTable& table) {
   if (table.dims <= 0) return x;
   const std::int64_t half = table.dims / 2;
-  torch::Tensor rot = x.narrow(-1, 0, table.dims);                                 // (B, H, T, dims)
-  torch::Tensor pass = x.narrow(-1, table.dims, x.size(-1) - table.dims);          // (B, H, T, dh - dims)
+  torch::Tensor rot = x.narrow(-1, 0, table.dims);                         // (B, H, T, dims)
+  torch::Tensor pass = x.narrow(-1, table.dims, x.size(-1) - table.dims);  // (B, H, T, dh - dims)
   torch::Tensor rotated_half =
-      torch::cat({-rot.narrow(-1, half, half), rot.narrow(-1, 0, half)}, -1);      // (B, H, T, dims)
+      torch::cat({-rot.narrow(-1, half, half), rot.narrow(-1, 0, half)}, -1);  // (B, H, T, dims)
   return torch::cat({rot * table.cos + rotated_half * table.sin, pass}, -1);
 }
 
@@ -150,14 +150,13 @@ torch::Tensor rotary_heads(const torch::Tensor& x, std::int64_t heads, const Rot
   return FusedRotary::apply(x.contiguous().view({B, T, heads, dh}), table.cos, table.sin, table.dims).transpose(1, 2);
 }
 
-torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                          const torch::Tensor& v, std::int64_t heads,
-                                          const RotaryTable& table, AttentionKernel kernel) {
+torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                          std::int64_t heads, const RotaryTable& table, AttentionKernel kernel) {
   const std::int64_t B = q.size(0), T = q.size(1), width = q.size(2);
   const std::int64_t dh = width / heads;
   auto split = [&](const torch::Tensor& x) { return x.view({B, T, heads, dh}).transpose(1, 2); };
-  torch::Tensor qh = rotary_heads(q, heads, table);                  // (B, H, T, dh)
-  torch::Tensor kh = rotary_heads(k, heads, table);                  // (B, H, T, dh)
+  torch::Tensor qh = rotary_heads(q, heads, table);                                                // (B, H, T, dh)
+  torch::Tensor kh = rotary_heads(k, heads, table);                                                // (B, H, T, dh)
   if (table.cache == nullptr) return attention_merged(qh, kh, split(v), /*causal=*/true, kernel);  // (B, T, H·dh)
   // Incremental: the cache holds L earlier positions of this layer; query i (position L + i)
   // sees keys 0..L+i.
@@ -167,7 +166,7 @@ torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::T
     cache.keys.push_back(kh);
     cache.values.push_back(split(v));
   } else {
-    cache.keys[layer] = torch::cat({cache.keys[layer], kh}, 2);      // (B, H, L + T, dh)
+    cache.keys[layer] = torch::cat({cache.keys[layer], kh}, 2);  // (B, H, L + T, dh)
     cache.values[layer] = torch::cat({cache.values[layer], split(v)}, 2);
   }
   const torch::Tensor& keys = cache.keys[layer];
@@ -175,13 +174,13 @@ torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::T
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
   torch::Tensor scores = at_least_float32(torch::matmul(qh, keys.transpose(-2, -1))) * scale;  // (B, H, T, L + T)
   if (T > 1) {
-    torch::Tensor future = torch::ones({T, L + T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
-                               .triu(L + 1);
+    torch::Tensor future =
+        torch::ones({T, L + T}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(L + 1);
     scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   }
   torch::Tensor a = torch::matmul(torch::softmax(scores, -1).to(cache.values[layer].scalar_type()),
-                                  cache.values[layer]);              // (B, H, T, dh)
-  return a.transpose(1, 2).reshape({B, T, width});                   // (B, T, H·dh)
+                                  cache.values[layer]);  // (B, H, T, dh)
+  return a.transpose(1, 2).reshape({B, T, width});       // (B, T, H·dh)
 }
 
 }  // namespace tfw
@@ -193,7 +192,7 @@ torch::Tensor multi_head_attention(const torch::Tensor& q, const torch::Tensor& 
   const std::int64_t B = q.size(0), T = q.size(1), width = q.size(2);
   const std::int64_t dh = width / heads;
   auto split = [&](const torch::Tensor& x) { return x.view({B, T, heads, dh}).transpose(1, 2); };  // (B, H, T, dh)
-  return attention_merged(split(q), split(k), split(v), /*causal=*/false, kernel);              // (B, T, H·dh)
+  return attention_merged(split(q), split(k), split(v), /*causal=*/false, kernel);                 // (B, T, H·dh)
 }
 
 }  // namespace tfw

@@ -25,8 +25,7 @@ AttentionKernel attention_kernel_for(const torch::Tensor& q);
 void attention_set_manual(bool manual);
 
 // q, k, v (B, H, T, dh) -> (B, H, T, dh), scale 1/sqrt(dh), token t sees tokens <= t.
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v,
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                AttentionKernel kernel = AttentionKernel::automatic);
 
 // Rotary dims of a head: floor(head_dim * pct) rounded down to even.
@@ -49,8 +48,8 @@ struct RotaryTable {
   torch::Tensor sin;      // (T, dims)
   KVCache* cache = nullptr;
 };
-RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base,
-                         const torch::TensorOptions& options, std::int64_t start = 0);
+RotaryTable rotary_table(std::int64_t T, std::int64_t dims, double base, const torch::TensorOptions& options,
+                         std::int64_t start = 0);
 
 // Rotates the first table.dims dims of x (B, H, T, dh), pairing dim j with j + dims/2;
 // the other dims pass through. (The composition; rotary_heads rotates CUDA heads with the
@@ -69,9 +68,8 @@ void rotary_set_cuda_fused(bool fused);
 
 // The attention step of a decoder block for projections q, k, v (B, T, H·dh): split
 // heads, rotate q and k, causal attention, merge heads back to (B, T, H·dh).
-torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                          const torch::Tensor& v, std::int64_t heads,
-                                          const RotaryTable& table,
+torch::Tensor multi_head_causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                          std::int64_t heads, const RotaryTable& table,
                                           AttentionKernel kernel = AttentionKernel::automatic);
 
 }  // namespace tfw

@@ -13,25 +13,24 @@ TiedDecoderLM::TiedDecoderLM(const DecoderOptions& options) : options_(options) 
 void TiedDecoderLM::add_block(std::shared_ptr<DecoderBlock> block) { layers_->push_back(std::move(block)); }
 
 torch::Tensor TiedDecoderLM::hidden(const torch::Tensor& ids) {
-  torch::Tensor x = after_embedding(torch::embedding(embedding_, ids));                 // (B, T, d)
+  torch::Tensor x = after_embedding(torch::embedding(embedding_, ids));  // (B, T, d)
   RotaryTable rotary = rotary_table(ids.size(1), options_.rotary_dims, options_.rotary_base, x.options());
   for (const auto& layer : *layers_) x = layer->as<DecoderBlock>()->forward(x, rotary);
-  return final_normed(x);                                                               // (B, T, d)
+  return final_normed(x);  // (B, T, d)
 }
 
 torch::Tensor TiedDecoderLM::forward_cached(const torch::Tensor& ids, KVCache& cache) {
-  torch::Tensor x = after_embedding(torch::embedding(embedding_, ids));                 // (B, T, d)
-  RotaryTable rotary =
-      rotary_table(ids.size(1), options_.rotary_dims, options_.rotary_base, x.options(), cache.length);
+  torch::Tensor x = after_embedding(torch::embedding(embedding_, ids));  // (B, T, d)
+  RotaryTable rotary = rotary_table(ids.size(1), options_.rotary_dims, options_.rotary_base, x.options(), cache.length);
   rotary.cache = &cache;
   cache.layer = 0;
   for (const auto& layer : *layers_) x = layer->as<DecoderBlock>()->forward(x, rotary);
   cache.length += ids.size(1);
-  return torch::matmul(final_normed(x), embedding_.t());                                // (B, T, V)
+  return torch::matmul(final_normed(x), embedding_.t());  // (B, T, V)
 }
 
 torch::Tensor TiedDecoderLM::forward(const torch::Tensor& ids) {
-  return torch::matmul(hidden(ids), embedding_.t());                                    // (B, T, V)
+  return torch::matmul(hidden(ids), embedding_.t());  // (B, T, V)
 }
 
 }  // namespace tfw

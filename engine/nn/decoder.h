@@ -59,7 +59,7 @@ class TiedDecoderLM : public LanguageModel {
 
  private:
   DecoderOptions options_;
-  torch::Tensor embedding_;                    // (V, d)
+  torch::Tensor embedding_;  // (V, d)
   torch::nn::ModuleList layers_{nullptr};
   torch::nn::LayerNorm final_norm_{nullptr};
 };

@@ -30,7 +30,6 @@ std::string pattention_projection(const std::string& label) {
   return dot == std::string::npos ? label : label.substr(dot + 1);
 }
 
-
 std::string mask_apply(torch::nn::Module& model, const MaskConfig& config, const std::vector<std::string>& use) {
   const std::vector<PattentionImpl*> layers = pattentions(model);
   if (use.empty()) {
@@ -58,15 +57,16 @@ std::string mask_apply(torch::nn::Module& model, const MaskConfig& config, const
   for (PattentionImpl* layer : layers) projections.insert(pattention_projection(layer->options().label()));
   for (const MaskBlock* block : blocks) {
     for (const MaskRange& r : block->ranges) {
-      const bool known = r.projection == "attn" ? std::any_of(kAttnProjections.begin(), kAttnProjections.end(),
-                                                              [&](const std::string& p) { return projections.count(p) > 0; })
-                                                : projections.count(r.projection) > 0;
+      const bool known = r.projection == "attn"
+                             ? std::any_of(kAttnProjections.begin(), kAttnProjections.end(),
+                                           [&](const std::string& p) { return projections.count(p) > 0; })
+                             : projections.count(r.projection) > 0;
       if (!known) {
-        throw UsageError(with_hint(fmt::format("parameter block '{}' names projection '{}', which no Pattention layer of "
-                                               "this model has",
-                                               block->name, r.projection),
-                                   fmt::format("the model's projections are: {} (attn: q, k, v and o)",
-                                               fmt::join(projections, ", "))));
+        throw UsageError(with_hint(
+            fmt::format("parameter block '{}' names projection '{}', which no Pattention layer of "
+                        "this model has",
+                        block->name, r.projection),
+            fmt::format("the model's projections are: {} (attn: q, k, v and o)", fmt::join(projections, ", "))));
       }
     }
   }
@@ -90,10 +90,10 @@ std::string mask_apply(torch::nn::Module& model, const MaskConfig& config, const
       if (range == nullptr) continue;
       named = true;
       if (range->end > n) {
-        throw UsageError(with_hint(fmt::format("parameter block '{}': the range [{}, {}] of '{}' goes past {}'s {} tokens",
-                                               block->name, range->start, range->end, range->projection,
-                                               layer->options().label(), n),
-                                   "keep each range inside the model's n_attn (attn, q, k, v, o) or n_ffn (ffn)"));
+        throw UsageError(with_hint(
+            fmt::format("parameter block '{}': the range [{}, {}] of '{}' goes past {}'s {} tokens", block->name,
+                        range->start, range->end, range->projection, layer->options().label(), n),
+            "keep each range inside the model's n_attn (attn, q, k, v, o) or n_ffn (ffn)"));
       }
       for (std::int64_t i = range->start; i < range->end; ++i) keep[static_cast<std::size_t>(i)] = true;
     }
@@ -134,7 +134,8 @@ void MaskedTokenHold::refresh(torch::nn::Module& model) {
   for (PattentionImpl* layer : pattentions(model)) {
     const torch::Tensor& active = layer->active_tokens();
     if (!active.defined()) continue;
-    torch::Tensor all = torch::ones({layer->tokens()}, torch::TensorOptions().dtype(torch::kBool).device(active.device()));
+    torch::Tensor all =
+        torch::ones({layer->tokens()}, torch::TensorOptions().dtype(torch::kBool).device(active.device()));
     all.index_fill_(0, active, false);
     torch::Tensor masked = all.nonzero().flatten();
     if (masked.numel() == 0) continue;

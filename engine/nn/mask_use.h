@@ -8,9 +8,9 @@
 namespace tfw {
 
 struct MaskLayerUse {
-  std::string layer;         // the Pattention's label ("layers.0.q")
-  std::int64_t active = 0;   // tokens in use
-  std::int64_t tokens = 0;   // tokens it has
+  std::string layer;        // the Pattention's label ("layers.0.q")
+  std::int64_t active = 0;  // tokens in use
+  std::int64_t tokens = 0;  // tokens it has
 };
 
 }  // namespace tfw

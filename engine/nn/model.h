@@ -11,7 +11,7 @@
 
 namespace tfw {
 
-struct KVCache;  // engine/nn/attention.h
+struct KVCache;   // engine/nn/attention.h
 class ModelSpec;  // engine/plugin/plugin_api.h
 
 class Model : public torch::nn::Module {

@@ -70,13 +70,13 @@ struct PattentionOptions {
 
 // Θ applied to scores s (..., n) with multiplier tau (L2 variants) or scale (L1 variants).
 // Exposed for tests and for the parameter-attention maps.
-torch::Tensor pattention_scores_normalise(const torch::Tensor& s, PattentionNorm norm,
-                                          const torch::Tensor& multiplier, double eps);
+torch::Tensor pattention_scores_normalise(const torch::Tensor& s, PattentionNorm norm, const torch::Tensor& multiplier,
+                                          double eps);
 
 class PattentionImpl : public torch::nn::Module {
  public:
   explicit PattentionImpl(PattentionOptions options);
-  void reset() ;
+  void reset();
   void reset_parameters();
 
   // x (..., d_in) -> (..., d_out)

@@ -189,7 +189,6 @@ pattention_cuda::Type cuda_type(const torch::Tensor& t) {
   }
 }
 
-
 class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
  public:
   // `multiplier`: a float64 scalar tensor, on the scores' device for CUDA (read there by the
@@ -221,8 +220,8 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
       });
     } else {
       AT_DISPATCH_FLOATING_TYPES(s.scalar_type(), "pattention_fused_forward", [&] {
-        forward_rows<scalar_t>(s.data_ptr<scalar_t>(), a.data_ptr<scalar_t>(), stat.data_ptr<double>(), rows, n,
-                               which, m, eps);
+        forward_rows<scalar_t>(s.data_ptr<scalar_t>(), a.data_ptr<scalar_t>(), stat.data_ptr<double>(), rows, n, which,
+                               m, eps);
       });
     }
     return a;

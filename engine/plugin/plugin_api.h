@@ -52,7 +52,7 @@ struct ModelShape {
   std::int64_t d = 0;
   std::int64_t heads = 0;
   std::int64_t vocab = 0;
-  std::int64_t seq_len = 0;  // context length the model is built for
+  std::int64_t seq_len = 0;                   // context length the model is built for
   std::int64_t image_size = 0, channels = 0;  // an image classifier's square images (0 otherwise)
 };
 
@@ -101,15 +101,13 @@ class GrowthMethod {
   virtual std::string family() const = 0;  // the model family it grows
   virtual bool declared_exact(const toml::table& options) const = 0;
   // Validates and explains; throws UsageError with the reason for an impossible growth.
-  virtual GrowthPlan plan(const ModelSpec& from, const ModelSpec& to,
-                          const toml::table& options) const = 0;
+  virtual GrowthPlan plan(const ModelSpec& from, const ModelSpec& to, const toml::table& options) const = 0;
   // Returns the grown model: `model` itself grown in place (then existing parameters keep
   // their identity and only gain rows, so an optimiser's state can be extended with
   // engine/nn/growth.h), or a new model built with `family` at `to`'s size. Deterministic in
   // `seed`. Call plan() first: apply assumes a valid growth.
-  virtual std::shared_ptr<Model> apply(Model& model, const ModelFamily& family,
-                                               const ModelSpec& from, const ModelSpec& to,
-                                               const toml::table& options, std::uint64_t seed) const = 0;
+  virtual std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
+                                       const ModelSpec& to, const toml::table& options, std::uint64_t seed) const = 0;
   // Whether apply() grows the model in place (so AdamW moments can be extended).
   virtual bool in_place() const = 0;
   // Whether it grows models of `family` (a method for several families says so here; family()
@@ -140,6 +138,6 @@ class PluginRegistrar {
 
 #define TFW_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
 
-#define TFW_PLUGIN(registrar)                                                   \
+#define TFW_PLUGIN(registrar)                                                       \
   TFW_PLUGIN_EXPORT int tfw_plugin_api_version() { return tfw::kPluginApiVersion; } \
   TFW_PLUGIN_EXPORT void tfw_plugin_register(tfw::PluginRegistrar& registrar)

@@ -28,8 +28,8 @@ bool Registry::name_taken(const std::string& name, const std::string& kind) cons
 std::optional<PluginEntry> Registry::entry_new(const std::string& name, const std::string& kind,
                                                const std::string& version, const std::string& what) {
   if (name_taken(name, kind)) {
-    rejected_.push_back({loading_path_, fmt::format("{} '{}' is already registered; this second copy is ignored",
-                                                    what, name)});
+    rejected_.push_back(
+        {loading_path_, fmt::format("{} '{}' is already registered; this second copy is ignored", what, name)});
     return std::nullopt;
   }
   return PluginEntry{name, kind, version, loading_path_, loading_origin_.empty() ? "in-process" : loading_origin_};
@@ -80,17 +80,17 @@ void Registry::load_file(const std::string& path, const std::string& origin) {
   auto version_fn = reinterpret_cast<VersionFn>(dlsym(handle, "tfw_plugin_api_version"));
   auto register_fn = reinterpret_cast<RegisterFn>(dlsym(handle, "tfw_plugin_register"));
   if (version_fn == nullptr || register_fn == nullptr) {
-    rejected_.push_back({path, "not a tfw plugin: it does not export tfw_plugin_api_version "
-                               "and tfw_plugin_register (define them with TFW_PLUGIN)"});
+    rejected_.push_back({path,
+                         "not a tfw plugin: it does not export tfw_plugin_api_version "
+                         "and tfw_plugin_register (define them with TFW_PLUGIN)"});
     dlclose(handle);
     return;
   }
   int version = version_fn();
   if (version != kPluginApiVersion) {
-    rejected_.push_back(
-        {path, fmt::format("built for plugin API version {}, this tfw has version {}; "
-                           "rebuild the plugin against this tfw's engine headers",
-                           version, kPluginApiVersion)});
+    rejected_.push_back({path, fmt::format("built for plugin API version {}, this tfw has version {}; "
+                                           "rebuild the plugin against this tfw's engine headers",
+                                           version, kPluginApiVersion)});
     dlclose(handle);
     return;
   }
@@ -118,9 +118,9 @@ const Item& registered(const std::vector<Item>& items, const std::string& name, 
   }
   std::vector<std::string> known;
   for (const Item& item : items) known.push_back(item.entry.name);
-  throw UsageError(with_hint(fmt::format("unknown {} '{}'", kind, name),
-                             known.empty() ? std::string(none_loaded)
-                                           : fmt::format("{}: {}", known_label, fmt::join(known, ", "))));
+  throw UsageError(
+      with_hint(fmt::format("unknown {} '{}'", kind, name),
+                known.empty() ? std::string(none_loaded) : fmt::format("{}: {}", known_label, fmt::join(known, ", "))));
 }
 
 }  // namespace
@@ -155,8 +155,7 @@ Registry& registry() {
       std::size_t start = 0;
       while (start <= paths.size()) {
         std::size_t colon = paths.find(':', start);
-        std::string folder = paths.substr(start, colon == std::string::npos ? std::string::npos
-                                                                            : colon - start);
+        std::string folder = paths.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
         if (!folder.empty()) instance.load_folder(folder, "TFW_PLUGIN_PATH");
         if (colon == std::string::npos) break;
         start = colon + 1;

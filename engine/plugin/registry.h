@@ -15,10 +15,10 @@ namespace tfw {
 
 struct PluginEntry {
   std::string name;
-  std::string kind;     // "model-family" or "growth-method"
+  std::string kind;  // "model-family" or "growth-method"
   std::string version;
-  std::string path;     // the shared library it came from ("" for in-process)
-  std::string origin;   // "built-in", "TFW_PLUGIN_PATH" or "in-process"
+  std::string path;    // the shared library it came from ("" for in-process)
+  std::string origin;  // "built-in", "TFW_PLUGIN_PATH" or "in-process"
 };
 
 struct PluginRejection {
@@ -62,7 +62,7 @@ class Registry : public PluginRegistrar {
   std::vector<Growth> growth_methods_;
   std::vector<PluginRejection> rejected_;
   std::vector<std::string> loaded_folders_;  // canonical paths, each loaded once
-  std::string loading_path_;    // set while a library registers
+  std::string loading_path_;                 // set while a library registers
   std::string loading_origin_;
 };
 

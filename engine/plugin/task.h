@@ -18,7 +18,7 @@ inline constexpr const char* kImageClassificationTask = "image_classification";
 
 // One validation metric of a task (the trainer records it as val/KEY).
 struct Metric {
-  std::string key;        // "loss", "accuracy", "loss@kjv", ...
+  std::string key;  // "loss", "accuracy", "loss@kjv", ...
   double value = 0;
   bool headline = false;  // shown beside the loss on progress lines and in summaries (accuracy)
 };

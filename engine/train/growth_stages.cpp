@@ -54,7 +54,8 @@ void check_reached(const RunConfig& config, std::int64_t total_steps) {
 toml::table target_of(const ModelSpec& current, const GrowthEvent& event) {
   toml::table target = current.to_toml();
   for (const auto& [key, value] : event.to) target.insert_or_assign(key, value);
-  for (const auto& [key, add] : {std::pair<const char*, std::int64_t>{"n_attn", event.add_attn}, {"n_ffn", event.add_ffn}}) {
+  for (const auto& [key, add] :
+       {std::pair<const char*, std::int64_t>{"n_attn", event.add_attn}, {"n_ffn", event.add_ffn}}) {
     if (add == 0) continue;
     auto base = target[key].value<std::int64_t>();
     if (!base) {

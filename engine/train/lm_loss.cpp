@@ -19,8 +19,7 @@ using torch::autograd::tensor_list;
 // times the other factor), block by block; backward() scales them by the incoming gradient.
 struct ChunkedCrossEntropy : torch::autograd::Function<ChunkedCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& embedding,
-                               const torch::Tensor& targets, std::int64_t valid, std::int64_t chunk_rows,
-                               bool bf16) {
+                               const torch::Tensor& targets, std::int64_t valid, std::int64_t chunk_rows, bool bf16) {
     const std::int64_t N = hidden.size(0), V = embedding.size(0);
     const torch::ScalarType product = bf16 ? torch::kBFloat16 : hidden.scalar_type();
     const torch::Tensor h_all = hidden.to(product), e = embedding.to(product);
@@ -67,8 +66,12 @@ struct ChunkedCrossEntropy : torch::autograd::Function<ChunkedCrossEntropy> {
   static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor& g = grad_outputs[0];
-    return {saved[0] * g.to(saved[0].scalar_type()), saved[1] * g.to(saved[1].scalar_type()), torch::Tensor(),
-            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {saved[0] * g.to(saved[0].scalar_type()),
+            saved[1] * g.to(saved[1].scalar_type()),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor()};
   }
 };
 

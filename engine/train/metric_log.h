@@ -24,7 +24,8 @@ class MetricLog : public RunObserver {
   void metric(const char* key, std::int64_t step, std::int64_t tokens, double flops, double wall,
               double value) override {
     out_ << fmt::format(R"({{"step":{},"tokens":{},"flops":{:.6e},"wall":{:.3f},"key":{},"value":{}}})", step, tokens,
-                        flops, wall, nlohmann::json(key).dump(), std::isfinite(value) ? fmt::format("{:.9g}", value) : "null")
+                        flops, wall, nlohmann::json(key).dump(),
+                        std::isfinite(value) ? fmt::format("{:.9g}", value) : "null")
          << '\n';
   }
   void flush() { out_.flush(); }

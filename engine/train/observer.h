@@ -15,9 +15,9 @@ struct TrainProgress {
   std::int64_t step = 0, total_steps = 0, tokens = 0, examples = 0;
   double flops = 0, loss = 0, lr = 0, grad_norm = 0;
   double tokens_per_second = 0, mfu = 0, eta_seconds = 0, elapsed_seconds = 0;
-  double val_loss = 0;  // NaN until the first evaluation
+  double val_loss = 0;              // NaN until the first evaluation
   std::vector<Metric> val_metrics;  // on a step that evaluated: its metrics, the loss first (engine/plugin/task.h)
-  bool evaluated = false;  // this step ran an evaluation
+  bool evaluated = false;           // this step ran an evaluation
   // Measured time (docs/cli.md, "Where the time goes"), in this process: the mean step
   // (forward, backward, clipping, update) and the mean batch draw per step over the last
   // StepTimes::kWindow steps, as are tokens_per_second (training tokens over step time), mfu
@@ -54,8 +54,8 @@ class RunObserver {
   virtual void before_checkpoint() {}
   virtual void checkpoint(const CheckpointSaved& /*saved*/) {}
   virtual void checkpoint_removed(const std::string& /*path*/) {}  // pruned (train.keep_checkpoints)
-  virtual void progress(const TrainProgress& /*progress*/) {}       // after every step
-  virtual void message(const std::string& /*line*/) {}              // data preparation, resume, growth
+  virtual void progress(const TrainProgress& /*progress*/) {}      // after every step
+  virtual void message(const std::string& /*line*/) {}             // data preparation, resume, growth
 };
 
 }  // namespace tfw

@@ -61,8 +61,9 @@ void FusedAdamW::step(double lr, const torch::Tensor& skip) {
       auto& s = static_cast<torch::optim::AdamWParamState&>(*found->second);
       auto step = steps_.find(key);
       if (step == steps_.end()) {
-        step = steps_.emplace(key, torch::full({}, static_cast<double>(s.step()),
-                                               torch::TensorOptions(torch::kFloat32).device(p.device())))
+        step = steps_
+                   .emplace(key, torch::full({}, static_cast<double>(s.step()),
+                                             torch::TensorOptions(torch::kFloat32).device(p.device())))
                    .first;
       }
       params.push_back(p);
@@ -79,8 +80,7 @@ void FusedAdamW::step(double lr, const torch::Tensor& skip) {
     const auto [beta1, beta2] = options.betas();
     at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2,
                       options.weight_decay(), options.eps(), options.amsgrad(), /*maximize=*/false,
-                      /*grad_scale=*/std::nullopt,
-                      skip.defined() ? std::optional<torch::Tensor>(skip) : std::nullopt);
+                      /*grad_scale=*/std::nullopt, skip.defined() ? std::optional<torch::Tensor>(skip) : std::nullopt);
     if (skip.defined()) at::_foreach_add_(steps, skip, -1);
   }
 }

@@ -36,9 +36,10 @@ const char* const kOrder[] = {kMatmul, kAttention, kPattention, kOther, kOptimis
 // The trainer's scopes (RECORD_USER_SCOPE in engine/train/trainer.cpp and engine/nn/pattention_fused.cpp):
 // every operator inside one counts for it.
 const std::map<std::string, const char*>& scopes() {
-  static const std::map<std::string, const char*> map = {
-      {"tfw::optimizer", kOptimiser}, {"tfw::data", kData}, {"tfw::pattention_norm", kPattention},
-      {"tfw::attention", kAttention}};
+  static const std::map<std::string, const char*> map = {{"tfw::optimizer", kOptimiser},
+                                                         {"tfw::data", kData},
+                                                         {"tfw::pattention_norm", kPattention},
+                                                         {"tfw::attention", kAttention}};
   return map;
 }
 
@@ -62,9 +63,8 @@ void cpu_categories(const std::vector<kineto::KinetoEvent>& events, ProfileRepor
     if (e.deviceType() != c10::DeviceType::CPU || e.startThreadId() != thread || e.endNs() <= e.startNs()) continue;
     spans.push_back({e.startNs(), e.endNs(), e.name()});
   }
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-    return a.start != b.start ? a.start < b.start : a.end > b.end;
-  });
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.start != b.start ? a.start < b.start : a.end > b.end; });
   std::vector<int> stack;
   for (int i = 0; i < static_cast<int>(spans.size()); ++i) {
     while (!stack.empty() && spans[stack.back()].end <= spans[i].start) stack.pop_back();
@@ -87,7 +87,7 @@ void cpu_categories(const std::vector<kineto::KinetoEvent>& events, ProfileRepor
     }
     if (!in_step) continue;
     if (s.name == "tfw::step") report.traced_seconds += static_cast<double>(s.end - s.start) * 1e-9;
-    const std::string name = category != nullptr  ? category
+    const std::string name = category != nullptr     ? category
                              : s.name == "tfw::step" ? kGaps  // the step's own time: between operators
                                                      : profile_category_of(s.name, false);
     seconds[name] += static_cast<double>(s.end - s.start - std::min(s.children, s.end - s.start)) * 1e-9;
@@ -105,19 +105,17 @@ void cuda_categories(const std::vector<kineto::KinetoEvent>& events, ProfileRepo
     if (e.name() == "tfw::step" && e.deviceType() == c10::DeviceType::CPU) {
       begin = std::min(begin, e.startNs()), end = std::max(end, e.endNs());
     }
-    if (e.name() == "tfw::data" && e.deviceType() == c10::DeviceType::CPU) data += static_cast<double>(e.durationNs()) * 1e-9;
+    if (e.name() == "tfw::data" && e.deviceType() == c10::DeviceType::CPU)
+      data += static_cast<double>(e.durationNs()) * 1e-9;
     if (e.deviceType() != c10::DeviceType::CUDA || e.endNs() <= e.startNs()) continue;
     switch (static_cast<libkineto::ActivityType>(e.activityType())) {
       case libkineto::ActivityType::CONCURRENT_KERNEL:
       case libkineto::ActivityType::GPU_MEMCPY:
-      case libkineto::ActivityType::GPU_MEMSET:
-        spans.push_back({e.name(), e.startNs(), e.endNs(), false});
-        break;
+      case libkineto::ActivityType::GPU_MEMSET: spans.push_back({e.name(), e.startNs(), e.endNs(), false}); break;
       case libkineto::ActivityType::GPU_USER_ANNOTATION:
         spans.push_back({e.name(), e.startNs(), e.endNs(), true});
         break;
-      default:
-        break;
+      default: break;
     }
   }
   device_categories(spans, begin, end, data, report);
@@ -133,7 +131,8 @@ void device_categories(const std::vector<DeviceSpan>& spans, std::uint64_t begin
   for (const DeviceSpan& s : spans) {
     if (s.annotation && scopes().count(s.name)) ranges.push_back(&s);
   }
-  std::sort(ranges.begin(), ranges.end(), [](const DeviceSpan* a, const DeviceSpan* b) { return a->start_ns < b->start_ns; });
+  std::sort(ranges.begin(), ranges.end(),
+            [](const DeviceSpan* a, const DeviceSpan* b) { return a->start_ns < b->start_ns; });
   std::map<std::string, double> seconds;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
   for (const DeviceSpan& s : spans) {
@@ -141,7 +140,8 @@ void device_categories(const std::vector<DeviceSpan>& spans, std::uint64_t begin
     const char* category = nullptr;
     auto after = std::upper_bound(ranges.begin(), ranges.end(), s.start_ns,
                                   [](std::uint64_t at, const DeviceSpan* r) { return at < r->start_ns; });
-    if (after != ranges.begin() && s.end_ns <= (*std::prev(after))->end_ns) category = scopes().at((*std::prev(after))->name);
+    if (after != ranges.begin() && s.end_ns <= (*std::prev(after))->end_ns)
+      category = scopes().at((*std::prev(after))->name);
     seconds[category != nullptr ? category : profile_category_of(s.name, true)] +=
         static_cast<double>(s.end_ns - s.start_ns) * 1e-9;
     busy.emplace_back(s.start_ns, s.end_ns);
@@ -174,9 +174,9 @@ std::string profile_category_of(const std::string& name, bool device_kernel) {
     if (contains(lower, "adam")) return kOptimiser;
     return kOther;
   }
-  static const std::set<std::string> matmul = {"aten::mm",     "aten::addmm",  "aten::bmm",   "aten::baddbmm",
-                                                "aten::addbmm", "aten::mv",     "aten::addmv", "aten::dot",
-                                                "aten::vdot",   "aten::matmul", "aten::linear", "aten::_addmm_activation"};
+  static const std::set<std::string> matmul = {
+      "aten::mm",    "aten::addmm", "aten::bmm",  "aten::baddbmm", "aten::addbmm", "aten::mv",
+      "aten::addmv", "aten::dot",   "aten::vdot", "aten::matmul",  "aten::linear", "aten::_addmm_activation"};
   if (matmul.count(name)) return kMatmul;
   if (contains(lower, "scaled_dot_product") || contains(lower, "flash_attention") ||
       contains(lower, "efficient_attention")) {
@@ -241,17 +241,17 @@ const ProfileReport& StepProfiler::report() const { return state_->report; }
 
 std::string profile_table(const ProfileReport& r) {
   const double steps = static_cast<double>(r.last_step - r.first_step + 1);
-  std::string out = fmt::format("profile of steps {}-{} on the {} ({:.1f} ms a step as the trainer measured it):\n",
-                                r.first_step, r.last_step, r.device == "cuda" ? "GPU" : "CPU",
-                                1e3 * r.wall_seconds / steps);
+  std::string out =
+      fmt::format("profile of steps {}-{} on the {} ({:.1f} ms a step as the trainer measured it):\n", r.first_step,
+                  r.last_step, r.device == "cuda" ? "GPU" : "CPU", 1e3 * r.wall_seconds / steps);
   out += fmt::format("  {:<28} {:>7} {:>12}\n", "where the time went", "share", "ms a step");
   for (const ProfileCategory& c : r.categories) {
-    out += fmt::format("  {:<28} {:>6.1f}% {:>12.3f}\n", c.name, r.wall_seconds > 0 ? 100 * c.seconds / r.wall_seconds : 0,
-                       1e3 * c.seconds / steps);
+    out += fmt::format("  {:<28} {:>6.1f}% {:>12.3f}\n", c.name,
+                       r.wall_seconds > 0 ? 100 * c.seconds / r.wall_seconds : 0, 1e3 * c.seconds / steps);
   }
   const double missed = r.wall_seconds - r.traced_seconds;
-  out += fmt::format("  {:<28} {:>6.1f}% {:>12.3f}\n", "outside the trace", r.wall_seconds > 0 ? 100 * missed / r.wall_seconds : 0,
-                     1e3 * missed / steps);
+  out += fmt::format("  {:<28} {:>6.1f}% {:>12.3f}\n", "outside the trace",
+                     r.wall_seconds > 0 ? 100 * missed / r.wall_seconds : 0, 1e3 * missed / steps);
   out += fmt::format("  trace: {} (open it in https://ui.perfetto.dev or chrome://tracing)", r.trace_path);
   return out;
 }
@@ -259,9 +259,12 @@ std::string profile_table(const ProfileReport& r) {
 std::string profile_json(const ProfileReport& r) {
   nlohmann::json categories = nlohmann::json::array();
   for (const ProfileCategory& c : r.categories) categories.push_back({{"name", c.name}, {"seconds", c.seconds}});
-  return nlohmann::json{{"device", r.device},           {"first_step", r.first_step},
-                        {"last_step", r.last_step},     {"wall_seconds", r.wall_seconds},
-                        {"traced_seconds", r.traced_seconds}, {"categories", categories},
+  return nlohmann::json{{"device", r.device},
+                        {"first_step", r.first_step},
+                        {"last_step", r.last_step},
+                        {"wall_seconds", r.wall_seconds},
+                        {"traced_seconds", r.traced_seconds},
+                        {"categories", categories},
                         {"trace", r.trace_path}}
       .dump(2);
 }

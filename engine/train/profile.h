@@ -6,11 +6,10 @@
 //   optimiser, data, and host gaps.
 // On the CPU the categories are each operator's own time (its time less its children's) on
 // the training thread, an operator inside a tfw scope (tfw::optimizer, tfw::data,
-// tfw::pattention_norm, tfw::attention: the fused CPU operators) counting for the scope; host gaps are the time inside the steps that
-// no operator covers. On CUDA they are the device's kernel time, by the scope around each
-// kernel on the device's timeline or else by its name; data is the host's, and host gaps are
-// the time the device stood idle inside the steps. Either way the
-// categories add up to the steps' wall time as the trainer measured it, less what the trace
+// tfw::pattention_norm, tfw::attention: the fused CPU operators) counting for the scope; host gaps are the time inside
+// the steps that no operator covers. On CUDA they are the device's kernel time, by the scope around each kernel on the
+// device's timeline or else by its name; data is the host's, and host gaps are the time the device stood idle inside
+// the steps. Either way the categories add up to the steps' wall time as the trainer measured it, less what the trace
 // misses (the report says how much: under 5% on the CPU, test Profile.*).
 #pragma once
 
@@ -30,12 +29,12 @@ struct ProfileCategory {
 };
 
 struct ProfileReport {
-  std::string device;                       // "cpu" or "cuda"
+  std::string device;                          // "cpu" or "cuda"
   std::int64_t first_step = 0, last_step = 0;  // the steps recorded (1-based, inclusive)
-  double wall_seconds = 0;                  // those steps' wall time, measured by the trainer
-  double traced_seconds = 0;                // the same steps as the trace has them (tfw::step scopes)
-  std::vector<ProfileCategory> categories;  // in the table's order; they add up to traced_seconds
-  std::string trace_path;                   // the Chrome trace
+  double wall_seconds = 0;                     // those steps' wall time, measured by the trainer
+  double traced_seconds = 0;                   // the same steps as the trace has them (tfw::step scopes)
+  std::vector<ProfileCategory> categories;     // in the table's order; they add up to traced_seconds
+  std::string trace_path;                      // the Chrome trace
 };
 
 // The category of an operator (on the CPU) or a kernel (on CUDA) by its name, when no tfw scope

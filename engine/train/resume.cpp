@@ -76,7 +76,8 @@ std::vector<std::string> resume_machine_notes(const CheckpointMeta& recorded, bo
     const bool capped = cores > 0 && recorded.threads > cores;
     runtime_init(capped ? cores : static_cast<int>(recorded.threads));
     notes.push_back(capped ? fmt::format("threads: {}, this machine's cores; the run recorded {}, {} (--threads N "
-                                         "chooses)", cores, recorded.threads, differ)
+                                         "chooses)",
+                                         cores, recorded.threads, differ)
                            : fmt::format("threads: {}, as the run recorded", recorded.threads));
   }
   // Kernels: AVX-512 and AVX2 kernels round differently. The runner asked ATen for
@@ -91,8 +92,8 @@ std::vector<std::string> resume_machine_notes(const CheckpointMeta& recorded, bo
     notes.push_back(fmt::format("kernels: ATen's {}, not the {} the run recorded ({}), {}{}", now,
                                 recorded.cpu_capability,
                                 cpu_capability_explicit() ? "chosen with --kernels or ATEN_CPU_CAPABILITY"
-                                : lacks                  ? "this processor lacks them"
-                                                         : "ATen had chosen before the run's were read",
+                                : lacks                   ? "this processor lacks them"
+                                                          : "ATen had chosen before the run's were read",
                                 differ, lacks || cpu_capability_explicit() ? "" : " (--kernels NAME chooses)"));
   }
   return notes;

@@ -58,9 +58,9 @@ class LanguageModelData : public TaskData {
         data_ensure_prepared(config.data.corpus, config.data.tokenizer, home_data_dir(home), prepare);
     const ShardMeta shards = shard_meta_read(shard_dir);
     if (shards.vocab_size > static_cast<std::uint32_t>(V_)) {
-      throw UsageError(with_hint(fmt::format("the data's vocabulary ({} from {}) exceeds model.vocab = {}",
-                                             shards.vocab_size, shard_dir, V_),
-                                 fmt::format("set model.vocab to at least {}", shards.vocab_size)));
+      throw UsageError(with_hint(
+          fmt::format("the data's vocabulary ({} from {}) exceeds model.vocab = {}", shards.vocab_size, shard_dir, V_),
+          fmt::format("set model.vocab to at least {}", shards.vocab_size)));
     }
     byte_tokens_ = shards.tokenizer == "byte";
     valid_ = shards.vocab_size;
@@ -80,8 +80,10 @@ class LanguageModelData : public TaskData {
       valid_ = std::max<std::int64_t>(valid_, meta.vocab_size);
       auto val = std::make_unique<TokenShard>(dir + "/val.bin", meta.dtype);
       if (val->size() <= static_cast<std::uint64_t>(T) + 1) {
-        throw UsageError(fmt::format("data.eval_corpora: the validation shard of {} ({}) is shorter than one window of "
-                                     "{} tokens", corpus, dir, T + 1));
+        throw UsageError(
+            fmt::format("data.eval_corpora: the validation shard of {} ({}) is shorter than one window of "
+                        "{} tokens",
+                        corpus, dir, T + 1));
       }
       extra_val_.emplace_back(fs::path(corpus).filename().string(), std::move(val));
     }
@@ -136,14 +138,15 @@ class ImageClassificationData : public TaskData {
     const ModelShape shape = config.model.spec->shape();
     const ImageSet& t = splits_.train;
     if (t.height != shape.image_size || t.width != shape.image_size || t.channels != shape.channels) {
-      throw UsageError(with_hint(fmt::format("the images of {} are {}×{} with {} channel(s); the model reads {}×{} with "
-                                             "{}", splits_.dir, t.height, t.width, t.channels, shape.image_size,
-                                             shape.image_size, shape.channels),
-                                 fmt::format("set model.image_size = {} and model.channels = {}", t.height, t.channels)));
+      throw UsageError(with_hint(
+          fmt::format("the images of {} are {}×{} with {} channel(s); the model reads {}×{} with "
+                      "{}",
+                      splits_.dir, t.height, t.width, t.channels, shape.image_size, shape.image_size, shape.channels),
+          fmt::format("set model.image_size = {} and model.channels = {}", t.height, t.channels)));
     }
     if (t.height != t.width) {
-      throw UsageError(fmt::format("the images of {} are {}×{}; only square images are supported", splits_.dir,
-                                   t.height, t.width));
+      throw UsageError(
+          fmt::format("the images of {} are {}×{}; only square images are supported", splits_.dir, t.height, t.width));
     }
     if (splits_.classes > shape.vocab) {
       throw UsageError(with_hint(fmt::format("the labels of {} go up to {}, more classes than model.classes = {}",
@@ -184,8 +187,7 @@ class ImageClassificationData : public TaskData {
         for (std::int64_t y = 0; y < H; ++y) {
           for (std::int64_t x = 0; x < W; ++x) {
             const std::int64_t sy = y + dy, sx = (flip ? W - 1 - x : x) + dx;
-            const double pixel =
-                sy >= 0 && sy < H && sx >= 0 && sx < W ? source[(c * H + sy) * W + sx] / 255.0 : 0.0;
+            const double pixel = sy >= 0 && sy < H && sx >= 0 && sx < W ? source[(c * H + sy) * W + sx] / 255.0 : 0.0;
             target[(c * H + y) * W + x] = static_cast<float>((pixel - splits_.mean) / splits_.std);
           }
         }
@@ -231,8 +233,8 @@ class ImageClassificationData : public TaskData {
     torch::Tensor raw = torch::from_blob(const_cast<std::uint8_t*>(set.pixels.data()) + first * pixels,
                                          {size, set.channels, set.height, set.width}, torch::kUInt8);
     torch::Tensor images = ((raw.to(torch::kFloat64) / 255.0 - splits_.mean) / splits_.std).to(torch::kFloat32);
-    torch::Tensor labels = torch::from_blob(const_cast<std::uint8_t*>(set.labels.data()) + first, {size}, torch::kUInt8)
-                               .to(torch::kInt64);
+    torch::Tensor labels =
+        torch::from_blob(const_cast<std::uint8_t*>(set.labels.data()) + first, {size}, torch::kUInt8).to(torch::kInt64);
     return {images, labels};
   }
 

@@ -120,8 +120,8 @@ void Trainer::grow(const GrowthStage& stage) {
   metric("growth/parameters", static_cast<double>(stage.to->parameter_count()), wall);
   summary_.growth_events += 1;
   say(fmt::format("step {}: {} grew {} -> {} ({} parameters); val loss {:.4f} -> {:.4f}", state_.step,
-                  stage.method->name(), stage.from->summary(), stage.to->summary(), stage.to->parameter_count(),
-                  before, after));
+                  stage.method->name(), stage.from->summary(), stage.to->summary(), stage.to->parameter_count(), before,
+                  after));
   summary_.growth_seconds += seconds_since(started);
 }
 
@@ -226,8 +226,7 @@ void Trainer::read_back() {
 // then train.nan_policy: "stop" raises (the steps after it, up to train.log_every - 1, ran but
 // are neither recorded nor saved), "skip" goes on (the step still counts).
 void Trainer::on_nonfinite(const StepResult& result, double loss) {
-  metric_at("event/nonfinite_loss", loss, result.wall, result.step_before, result.tokens_before,
-            result.flops_before);
+  metric_at("event/nonfinite_loss", loss, result.wall, result.step_before, result.tokens_before, result.flops_before);
   flush_metrics();
   event("nan", result.step_before,
         fmt::format(R"({{"loss":"{}","policy":"{}"}})", loss, nan_policy_name(train_.nan_policy)));

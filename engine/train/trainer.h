@@ -22,11 +22,11 @@
 namespace tfw {
 
 struct TrainOptions {
-  std::string home;      // TFW_HOME (data and the machine's peak-FLOPs cache)
-  std::string run_dir;   // metrics.jsonl, config.toml, checkpoints/ (the engine's alone: nobody else deletes there)
-  bool resume = false;   // continue from the last valid checkpoint in run_dir
-  std::string init_from; // start a new run from this checkpoint's weights (a grown model); its
-                         // lineage (inherited FLOPs, parent, growth method) carries over
+  std::string home;       // TFW_HOME (data and the machine's peak-FLOPs cache)
+  std::string run_dir;    // metrics.jsonl, config.toml, checkpoints/ (the engine's alone: nobody else deletes there)
+  bool resume = false;    // continue from the last valid checkpoint in run_dir
+  std::string init_from;  // start a new run from this checkpoint's weights (a grown model); its
+                          // lineage (inherited FLOPs, parent, growth method) carries over
   const std::atomic<bool>* stop = nullptr;  // set to stop after the current step
   RunObserver* observer = nullptr;          // not owned; null: nobody watches
   // Data-parallel training (engine/dist/distributed.h): this rank's process group, or null for a
@@ -55,11 +55,11 @@ struct TrainSummary {
   // The last StepTimes::kWindow (20) steps' means: the steady pace, without the first steps'
   // allocation and warm-up (bench/gpu_vs_pytorch.sh reads it).
   double recent_step_seconds = 0, recent_data_seconds = 0;
-  double comm_seconds = 0;     // of step_seconds, averaging gradients over the ranks
+  double comm_seconds = 0;  // of step_seconds, averaging gradients over the ranks
   int world_size = 1;
   int threads = 0, thread_changes = 0;  // threads at the end; times the ThreadGovernor changed them
-  double inherited_flops = 0;  // the lineage's FLOPs before this run
-  std::int64_t growth_events = 0;  // applied by this process
+  double inherited_flops = 0;           // the lineage's FLOPs before this run
+  std::int64_t growth_events = 0;       // applied by this process
   std::string last_checkpoint;
   bool interrupted = false;
   // Memory: what the memory check reckoned the run needs (train_memory_bytes), and the most it

@@ -44,8 +44,8 @@ std::string evaluation_payload(double val_loss, std::int64_t tokens, const std::
 // lineage, data cursor), the model and its optimiser, and where the growth schedule stands.
 struct TrainState : CheckpointMeta {
   std::shared_ptr<Model> model;
-  std::unique_ptr<AdamW> optimizer;        // holds the state: checkpoints read and write it
-  std::optional<FusedAdamW> fused;         // its update (engine/train/optim.h); renewed with it
+  std::unique_ptr<AdamW> optimizer;       // holds the state: checkpoints read and write it
+  std::optional<FusedAdamW> fused;        // its update (engine/train/optim.h); renewed with it
   std::vector<torch::Tensor> parameters;  // model->parameters(), renewed at each growth
   std::int64_t restart_step = 0;          // the last learning-rate schedule restart (0: none)
   std::size_t next_stage = 0;             // the next growth stage to apply
@@ -135,17 +135,17 @@ class Trainer {
   std::optional<MaskedTokenHold> held_;
   std::vector<GrowthStage> stages_;
   std::optional<MetricLog> metrics_;  // metrics.jsonl, on rank 0
-  RunObservers observers_;  // the caller's, then metrics.jsonl
+  RunObservers observers_;            // the caller's, then metrics.jsonl
   TrainSummary summary_;
-  StepTimes times_;  // this process's steps: the one source of tokens/s, MFU and the ETA
-  std::vector<StepResult> pending_;     // steps not yet read back (train.log_every)
+  StepTimes times_;                        // this process's steps: the one source of tokens/s, MFU and the ETA
+  std::vector<StepResult> pending_;        // steps not yet read back (train.log_every)
   std::vector<TrainProgress> unreported_;  // read back, not yet given to the observers
-  double step_wall_ = 0;  // the last step's StepResult::wall
+  double step_wall_ = 0;                   // the last step's StepResult::wall
   double comm_seconds_ = 0;
-  bool peers_stop_ = false;  // a rank was asked to stop (agreed at the last step's all-reduce)
+  bool peers_stop_ = false;                 // a rank was asked to stop (agreed at the last step's all-reduce)
   std::optional<ThreadGovernor> governor_;  // its first window starts with the loop
-  std::optional<StepProfiler> profiler_;     // tfw train --profile
-  double wall_before_ = 0;  // the run's wall time before this process
+  std::optional<StepProfiler> profiler_;    // tfw train --profile
+  double wall_before_ = 0;                  // the run's wall time before this process
   Clock::time_point process_start_;
 };
 

@@ -42,7 +42,7 @@ Trainer::Trainer(const Registry& registry, const RunConfig& config, const TrainO
       precision_(config.train.precision),
       dist_(options.dist.get()) {
   train_memory_check(config_, plan_);
-  device_ = device_resolve(train_.device.text());  // a UsageError before any work
+  device_ = device_resolve(train_.device.text());     // a UsageError before any work
   if (device_.is_cuda()) cuda_set_tf32(train_.tf32);  // fp32 means fp32 unless asked
   if (dist_ != nullptr) {
     rank_ = dist_->rank();
@@ -51,9 +51,9 @@ Trainer::Trainer(const Registry& registry, const RunConfig& config, const TrainO
   writer_ = rank_ == 0;
   const std::int64_t B = train_.batch_size;
   if (B % world_ != 0) {
-    throw UsageError(with_hint(fmt::format("train.batch_size = {} does not split evenly over {} ranks", B, world_),
-                               fmt::format("choose a batch size that is a multiple of {}, or another number of ranks",
-                                           world_)));
+    throw UsageError(
+        with_hint(fmt::format("train.batch_size = {} does not split evenly over {} ranks", B, world_),
+                  fmt::format("choose a batch size that is a multiple of {}, or another number of ranks", world_)));
   }
   local_B_ = B / world_;
   first_row_ = rank_ * local_B_;
@@ -127,10 +127,14 @@ void Trainer::start_from(const std::string& checkpoint) {
 // not see the checkpoint's file system, and they start identical.
 void Trainer::share_rank0_state(bool optimizer_loaded) {
   dist_->share_module(*state_.model);
-  nlohmann::json counters = {{"step", state_.step},         {"tokens", state_.tokens},
-                             {"examples", state_.examples}, {"flops", state_.flops},
-                             {"wall_seconds", state_.wall_seconds}, {"sampler", data_->sampler_state()},
-                             {"optimizer", optimizer_loaded}, {"init_from", started_from_checkpoint_}};
+  nlohmann::json counters = {{"step", state_.step},
+                             {"tokens", state_.tokens},
+                             {"examples", state_.examples},
+                             {"flops", state_.flops},
+                             {"wall_seconds", state_.wall_seconds},
+                             {"sampler", data_->sampler_state()},
+                             {"optimizer", optimizer_loaded},
+                             {"init_from", started_from_checkpoint_}};
   counters = nlohmann::json::parse(dist_->broadcast_string(counters.dump(), "sending rank 0's counters"));
   if (!writer_) {
     state_.step = counters["step"];
@@ -152,7 +156,8 @@ void Trainer::prepare() {
   stages_ = growth_stages(registry_, config_, state_.step, plan_.total_steps);
   state_.restart_step = growth_restart_step(config_, state_.step - 1, plan_.total_steps);
   state_.config_toml = run_config_text(config_);
-  if (writer_) std::ofstream(options_.run_dir + "/config.toml") << "# resolved run config\n" << state_.config_toml << "\n";
+  if (writer_)
+    std::ofstream(options_.run_dir + "/config.toml") << "# resolved run config\n" << state_.config_toml << "\n";
   if (writer_) {
     metrics_.emplace(options_.run_dir + "/metrics.jsonl");
     observers_.add(&*metrics_);
@@ -184,8 +189,11 @@ void Trainer::announce() {
   }
   if (dist_ != nullptr) {
     event("distributed", state_.step,
-          nlohmann::json{{"world_size", world_}, {"backend", "gloo"}, {"per_rank_batch", local_B_},
-                         {"global_batch", train_.batch_size}, {"source", dist_->env().source},
+          nlohmann::json{{"world_size", world_},
+                         {"backend", "gloo"},
+                         {"per_rank_batch", local_B_},
+                         {"global_batch", train_.batch_size},
+                         {"source", dist_->env().source},
                          {"master", fmt::format("{}:{}", dist_->env().master_addr, dist_->env().master_port)}}
               .dump());
   }
@@ -197,8 +205,10 @@ void Trainer::announce() {
                                {"threads", runtime_threads()},
                                {"precision", precision_name(train_.precision)},
                                {"world_size", world_}};
-  if (train_.device.is_cuda()) provenance["tf32"] = train_.tf32;
-  else provenance["cpu_capability"] = cpu_capability();
+  if (train_.device.is_cuda())
+    provenance["tf32"] = train_.tf32;
+  else
+    provenance["cpu_capability"] = cpu_capability();
   for (const auto& [key, value] : options_.provenance) provenance[key] = value;
   event("provenance", state_.step, provenance.dump());
 }

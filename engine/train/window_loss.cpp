@@ -5,8 +5,8 @@
 
 namespace tfw {
 
-torch::Tensor loss_of(Model& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V,
-                      Precision precision, torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction) {
+torch::Tensor loss_of(Model& model, const torch::Tensor& batch, std::int64_t T, std::int64_t V, Precision precision,
+                      torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction) {
   const torch::Device device = module_device(model);
   const torch::Tensor tokens = to_device(batch, device);
   torch::Tensor logits;  // (B, T, V)

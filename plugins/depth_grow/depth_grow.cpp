@@ -28,8 +28,9 @@ void require_depth_only(const std::string& method, const ModelSpec& from, const 
     t->erase("init");
   }
   if (a != b) {
-    throw UsageError(with_hint(fmt::format("{} changes only the number of layers; the target config changes more", method),
-                               "keep every [model] key but layers (and init) as the checkpoint's"));
+    throw UsageError(
+        with_hint(fmt::format("{} changes only the number of layers; the target config changes more", method),
+                  "keep every [model] key but layers (and init) as the checkpoint's"));
   }
 }
 
@@ -106,17 +107,16 @@ class DepthGrow : public DepthMethod {
     plan.changes.push_back(fmt::format("insert {} layers ({}), at positions {} of the {} ({} -> {} parameters)", L2 - L,
                                        o.at, fmt::join(positions, ", "), L2, from.parameter_count(),
                                        to.parameter_count()));
-    plan.changes.push_back(fmt::format("new layers: {}, output projections ({}) zero, so each adds nothing: exact",
-                                       o.init == "copy" ? "a copy of the old layer below them (above, at the bottom)"
-                                                        : "freshly initialised",
-                                       from.family() == "tokenformer" ? "o and ffn values" : "o and ffn_down"));
+    plan.changes.push_back(fmt::format(
+        "new layers: {}, output projections ({}) zero, so each adds nothing: exact",
+        o.init == "copy" ? "a copy of the old layer below them (above, at the bottom)" : "freshly initialised",
+        from.family() == "tokenformer" ? "o and ffn values" : "o and ffn_down"));
     plan.exact = true;
     return plan;
   }
 
-  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
-                                       const ModelSpec& to, const toml::table& table,
-                                       std::uint64_t seed) const override {
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from, const ModelSpec& to,
+                               const toml::table& table, std::uint64_t seed) const override {
     const Options o = options_parse(table);
     const std::int64_t L = spec_int(from, "layers"), L2 = spec_int(to, "layers");
     std::shared_ptr<Model> grown = family.build(to, seed);
@@ -129,8 +129,10 @@ class DepthGrow : public DepthMethod {
       std::vector<std::int64_t> fill(source.size(), -1);
       std::int64_t below = -1;
       for (std::size_t i = 0; i < source.size(); ++i) {
-        if (source[i] >= 0) below = source[i];
-        else fill[i] = below >= 0 ? below : 0;
+        if (source[i] >= 0)
+          below = source[i];
+        else
+          fill[i] = below >= 0 ? below : 0;
       }
       copy_by_layer(model, *grown, fill);
     }
@@ -167,7 +169,8 @@ class DepthGrow : public DepthMethod {
     if (at == "bottom") source.assign(static_cast<std::size_t>(m), -1);
     std::vector<std::int64_t> after(static_cast<std::size_t>(L), 0);  // new layers after each old one
     if (at == "interleave") {
-      for (std::int64_t k = 0; k < m; ++k) after[static_cast<std::size_t>(std::max<std::int64_t>(0, (k + 1) * L / m - 1))] += 1;
+      for (std::int64_t k = 0; k < m; ++k)
+        after[static_cast<std::size_t>(std::max<std::int64_t>(0, (k + 1) * L / m - 1))] += 1;
     }
     for (std::int64_t i = 0; i < L; ++i) {
       source.push_back(i);
@@ -195,16 +198,15 @@ class Stack : public DepthMethod {
                                  fmt::format("use layers = {} or {}, or depth_grow for any count", 2 * L, 3 * L)));
     }
     GrowthPlan plan;
-    plan.changes.push_back(fmt::format("repeat the {} layers {} times ({} -> {} layers, {} -> {} parameters)", L, L2 / L,
-                                       L, L2, from.parameter_count(), to.parameter_count()));
+    plan.changes.push_back(fmt::format("repeat the {} layers {} times ({} -> {} layers, {} -> {} parameters)", L,
+                                       L2 / L, L, L2, from.parameter_count(), to.parameter_count()));
     plan.changes.push_back("not exact: every copy adds its block's output again (G_stack; measure it with --check)");
     plan.exact = false;
     return plan;
   }
 
-  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
-                                       const ModelSpec& to, const toml::table& table,
-                                       std::uint64_t seed) const override {
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from, const ModelSpec& to,
+                               const toml::table& table, std::uint64_t seed) const override {
     (void)table;
     const std::int64_t L = spec_int(from, "layers"), L2 = spec_int(to, "layers");
     std::shared_ptr<Model> grown = family.build(to, seed);

@@ -29,9 +29,10 @@ Options options_parse(const toml::table& table) {
   const std::string tie = view.get_choice("tie", "keep", {"keep", "untie"});
   view.finish();
   if (tie == "untie") {
-    throw UsageError(with_hint("options.tie = \"untie\" needs a Transformer with an untied output head, which the "
-                               "transformer family does not have yet",
-                               "use tie = \"keep\" (the tie is kept exactly by dividing the final norm by k)"));
+    throw UsageError(
+        with_hint("options.tie = \"untie\" needs a Transformer with an untied output head, which the "
+                  "transformer family does not have yet",
+                  "use tie = \"keep\" (the tie is kept exactly by dividing the final norm by k)"));
   }
   return o;
 }
@@ -59,9 +60,8 @@ Multipliers multipliers(const ModelSpec& from, const ModelSpec& to) {
   };
   Multipliers mult{ratio("d"), ratio("d_ffn")};
   if (spec_int(to, "heads") != mult.k * spec_int(from, "heads")) {
-    throw UsageError(fmt::format("hypercloning replicates heads with d: heads must become {} x {} = {}, not {}",
-                                 mult.k, spec_int(from, "heads"), mult.k * spec_int(from, "heads"),
-                                 spec_int(to, "heads")));
+    throw UsageError(fmt::format("hypercloning replicates heads with d: heads must become {} x {} = {}, not {}", mult.k,
+                                 spec_int(from, "heads"), mult.k * spec_int(from, "heads"), spec_int(to, "heads")));
   }
   return mult;
 }
@@ -69,7 +69,7 @@ Multipliers multipliers(const ModelSpec& from, const ModelSpec& to) {
 // (1/c)·T(W; r, c) for a matrix, with cancelling noise on column-block pairs when asked.
 torch::Tensor clone_matrix(const torch::Tensor& w, std::int64_t r, std::int64_t c, const Options& o,
                            torch::Generator& generator) {
-  torch::Tensor grown = w.repeat({r, c}) / static_cast<double>(c);   // (r·out, c·in)
+  torch::Tensor grown = w.repeat({r, c}) / static_cast<double>(c);  // (r·out, c·in)
   if (!o.noise || c < 2) return grown;
   const std::int64_t out = w.size(0), in = w.size(1);
   for (std::int64_t i = 0; i < r; ++i) {
@@ -109,9 +109,8 @@ class HyperCloning : public GrowthMethod {
     return plan;
   }
 
-  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
-                                       const ModelSpec& to, const toml::table& table,
-                                       std::uint64_t seed) const override {
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from, const ModelSpec& to,
+                               const toml::table& table, std::uint64_t seed) const override {
     Options o = options_parse(table);
     Multipliers mult = multipliers(from, to);
     const std::int64_t k = mult.k, m = mult.m;
@@ -130,9 +129,9 @@ class HyperCloning : public GrowthMethod {
       };
       torch::Tensor value;
       if (name == "embedding") {
-        value = w.repeat({1, k});                                           // (V, k·d), not divided
+        value = w.repeat({1, k});  // (V, k·d), not divided
       } else if (name.rfind("final_norm.", 0) == 0) {
-        value = w.repeat({k}) / static_cast<double>(k);                     // keeps the tie exact
+        value = w.repeat({k}) / static_cast<double>(k);  // keeps the tie exact
       } else if (ends_with("norm.weight") || ends_with("norm.bias")) {
         value = w.repeat({k});
       } else if (ends_with(".weight")) {

@@ -37,9 +37,12 @@ std::vector<std::int64_t> unit_map(std::int64_t n, std::int64_t q, const std::st
                                    torch::Generator& generator) {
   std::vector<std::int64_t> g(static_cast<std::size_t>(q));
   for (std::int64_t j = 0; j < q; ++j) {
-    if (j < n) g[j] = j;
-    else if (kind == "uniform") g[j] = j % n;
-    else g[j] = torch::randint(n, {1}, generator, torch::kInt64).item<std::int64_t>();
+    if (j < n)
+      g[j] = j;
+    else if (kind == "uniform")
+      g[j] = j % n;
+    else
+      g[j] = torch::randint(n, {1}, generator, torch::kInt64).item<std::int64_t>();
   }
   return g;
 }
@@ -129,22 +132,20 @@ class Net2Net : public GrowthMethod {
     const bool equal_counts = d2 == d || (o.map == "uniform" && d2 % d == 0);
     plan.exact = o.noise != "gaussian" && equal_counts;
     if (!equal_counts) {
-      plan.changes.push_back("not exact: widening d with unequal copy counts makes LayerNorm statistics "
-                             "count-weighted (use map = \"uniform\" with a multiple of d for an exact growth)");
+      plan.changes.push_back(
+          "not exact: widening d with unequal copy counts makes LayerNorm statistics "
+          "count-weighted (use map = \"uniform\" with a multiple of d for an exact growth)");
     }
     if (o.noise == "gaussian") plan.changes.push_back("not exact: plain Gaussian noise on replicas");
     return plan;
   }
 
-  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
-                                       const ModelSpec& to, const toml::table& table,
-                                       std::uint64_t seed) const override {
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from, const ModelSpec& to,
+                               const toml::table& table, std::uint64_t seed) const override {
     Options o = options_parse(table);
     torch::Generator generator = at::detail::createCPUGenerator(seed);
     const std::int64_t dh = spec_int(from, "head_dim");
-    auto map_of = [&](const char* key) {
-      return unit_map(spec_int(from, key), spec_int(to, key), o.map, generator);
-    };
+    auto map_of = [&](const char* key) { return unit_map(spec_int(from, key), spec_int(to, key), o.map, generator); };
     const std::vector<std::int64_t> g_d = map_of("d"), g_h = map_of("heads"), g_f = map_of("d_ffn");
     std::shared_ptr<Model> grown = family.build(to, seed);
     const auto options = model.parameters().front().options();

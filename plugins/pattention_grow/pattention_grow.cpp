@@ -33,9 +33,10 @@ Options options_parse(const toml::table& table) {
   o.lr_schedule = view.get_choice("lr_schedule", "continue", {"continue", "restart"});
   view.finish();
   if (o.key_init == "zero" && o.value_init == "zero") {
-    throw UsageError(with_hint("options: key_init = \"zero\" with value_init = \"zero\" makes dead tokens (no gradient "
-                               "reaches them)",
-                               "use value_init = \"normal\" (the default) or key_init = \"normal\""));
+    throw UsageError(
+        with_hint("options: key_init = \"zero\" with value_init = \"zero\" makes dead tokens (no gradient "
+                  "reaches them)",
+                  "use value_init = \"normal\" (the default) or key_init = \"normal\""));
   }
   return o;
 }
@@ -101,29 +102,28 @@ class PattentionGrow : public GrowthMethod {
     }
     GrowthPlan plan;
     const std::int64_t L = spec_int(from, "layers");
-    plan.changes.push_back(fmt::format("add {} tokens to each of Q, K, V, O and {} to the FFN in all {} layers "
-                                       "({} -> {} parameters)", m_attn, m_ffn, L, from.parameter_count(),
-                                       to.parameter_count()));
-    plan.changes.push_back(fmt::format("new keys {}, new values {}; tau {}; optimizer {}; lr schedule {}",
-                                       o.key_init == "zero" ? "zero" : "N(0, key_std)",
-                                       o.value_init == "zero" ? "zero" : "N(0, value_std)",
-                                       o.tau == "fixed" ? "kept (creation-time n0)" : "reset to sqrt(n + m)",
-                                       o.optimizer, o.lr_schedule));
+    plan.changes.push_back(
+        fmt::format("add {} tokens to each of Q, K, V, O and {} to the FFN in all {} layers "
+                    "({} -> {} parameters)",
+                    m_attn, m_ffn, L, from.parameter_count(), to.parameter_count()));
+    plan.changes.push_back(fmt::format(
+        "new keys {}, new values {}; tau {}; optimizer {}; lr schedule {}",
+        o.key_init == "zero" ? "zero" : "N(0, key_std)", o.value_init == "zero" ? "zero" : "N(0, value_std)",
+        o.tau == "fixed" ? "kept (creation-time n0)" : "reset to sqrt(n + m)", o.optimizer, o.lr_schedule));
     // The target's pattention.tau decides: a model whose scale follows n (an imported official
     // one) grown into tau = fixed keeps its current scale, and so its function.
     plan.exact = o.key_init == "zero" && o.tau == "fixed" && norm != "softmax" &&
                  spec_string(to, "pattention.tau", "fixed") == "fixed";
     if (!plan.exact) {
-      plan.changes.push_back(norm == "softmax" ? "not exact: softmax gives zero keys weight exp(0) > 0"
+      plan.changes.push_back(norm == "softmax"      ? "not exact: softmax gives zero keys weight exp(0) > 0"
                              : o.key_init != "zero" ? "not exact: new keys are random"
                                                     : "not exact: tau changes with n");
     }
     return plan;
   }
 
-  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from,
-                                       const ModelSpec& to, const toml::table& table,
-                                       std::uint64_t seed) const override {
+  std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from, const ModelSpec& to,
+                               const toml::table& table, std::uint64_t seed) const override {
     Options o = options_parse(table);
     const std::int64_t m_attn = spec_int(to, "n_attn") - spec_int(from, "n_attn");
     const std::int64_t m_ffn = spec_int(to, "n_ffn") - spec_int(from, "n_ffn");
@@ -150,8 +150,8 @@ class PattentionGrow : public GrowthMethod {
       auto normal = [&](std::int64_t cols, double std) {
         return (torch::randn({m, cols}, generator, torch::kFloat64) * std).to(options);
       };
-      torch::Tensor keys = o.key_init == "zero" ? torch::zeros({m, layer->keys.size(1)}, options)
-                                                : normal(layer->keys.size(1), key_std);
+      torch::Tensor keys =
+          o.key_init == "zero" ? torch::zeros({m, layer->keys.size(1)}, options) : normal(layer->keys.size(1), key_std);
       torch::Tensor values = o.value_init == "zero" ? torch::zeros({m, layer->values.size(1)}, options)
                                                     : normal(layer->values.size(1), value_std);
       layer->append_tokens(keys, values);

@@ -26,20 +26,24 @@ double TokenformerSpec::value_init_std() const {
 
 toml::table TokenformerSpec::to_toml() const {
   return toml::table{
-      {"layers", layers}, {"d", d}, {"heads", heads}, {"n_attn", n_attn}, {"n_ffn", n_ffn},
-      {"vocab", vocab}, {"seq_len", seq_len}, {"rotary_pct", rotary_pct},
+      {"layers", layers},
+      {"d", d},
+      {"heads", heads},
+      {"n_attn", n_attn},
+      {"n_ffn", n_ffn},
+      {"vocab", vocab},
+      {"seq_len", seq_len},
+      {"rotary_pct", rotary_pct},
       {"rotary_base", rotary_base},
       {"layernorm", toml::table{{"affine", layernorm_affine}, {"eps", layernorm_eps}}},
       {"pattention", pattention_settings_toml({norm, tau, pattention_eps})},
-      {"init", toml::table{{"key_std", key_std}, {"value_std", value_init_std()},
-                           {"embedding_std", embedding_std}}},
+      {"init", toml::table{{"key_std", key_std}, {"value_std", value_init_std()}, {"embedding_std", embedding_std}}},
   };
 }
 
 std::string TokenformerSpec::summary() const {
-  return fmt::format("L={} d={} H={} n_attn={} n_ffn={} V={} norm={} tau={}{}", layers, d, heads,
-                     n_attn, n_ffn, vocab, pattention_norm_name(norm), tau_mode_name(tau),
-                     layernorm_affine ? " layernorm.affine" : "");
+  return fmt::format("L={} d={} H={} n_attn={} n_ffn={} V={} norm={} tau={}{}", layers, d, heads, n_attn, n_ffn, vocab,
+                     pattention_norm_name(norm), tau_mode_name(tau), layernorm_affine ? " layernorm.affine" : "");
 }
 
 namespace {
@@ -69,8 +73,7 @@ class TokenformerFamily : public ModelFamily {
                  "choose heads that divide d (head width dh = d / heads)");
     }
     if (!(spec->rotary_pct >= 0 && spec->rotary_pct <= 1)) {
-      table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct),
-                 "the paper uses 0.25");
+      table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct), "the paper uses 0.25");
     }
     pattention_blocks_parse(table, *spec);
     ConfigTable init = table.sub("init");
@@ -89,6 +92,4 @@ class TokenformerFamily : public ModelFamily {
 }  // namespace
 }  // namespace tfw::tokenformer
 
-TFW_PLUGIN(registrar) {
-  registrar.add_model_family(std::make_shared<tfw::tokenformer::TokenformerFamily>());
-}
+TFW_PLUGIN(registrar) { registrar.add_model_family(std::make_shared<tfw::tokenformer::TokenformerFamily>()); }

@@ -12,9 +12,8 @@ namespace {
 class Block : public DecoderBlock {
  public:
   Block(const TokenformerSpec& spec, std::int64_t index) : heads_(spec.heads) {
-    auto norm_options = torch::nn::LayerNormOptions({spec.d})
-                            .elementwise_affine(spec.layernorm_affine)
-                            .eps(spec.layernorm_eps);
+    auto norm_options =
+        torch::nn::LayerNormOptions({spec.d}).elementwise_affine(spec.layernorm_affine).eps(spec.layernorm_eps);
     attn_norm_ = register_module("attn_norm", torch::nn::LayerNorm(norm_options));
     ffn_norm_ = register_module("ffn_norm", torch::nn::LayerNorm(norm_options));
     auto make = [&](const char* name, std::int64_t tokens) {
@@ -36,9 +35,9 @@ class Block : public DecoderBlock {
 
   // x (B, T, d) -> (B, T, d)
   torch::Tensor forward(const torch::Tensor& x, const RotaryTable& rotary) override {
-    torch::Tensor h = attn_norm_(x);                                                   // (B, T, d)
-    torch::Tensor a = multi_head_causal_attention(q_(h), k_(h), v_(h), heads_, rotary); // (B, T, d)
-    torch::Tensor y = x + o_(a);                                                       // (B, T, d)
+    torch::Tensor h = attn_norm_(x);                                                     // (B, T, d)
+    torch::Tensor a = multi_head_causal_attention(q_(h), k_(h), v_(h), heads_, rotary);  // (B, T, d)
+    torch::Tensor y = x + o_(a);                                                         // (B, T, d)
     return y + ffn_(ffn_norm_(y));
   }
 

@@ -45,9 +45,12 @@ std::vector<std::int64_t> old_positions(std::int64_t L0, std::int64_t L, const s
   const std::int64_t k = L - L0;
   std::vector<std::int64_t> positions;
   for (std::int64_t j = 0; j < L0; ++j) {
-    if (at == "top") positions.push_back(j);
-    else if (at == "bottom") positions.push_back(j + k);
-    else positions.push_back(j + (j * k + k - 1) / L0);  // interleave: new layers spread between old ones
+    if (at == "top")
+      positions.push_back(j);
+    else if (at == "bottom")
+      positions.push_back(j + k);
+    else
+      positions.push_back(j + (j * k + k - 1) / L0);  // interleave: new layers spread between old ones
   }
   return positions;
 }
@@ -84,22 +87,24 @@ class Msg : public GrowthMethod {
                               {"d_ffn", from.d_ffn, to.d_ffn},
                               {"layers", from.layers, to.layers}}) {
       if (b < a) {
-        throw UsageError(with_hint(fmt::format("msg only grows: {} {} -> {}", what, a, b),
-                                   "the target must be at least as large as the checkpoint in d, heads, d_ffn and layers"));
+        throw UsageError(
+            with_hint(fmt::format("msg only grows: {} {} -> {}", what, a, b),
+                      "the target must be at least as large as the checkpoint in d, heads, d_ffn and layers"));
       }
     }
     if (to.d == from.d && to.heads == from.heads && to.d_ffn == from.d_ffn && to.layers == from.layers) {
       throw UsageError("msg: the target has the checkpoint's size; nothing grows");
     }
     GrowthPlan plan;
-    plan.changes.push_back(fmt::format("grow d {} -> {}, heads {} -> {} (dh {}), d_ffn {} -> {}, layers {} -> {} "
-                                       "(new layers at the {})",
-                                       from.d, to.d, from.heads, to.heads, to.head_dim, from.d_ffn, to.d_ffn,
-                                       from.layers, to.layers, o.at));
-    plan.changes.push_back(fmt::format("new weights fresh (init.std {}); new dims, heads, neurons and layers masked "
-                                       "by c, ramping 0 -> 1 over {} steps from the growth; LayerNorm statistics "
-                                       "weighted by the mask",
-                                       to.init_std, o.ramp_steps));
+    plan.changes.push_back(fmt::format(
+        "grow d {} -> {}, heads {} -> {} (dh {}), d_ffn {} -> {}, layers {} -> {} "
+        "(new layers at the {})",
+        from.d, to.d, from.heads, to.heads, to.head_dim, from.d_ffn, to.d_ffn, from.layers, to.layers, o.at));
+    plan.changes.push_back(
+        fmt::format("new weights fresh (init.std {}); new dims, heads, neurons and layers masked "
+                    "by c, ramping 0 -> 1 over {} steps from the growth; LayerNorm statistics "
+                    "weighted by the mask",
+                    to.init_std, o.ramp_steps));
     plan.changes.push_back("optimizer reset (a new model); exact: c = 0 at the growth");
     plan.exact = true;
     return plan;
@@ -111,10 +116,11 @@ class Msg : public GrowthMethod {
     const TransformerSpec& from = transformer_of(from_spec);
     TransformerSpec to = transformer_of(to_spec);
     if (from.msg.on && from.msg.value(step) < 1.0) {
-      throw UsageError(with_hint(fmt::format("msg: the model is still in the mask ramp of an earlier msg growth "
-                                             "(c = {:.3f} at step {})",
-                                             from.msg.value(step), step),
-                                 fmt::format("grow again at step {} or later", from.msg.start_step + from.msg.ramp_steps)));
+      throw UsageError(
+          with_hint(fmt::format("msg: the model is still in the mask ramp of an earlier msg growth "
+                                "(c = {:.3f} at step {})",
+                                from.msg.value(step), step),
+                    fmt::format("grow again at step {} or later", from.msg.start_step + from.msg.ramp_steps)));
     }
     to.msg = MsgRamp{};
     to.msg.on = true;
@@ -131,8 +137,7 @@ class Msg : public GrowthMethod {
   }
 
   std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from_spec,
-                                       const ModelSpec& to_spec, const toml::table& table,
-                                       std::uint64_t seed) const override {
+                               const ModelSpec& to_spec, const toml::table& table, std::uint64_t seed) const override {
     const Options o = options_parse(table);
     const TransformerSpec& from = transformer_of(from_spec);
     const TransformerSpec& to = transformer_of(to_spec);

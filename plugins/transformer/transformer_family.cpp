@@ -11,7 +11,7 @@ namespace tfw::transformer {
 
 std::int64_t TransformerSpec::parameter_count() const {
   std::int64_t per_layer = 4 * d * d_attn() + 2 * d * d_ffn + 2 * 2 * d;  // projections, FFN, 2 norms
-  if (bias) per_layer += 3 * d_attn() + d + d_ffn + d;                   // Q,K,V; O; FFN up; down
+  if (bias) per_layer += 3 * d_attn() + d + d_ffn + d;                    // Q,K,V; O; FFN up; down
   return vocab * d + layers * per_layer + 2 * d;
 }
 
@@ -28,8 +28,14 @@ double MsgRamp::value(std::int64_t step) const {
 
 toml::table TransformerSpec::to_toml() const {
   toml::table table{
-      {"layers", layers}, {"d", d}, {"heads", heads}, {"head_dim", head_dim}, {"d_ffn", d_ffn},
-      {"vocab", vocab}, {"seq_len", seq_len}, {"rotary_pct", rotary_pct},
+      {"layers", layers},
+      {"d", d},
+      {"heads", heads},
+      {"head_dim", head_dim},
+      {"d_ffn", d_ffn},
+      {"vocab", vocab},
+      {"seq_len", seq_len},
+      {"rotary_pct", rotary_pct},
       {"rotary_base", rotary_base},
       {"layernorm", toml::table{{"eps", layernorm_eps}}},
       {"linear", toml::table{{"bias", bias}}},
@@ -38,20 +44,22 @@ toml::table TransformerSpec::to_toml() const {
   if (msg.on) {
     toml::array layers_new;
     for (std::int64_t i : msg.new_layers) layers_new.push_back(i);
-    table.insert("msg", toml::table{{"start_step", msg.start_step}, {"ramp_steps", msg.ramp_steps},
-                                    {"d", msg.d}, {"heads", msg.heads}, {"d_ffn", msg.d_ffn},
+    table.insert("msg", toml::table{{"start_step", msg.start_step},
+                                    {"ramp_steps", msg.ramp_steps},
+                                    {"d", msg.d},
+                                    {"heads", msg.heads},
+                                    {"d_ffn", msg.d_ffn},
                                     {"new_layers", layers_new}});
   }
   return table;
 }
 
 std::string TransformerSpec::summary() const {
-  return fmt::format("L={} d={} H={} dh={} d_ffn={} V={}{}{}", layers, d, heads, head_dim, d_ffn,
-                     vocab, bias ? " bias" : "",
-                     msg.on ? fmt::format(" msg(from d={} H={} d_ffn={} L={}, ramp {}+{})", msg.d, msg.heads,
-                                          msg.d_ffn, layers - static_cast<std::int64_t>(msg.new_layers.size()),
-                                          msg.start_step, msg.ramp_steps)
-                           : "");
+  return fmt::format(
+      "L={} d={} H={} dh={} d_ffn={} V={}{}{}", layers, d, heads, head_dim, d_ffn, vocab, bias ? " bias" : "",
+      msg.on ? fmt::format(" msg(from d={} H={} d_ffn={} L={}, ramp {}+{})", msg.d, msg.heads, msg.d_ffn,
+                           layers - static_cast<std::int64_t>(msg.new_layers.size()), msg.start_step, msg.ramp_steps)
+             : "");
 }
 
 namespace {
@@ -83,8 +91,7 @@ class TransformerFamily : public ModelFamily {
     spec->rotary_pct = table.get_double("rotary_pct", 0.25);
     spec->rotary_base = table.get_positive("rotary_base", 10000.0);
     if (!(spec->rotary_pct >= 0 && spec->rotary_pct <= 1)) {
-      table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct),
-                 "the paper uses 0.25");
+      table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct), "the paper uses 0.25");
     }
     ConfigTable layernorm = table.sub("layernorm");
     spec->layernorm_eps = layernorm.get_positive("eps", 1e-5);
@@ -107,11 +114,14 @@ class TransformerFamily : public ModelFamily {
       m.new_layers = msg.get_int_array("new_layers");
       if (m.start_step < 0 || m.ramp_steps < 1) msg.fail("ramp_steps", "needs start_step >= 0 and ramp_steps >= 1", "");
       if (m.d < 1 || m.d > spec->d || m.heads < 1 || m.heads > spec->heads || m.d_ffn < 1 || m.d_ffn > spec->d_ffn) {
-        msg.fail("d", fmt::format("the sizes before the growth (d {}, heads {}, d_ffn {}) must be within the model's",
-                                  m.d, m.heads, m.d_ffn), "");
+        msg.fail("d",
+                 fmt::format("the sizes before the growth (d {}, heads {}, d_ffn {}) must be within the model's", m.d,
+                             m.heads, m.d_ffn),
+                 "");
       }
       for (std::size_t k = 0; k < m.new_layers.size(); ++k) {
-        if (m.new_layers[k] < 0 || m.new_layers[k] >= spec->layers || (k > 0 && m.new_layers[k] <= m.new_layers[k - 1])) {
+        if (m.new_layers[k] < 0 || m.new_layers[k] >= spec->layers ||
+            (k > 0 && m.new_layers[k] <= m.new_layers[k - 1])) {
           msg.fail("new_layers", "must be increasing layer indices of the model", "");
         }
       }

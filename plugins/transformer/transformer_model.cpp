@@ -28,9 +28,9 @@ torch::Tensor ramp_mask(std::int64_t old_size, std::int64_t size, double c, cons
 // new ones are 0; at c = 1 it is the plain LayerNorm.
 torch::Tensor masked_layer_norm(const torch::Tensor& x, const torch::Tensor& w, torch::nn::LayerNorm& norm) {
   const torch::Tensor total = w.sum();
-  const torch::Tensor mean = (x * w).sum(-1, true) / total;                      // (B, T, 1)
-  const torch::Tensor centred = x - mean;                                        // (B, T, d)
-  const torch::Tensor var = (centred.square() * w).sum(-1, true) / total;       // (B, T, 1)
+  const torch::Tensor mean = (x * w).sum(-1, true) / total;                // (B, T, 1)
+  const torch::Tensor centred = x - mean;                                  // (B, T, d)
+  const torch::Tensor var = (centred.square() * w).sum(-1, true) / total;  // (B, T, 1)
   torch::Tensor y = centred * torch::rsqrt(var + norm->options.eps());
   if (norm->options.elementwise_affine()) y = y * norm->weight + norm->bias;
   return y * w;
@@ -63,10 +63,10 @@ class Block : public DecoderBlock {
   // x (B, T, d) -> (B, T, d)
   torch::Tensor forward(const torch::Tensor& x, const RotaryTable& rotary) override {
     if (masks_ == nullptr || masks_->c >= 1.0) {
-      torch::Tensor h = attn_norm_(x);                                                    // (B, T, d)
-      torch::Tensor a = multi_head_causal_attention(q_(h), k_(h), v_(h), heads_, rotary); // (B, T, H·dh)
-      torch::Tensor y = x + o_(a);                                                        // (B, T, d)
-      return y + ffn_down_(torch::gelu(ffn_up_(ffn_norm_(y))));                           // (B, T, d)
+      torch::Tensor h = attn_norm_(x);                                                     // (B, T, d)
+      torch::Tensor a = multi_head_causal_attention(q_(h), k_(h), v_(h), heads_, rotary);  // (B, T, H·dh)
+      torch::Tensor y = x + o_(a);                                                         // (B, T, d)
+      return y + ffn_down_(torch::gelu(ffn_up_(ffn_norm_(y))));                            // (B, T, d)
     }
     // During msg's ramp (the rules of MSG's released code, docs/growth.md): new hidden dims are
     // masked in every LayerNorm (statistics weighted by the mask, output multiplied by it) and
@@ -78,12 +78,12 @@ class Block : public DecoderBlock {
     };
     auto heads = [&](torch::Tensor t) { return m.attn.defined() ? t * m.attn : t; };
     auto stream = [&](torch::Tensor t) { return m.d.defined() ? t * m.d : t; };
-    torch::Tensor h = norm(attn_norm_, x);                                                       // (B, T, d)
+    torch::Tensor h = norm(attn_norm_, x);  // (B, T, d)
     torch::Tensor a = multi_head_causal_attention(heads(q_(h)), heads(k_(h)), heads(v_(h)), heads_, rotary);
-    torch::Tensor y = x + stream(o_(a));                                                         // (B, T, d)
-    torch::Tensor u = ffn_up_(norm(ffn_norm_, y));                                               // (B, T, d_ffn)
+    torch::Tensor y = x + stream(o_(a));            // (B, T, d)
+    torch::Tensor u = ffn_up_(norm(ffn_norm_, y));  // (B, T, d_ffn)
     if (m.ffn.defined()) u = u * m.ffn;
-    torch::Tensor out = y + stream(ffn_down_(torch::gelu(u)));                                   // (B, T, d)
+    torch::Tensor out = y + stream(ffn_down_(torch::gelu(u)));  // (B, T, d)
     return is_new_ ? x + m.c * (out - x) : out;
   }
 
@@ -92,8 +92,7 @@ class Block : public DecoderBlock {
   std::shared_ptr<const MsgMasks> masks_;  // null: no msg growth in this model
   bool is_new_ = false;
   torch::nn::LayerNorm attn_norm_{nullptr}, ffn_norm_{nullptr};
-  torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr}, ffn_up_{nullptr},
-      ffn_down_{nullptr};
+  torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr}, ffn_up_{nullptr}, ffn_down_{nullptr};
 };
 
 // A Transformer during (or after) an msg growth: the decoder with masked new dimensions in

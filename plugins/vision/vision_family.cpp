@@ -18,8 +18,14 @@ ModelShape ImageSpec::shape() const {
 }
 
 toml::table ImageSpec::image_toml() const {
-  return toml::table{{"image_size", image_size}, {"channels", channels}, {"patch", patch}, {"classes", classes},
-                     {"layers", layers}, {"d", d}, {"heads", heads}, {"pool", cls_token ? "cls" : "mean"},
+  return toml::table{{"image_size", image_size},
+                     {"channels", channels},
+                     {"patch", patch},
+                     {"classes", classes},
+                     {"layers", layers},
+                     {"d", d},
+                     {"heads", heads},
+                     {"pool", cls_token ? "cls" : "mean"},
                      {"layernorm", toml::table{{"eps", layernorm_eps}}}};
 }
 
@@ -180,7 +186,8 @@ class VisionTokenformerFamily : public ModelFamily {
     if (spec->patch_embed == "pattention") {
       spec->n_patch = config_size(table, "n_patch", table.get_int("n_patch", spec->patch_pixels()));
     } else if (table.raw_self().contains("n_patch")) {
-      table.fail("n_patch", "is only read with patch_embed = \"pattention\"", "remove it, or set patch_embed = \"pattention\"");
+      table.fail("n_patch", "is only read with patch_embed = \"pattention\"",
+                 "remove it, or set patch_embed = \"pattention\"");
     }
     if (spec->head == "pattention") {
       spec->n_head = config_size(table, "n_head", table.get_int("n_head", spec->d));

@@ -18,7 +18,7 @@ namespace {
 torch::Tensor patchify(const torch::Tensor& images, std::int64_t P) {
   const std::int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
   return images.reshape({B, C, H / P, P, W / P, P})
-      .permute({0, 2, 4, 1, 3, 5})             // (B, rows, cols, C, P, P)
+      .permute({0, 2, 4, 1, 3, 5})  // (B, rows, cols, C, P, P)
       .reshape({B, (H / P) * (W / P), C * P * P});
 }
 
@@ -53,9 +53,9 @@ class VitBlock : public Block {
   }
 
   torch::Tensor forward(const torch::Tensor& x) override {
-    const torch::Tensor h = attn_norm_(x);                                         // (B, T, d)
+    const torch::Tensor h = attn_norm_(x);  // (B, T, d)
     const torch::Tensor y = x + o_(multi_head_attention(q_(h), k_(h), v_(h), heads_));
-    return y + ffn_down_(torch::gelu(ffn_up_(ffn_norm_(y))));                       // (B, T, d)
+    return y + ffn_down_(torch::gelu(ffn_up_(ffn_norm_(y))));  // (B, T, d)
   }
 
  private:
@@ -83,8 +83,8 @@ class TokenformerBlock : public Block {
     attn_norm_ = register_module("attn_norm", torch::nn::LayerNorm(norm_options));
     ffn_norm_ = register_module("ffn_norm", torch::nn::LayerNorm(norm_options));
     auto make = [&](const char* name, std::int64_t tokens) {
-      return register_module(name, Pattention(pattention_options(spec, spec.d, spec.d, tokens,
-                                                                 fmt::format("layers.{}.{}", index, name))));
+      return register_module(
+          name, Pattention(pattention_options(spec, spec.d, spec.d, tokens, fmt::format("layers.{}.{}", index, name))));
     };
     q_ = make("q", spec.n_attn);
     k_ = make("k", spec.n_attn);
@@ -94,9 +94,9 @@ class TokenformerBlock : public Block {
   }
 
   torch::Tensor forward(const torch::Tensor& x) override {
-    const torch::Tensor h = attn_norm_(x);                                          // (B, T, d)
+    const torch::Tensor h = attn_norm_(x);  // (B, T, d)
     const torch::Tensor y = x + o_(multi_head_attention(q_(h), k_(h), v_(h), heads_));
-    return y + ffn_(ffn_norm_(y));                                                  // (B, T, d)
+    return y + ffn_(ffn_norm_(y));  // (B, T, d)
   }
 
  private:
@@ -120,16 +120,19 @@ class ImageTransformer : public ImageClassifier {
 
   void set_patch_embed(Projection embed) { patch_embed_ = std::move(embed); }
   void set_head(Projection head) { head_ = std::move(head); }
-  void add_block(std::shared_ptr<Block> block) { layers_->push_back(block); blocks_.push_back(std::move(block)); }
+  void add_block(std::shared_ptr<Block> block) {
+    layers_->push_back(block);
+    blocks_.push_back(std::move(block));
+  }
 
   torch::Tensor forward(const torch::Tensor& images) override {
-    torch::Tensor x = patch_embed_(patchify(images, spec_grid_.patch));  // (B, rows·cols, d)
+    torch::Tensor x = patch_embed_(patchify(images, spec_grid_.patch));              // (B, rows·cols, d)
     if (cls_) x = torch::cat({cls_token_.expand({x.size(0), 1, x.size(2)}), x}, 1);  // (B, T, d)
     x = x + position_;
     for (const auto& block : blocks_) x = block->forward(x);
     x = final_norm_(x);
     const torch::Tensor pooled = cls_ ? x.select(1, 0) : x.mean(1);  // (B, d)
-    return head_(pooled);                                             // (B, K)
+    return head_(pooled);                                            // (B, K)
   }
 
   PatchGrid patch_grid() const override { return spec_grid_; }

@@ -41,8 +41,8 @@ TEST(Curves, FirstReachingInvertsTheCurve) {
     ASSERT_TRUE(x.has_value()) << target;
     EXPECT_NEAR(*x / std::exp((5 - target) / 0.5), 1, 1e-12) << target;
   }
-  EXPECT_DOUBLE_EQ(*first_reaching(curve, 100), 1e10);       // already there at the first point
-  EXPECT_FALSE(first_reaching(curve, line(1e13) - 1e-9));      // never reached
+  EXPECT_DOUBLE_EQ(*first_reaching(curve, 100), 1e10);     // already there at the first point
+  EXPECT_FALSE(first_reaching(curve, line(1e13) - 1e-9));  // never reached
 }
 
 TEST(Curves, AGrowthJumpCountsTheLaterPointAndTheFirstCrossing) {

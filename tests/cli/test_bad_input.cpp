@@ -37,9 +37,10 @@ Result script(const std::string& body) {
 // The store's verdict on itself, and the finished run `base` with its points. (A run that
 // starts and then fails on its data is recorded as failed: that is bookkeeping, not damage.)
 std::string store_state() {
-  return capture("sqlite3 " + kHome + "/runs.db \"PRAGMA integrity_check; SELECT id, status, tokens FROM runs WHERE "
-                                      "name = 'base'; SELECT COUNT(*), SUM(value) FROM metrics WHERE run_id = "
-                                      "(SELECT id FROM runs WHERE name = 'base');\"")
+  return capture("sqlite3 " + kHome +
+                 "/runs.db \"PRAGMA integrity_check; SELECT id, status, tokens FROM runs WHERE "
+                 "name = 'base'; SELECT COUNT(*), SUM(value) FROM metrics WHERE run_id = "
+                 "(SELECT id FROM runs WHERE name = 'base');\"")
       .output;
 }
 
@@ -80,7 +81,8 @@ const std::vector<Case> kCases = {
      "model.rotary_base: must be a finite number above 0, got 0"},
     {"rotary_base nan", "good c; $T train c.toml --home $H --set model.rotary_base=nan", 2,
      "model.rotary_base: must be a finite number above 0, got nan"},
-    {"rotary_pct nan", "good c; $T train c.toml --home $H --set model.rotary_pct=nan", 2, "rotary_pct: must be in [0, 1]"},
+    {"rotary_pct nan", "good c; $T train c.toml --home $H --set model.rotary_pct=nan", 2,
+     "rotary_pct: must be in [0, 1]"},
     {"key_std -1", "good c; $T train c.toml --home $H --set model.init.key_std=-1", 2,
      "model.init.key_std: must be a finite number >= 0, got -1"},
     {"layernorm eps -1", "good c; $T train c.toml --home $H --set model.layernorm.eps=-1", 2,
@@ -114,15 +116,19 @@ const std::vector<Case> kCases = {
     {"max_flops 1e300", "good c; $T train c.toml --home $H --set train.max_steps=0 --set train.max_flops=1e300", 2,
      "train.max_flops = 1e+300"},
     {"growth after the last step",
-     "good c; printf '[[train.growth]]\\nat_step = 500\\nmethod = \"pattention_grow\"\\nto = { n_attn = 96 }\\n' >> c.toml; "
-     "$T train c.toml --home $H --name late", 2, "at_step = 500 is not before the run's last step"},
+     "good c; printf '[[train.growth]]\\nat_step = 500\\nmethod = \"pattention_grow\"\\nto = { n_attn = 96 }\\n' >> "
+     "c.toml; "
+     "$T train c.toml --home $H --name late",
+     2, "at_step = 500 is not before the run's last step"},
     {"growth_repeat every 0 steps",
      "good c; printf '[train.growth_repeat]\\nevery_steps = 0\\nmethod = \"pattention_grow\"\\n' >> c.toml; "
-     "$T train c.toml --home $H --name never", 2, "every_steps"},
+     "$T train c.toml --home $H --name never",
+     2, "every_steps"},
     {"d zero", "good c; $T train c.toml --home $H --set model.d=0", 2, "model.d: must be positive"},
     {"d negative", "good c; $T train c.toml --home $H --set model.d=-64", 2, "must be positive"},
     {"d 1e9", "good c; $T train c.toml --home $H --set model.d=1000000000", 2, "larger than this tfw supports"},
-    {"layers 1e8", "good c; $T train c.toml --home $H --set model.layers=100000000", 2, "larger than this tfw supports"},
+    {"layers 1e8", "good c; $T train c.toml --home $H --set model.layers=100000000", 2,
+     "larger than this tfw supports"},
     {"batch 1e8", "good c; $T train c.toml --home $H --set train.batch_size=100000000", 2,
      "larger than this tfw supports"},
     {"heads do not divide d", "good c; $T train c.toml --home $H --set model.heads=3", 2, "heads"},
@@ -149,7 +155,8 @@ const std::vector<Case> kCases = {
     {"init-from random bytes with a forged manifest",
      "good c; mkdir -p f; head -c 5000 /dev/urandom > f/step-00000005.safetensors; "
      "printf 'format_version = 2\\narchive = \"step-00000005.safetensors\"\\nsize = %d\\ncrc32 = %d\\nstep = 5\\n' "
-     "$(stat -c %s f/step-00000005.safetensors) $(python3 -c \"import zlib;print(zlib.crc32(open('f/step-00000005.safetensors','rb')"
+     "$(stat -c %s f/step-00000005.safetensors) $(python3 -c \"import "
+     "zlib;print(zlib.crc32(open('f/step-00000005.safetensors','rb')"
      ".read()))\") > f/step-00000005.toml; $T train c.toml --home $H --name y --init-from f/step-00000005.safetensors",
      2, "not a valid safetensors file"},
     // Issue 33, finding 5: a checkpoint whose data is shorter than its tensors, with a manifest
@@ -178,11 +185,10 @@ const std::vector<Case> kCases = {
     {"resume with a bad --extend", "$T train --resume base --home $H --set train.max_steps=50 --extend maybe", 2,
      "expected keep or stretch"},
     // Stores.
-    {"a store that is not SQLite",
-     "mkdir -p s1; echo notes > s1/runs.db; $T runs list --home s1; cat s1/runs.db", 2, "is not a tfw store"},
-    {"a store from a newer tfw",
-     "mkdir -p s2; sqlite3 s2/runs.db 'PRAGMA user_version = 99'; $T runs list --home s2", 2,
-     "schema version 99"},
+    {"a store that is not SQLite", "mkdir -p s1; echo notes > s1/runs.db; $T runs list --home s1; cat s1/runs.db", 2,
+     "is not a tfw store"},
+    {"a store from a newer tfw", "mkdir -p s2; sqlite3 s2/runs.db 'PRAGMA user_version = 99'; $T runs list --home s2",
+     2, "schema version 99"},
     {"a damaged store",
      "mkdir -p s3; cp $H/runs.db s3/; sqlite3 s3/runs.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null; "
      "python3 -c \"f=open('s3/runs.db','r+b');f.seek(4096);f.write(bytes((i*31+7)%256 for i in "
@@ -206,7 +212,8 @@ const std::vector<Case> kCases = {
      "$T run x.toml --dry-run --home $H",
      2, "x.toml:8:23: runs.a.grid.train.lr: expected a non-empty array"},
     {"experiment grid of a million runs",
-     "exp x; good c; printf '[runs.a]\\nconfig = \"c.toml\"\\ngrid = { \"train.lr\" = [%s], \"train.seed\" = [%s] }\\n' "
+     "exp x; good c; printf '[runs.a]\\nconfig = \"c.toml\"\\ngrid = { \"train.lr\" = [%s], \"train.seed\" = [%s] "
+     "}\\n' "
      "$(seq -s, 1 1000) $(seq -s, 1 1000) >> x.toml; timeout 20 $T run x.toml --dry-run --home $H",
      2, "1000000 runs"},
     {"experiment run name that escapes",
@@ -226,14 +233,13 @@ const std::vector<Case> kCases = {
 
 class BadInput : public ::testing::Test {
  protected:
-  static void TearDownTestSuite() {
-    std::filesystem::remove_all(kWork);
-  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(kWork); }
   static void SetUpTestSuite() {
     fs::remove_all(kWork);
     fs::create_directories(kWork);
-    Result base = script("$T train $M/tiny-train-tokenformer.toml --home $H --name base --set train.max_steps=6 "
-                         "--set train.checkpoint_every=3 --set train.eval_every=3");
+    Result base = script(
+        "$T train $M/tiny-train-tokenformer.toml --home $H --name base --set train.max_steps=6 "
+        "--set train.checkpoint_every=3 --set train.eval_every=3");
     ASSERT_EQ(base.code, 0) << base.output;
   }
 };
@@ -267,26 +273,32 @@ TEST_F(BadInput, EachMalformedInputGetsItsExitCodeAndMessageAndTheStoreStaysInta
 // the newest valid one; with none valid, a clear error. Its hint no longer promises what
 // the code does not do.
 TEST_F(BadInput, DamagedCheckpointsAreSkippedOutLoudOnResume) {
-  Result copy = script("rm -rf $W/h2; mkdir -p $W/h2; $T train $M/tiny-train-tokenformer.toml --home $W/h2 --name r "
-                       "--set train.max_steps=9 --set train.checkpoint_every=3 --set train.keep_checkpoints=5");
+  Result copy = script(
+      "rm -rf $W/h2; mkdir -p $W/h2; $T train $M/tiny-train-tokenformer.toml --home $W/h2 --name r "
+      "--set train.max_steps=9 --set train.checkpoint_every=3 --set train.keep_checkpoints=5");
   ASSERT_EQ(copy.code, 0) << copy.output;
   const std::string dir = kWork + "/h2/runs/r/checkpoints/";
   // Step 9: a flipped byte; step 6: a manifest that lies about its step.
-  Result damage = script("printf '\\xff' | dd of=" + dir + "step-00000009.safetensors bs=1 seek=2000 conv=notrunc 2>/dev/null; "
-                         "sed -i 's/^step = 6/step = 3/' " + dir + "step-00000006.toml");
+  Result damage = script("printf '\\xff' | dd of=" + dir +
+                         "step-00000009.safetensors bs=1 seek=2000 conv=notrunc 2>/dev/null; "
+                         "sed -i 's/^step = 6/step = 3/' " +
+                         dir + "step-00000006.toml");
   ASSERT_EQ(damage.code, 0) << damage.output;
   Result resumed = script("$T train --resume r --home $W/h2 --extend keep --set train.max_steps=10");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("skipped a damaged checkpoint"), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("step-00000009.safetensors' is corrupt: its CRC-32 does not match"), std::string::npos)
       << resumed.output;
-  EXPECT_NE(resumed.output.find("step-00000006.safetensors' has a manifest that does not match it (archive 'step-00000006.safetensors', step 3)"), std::string::npos)
+  EXPECT_NE(resumed.output.find("step-00000006.safetensors' has a manifest that does not match it (archive "
+                                "'step-00000006.safetensors', step 3)"),
+            std::string::npos)
       << resumed.output;
   EXPECT_NE(resumed.output.find("step-00000003.safetensors at step 3"), std::string::npos) << resumed.output;
   EXPECT_TRUE(fs::exists(dir + "step-00000009.safetensors.damaged"));
   EXPECT_EQ(resumed.output.find("picks the last valid one"), std::string::npos) << resumed.output;
   // Every checkpoint damaged: nothing to resume, said plainly.
-  Result all = script("for f in " + dir + "step-*.safetensors; do printf '\\xff' | dd of=$f bs=1 seek=100 conv=notrunc "
+  Result all = script("for f in " + dir +
+                      "step-*.safetensors; do printf '\\xff' | dd of=$f bs=1 seek=100 conv=notrunc "
                       "2>/dev/null; done; $T train --resume r --home $W/h2");
   EXPECT_EQ(all.code, 2) << all.output;
   EXPECT_NE(all.output.find("holds no valid checkpoint"), std::string::npos) << all.output;
@@ -295,8 +307,9 @@ TEST_F(BadInput, DamagedCheckpointsAreSkippedOutLoudOnResume) {
 // A run that never checkpointed keeps no claim on its name: started again, it replaces its
 // record. `tfw runs delete` removes a record (and with --files its folder).
 TEST_F(BadInput, ARunThatNeverCheckpointedCanBeStartedAgainAndRunsCanBeDeleted) {
-  Result failed = script("printf 'tiny' > short.txt; $T train $M/tiny-train-tokenformer.toml --home $W/h3 --name again "
-                         "--set data.corpus='\"short.txt\"'");
+  Result failed = script(
+      "printf 'tiny' > short.txt; $T train $M/tiny-train-tokenformer.toml --home $W/h3 --name again "
+      "--set data.corpus='\"short.txt\"'");
   EXPECT_EQ(failed.code, 2) << failed.output;
   Result resume = script("$T train --resume again --home $W/h3");
   EXPECT_EQ(resume.code, 2) << resume.output;
@@ -308,20 +321,23 @@ TEST_F(BadInput, ARunThatNeverCheckpointedCanBeStartedAgainAndRunsCanBeDeleted) 
       << again.output;
   Result listed = script("sqlite3 $W/h3/runs.db \"SELECT name, status FROM runs\"");
   EXPECT_EQ(listed.out, "again|finished\n");
-  Result removed = script("$T runs delete again --files --home $W/h3; ls $W/h3/runs; "
-                          "sqlite3 $W/h3/runs.db \"SELECT COUNT(*) FROM runs; SELECT COUNT(*) FROM metrics\"");
+  Result removed = script(
+      "$T runs delete again --files --home $W/h3; ls $W/h3/runs; "
+      "sqlite3 $W/h3/runs.db \"SELECT COUNT(*) FROM runs; SELECT COUNT(*) FROM metrics\"");
   EXPECT_NE(removed.output.find("deleted run 1 'again' (default); its folder"), std::string::npos) << removed.output;
   EXPECT_NE(removed.output.find("was removed\n0\n0\n"), std::string::npos) << removed.output;
 }
 
 // A home copied elsewhere resumes its runs in the copy: the store keeps paths relative.
 TEST_F(BadInput, ACopiedHomeResumesInTheCopy) {
-  Result run = script("rm -rf $W/h4 $W/h4-copy; $T train $M/tiny-train-tokenformer.toml --home $W/h4 --name r "
-                      "--set train.max_steps=6 --set train.checkpoint_every=3 && cp -r $W/h4 $W/h4-copy && "
-                      "$T train --resume r --home $W/h4-copy --extend keep --set train.max_steps=9 && "
-                      "echo ORIGINAL; ls $W/h4/runs/r/checkpoints; echo COPY; ls $W/h4-copy/runs/r/checkpoints");
+  Result run = script(
+      "rm -rf $W/h4 $W/h4-copy; $T train $M/tiny-train-tokenformer.toml --home $W/h4 --name r "
+      "--set train.max_steps=6 --set train.checkpoint_every=3 && cp -r $W/h4 $W/h4-copy && "
+      "$T train --resume r --home $W/h4-copy --extend keep --set train.max_steps=9 && "
+      "echo ORIGINAL; ls $W/h4/runs/r/checkpoints; echo COPY; ls $W/h4-copy/runs/r/checkpoints");
   ASSERT_EQ(run.code, 0) << run.output;
-  EXPECT_NE(run.output.find("resumed " + kWork + "/h4-copy/runs/r/checkpoints/step-00000006.safetensors"), std::string::npos)
+  EXPECT_NE(run.output.find("resumed " + kWork + "/h4-copy/runs/r/checkpoints/step-00000006.safetensors"),
+            std::string::npos)
       << run.output;
   // The original has no step 9; the copy does.
   const std::string original = run.output.substr(run.output.rfind("ORIGINAL"));
@@ -330,7 +346,7 @@ TEST_F(BadInput, ACopiedHomeResumesInTheCopy) {
   EXPECT_NE(copy.find("step-00000009.safetensors"), std::string::npos) << original;
 }
 
-}  // namespace
+}  // namespace test_bad_input
 
 namespace test_bad_input {
 
@@ -351,22 +367,32 @@ TEST_F(BadInput, ACheckpointThatRunsCodeWhenLoadedRunsNothing) {
   for (const auto& [extension, version] : versions) {
     // The run's checkpoints are replaced by the hostile one.
     const std::string dir = "$W/evil/home/runs/r/checkpoints", file = dir + "/step-00000005." + extension;
-    Result run = script(
-        "cd $W/evil; printf '%032d' 0 > marker; rm -f " + dir + "/*; " + craft + " " + dir +
-        "/step-00000005.pt $W/evil/marker " + std::to_string(version) + "; if [ " + extension +
-        " = safetensors ]; then mv " + dir + "/step-00000005.pt " + file +
-        "; sed -i 's/step-00000005.pt/step-00000005.safetensors/' " + dir + "/step-00000005.toml; fi; "
-        "$T eval " + file + " --windows 1 --home $W/evil/home; echo \"eval=$?\"; "
-        "$T train $M/tiny-train-tokenformer.toml --home $W/evil/home --name x --init-from " + file + "; echo \"init=$?\"; "
-        "$T train --resume r --home $W/evil/home --extend keep --set train.max_steps=9; echo \"resume=$?\"; "
-        "$T sample " + file + " --tokens 2 --home $W/evil/home; echo \"sample=$?\"; "
-        "$T checkpoints upgrade " + file + " --home $W/evil/home; echo \"upgrade=$?\"; "
-        "cat marker; echo");
+    Result run =
+        script("cd $W/evil; printf '%032d' 0 > marker; rm -f " + dir + "/*; " + craft + " " + dir +
+               "/step-00000005.pt $W/evil/marker " + std::to_string(version) + "; if [ " + extension +
+               " = safetensors ]; then mv " + dir + "/step-00000005.pt " + file +
+               "; sed -i 's/step-00000005.pt/step-00000005.safetensors/' " + dir +
+               "/step-00000005.toml; fi; "
+               "$T eval " +
+               file +
+               " --windows 1 --home $W/evil/home; echo \"eval=$?\"; "
+               "$T train $M/tiny-train-tokenformer.toml --home $W/evil/home --name x --init-from " +
+               file +
+               "; echo \"init=$?\"; "
+               "$T train --resume r --home $W/evil/home --extend keep --set train.max_steps=9; echo \"resume=$?\"; "
+               "$T sample " +
+               file +
+               " --tokens 2 --home $W/evil/home; echo \"sample=$?\"; "
+               "$T checkpoints upgrade " +
+               file +
+               " --home $W/evil/home; echo \"upgrade=$?\"; "
+               "cat marker; echo");
     for (const char* command : {"eval=2", "init=2", "resume=2", "sample=2", "upgrade=2"}) {
       EXPECT_NE(run.output.find(command), std::string::npos) << extension << ": " << command << "\n" << run.output;
     }
     EXPECT_NE(run.output.find(version == 1 ? "tfw checkpoints upgrade" : "not a valid safetensors file"),
-              std::string::npos) << run.output;
+              std::string::npos)
+        << run.output;
     if (version == 1) {  // the upgrade read it as data and found no tfw checkpoint in it
       EXPECT_NE(run.output.find("the legacy checkpoint lacks"), std::string::npos) << run.output;
     }
@@ -375,7 +401,7 @@ TEST_F(BadInput, ACheckpointThatRunsCodeWhenLoadedRunsNothing) {
   }
 }
 
-}  // namespace
+}  // namespace test_bad_input
 
 namespace test_bad_input {
 
@@ -383,17 +409,19 @@ namespace test_bad_input {
 // each retry added more. A file-size limit stands in for the full disk (the writes fail with
 // EFBIG, as with ENOSPC); then a retry with room succeeds and leaves nothing either.
 TEST_F(BadInput, DataPrepareOnAFullDiskLeavesNoTemporaryFiles) {
-  Result full = script("rm -rf $W/fd; for attempt in 1 2; do (ulimit -f 64; trap '' XFSZ; "
-                       "$T data prepare kjv --home $W/fd); echo \"code=$?\"; done; "
-                       "echo \"left=$(find $W/fd -name '*.tmp*' | wc -l)\"");
+  Result full = script(
+      "rm -rf $W/fd; for attempt in 1 2; do (ulimit -f 64; trap '' XFSZ; "
+      "$T data prepare kjv --home $W/fd); echo \"code=$?\"; done; "
+      "echo \"left=$(find $W/fd -name '*.tmp*' | wc -l)\"");
   EXPECT_NE(full.output.find("code=1"), std::string::npos) << full.output;
   EXPECT_NE(full.output.find("disk full"), std::string::npos) << full.output;
   EXPECT_NE(full.output.find("left=0"), std::string::npos) << full.output;
   EXPECT_EQ(full.output.find("code=0"), std::string::npos) << full.output;
-  Result room = script("$T data prepare kjv --home $W/fd >/dev/null; echo \"code=$?\"; "
-                       "echo \"left=$(find $W/fd -name '*.tmp*' | wc -l)\"; ls $W/fd/data/*/");
+  Result room = script(
+      "$T data prepare kjv --home $W/fd >/dev/null; echo \"code=$?\"; "
+      "echo \"left=$(find $W/fd -name '*.tmp*' | wc -l)\"; ls $W/fd/data/*/");
   EXPECT_NE(room.output.find("code=0\nleft=0\n"), std::string::npos) << room.output;
   EXPECT_NE(room.output.find("train.bin"), std::string::npos) << room.output;
 }
 
-}  // namespace
+}  // namespace test_bad_input

@@ -64,7 +64,8 @@ nlohmann::json runs_json(const std::string& home) {
 // Export, import into an empty home, export again: the same bytes; lineage and cumulative
 // FLOPs as they were; importing again changes nothing.
 TEST_F(Bundles, ExportImportExportGivesTheSameBytes) {
-  const std::string a = root_ + "/a", b = root_ + "/round-b", first = root_ + "/first.tfwb", second = root_ + "/second.tfwb";
+  const std::string a = root_ + "/a", b = root_ + "/round-b", first = root_ + "/first.tfwb",
+                    second = root_ + "/second.tfwb";
   fs::remove_all(b);
   Result out = shell(fmt::format("{} runs export --experiment tiny --out {} --home {}", kTfw, first, a));
   ASSERT_EQ(out.code, 0) << out.output;
@@ -161,10 +162,14 @@ open(root + '/escape.tfwb', 'wb').write(gzip.compress(b'\n'.join([lines[0], json
   Result made = shell(fmt::format("{} {}/make_bad.py {} {}", kPython, root_, good, root_));
   ASSERT_EQ(made.code, 0) << made.output;
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"truncated", "truncated"},        {"damaged", "damaged"},
-      {"altered", "content hash"},       {"newer", "format version is 99, and this tfw reads version 1"},
-      {"short", "ends before its last line"}, {"plain", "not gzip-compressed"},
-      {"deep", "nests deeper than 8 levels"}, {"escape", "is not a checkpoint's"}};
+      {"truncated", "truncated"},
+      {"damaged", "damaged"},
+      {"altered", "content hash"},
+      {"newer", "format version is 99, and this tfw reads version 1"},
+      {"short", "ends before its last line"},
+      {"plain", "not gzip-compressed"},
+      {"deep", "nests deeper than 8 levels"},
+      {"escape", "is not a checkpoint's"}};
   for (const auto& [name, words] : cases) {
     const std::string home = root_ + "/refused-" + name;
     fs::remove_all(home);
@@ -223,7 +228,8 @@ TEST_F(Bundles, CheckpointsTravelAndResumeInTheNewHome) {
     compared += 1;
   }
   EXPECT_GT(compared, 0u);
-  Result resumed = shell(fmt::format("{} train --resume baseline --set train.max_steps=45 --extend keep --home {}", kTfw, home));
+  Result resumed =
+      shell(fmt::format("{} train --resume baseline --set train.max_steps=45 --extend keep --home {}", kTfw, home));
   EXPECT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed"), std::string::npos) << resumed.output;
 }
@@ -235,7 +241,8 @@ TEST_F(Bundles, AReportFromABundleIsTheReportFromTheHome) {
   ASSERT_EQ(shell(fmt::format("{} runs export --experiment tiny --out {} --home {}/a", kTfw, file, root_)).code, 0);
   Result from_home = shell(fmt::format("{} report {} --out {}/r-home --home {}/a", kTfw, kExperiment, root_, root_));
   ASSERT_EQ(from_home.code, 0) << from_home.output;
-  Result from_bundle = shell(fmt::format("cd /tmp && {} report {} --out {}/r-bundle --bundle {}", kTfw, kExperiment, root_, file));
+  Result from_bundle =
+      shell(fmt::format("cd /tmp && {} report {} --out {}/r-bundle --bundle {}", kTfw, kExperiment, root_, file));
   ASSERT_EQ(from_bundle.code, 0) << from_bundle.output;
   auto body = [](std::string text) {
     const std::size_t line = text.find("Generated on");
@@ -257,7 +264,8 @@ TEST_F(Bundles, AReportFromABundleIsTheReportFromTheHome) {
 
 // Every run records what produced it: commit, LibTorch, processor, threads, precision.
 TEST_F(Bundles, EveryRunRecordsWhatProducedIt) {
-  Result show = capture(fmt::format("sqlite3 {}/a/runs.db \"SELECT payload FROM events WHERE kind = 'provenance'\"", root_));
+  Result show =
+      capture(fmt::format("sqlite3 {}/a/runs.db \"SELECT payload FROM events WHERE kind = 'provenance'\"", root_));
   ASSERT_EQ(show.code, 0) << show.output;
   std::istringstream lines(show.out);
   std::size_t n = 0;
@@ -284,15 +292,18 @@ TEST_F(Bundles, TheReportWarnsWhenAGroupWasProducedDifferently) {
   fs::remove_all(home);
   Result made = shell(fmt::format("{} run {} --home {}", kTfw, seeds, home));
   ASSERT_EQ(made.code, 0) << made.output;
-  Result edit = capture(fmt::format(
-      "sqlite3 {}/runs.db \"UPDATE events SET payload = json_set(payload, '$.threads', 7) WHERE kind = 'provenance' AND "
-      "run_id = (SELECT id FROM runs WHERE name = 'baseline-s1')\"", home));
+  Result edit =
+      capture(fmt::format("sqlite3 {}/runs.db \"UPDATE events SET payload = json_set(payload, '$.threads', 7) WHERE "
+                          "kind = 'provenance' AND "
+                          "run_id = (SELECT id FROM runs WHERE name = 'baseline-s1')\"",
+                          home));
   ASSERT_EQ(edit.code, 0) << edit.output;
   Result report = shell(fmt::format("{} report {} --out {}/report --home {}", kTfw, seeds, root_, home));
   ASSERT_EQ(report.code, 0) << report.output;
   const std::string text = read(root_ + "/report/tiny-seeds.md");
   EXPECT_NE(text.find("**Warning:** the runs of group `baseline` (or their ancestors) were produced differently"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("7 threads, fp32 (1 run)"), std::string::npos) << text;
   EXPECT_EQ(text.find("Every group and every comparison was produced alike."), std::string::npos) << text;
 }
@@ -305,18 +316,21 @@ TEST_F(Bundles, AResumeWithSetUpdatesTheStoredConfig) {
   const std::string home = root_ + "/stale";
   fs::remove_all(home);
   const std::string train = std::string(TFW_SOURCE_DIR) + "/experiments/mini/tiny-train-tokenformer.toml";
-  Result first = shell(fmt::format("{} train {} --name long --set train.max_steps=40 --set train.checkpoint_every=20 "
-                                   "--set train.eval_every=20 --home {} && {} train {} --name short --set train.max_steps=40 "
-                                   "--set train.checkpoint_every=20 --set train.eval_every=20 --set train.seed=1 --home {}",
-                                   kTfw, train, home, kTfw, train, home));
+  Result first =
+      shell(fmt::format("{} train {} --name long --set train.max_steps=40 --set train.checkpoint_every=20 "
+                        "--set train.eval_every=20 --home {} && {} train {} --name short --set train.max_steps=40 "
+                        "--set train.checkpoint_every=20 --set train.eval_every=20 --set train.seed=1 --home {}",
+                        kTfw, train, home, kTfw, train, home));
   ASSERT_EQ(first.code, 0) << first.output;
-  Result resumed = shell(fmt::format("{} train --resume long --set train.max_steps=80 --extend keep --home {}", kTfw, home));
+  Result resumed =
+      shell(fmt::format("{} train --resume long --set train.max_steps=80 --extend keep --home {}", kTfw, home));
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   Result show = capture(fmt::format("{} runs show long --json --home {}", kTfw, home), false);
   const nlohmann::json run = nlohmann::json::parse(show.out);
   const std::string config = run["config"].get<std::string>();
   EXPECT_NE(config.find("max_steps = 80"), std::string::npos) << config;
-  Result event = capture(fmt::format("sqlite3 {}/runs.db \"SELECT step, payload FROM events WHERE kind = 'config'\"", home));
+  Result event =
+      capture(fmt::format("sqlite3 {}/runs.db \"SELECT step, payload FROM events WHERE kind = 'config'\"", home));
   EXPECT_NE(event.output.find(R"({"key":"train.max_steps","new":"80","old":"40"})"), std::string::npos) << event.output;
   EXPECT_EQ(event.output.rfind("40|", 0), 0u) << event.output;  // from the checkpoint it resumed at
   // `runs compare` no longer groups them as seeds, and shows what differs.
@@ -372,4 +386,4 @@ TEST_F(Bundles, EvaluationsTravelWithTheirRun) {
   EXPECT_EQ(read(file), read(file + ".2"));
 }
 
-}  // namespace
+}  // namespace test_bundles

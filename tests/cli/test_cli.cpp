@@ -83,7 +83,7 @@ TEST(Cli, ParamsJsonHasTheParameterCountAndFlopsTerms) {
 
 TEST(Cli, FlopsJsonPerLength) {
   Result run = tfw("flops --json " + kPaper + "tokenformer-scaling-124m.toml " + kPaper +
-                "transformer-scaling-354m.toml --lengths 512,4096");
+                   "transformer-scaling-354m.toml --lengths 512,4096");
   ASSERT_EQ(run.code, 0) << run.output;
   nlohmann::json json = nlohmann::json::parse(run.out);
   ASSERT_EQ(json.size(), 2u);
@@ -113,9 +113,9 @@ TEST(Cli, PluginsListsOutOfTreeAndRefusesWrongVersion) {
   nlohmann::json json = nlohmann::json::parse(run.out);
   std::vector<std::string> names;
   for (const auto& plugin : json["plugins"]) names.push_back(plugin["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"tokenformer", "transformer", "vit", "vision_tokenformer", "bigram",
-                                              "depth_grow", "stack", "hypercloning", "net2net", "pattention_grow",
-                                              "msg"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"tokenformer", "transformer", "vit", "vision_tokenformer", "bigram", "depth_grow",
+                                      "stack", "hypercloning", "net2net", "pattention_grow", "msg"}));
   EXPECT_EQ(json["plugins"][0]["origin"], "built-in");
   EXPECT_EQ(json["plugins"][4]["origin"], "TFW_PLUGIN_PATH");
   EXPECT_EQ(json["plugins"][2]["task"], "image_classification");
@@ -139,7 +139,7 @@ TEST(Cli, SmokeTrainsBothTinyModels) {
   }
 }
 
-}  // namespace
+}  // namespace test_cli
 
 namespace test_cli {
 
@@ -166,7 +166,7 @@ TEST(Cli, DataPrepareAndListAFolderCorpus) {
   EXPECT_NE(missing.output.find("unknown corpus '/nonexistent/corpus'"), std::string::npos) << missing.output;
 }
 
-}  // namespace
+}  // namespace test_cli
 
 namespace test_cli {
 
@@ -176,8 +176,11 @@ Result train_then_signal(const std::string& home, const std::string& signal_name
   std::string script =
       "rm -rf " + home + "; " TFW_BINARY " train " + kMini + "tiny-train-tokenformer.toml --home " + home +
       " --set train.max_steps=100000 --set train.checkpoint_every=3 --set train.keep_checkpoints=100 & pid=$!; "
-      "for i in $(seq 1200); do [ -e " + home + "/runs/tiny-train-tokenformer/checkpoints/step-00000006.toml ] && break; "
-      "sleep 0.1; done; kill -" + signal_name + " $pid; wait $pid; echo rc=$?";
+      "for i in $(seq 1200); do [ -e " +
+      home +
+      "/runs/tiny-train-tokenformer/checkpoints/step-00000006.toml ] && break; "
+      "sleep 0.1; done; kill -" +
+      signal_name + " $pid; wait $pid; echo rc=$?";
   return tfw_shell(script);
 }
 
@@ -188,7 +191,8 @@ TEST(Cli, TrainInterruptedByCtrlCCheckpointsAndResumes) {
   EXPECT_NE(run.output.find("interrupted; resume with: tfw train --resume " + home + "/runs/tiny-train-tokenformer"),
             std::string::npos)
       << run.output;
-  Result resumed = tfw("train --json --resume tiny-train-tokenformer --home " + home + " --set train.max_steps=40 --extend keep");
+  Result resumed =
+      tfw("train --json --resume tiny-train-tokenformer --home " + home + " --set train.max_steps=40 --extend keep");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed "), std::string::npos) << resumed.output;
   EXPECT_NE(resumed.output.find("\"steps\": 40"), std::string::npos) << resumed.output;
@@ -236,13 +240,14 @@ TEST(Cli, TrainKilledWithSigkillLeavesLoadableCheckpoints) {
   EXPECT_EQ(record["status"], "finished");
   EXPECT_EQ(record["tokens"].get<std::int64_t>(), (newest + 3) * 16 * 64);
   EXPECT_EQ(tfw("runs list --json --home " + home).output.find("\"id\": 2"), std::string::npos);
-  const std::string count = "sqlite3 " + home + "/runs.db \"SELECT COUNT(*) FROM metrics WHERE run_id = " +
-                            std::to_string(run_id) + " AND key = 'train/loss'\"";
+  const std::string count = "sqlite3 " + home +
+                            "/runs.db \"SELECT COUNT(*) FROM metrics WHERE run_id = " + std::to_string(run_id) +
+                            " AND key = 'train/loss'\"";
   Result losses = capture(count);
   EXPECT_GE(std::stoll(losses.out), newest + 3);
 }
 
-}  // namespace
+}  // namespace test_cli
 
 namespace test_cli {
 
@@ -353,14 +358,15 @@ TEST(Cli, RunsListShowCompareAndBadStores) {
   EXPECT_EQ(sort.code, 2);
   // A file that is not a store: a clear error, and the file is untouched.
   const std::string bad_home = "/tmp/tfw-test-cli-badstore";
-  std::system(("rm -rf " + bad_home + " && mkdir -p " + bad_home + " && echo 'my notes' > " + bad_home + "/runs.db").c_str());
+  std::system(
+      ("rm -rf " + bad_home + " && mkdir -p " + bad_home + " && echo 'my notes' > " + bad_home + "/runs.db").c_str());
   Result bad = tfw("train " + kMini + "tiny-train-tokenformer.toml --home " + bad_home);
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.output.find("is not a tfw store"), std::string::npos) << bad.output;
   EXPECT_EQ(capture("cat " + bad_home + "/runs.db").out, "my notes\n");
 }
 
-}  // namespace
+}  // namespace test_cli
 
 namespace test_cli {
 
@@ -368,13 +374,13 @@ TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
   const std::string home = "/tmp/tfw-test-cli-grow";
   std::system(("rm -rf " + home).c_str());
   Result small = tfw_json("train " + kMini + "growth-tokenformer-small.toml --json --home " + home +
-                     " --set train.max_steps=20 --set train.eval_batches=2");
+                          " --set train.max_steps=20 --set train.eval_batches=2");
   ASSERT_EQ(small.code, 0) << small.output;
   const std::string checkpoint = nlohmann::json::parse(small.out)["last_checkpoint"];
   const double small_flops = nlohmann::json::parse(small.out)["training_flops"];
   Result grown = tfw_json("grow --method pattention_grow --from " + checkpoint + " --to " + kMini +
-                     "growth-tokenformer-large.toml --out " + home + "/grown --check --json --home " + home +
-                     " --set train.eval_batches=2");
+                          "growth-tokenformer-large.toml --out " + home + "/grown --check --json --home " + home +
+                          " --set train.eval_batches=2");
   ASSERT_EQ(grown.code, 0) << grown.output;
   nlohmann::json g = nlohmann::json::parse(grown.out);
   EXPECT_TRUE(g["declared_exact"].get<bool>());
@@ -383,15 +389,16 @@ TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
   EXPECT_EQ(g["parent_run"].get<std::int64_t>(), 1);
   EXPECT_DOUBLE_EQ(g["inherited_flops"].get<double>(), small_flops);
   // A non-exact method is reported as such, with the measured difference to show it.
-  Result normal = tfw_json("grow --method pattention_grow --option key_init=normal --from " + checkpoint + " --to " + kMini +
-                      "growth-tokenformer-large.toml --out " + home + "/grown-normal --check --json --home " + home +
-                      " --set train.eval_batches=2");
+  Result normal = tfw_json("grow --method pattention_grow --option key_init=normal --from " + checkpoint + " --to " +
+                           kMini + "growth-tokenformer-large.toml --out " + home +
+                           "/grown-normal --check --json --home " + home + " --set train.eval_batches=2");
   ASSERT_EQ(normal.code, 0) << normal.output;
   EXPECT_FALSE(nlohmann::json::parse(normal.out)["declared_exact"].get<bool>());
   EXPECT_GT(nlohmann::json::parse(normal.out)["max_abs_logit_diff"].get<double>(), 1e-3);
   // Train from the grown checkpoint: a child of run 1, whose budget includes run 1's FLOPs.
-  Result child = tfw_json("train " + kMini + "growth-tokenformer-large.toml --init-from " + g["checkpoint"].get<std::string>() +
-                     " --name grown --json --home " + home + " --set train.max_steps=5");
+  Result child =
+      tfw_json("train " + kMini + "growth-tokenformer-large.toml --init-from " + g["checkpoint"].get<std::string>() +
+               " --name grown --json --home " + home + " --set train.max_steps=5");
   ASSERT_EQ(child.code, 0) << child.output;
   // Its time breakdown adds up: steps, data, evaluations (the one before the first step
   // included), checkpoints and growth fit in this process's time.
@@ -406,7 +413,8 @@ TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
   const nlohmann::json memory = nlohmann::json::parse(child.out)["memory"];
   const tfw::RunConfig grown_config =
       tfw::run_config_load(tfw::test::plugins(), kMini + "growth-tokenformer-large.toml", {"train.max_steps=5"});
-  EXPECT_DOUBLE_EQ(memory["estimate_bytes"].get<double>(), tfw::train_memory_bytes(grown_config, tfw::train_plan(grown_config)));
+  EXPECT_DOUBLE_EQ(memory["estimate_bytes"].get<double>(),
+                   tfw::train_memory_bytes(grown_config, tfw::train_plan(grown_config)));
   EXPECT_EQ(memory["peak_of"], "process");
   EXPECT_GT(memory["peak_bytes"].get<double>(), 100e6) << memory.dump();
   EXPECT_LT(memory["peak_bytes"].get<double>(),
@@ -420,8 +428,10 @@ TEST(Cli, GrowCheckThenTrainFromTheGrownCheckpointRecordsTheLineage) {
   EXPECT_DOUBLE_EQ(run["cumulative_flops"].get<double>(), small_flops + run["flops"].get<double>());
   // The grown run is evaluated before its first step: its validation curve starts at the
   // growth point (step 0, own FLOPs 0), with no gap after the parent's.
-  Result first = capture("sqlite3 " + home + "/runs.db \"SELECT step, flops FROM metrics WHERE key = 'val/loss' AND "
-                         "run_id = " + std::to_string(run["id"].get<std::int64_t>()) + " ORDER BY step LIMIT 1\"");
+  Result first = capture("sqlite3 " + home +
+                         "/runs.db \"SELECT step, flops FROM metrics WHERE key = 'val/loss' AND "
+                         "run_id = " +
+                         std::to_string(run["id"].get<std::int64_t>()) + " ORDER BY step LIMIT 1\"");
   EXPECT_EQ(first.output, "0|0.0\n") << first.output;
   // Impossible targets and wrong families are refused with the reason (exit 2).
   Result wrong = tfw("grow --method hypercloning --from " + checkpoint + " --to " + kMini +
@@ -443,12 +453,12 @@ TEST(Cli, MsgGrowThenTrainCarriesTheRamp) {
   const std::string home = "/tmp/tfw-test-cli-msg";
   std::filesystem::remove_all(home);
   Result small = tfw_json("train " + kMini + "growth-transformer-small.toml --json --home " + home +
-                     " --set train.max_steps=20 --set train.eval_batches=2");
+                          " --set train.max_steps=20 --set train.eval_batches=2");
   ASSERT_EQ(small.code, 0) << small.output;
   const std::string checkpoint = nlohmann::json::parse(small.out)["last_checkpoint"];
   Result grown = tfw_json("grow --method msg --option ramp_steps=10 --from " + checkpoint + " --to " + kMini +
-                     "growth-transformer-large.toml --out " + home + "/grown --check --json --home " + home +
-                     " --set train.eval_batches=2");
+                          "growth-transformer-large.toml --out " + home + "/grown --check --json --home " + home +
+                          " --set train.eval_batches=2");
   ASSERT_EQ(grown.code, 0) << grown.output;
   const nlohmann::json g = nlohmann::json::parse(grown.out);
   EXPECT_TRUE(g["declared_exact"].get<bool>());
@@ -462,12 +472,13 @@ TEST(Cli, MsgGrowThenTrainCarriesTheRamp) {
   const std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("[model.msg]"), std::string::npos) << text;
   EXPECT_NE(text.find("ramp_steps = 10"), std::string::npos) << text;
-  Result evaluated = tfw("eval " + home + "/runs/after/checkpoints/step-00000003.safetensors --windows 2 --home " + home);
+  Result evaluated =
+      tfw("eval " + home + "/runs/after/checkpoints/step-00000003.safetensors --windows 2 --home " + home);
   EXPECT_EQ(evaluated.code, 0) << evaluated.output;
   EXPECT_NE(evaluated.output.find("msg(from d=64"), std::string::npos) << evaluated.output;
 }
 
-}  // namespace
+}  // namespace test_cli
 
 namespace test_cli {
 
@@ -492,7 +503,8 @@ std::vector<std::string> points_of(const std::string& run_dir) {
 // two busy processes started during the second run; the run records its thread count.
 TEST(Cli, TheSameConfigAndSeedGiveTheSameNumbersBesideBusyProcesses) {
   const std::string a = "/tmp/tfw-test-same-a", b = "/tmp/tfw-test-same-b";
-  const std::string train = kMini + "tiny-train-tokenformer.toml --name r --set train.max_steps=120 "
+  const std::string train = kMini +
+                            "tiny-train-tokenformer.toml --name r --set train.max_steps=120 "
                             "--set train.eval_every=40 --set train.checkpoint_every=60";
   Result first = tfw_shell("rm -rf " + a + " " + b + "; " TFW_BINARY " train " + train + " --home " + a);
   ASSERT_EQ(first.code, 0) << first.output;
@@ -504,13 +516,16 @@ TEST(Cli, TheSameConfigAndSeedGiveTheSameNumbersBesideBusyProcesses) {
   EXPECT_EQ(pa, pb);
   EXPECT_EQ(second.output.find("threads 2 -> 1"), std::string::npos) << second.output;
   // The checkpoint records the thread count it trained with.
-  Result meta = tfw_shell(std::string(TFW_PYTHON) + " -c \"from safetensors import safe_open; print('threads=' + "
-                          "safe_open('" + b + "/runs/r/checkpoints/step-00000120.safetensors', 'pt').metadata()['threads'])\"");
+  Result meta = tfw_shell(std::string(TFW_PYTHON) +
+                          " -c \"from safetensors import safe_open; print('threads=' + "
+                          "safe_open('" +
+                          b + "/runs/r/checkpoints/step-00000120.safetensors', 'pt').metadata()['threads'])\"");
   EXPECT_NE(meta.output.find(fmt::format("threads={}", std::thread::hardware_concurrency())), std::string::npos)
       << meta.output;
   // Issue 51: beside busy processes the peak probe reads low, and the MFU printed 223%. The
   // stored MFU is absent (not measured) or at most 1, and the summary never shows more than 100%.
-  Result mfu = tfw_shell("sqlite3 " + b + "/runs.db \"SELECT COALESCE(json_extract(final_metrics, '$.mfu'), 'none') "
+  Result mfu = tfw_shell("sqlite3 " + b +
+                         "/runs.db \"SELECT COALESCE(json_extract(final_metrics, '$.mfu'), 'none') "
                          "FROM runs WHERE name = 'r'\"");
   const std::string stored = mfu.out.substr(0, mfu.out.find('\n'));
   EXPECT_TRUE(stored == "none" || std::stod(stored) <= 1.0) << stored;
@@ -520,4 +535,4 @@ TEST(Cli, TheSameConfigAndSeedGiveTheSameNumbersBesideBusyProcesses) {
   EXPECT_TRUE(shown.rfind("not measured", 0) == 0 || std::stod(shown) <= 100.0) << shown;
 }
 
-}  // namespace
+}  // namespace test_cli

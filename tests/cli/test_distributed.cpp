@@ -67,7 +67,8 @@ double weight_difference(const std::string& a, const std::string& b) {
   const std::vector<torch::Tensor> pa = model_a->parameters(), pb = model_b->parameters();
   EXPECT_EQ(pa.size(), pb.size());
   double worst = 0;
-  for (std::size_t i = 0; i < pa.size() && i < pb.size(); ++i) worst = std::max(worst, tfw::test::max_abs_diff(pa[i], pb[i]));
+  for (std::size_t i = 0; i < pa.size() && i < pb.size(); ++i)
+    worst = std::max(worst, tfw::test::max_abs_diff(pa[i], pb[i]));
   return worst;
 }
 
@@ -104,10 +105,12 @@ TEST(DataParallel, ResumesOnAnotherWorldSizeWithTheSameGlobalBatches) {
   const std::string home = "/tmp/tfw-test-dp-resume";
   std::filesystem::remove_all(home);
   const std::string schedule = " --set train.schedule_steps=30 --set train.checkpoint_every=10";
-  const Result reference = tfw("train " + kTiny + " --home " + home + " --name ref --set train.max_steps=30" + schedule);
+  const Result reference =
+      tfw("train " + kTiny + " --home " + home + " --name ref --set train.max_steps=30" + schedule);
   ASSERT_EQ(reference.code, 0) << reference.output;
   // Steps 1-10 on 2 ranks, 11-20 on 1, 21-30 on 4: the sampler state maps to any world size.
-  const Result first = tfw("train " + kTiny + " --home " + home + " --name seg --nproc 2 --set train.max_steps=10" + schedule);
+  const Result first =
+      tfw("train " + kTiny + " --home " + home + " --name seg --nproc 2 --set train.max_steps=10" + schedule);
   ASSERT_EQ(first.code, 0) << first.output;
   const Result second = tfw("train --resume seg --home " + home + " --set train.max_steps=20");
   ASSERT_EQ(second.code, 0) << second.output;
@@ -156,9 +159,10 @@ TEST(DataParallel, BadInputIsAClearErrorAndRecordsNothing) {
   // Two ranks started by hand with different configs: both refuse before training.
   const int port = tfw::dist_free_port();
   const std::string env = fmt::format("TFW_FIXED_THREADS=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} ", port);
-  Result mismatch = shell(env + "RANK=0 " TFW_BINARY " " + train + " > " + home + "-r0.out 2>&1 & a=$!; " + env +
-                          "RANK=1 " TFW_BINARY " " + train + " --set train.lr=1e-3 > " + home +
-                          "-r1.out 2>&1; b=$?; wait $a; echo rc0=$? rc1=$b; cat " + home + "-r0.out " + home + "-r1.out");
+  Result mismatch =
+      shell(env + "RANK=0 " TFW_BINARY " " + train + " > " + home + "-r0.out 2>&1 & a=$!; " + env +
+            "RANK=1 " TFW_BINARY " " + train + " --set train.lr=1e-3 > " + home +
+            "-r1.out 2>&1; b=$?; wait $a; echo rc0=$? rc1=$b; cat " + home + "-r0.out " + home + "-r1.out");
   EXPECT_NE(mismatch.output.find("rc0=2 rc1=2"), std::string::npos) << mismatch.output;
   EXPECT_NE(mismatch.output.find("the ranks were started with different configs, refused: rank 1: [train] rank 0 has "
                                  "`lr = 0.003"),
@@ -168,7 +172,8 @@ TEST(DataParallel, BadInputIsAClearErrorAndRecordsNothing) {
 
   // A rank whose rank 0 never comes waits TFW_DIST_TIMEOUT, then says so.
   const auto started = std::chrono::steady_clock::now();
-  Result alone = tfw(train, fmt::format("RANK=1 WORLD_SIZE=2 MASTER_PORT={} TFW_DIST_TIMEOUT=2", tfw::dist_free_port()));
+  Result alone =
+      tfw(train, fmt::format("RANK=1 WORLD_SIZE=2 MASTER_PORT={} TFW_DIST_TIMEOUT=2", tfw::dist_free_port()));
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_EQ(alone.code, 1) << alone.output;
   EXPECT_NE(alone.output.find("rank 1 could not reach rank 0's rendezvous"), std::string::npos) << alone.output;
@@ -183,8 +188,11 @@ TEST(DataParallel, BadInputIsAClearErrorAndRecordsNothing) {
 Result train_then(const std::string& home, const std::string& action) {
   return shell("rm -rf " + home + "; TFW_FIXED_THREADS=1 " TFW_BINARY " train " + kTiny + " --home " + home +
                " --nproc 2 --set train.max_steps=100000 --set train.checkpoint_every=3 & pid=$!; "
-               "for i in $(seq 1200); do [ -e " + home + "/runs/tiny-train-tokenformer/checkpoints/step-00000006.toml ] "
-               "&& break; sleep 0.1; done; " + action + "; wait $pid; echo rc=$?");
+               "for i in $(seq 1200); do [ -e " +
+               home +
+               "/runs/tiny-train-tokenformer/checkpoints/step-00000006.toml ] "
+               "&& break; sleep 0.1; done; " +
+               action + "; wait $pid; echo rc=$?");
 }
 
 TEST(DataParallel, AKilledRankEndsTheRunWithAnErrorThatNamesIt) {
@@ -199,7 +207,8 @@ TEST(DataParallel, AKilledRankEndsTheRunWithAnErrorThatNamesIt) {
   // The store keeps the run, failed, with its metrics; it resumes from its last checkpoint.
   EXPECT_EQ(sql(home, "SELECT status FROM runs"), "failed\n");
   EXPECT_NE(sql(home, "SELECT COUNT(*) FROM metrics WHERE key = 'train/loss'"), "0\n");
-  Result resumed = tfw("train --resume tiny-train-tokenformer --home " + home + " --nproc 2 --set train.max_steps=60 "
+  Result resumed = tfw("train --resume tiny-train-tokenformer --home " + home +
+                       " --nproc 2 --set train.max_steps=60 "
                        "--extend keep");
   EXPECT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_EQ(sql(home, "SELECT status FROM runs"), "finished\n");
@@ -215,4 +224,4 @@ TEST(DataParallel, CtrlCStopsEveryRankAtTheSameStepWithACheckpoint) {
   EXPECT_EQ(capture("pgrep -f -- '--threads 1 trai[n] --home " + home + "'").out, "") << "no rank is left running";
 }
 
-}  // namespace
+}  // namespace test_distributed

@@ -36,7 +36,6 @@ nlohmann::json json_of(const Result& result) {
   return nlohmann::json::parse(result.out.substr(result.out.find("{\n")));
 }
 
-
 // A folder of prepared shards (nanoGPT layout, uint16) whose validation text is the first
 // `val_tokens` tokens of kjv's, and whose training text is all of kjv's.
 std::string shards_from_kjv(const std::string& name, std::size_t val_tokens) {
@@ -98,8 +97,8 @@ TEST_F(Eval, EqualsTheTrainersValidationLossOnTheSameWindows) {
 TEST_F(Eval, DeviceChoosesWhereItRunsAndAMissingGpuIsAClearError) {
   const Result cpu = tfw("eval tiny-train-tokenformer --device cpu --json --no-record");
   ASSERT_EQ(cpu.code, 0) << cpu.output;
-  EXPECT_NEAR(json_of(cpu)["results"][0]["loss"].get<double>(), trainer_val_loss(kHome + "/runs/tiny-train-tokenformer"),
-              1e-6);
+  EXPECT_NEAR(json_of(cpu)["results"][0]["loss"].get<double>(),
+              trainer_val_loss(kHome + "/runs/tiny-train-tokenformer"), 1e-6);
   const Result bad = tfw("eval tiny-train-tokenformer --device tpu --no-record");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("\"tpu\" is not a device"), std::string::npos) << bad.output;
@@ -161,14 +160,17 @@ TEST_F(Eval, ClozeScoresEveryPassageOfTheListItWrites) {
     EXPECT_NE(lower(context).find(lower(word)), std::string::npos) << line;  // named before
   }
   EXPECT_EQ(passages, 20);
-  const std::string stored = capture("sqlite3 " + kHome + "/runs.db \"SELECT windows FROM evaluations WHERE metric = "
-                                     "'cloze_accuracy' ORDER BY id DESC LIMIT 1\"").out;
+  const std::string stored = capture("sqlite3 " + kHome +
+                                     "/runs.db \"SELECT windows FROM evaluations WHERE metric = "
+                                     "'cloze_accuracy' ORDER BY id DESC LIMIT 1\"")
+                                 .out;
   EXPECT_EQ(stored, "20\n");
 }
 
 // The two held-out corpora (Debian's jargon-text and fortunes) read, prepare and evaluate.
 TEST_F(Eval, TheHeldOutCorporaEvaluate) {
-  const Result eval = tfw("eval tiny-train-tokenformer --json --no-record --corpus jargon --corpus fortunes --windows 32");
+  const Result eval =
+      tfw("eval tiny-train-tokenformer --json --no-record --corpus jargon --corpus fortunes --windows 32");
   ASSERT_EQ(eval.code, 0) << eval.output;
   const nlohmann::json results = json_of(eval)["results"];
   ASSERT_EQ(results.size(), 2u);
@@ -217,7 +219,8 @@ TEST_F(Eval, BadInputIsAClearErrorAndRecordsNothing) {
   const std::string short_dir = shards_from_kjv("short", 40);
   Result too_short = tfw("eval tiny-train-tokenformer --corpus " + short_dir);
   EXPECT_EQ(too_short.code, 2) << too_short.output;
-  EXPECT_NE(too_short.output.find("its validation text has 40 tokens, shorter than one window of 65"), std::string::npos)
+  EXPECT_NE(too_short.output.find("its validation text has 40 tokens, shorter than one window of 65"),
+            std::string::npos)
       << too_short.output;
   // Shards made with another tokenizer.
   const std::string gpt2_dir = shards_from_kjv("gpt2-shards", 1000);
@@ -232,7 +235,8 @@ TEST_F(Eval, BadInputIsAClearErrorAndRecordsNothing) {
       << mismatch.output;
   Result long_window = tfw("eval tiny-train-tokenformer --seq-len 65");
   EXPECT_EQ(long_window.code, 2) << long_window.output;
-  EXPECT_NE(long_window.output.find("exceeds the model's context (64 tokens)"), std::string::npos) << long_window.output;
+  EXPECT_NE(long_window.output.find("exceeds the model's context (64 tokens)"), std::string::npos)
+      << long_window.output;
   Result no_target = tfw("eval nosuchrun");
   EXPECT_EQ(no_target.code, 2) << no_target.output;
   EXPECT_EQ(capture(count).out, before) << "nothing recorded";
@@ -240,8 +244,9 @@ TEST_F(Eval, BadInputIsAClearErrorAndRecordsNothing) {
   // A checkpoint of a family no loaded plugin provides: the sample plugin's bigram model.
   const std::string plugin = std::string("TFW_PLUGIN_PATH=") + TFW_SAMPLE_PLUGIN_DIR + "/good";
   const std::string config = kHome + "/bigram.toml";
-  std::ofstream(config) << "name = \"bigram\"\nfamily = \"bigram\"\n[model]\nd = 8\nvocab = 256\n[data]\ncorpus = \"kjv\"\n"
-                           "[train]\nbatch_size = 4\nmax_steps = 2\neval_every = 2\neval_batches = 1\ncheckpoint_every = 2\n";
+  std::ofstream(config)
+      << "name = \"bigram\"\nfamily = \"bigram\"\n[model]\nd = 8\nvocab = 256\n[data]\ncorpus = \"kjv\"\n"
+         "[train]\nbatch_size = 4\nmax_steps = 2\neval_every = 2\neval_batches = 1\ncheckpoint_every = 2\n";
   const Result bigram = tfw("train " + config, plugin);
   ASSERT_EQ(bigram.code, 0) << bigram.output;
   const Result evaluated = tfw("eval bigram --json --no-record", plugin);
@@ -253,4 +258,4 @@ TEST_F(Eval, BadInputIsAClearErrorAndRecordsNothing) {
       << orphan.output;
 }
 
-}  // namespace
+}  // namespace test_eval

@@ -34,12 +34,15 @@ name = "evals"
 [experiment.eval]
 corpora = ["kjv", "jargon"]
 cloze = 5
-blocks = )" + eval_blocks + R"(
+blocks = )" +
+         eval_blocks + R"(
 [runs.plain]
-config = ")" + kTiny + R"("
+config = ")" +
+         kTiny + R"("
 train = { max_steps = 20, eval_every = 20, checkpoint_every = 20 }
 [runs.masked]
-config = ")" + kTiny + R"("
+config = ")" +
+         kTiny + R"("
 train = { max_steps = 20, eval_every = 20, checkpoint_every = 20, mask = { use = ["a"], blocks = { a = { attn = [0, 32], ffn = [0, 128] }, b = { attn = [32, 64], ffn = [128, 256] } } } }
 [comparisons.plain-vs-masked]
 a = "plain"
@@ -47,7 +50,6 @@ b = "masked"
 metric = "eval/loss@jargon"
 )";
 }
-
 
 std::string sql(const std::string& query) { return capture("sqlite3 " + kHome + "/runs.db \"" + query + "\"").out; }
 
@@ -61,22 +63,25 @@ TEST(ExperimentEval, EvaluatesEveryRunOnceWithItsBlocks) {
   // Each run's last checkpoint, on both corpora: the plain run with every token, the masked
   // one on kjv with its block a (as it trained: the trainer's own loss) and on jargon with b
   // (shared is not one of its blocks, so it is left out).
-  for (const auto& [name, kjv_blocks, jargon_blocks] :
-       {std::tuple{"plain", "", ""}, std::tuple{"masked", "a", "b"}}) {
+  for (const auto& [name, kjv_blocks, jargon_blocks] : {std::tuple{"plain", "", ""}, std::tuple{"masked", "a", "b"}}) {
     SCOPED_TRACE(name);
     const std::string where = "run_id = (SELECT id FROM runs WHERE name = '" + std::string(name) + "')";
-    EXPECT_EQ(sql("SELECT corpus, blocks, step FROM evaluations WHERE metric = 'loss' AND " + where + " ORDER BY corpus"),
-              fmt::format("jargon|{}|20\nkjv|{}|20\n", jargon_blocks, kjv_blocks));
-    const double kjv = std::stod(sql("SELECT value FROM evaluations WHERE metric = 'loss' AND corpus = 'kjv' AND " + where));
+    EXPECT_EQ(
+        sql("SELECT corpus, blocks, step FROM evaluations WHERE metric = 'loss' AND " + where + " ORDER BY corpus"),
+        fmt::format("jargon|{}|20\nkjv|{}|20\n", jargon_blocks, kjv_blocks));
+    const double kjv =
+        std::stod(sql("SELECT value FROM evaluations WHERE metric = 'loss' AND corpus = 'kjv' AND " + where));
     EXPECT_NEAR(kjv, trainer_val_loss(kHome + "/runs/evals/" + name), 1e-6);
-    EXPECT_EQ(sql("SELECT COUNT(*) FROM evaluations WHERE metric = 'cloze_accuracy' AND windows = 5 AND " + where), "2\n");
+    EXPECT_EQ(sql("SELECT COUNT(*) FROM evaluations WHERE metric = 'cloze_accuracy' AND windows = 5 AND " + where),
+              "2\n");
   }
   // tfw eval --blocks says which blocks it used, and each layer's tokens in use: block b is
   // attn [32, 64) and ffn [128, 256) of the tiny model's 2 layers (64 attention tokens in
   // q, k, v and o, 256 in ffn).
   const Result with_b = tfw("eval " + kHome + "/runs/evals/masked --corpus kjv --blocks b --no-record");
   ASSERT_EQ(with_b.code, 0) << with_b.output;
-  const std::string said = "parameter mask: blocks b: tokens in use ffn 256/512, k 64/128, o 64/128, q 64/128, v 64/128";
+  const std::string said =
+      "parameter mask: blocks b: tokens in use ffn 256/512, k 64/128, o 64/128, q 64/128, v 64/128";
   EXPECT_NE(with_b.output.find(said), std::string::npos) << with_b.output;
   for (const std::string& line : {fmt::format("  {:<18} {:>7} {:>7} {:>7}\n", "layers.0.q", 32, 32, 64),
                                   fmt::format("  {:<18} {:>7} {:>7} {:>7}\n", "layers.1.o", 32, 32, 64),
@@ -134,4 +139,4 @@ TEST(ExperimentEval, EvaluatesEveryRunOnceWithItsBlocks) {
       << bad.output;
 }
 
-}  // namespace
+}  // namespace test_experiment_eval

@@ -100,7 +100,8 @@ TEST(Experiments, ParamsSaysWhatAPaddedVocabularyAdds) {
 }
 
 TEST(Experiments, PaperPlanCountsCumulativeBudgets) {
-  Output plan = tfw_stdout("run --dry-run --json " + kSource + "/experiments/paper/e1-progressive-scaling.toml --home "
+  Output plan = tfw_stdout("run --dry-run --json " + kSource +
+                           "/experiments/paper/e1-progressive-scaling.toml --home "
                            "/tmp/tfw-test-dryrun");
   // Exit 2: the plan is printed, and so is its problem (openwebtext is not on this machine).
   ASSERT_EQ(plan.code, 2) << plan.output;
@@ -144,7 +145,8 @@ TEST(Experiments, ErrorsNameFileLineAndColumn) {
     EXPECT_NE(out.output.find(cases[i].expected), std::string::npos) << cases[i].expected << "\n" << out.output;
   }
   // file:line:col for a bad key in a run entry.
-  Output located = tfw("run --dry-run " + write_experiment("located", "[runs.a]\nfamily = \"tokenformer\"\nmodle = {}\n"));
+  Output located =
+      tfw("run --dry-run " + write_experiment("located", "[runs.a]\nfamily = \"tokenformer\"\nmodle = {}\n"));
   EXPECT_NE(located.output.find("tfw-test-experiment-located.toml:3:1"), std::string::npos) << located.output;
 }
 
@@ -198,16 +200,21 @@ TEST(Experiments, TinyExperimentRunsSkipsWhenRunAgainAndExports) {
   ASSERT_EQ(md.code, 0) << md.output;
   EXPECT_NE(md.output.find("| grown | tokenformer | small | pattention_grow |"), std::string::npos) << md.output;
   EXPECT_NE(md.output.find(fmt::format("{:.4f}", val)), std::string::npos) << md.output;
-  EXPECT_NE(md.output.find("| 14.02 | ppl | Table 6/7 | grown 124M->354M, 30B tokens |"), std::string::npos) << md.output;
-  EXPECT_NE(md.output.find(fmt::format("{:.3e}", grown["cumulative_flops"].get<double>())), std::string::npos) << md.output;
+  EXPECT_NE(md.output.find("| 14.02 | ppl | Table 6/7 | grown 124M->354M, 30B tokens |"), std::string::npos)
+      << md.output;
+  EXPECT_NE(md.output.find(fmt::format("{:.3e}", grown["cumulative_flops"].get<double>())), std::string::npos)
+      << md.output;
   // CSV: one tidy table per file, plain numbers, units in the column names.
   Output csv = tfw_stdout("export " + file + " --format csv --home " + home);
   ASSERT_EQ(csv.code, 0) << csv.output;
   EXPECT_EQ(csv.output.substr(0, csv.output.find('\n')),
-            "run,family,parent,growth_method,parameters,tokens,val_loss,val_perplexity,val_accuracy_percent,token_token_flops_per_1e4_t2,"
+            "run,family,parent,growth_method,parameters,tokens,val_loss,val_perplexity,val_accuracy_percent,token_"
+            "token_flops_per_1e4_t2,"
             "status,paper_value,paper_metric,paper_source,paper_scale");
-  EXPECT_NE(csv.output.find(fmt::format("\ngrown,tokenformer,small,pattention_grow,{},", grown["parameters"].get<std::int64_t>())),
-            std::string::npos) << csv.output;
+  EXPECT_NE(csv.output.find(
+                fmt::format("\ngrown,tokenformer,small,pattention_grow,{},", grown["parameters"].get<std::int64_t>())),
+            std::string::npos)
+      << csv.output;
   EXPECT_NE(csv.output.find(fmt::format(",{},", val)), std::string::npos) << csv.output;  // exact: reads back as val
   EXPECT_NE(csv.output.find(",14.02,ppl,Table 6/7,\"grown 124M->354M, 30B tokens\""), std::string::npos) << csv.output;
   Output ledger = tfw_stdout("export tiny --format csv --table ledger --home " + home);
@@ -229,11 +236,13 @@ TEST(Experiments, TinyExperimentRunsSkipsWhenRunAgainAndExports) {
   EXPECT_NE(latex.output.find("\\times10^{"), std::string::npos) << latex.output;
   EXPECT_EQ(latex.output.find("e+1"), std::string::npos) << latex.output;
   EXPECT_EQ(latex.output.find("val accuracy"), std::string::npos) << latex.output;
-  EXPECT_NE(latex.output.find("{llllr"), std::string::npos) << latex.output;  // run, family, grown from, growth | parameters
+  EXPECT_NE(latex.output.find("{llllr"), std::string::npos)
+      << latex.output;  // run, family, grown from, growth | parameters
   // It compiles as it is in a plain portrait article, and every table fits the page: no
   // overfull box in the log.
   std::ofstream(home + "/tables.tex") << "\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
-                                         "\\begin{document}\n" << latex.output << "\\end{document}\n";
+                                         "\\begin{document}\n"
+                                      << latex.output << "\\end{document}\n";
   Output compiled = shell("cd " + home + " && pdflatex -halt-on-error -interaction=nonstopmode tables.tex");
   EXPECT_EQ(compiled.code, 0) << compiled.output;
   EXPECT_TRUE(fs::exists(home + "/tables.pdf"));
@@ -276,4 +285,4 @@ TEST(Experiments, ABatchStoppedWithSigtermResumesWhereItStopped) {
   EXPECT_EQ(final_runs.size(), 3u);
 }
 
-}  // namespace
+}  // namespace test_experiments

@@ -78,10 +78,11 @@ class HostileFiles : public ::testing::Test {
     std::ofstream text(kOutside + "/text.txt");
     for (int i = 0; i < 3000; ++i) text << "In the beginning God created the heaven and the earth, line " << i << ".\n";
     text.close();
-    const Result base = tfw(fmt::format("train {}/experiments/mini/tiny-train-tokenformer.toml --home {} --name base "
-                                        "--set data.corpus={} --set train.max_steps=6 --set train.checkpoint_every=3 "
-                                        "--set train.eval_every=3",
-                                        TFW_SOURCE_DIR, kHome, kOutside));
+    const Result base =
+        tfw(fmt::format("train {}/experiments/mini/tiny-train-tokenformer.toml --home {} --name base "
+                        "--set data.corpus={} --set train.max_steps=6 --set train.checkpoint_every=3 "
+                        "--set train.eval_every=3",
+                        TFW_SOURCE_DIR, kHome, kOutside));
     ASSERT_EQ(base.code, 0) << base.output;
   }
   static void TearDownTestSuite() { fs::remove_all(kWork); }
@@ -104,7 +105,8 @@ TEST_F(HostileFiles, ACheckpointsCorpusOutsideTheHomeIsReadOnlyWhenTheUserNamesI
   EXPECT_FALSE(fs::exists(other + "/data")) << "nothing was read or written";
 
   // Named by the user, it is read; its shards get the home's mode, without execute bits.
-  const Result named = tfw(fmt::format("eval {} --windows 2 --no-record --home {} --corpus {}", checkpoint, other, kOutside));
+  const Result named =
+      tfw(fmt::format("eval {} --windows 2 --no-record --home {} --corpus {}", checkpoint, other, kOutside));
   ASSERT_EQ(named.code, 0) << named.output;
   for (const char* file : {"train.bin", "val.bin", "meta.toml"}) {
     struct stat st {};
@@ -141,8 +143,9 @@ TEST_F(HostileFiles, AFinishedRunIsNotResumedAndItsRecordStays) {
   // A raised budget is a resume with steps to train.
   const Result further = tfw("train --resume base --home " + kHome + " --set train.max_steps=8 --extend keep");
   EXPECT_EQ(further.code, 0) << further.output;
-  EXPECT_EQ(sql(kHome, "SELECT COUNT(*) FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.name = 'base' AND "
-                       "m.key = 'train/loss'"),
+  EXPECT_EQ(sql(kHome,
+                "SELECT COUNT(*) FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.name = 'base' AND "
+                "m.key = 'train/loss'"),
             "8\n");
 }
 
@@ -150,9 +153,10 @@ TEST_F(HostileFiles, AFinishedRunIsNotResumedAndItsRecordStays) {
 // unrecorded; two resumes of one run both trained. One process holds a run while it trains it.
 TEST_F(HostileFiles, ARunBeingTrainedIsHeldByOneProcess) {
   const std::string home = kWork + "/held";
-  const Result trained = tfw(fmt::format("train {}/experiments/mini/tiny-train-tokenformer.toml --home {} --name held "
-                                         "--set train.max_steps=4 --set train.checkpoint_every=2",
-                                         TFW_SOURCE_DIR, home));
+  const Result trained =
+      tfw(fmt::format("train {}/experiments/mini/tiny-train-tokenformer.toml --home {} --name held "
+                      "--set train.max_steps=4 --set train.checkpoint_every=2",
+                      TFW_SOURCE_DIR, home));
   ASSERT_EQ(trained.code, 0) << trained.output;
   const std::string script = fmt::format(R"(
 T={0}; H={1}
@@ -190,9 +194,10 @@ echo "first $?"
 TEST_F(HostileFiles, ARecordedThreadCountAboveTheCoresIsCapped) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::string home = kWork + "/threads";
-  const Result trained = tfw(fmt::format("--threads {} train {}/experiments/mini/tiny-train-tokenformer.toml --home {} "
-                                         "--name many --set train.max_steps=2 --set train.checkpoint_every=2",
-                                         4 * cores, TFW_SOURCE_DIR, home));
+  const Result trained =
+      tfw(fmt::format("--threads {} train {}/experiments/mini/tiny-train-tokenformer.toml --home {} "
+                      "--name many --set train.max_steps=2 --set train.checkpoint_every=2",
+                      4 * cores, TFW_SOURCE_DIR, home));
   ASSERT_EQ(trained.code, 0) << trained.output;
   const Result resumed = tfw(fmt::format("train --resume many --home {} --set train.max_steps=3 --extend keep", home));
   ASSERT_EQ(resumed.code, 0) << resumed.output;
@@ -221,8 +226,10 @@ wait $b; echo "b $?"
   EXPECT_NE(both.out.find("a 0\n"), std::string::npos) << both.out;
   EXPECT_NE(both.out.find("b 0\n"), std::string::npos) << both.out;
   // Every run once, finished, and the grown one is the small one's child.
-  EXPECT_EQ(sql(home, "SELECT name, status FROM runs ORDER BY name"), "baseline|finished\ngrown|finished\nsmall|finished\n");
-  EXPECT_EQ(sql(home, "SELECT p.name FROM runs c JOIN runs p ON p.id = c.parent_run_id WHERE c.name = 'grown'"), "small\n");
+  EXPECT_EQ(sql(home, "SELECT name, status FROM runs ORDER BY name"),
+            "baseline|finished\ngrown|finished\nsmall|finished\n");
+  EXPECT_EQ(sql(home, "SELECT p.name FROM runs c JOIN runs p ON p.id = c.parent_run_id WHERE c.name = 'grown'"),
+            "small\n");
   // Running the file again now trains nothing and leaves the store as it is.
   const std::string before = sql(home, "SELECT id, name, status, parent_run_id, tokens FROM runs ORDER BY id");
   const Result again = tfw(fmt::format("run {}/tests/data/tiny-experiment.toml --home {}", TFW_SOURCE_DIR, home));
@@ -255,8 +262,8 @@ TEST_F(HostileFiles, ABundleRunThatIsItsOwnParentIsRefusedBeforeAnyWrite) {
       << imported.err;
   EXPECT_NE(imported.err.find("nothing was imported"), std::string::npos) << imported.err;
   EXPECT_FALSE(fs::exists(home + "/runs.db") && sql(home, "SELECT COUNT(*) FROM runs") != "0\n");
-  const Result report =
-      tfw(fmt::format("report {}/tests/data/tiny-experiment.toml --bundle {} --out {}/report", TFW_SOURCE_DIR, bad, kWork));
+  const Result report = tfw(
+      fmt::format("report {}/tests/data/tiny-experiment.toml --bundle {} --out {}/report", TFW_SOURCE_DIR, bad, kWork));
   EXPECT_EQ(report.code, 2) << report.output;
   EXPECT_NE(report.err.find("names itself as its parent"), std::string::npos) << report.err;
 }
@@ -372,8 +379,8 @@ TEST_F(HostileFiles, ABundleThatInflatesAHundredfoldIsRefusedBeforeItFillsTheDis
   nlohmann::json header = nlohmann::json::parse(lines[0]), line = nlohmann::json::parse(lines[1]);
   const std::uint64_t size = std::uint64_t{512} << 20;
   header["files"] = 1;
-  line["files"] = nlohmann::json::array({{{"name", "step-00000003.safetensors"}, {"bytes", size},
-                                          {"sha256", std::string(64, '0')}}});
+  line["files"] = nlohmann::json::array(
+      {{{"name", "step-00000003.safetensors"}, {"bytes", size}, {"sha256", std::string(64, '0')}}});
   gzFile out = gzopen(bad.c_str(), "wb");
   for (const std::string& text : {header.dump() + "\n", line.dump() + "\n"}) {
     gzwrite(out, text.data(), static_cast<unsigned>(text.size()));
@@ -387,7 +394,8 @@ TEST_F(HostileFiles, ABundleThatInflatesAHundredfoldIsRefusedBeforeItFillsTheDis
   const Result refused = tfw(fmt::format("runs import {} --home {}", bad, home));
   EXPECT_EQ(refused.code, 2) << refused.output;
   EXPECT_NE(refused.err.find("expands more than 100 times"), std::string::npos) << refused.err;
-  EXPECT_NE(refused.err.find("refused as a decompression bomb; nothing was imported"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("refused as a decompression bomb; nothing was imported"), std::string::npos)
+      << refused.err;
   std::uintmax_t left = 0;
   if (fs::exists(home)) {
     for (const auto& entry : fs::recursive_directory_iterator(home)) {
@@ -398,4 +406,4 @@ TEST_F(HostileFiles, ABundleThatInflatesAHundredfoldIsRefusedBeforeItFillsTheDis
   EXPECT_FALSE(fs::exists(home + "/runs.db") && sql(home, "SELECT COUNT(*) FROM runs") != "0\n");
 }
 
-}  // namespace
+}  // namespace test_hostile_files

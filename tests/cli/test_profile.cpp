@@ -38,15 +38,19 @@ TEST(Profile, OperatorsAndKernelsFallIntoTheirCategories) {
   EXPECT_EQ(profile_category_of("aten::bmm", false), "matrix products");
   EXPECT_EQ(profile_category_of("aten::_scaled_dot_product_flash_attention_for_cpu", false), "attention");
   EXPECT_EQ(profile_category_of("aten::gelu", false), "other element-wise work");
-  EXPECT_EQ(profile_category_of("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", true), "matrix products");
+  EXPECT_EQ(profile_category_of("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", true),
+            "matrix products");
   EXPECT_EQ(profile_category_of("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", true), "matrix products");
-  EXPECT_EQ(profile_category_of("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", true), "attention");
+  EXPECT_EQ(profile_category_of("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", true),
+            "attention");
   EXPECT_EQ(profile_category_of("void tfw::pattention_cuda::(anonymous namespace)::forward_kernel<float>", true),
             "Pattention normalisation");
-  EXPECT_EQ(profile_category_of("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", true),
+  EXPECT_EQ(profile_category_of(
+                "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", true),
             "the optimiser");
-  EXPECT_EQ(profile_category_of("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", true),
-            "other element-wise work");
+  EXPECT_EQ(
+      profile_category_of("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", true),
+      "other element-wise work");
 }
 
 // The CUDA table from a hand-made device timeline (ms): a step's host range 0-100 with its
@@ -90,8 +94,10 @@ TEST(Profile, OnTheDeviceEachKernelCountsOnceForTheScopeAroundItOrForItsName) {
 TEST(Profile, ATraceAndATableThatAddUpToTheStepTime) {
   const std::string home = "/tmp/tfw-test-profile-" + std::to_string(::getpid());
   fs::remove_all(home);
-  const Result trained = capture(fmt::format("{} train {} --home {} --profile 4 --set train.max_steps=8 "
-                                             "--set train.eval_every=100", TFW_BINARY, kTiny, home));
+  const Result trained =
+      capture(fmt::format("{} train {} --home {} --profile 4 --set train.max_steps=8 "
+                          "--set train.eval_every=100",
+                          TFW_BINARY, kTiny, home));
   ASSERT_EQ(trained.code, 0) << trained.output;
   // Steps 1-3 warm up; 4-7 are recorded.
   EXPECT_NE(trained.err.find("profile of steps 4-7 on the CPU"), std::string::npos) << trained.err;
@@ -120,7 +126,8 @@ TEST(Profile, ATraceAndATableThatAddUpToTheStepTime) {
   }
   EXPECT_EQ(order, (std::vector<std::string>{"matrix products", "attention", "Pattention normalisation",
                                              "other element-wise work", "the optimiser", "data", "host gaps"}));
-  for (std::size_t i : {0u, 1u, 2u, 3u, 4u, 5u}) EXPECT_GT(table["categories"][i]["seconds"].get<double>(), 0) << order[i];
+  for (std::size_t i : {0u, 1u, 2u, 3u, 4u, 5u})
+    EXPECT_GT(table["categories"][i]["seconds"].get<double>(), 0) << order[i];
   const double traced = table["traced_seconds"], wall = table["wall_seconds"];
   EXPECT_NEAR(sum, traced, 1e-9 * traced);  // every operator's own time, once
   EXPECT_NEAR(traced, wall, 0.05 * wall) << "the trace covers " << traced << " s of the steps' " << wall << " s";
@@ -130,8 +137,8 @@ TEST(Profile, ATraceAndATableThatAddUpToTheStepTime) {
 TEST(Profile, MoreStepsThanTheBudgetHasIsRefusedBeforeAnythingIsRecorded) {
   const std::string home = "/tmp/tfw-test-profile-budget-" + std::to_string(::getpid());
   fs::remove_all(home);
-  const Result refused = capture(fmt::format("{} train {} --home {} --profile 10 --set train.max_steps=8", TFW_BINARY,
-                                             kTiny, home));
+  const Result refused =
+      capture(fmt::format("{} train {} --home {} --profile 10 --set train.max_steps=8", TFW_BINARY, kTiny, home));
   EXPECT_EQ(refused.code, 2) << refused.output;
   EXPECT_NE(refused.err.find("--profile 10 needs 13 steps (3 of warm-up first), and the run has 8 left"),
             std::string::npos)
@@ -140,4 +147,4 @@ TEST(Profile, MoreStepsThanTheBudgetHasIsRefusedBeforeAnythingIsRecorded) {
   fs::remove_all(home);
 }
 
-}  // namespace
+}  // namespace test_profile

@@ -43,9 +43,12 @@ std::vector<std::map<std::string, std::string>> csv(const std::string& text) {
     std::string cell;
     bool quoted = false;
     for (char c : l) {
-      if (c == '"') quoted = !quoted;
-      else if (c == ',' && !quoted) cells.push_back(cell), cell.clear();
-      else cell += c;
+      if (c == '"')
+        quoted = !quoted;
+      else if (c == ',' && !quoted)
+        cells.push_back(cell), cell.clear();
+      else
+        cell += c;
     }
     cells.push_back(cell);
     return cells;
@@ -132,7 +135,8 @@ TEST_F(Report, APairedComparisonIsTheMeanOfPerSeedDifferences) {
   EXPECT_EQ(c.at("seeds_a_less"), std::to_string(less));  // a count: its denominator is `pairs`
   EXPECT_EQ(c.at("pairs"), "3");
   // One row per seed, tidy: the same per-seed values and differences.
-  const auto seeds = tfw("export " + kExperiment + " --home " + home() + " --format csv --table comparison_seeds", false);
+  const auto seeds =
+      tfw("export " + kExperiment + " --home " + home() + " --format csv --table comparison_seeds", false);
   ASSERT_EQ(seeds.code, 0) << seeds.output;
   int rows = 0;
   for (auto& row : csv(seeds.out)) {
@@ -164,13 +168,15 @@ std::optional<double> reach(const std::vector<std::pair<double, double>>& curve,
 
 TEST_F(Report, ComputeToReachALossFollowsTheLineageCurves) {
   const std::string curves_file = home() + "/curves.csv";
-  ASSERT_EQ(tfw("export " + kExperiment + " --home " + home() + " --curves " + curves_file + " --table groups").code, 0);
+  ASSERT_EQ(tfw("export " + kExperiment + " --home " + home() + " --curves " + curves_file + " --table groups").code,
+            0);
   std::ifstream in(curves_file);
   std::stringstream text;
   text << in.rdbuf();
   std::map<std::string, std::vector<std::pair<double, double>>> val;  // run -> (cumulative FLOPs, loss)
   for (auto& row : csv(text.str())) {
-    if (row["key"] == "val/loss") val[row["run"]].push_back({std::stod(row["cumulative_flops"]), std::stod(row["value"])});
+    if (row["key"] == "val/loss")
+      val[row["run"]].push_back({std::stod(row["cumulative_flops"]), std::stod(row["value"])});
   }
   double log_a = 0, log_b = 0;
   for (int seed = 0; seed < 3; ++seed) {
@@ -204,11 +210,13 @@ TEST_F(Report, FiguresHaveOnePathPerRunAndEveryGroupsColour) {
   const auto out = tfw("export " + kExperiment + " --home " + home() + " --figures " + dir + " --table groups");
   ASSERT_EQ(out.code, 0) << out.output;
   // XML parses, one <path class="run"> per finished run, named.
-  const auto parsed = tfw::test::capture(
-      std::string(TFW_PYTHON) + " -c \"import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
-      "ns = '{http://www.w3.org/2000/svg}'; "
-      "print(sorted(p.get('data-run') for p in r.iter(ns + 'path') if p.get('class') == 'run')); "
-      "print(len([t for t in r.iter(ns + 'text') if t.text == 'validation loss (nats/token)']))\" " + dir + "/loss_vs_flops.svg");
+  const auto parsed =
+      tfw::test::capture(std::string(TFW_PYTHON) +
+                         " -c \"import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
+                         "ns = '{http://www.w3.org/2000/svg}'; "
+                         "print(sorted(p.get('data-run') for p in r.iter(ns + 'path') if p.get('class') == 'run')); "
+                         "print(len([t for t in r.iter(ns + 'text') if t.text == 'validation loss (nats/token)']))\" " +
+                         dir + "/loss_vs_flops.svg");
   ASSERT_EQ(parsed.code, 0) << parsed.output;
   EXPECT_NE(parsed.output.find("['baseline-s0', 'baseline-s1', 'baseline-s2', 'grown-s0', 'grown-s1', 'grown-s2', "
                                "'scratch-s0', 'scratch-s1', 'scratch-s2', 'small-s0', 'small-s1', 'small-s2']"),
@@ -255,11 +263,12 @@ TEST(Figures, ARunWithASingleEvaluationIsADotNotDropped) {
   const auto out = tfw("export " + experiment + " --home " + home + " --figures " + home + "/fig");
   ASSERT_EQ(out.code, 0) << out.output;
   const auto parsed = tfw::test::capture(
-      std::string(TFW_PYTHON) + " -c \"import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
+      std::string(TFW_PYTHON) +
+      " -c \"import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
       "ns = '{http://www.w3.org/2000/svg}'; "
       "print([(c.get('data-run'), c.get('fill')) for c in r.iter(ns + 'circle') if c.get('class') == 'point']); "
-      "print(sorted(p.get('data-run') for p in r.iter(ns + 'path') if p.get('class') == 'run'))\" " + home +
-      "/fig/loss_vs_flops.svg");
+      "print(sorted(p.get('data-run') for p in r.iter(ns + 'path') if p.get('class') == 'run'))\" " +
+      home + "/fig/loss_vs_flops.svg");
   ASSERT_EQ(parsed.code, 0) << parsed.output;
   // "once" is the first group: tab10's first colour. "often" has a line and no dot.
   EXPECT_NE(parsed.output.find("[('once', '#1f77b4')]"), std::string::npos) << parsed.output;
@@ -323,8 +332,7 @@ std::string variant_file(const std::string& home, const std::string& name, const
 }
 
 TEST_F(Report, BadComparisonsAreClearErrors) {
-  const std::string unknown =
-      variant_file(home(), "unknown", "[comparisons.bad]\na = \"grown\"\nb = \"nosuch\"\n");
+  const std::string unknown = variant_file(home(), "unknown", "[comparisons.bad]\na = \"grown\"\nb = \"nosuch\"\n");
   auto out = tfw("export " + unknown + " --home " + home());
   EXPECT_EQ(out.code, 2) << out.output;
   EXPECT_NE(out.output.find("comparisons.bad.b: 'nosuch' is not a run of this experiment"), std::string::npos)
@@ -338,10 +346,11 @@ TEST_F(Report, BadComparisonsAreClearErrors) {
   EXPECT_NE(out.output.find("comparison far"), std::string::npos) << out.output;
   EXPECT_NE(out.output.find("lies outside the curve"), std::string::npos) << out.output;
 
-  const std::string empty = variant_file(home(), "empty",
-                                         "[runs.never]\nfamily = \"transformer\"\nmodel = { layers = 1, d = 32, heads = 4, "
-                                         "d_ffn = 64, vocab = 256, seq_len = 32 }\ntrain = { max_steps = 5 }\n"
-                                         "[comparisons.void]\na = \"never\"\nb = \"grown\"\n");
+  const std::string empty =
+      variant_file(home(), "empty",
+                   "[runs.never]\nfamily = \"transformer\"\nmodel = { layers = 1, d = 32, heads = 4, "
+                   "d_ffn = 64, vocab = 256, seq_len = 32 }\ntrain = { max_steps = 5 }\n"
+                   "[comparisons.void]\na = \"never\"\nb = \"grown\"\n");
   out = tfw("report " + empty + " --home " + home() + " --out " + home() + "/void");
   EXPECT_EQ(out.code, 2) << out.output;
   EXPECT_NE(out.output.find("'never' has no finished runs (an empty group)"), std::string::npos) << out.output;
@@ -370,7 +379,7 @@ TEST_F(Report, AChangedFinishedRunIsRefusedNotSkipped) {
   EXPECT_NE(out.output.find("tfw runs delete"), std::string::npos) << out.output;
 }
 
-}  // namespace
+}  // namespace test_report
 
 namespace test_report {
 
@@ -403,7 +412,7 @@ TEST_F(Report, FitUsesTheFamilysRunsFromScratchAndRefusesTooFew) {
       << out.output;
 }
 
-}  // namespace
+}  // namespace test_report
 
 namespace test_report {
 
@@ -425,15 +434,16 @@ TEST(EvalCorpora, AnotherCorpusIsEvaluatedOnTheSameWindowsWithoutChangingTrainin
   const std::string model =
       "family = \"tokenformer\"\nmodel = { layers = 2, d = 32, heads = 4, n_attn = 16, n_ffn = 32, vocab = 256, "
       "seq_len = 32 }\n";
-  const std::string train = "train = { batch_size = 8, max_steps = 10, eval_every = 5, eval_batches = 2, "
-                            "checkpoint_every = 10, peak_flops = 1e11 }\n";
+  const std::string train =
+      "train = { batch_size = 8, max_steps = 10, eval_every = 5, eval_batches = 2, "
+      "checkpoint_every = 10, peak_flops = 1e11 }\n";
   std::ofstream(home + "/with.toml") << model << "data = { corpus = \"kjv\", eval_corpora = [\"gcide\"] }\n" << train;
   std::ofstream(home + "/without.toml") << model << "data = { corpus = \"kjv\" }\n" << train;
   std::ofstream(home + "/gcide.toml") << model << "data = { corpus = \"gcide\" }\n" << train;
   ASSERT_EQ(tfw("train " + home + "/with.toml --name with --home " + home).code, 0);
   ASSERT_EQ(tfw("train " + home + "/without.toml --name without --home " + home).code, 0);
   const auto with = metrics_of(home + "/runs/with"), without = metrics_of(home + "/runs/without");
-  ASSERT_EQ(with.at("val/loss@gcide").size(), 2u);  // at steps 5 and 10
+  ASSERT_EQ(with.at("val/loss@gcide").size(), 2u);             // at steps 5 and 10
   EXPECT_EQ(with.at("train/loss"), without.at("train/loss"));  // evaluation draws no random numbers
   EXPECT_EQ(with.at("val/loss"), without.at("val/loss"));
   // The same windows as a run on gcide: a run started from `with`'s final weights on gcide
@@ -456,4 +466,4 @@ TEST(EvalCorpora, AnotherCorpusIsEvaluatedOnTheSameWindowsWithoutChangingTrainin
   fs::remove_all(home);
 }
 
-}  // namespace
+}  // namespace test_report

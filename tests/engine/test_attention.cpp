@@ -18,7 +18,7 @@ namespace test_attention {
 TEST(Rotary, DimsAreAQuarterRoundedDownToEven) {
   EXPECT_EQ(rotary_dims(64, 0.25), 16);
   EXPECT_EQ(rotary_dims(8, 0.25), 2);
-  EXPECT_EQ(rotary_dims(12, 0.25), 2);   // 3 -> 2
+  EXPECT_EQ(rotary_dims(12, 0.25), 2);  // 3 -> 2
   EXPECT_EQ(rotary_dims(64, 0.0), 0);
 }
 
@@ -40,7 +40,8 @@ TEST(Rotary, DotProductsDependOnlyOnRelativePosition) {
   torch::Tensor q = torch::randn({1, 1, 1, dh}, torch::kFloat64).expand({1, 1, T, dh});
   torch::Tensor k = torch::randn({1, 1, 1, dh}, torch::kFloat64).expand({1, 1, T, dh});
   RotaryTable table = rotary_table(T, rotary_dims(dh, 0.25), 10000.0, torch::TensorOptions().dtype(torch::kFloat64));
-  torch::Tensor scores = torch::matmul(rotary_apply(q, table), rotary_apply(k, table).transpose(-2, -1))[0][0];  // (T, T)
+  torch::Tensor scores =
+      torch::matmul(rotary_apply(q, table), rotary_apply(k, table).transpose(-2, -1))[0][0];  // (T, T)
   for (int shift = 1; shift < 5; ++shift) {
     for (int m = 0; m + shift < T; ++m) {
       EXPECT_NEAR(scores[m + shift][m].item<double>(), scores[shift][0].item<double>(), 1e-12);
@@ -141,12 +142,12 @@ TEST(FusedCpuAttention, Float32IsWithinOneInOneHundredThousandOfFloat64) {
                 v = torch::randn({B, T, W}, torch::kFloat64), grad = torch::randn({B, T, W}, torch::kFloat64);
   for (bool causal : {true, false}) {
     const AttentionResult wide = attention_with_grads(q, k, v, grad, causal, AttentionKernel::manual);
-    const AttentionResult single = attention_with_grads(q.to(torch::kFloat32), k.to(torch::kFloat32),
-                                                        v.to(torch::kFloat32), grad.to(torch::kFloat32), causal,
-                                                        AttentionKernel::cpu);
+    const AttentionResult single =
+        attention_with_grads(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32),
+                             grad.to(torch::kFloat32), causal, AttentionKernel::cpu);
     EXPECT_EQ(single.out.scalar_type(), torch::kFloat32);
-    for (auto [a, b] : {std::pair{single.out, wide.out}, {single.dq, wide.dq}, {single.dk, wide.dk},
-                        {single.dv, wide.dv}}) {
+    for (auto [a, b] :
+         {std::pair{single.out, wide.out}, {single.dq, wide.dq}, {single.dk, wide.dk}, {single.dv, wide.dv}}) {
       EXPECT_LT(test::max_abs_diff(a.to(torch::kFloat64), b) / b.abs().max().item<double>(), 1e-5);
     }
   }
@@ -158,9 +159,8 @@ TEST(FusedCpuAttention, Bf16InputsAreComputedInFloat32AndReturnedBf16) {
   torch::Tensor q = torch::randn({B, T, W}).to(torch::kBFloat16), k = torch::randn({B, T, W}).to(torch::kBFloat16),
                 v = torch::randn({B, T, W}).to(torch::kBFloat16), grad = torch::randn({B, T, W}).to(torch::kBFloat16);
   const AttentionResult half = attention_with_grads(q, k, v, grad, true, AttentionKernel::cpu);
-  const AttentionResult wide = attention_with_grads(q.to(torch::kFloat64), k.to(torch::kFloat64),
-                                                    v.to(torch::kFloat64), grad.to(torch::kFloat64), true,
-                                                    AttentionKernel::manual);
+  const AttentionResult wide = attention_with_grads(q.to(torch::kFloat64), k.to(torch::kFloat64), v.to(torch::kFloat64),
+                                                    grad.to(torch::kFloat64), true, AttentionKernel::manual);
   EXPECT_EQ(half.out.scalar_type(), torch::kBFloat16);
   EXPECT_EQ(half.dq.scalar_type(), torch::kBFloat16);
   // The inputs are exact in both; what differs is float32 arithmetic and the bf16 rounding
@@ -197,5 +197,5 @@ TEST(CausalAttention, FusedKernelIsRefusedBeforeLibTorch2) {
 }
 #endif
 
-}  // namespace
+}  // namespace test_attention
 }  // namespace tfw

@@ -37,7 +37,8 @@ std::string run_config_text(const std::string& family) {
 std::string save_model(const std::string& family, const std::string& dir, std::shared_ptr<Model>* out = nullptr,
                        const std::function<void(Model&, CheckpointMeta&)>& edit = {}) {
   fs::remove_all(dir);
-  RunConfig config = run_config_parse(test::plugins(), toml::parse(run_config_text(family), std::string("t.toml")), "t.toml");
+  RunConfig config =
+      run_config_parse(test::plugins(), toml::parse(run_config_text(family), std::string("t.toml")), "t.toml");
   auto model = test::plugins().family(family).build(*config.model.spec, 7);
   CheckpointMeta meta;
   meta.config_toml = tfw::run_config_text(config);
@@ -73,10 +74,10 @@ TEST(AttentionMap, EqualsThetaOfTheLayersScoresComputedByHand) {
   std::map<std::string, torch::Tensor> params;
   for (const auto& item : model->named_parameters()) params[item.key()] = item.value().detach().to(torch::kFloat64);
   torch::Tensor ids = torch::tensor({65, 98, 99, 10}, torch::kInt64);
-  torch::Tensor x = params.at("embedding").index_select(0, ids);                // (4, 16)
+  torch::Tensor x = params.at("embedding").index_select(0, ids);  // (4, 16)
   torch::Tensor mean = x.mean(-1, true), var = (x - mean).square().mean(-1, true);
   torch::Tensor h = (x - mean) / (var + 1e-5).sqrt();
-  torch::Tensor s = h.matmul(params.at("layers.0.q.keys").t());                        // (4, 12)
+  torch::Tensor s = h.matmul(params.at("layers.0.q.keys").t());  // (4, 12)
   torch::Tensor norm = (s.square().sum(-1, true) + 1e-6).sqrt();
   torch::Tensor expected = torch::gelu(s * std::sqrt(12.0) / norm);
   for (int i = 0; i < 4; ++i) {
@@ -104,12 +105,14 @@ TEST(AttentionMap, ErrorsNameTheProblemAndTheFix) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message([] { AttentionProbe(test::plugins(), "/tmp/tfw-test-attention-none/step-1.pt"); })
-                .find("checkpoint /tmp/tfw-test-attention-none/step-1.pt does not exist"),
+  EXPECT_NE(message([] {
+              AttentionProbe(test::plugins(), "/tmp/tfw-test-attention-none/step-1.pt");
+            }).find("checkpoint /tmp/tfw-test-attention-none/step-1.pt does not exist"),
             std::string::npos);
   const std::string transformer = save_model("transformer", "/tmp/tfw-test-attention-transformer");
-  EXPECT_NE(message([&] { AttentionProbe(test::plugins(), transformer); })
-                .find("holds a transformer model, which has no Pattention layers"),
+  EXPECT_NE(message([&] {
+              AttentionProbe(test::plugins(), transformer);
+            }).find("holds a transformer model, which has no Pattention layers"),
             std::string::npos);
   const std::string path = save_model("tokenformer", "/tmp/tfw-test-attention-errors");
   AttentionProbe probe(test::plugins(), path);
@@ -127,7 +130,8 @@ TEST(AttentionMap, ErrorsNameTheProblemAndTheFix) {
 TEST(AttentionMap, AStoredConfigLargerThanItsWeightsIsRefusedBeforeAnyModelIsBuilt) {
   const std::string dir = "/tmp/tfw-test-forged-config";
   fs::remove_all(dir);
-  RunConfig small = run_config_parse(test::plugins(), toml::parse(run_config_text("tokenformer"), std::string("t.toml")), "t.toml");
+  RunConfig small =
+      run_config_parse(test::plugins(), toml::parse(run_config_text("tokenformer"), std::string("t.toml")), "t.toml");
   auto model = test::plugins().family("tokenformer").build(*small.model.spec, 7);
   std::string forged = run_config_text("tokenformer");
   forged.replace(forged.find("d = 16"), 6, "d = 1000000");
@@ -185,8 +189,9 @@ TEST(AttentionMap, SamplingACheckpointWithNaNWeightsIsAClearError) {
     sample_checkpoint(test::plugins(), request, [](const std::string&) {});
     ADD_FAILURE() << "sampled";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("its model gives scores that are not finite (NaN or infinite weights) at token 0"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("its model gives scores that are not finite (NaN or infinite weights) at token 0"),
+        std::string::npos)
         << e.what();
   }
   fs::remove_all(dir);
@@ -196,7 +201,8 @@ TEST(AttentionMap, SamplingACheckpointWithNaNWeightsIsAClearError) {
 // is read back as written, and a forged one (not a name ATen gives) is refused as it is read.
 TEST(AttentionMap, ACheckpointsKernelsAreReadBackAndAForgedNameIsRefused) {
   const std::string dir = "/tmp/tfw-test-checkpoint-kernels";
-  for (const std::string& kernels : std::vector<std::string>{"AVX2", "", "AVX2; rm -rf /", "avx2", std::string(17, 'A')}) {
+  for (const std::string& kernels :
+       std::vector<std::string>{"AVX2", "", "AVX2; rm -rf /", "avx2", std::string(17, 'A')}) {
     SCOPED_TRACE(kernels);
     const std::string path =
         save_model("tokenformer", dir, nullptr, [&](Model&, CheckpointMeta& meta) { meta.cpu_capability = kernels; });
@@ -216,5 +222,5 @@ TEST(AttentionMap, ACheckpointsKernelsAreReadBackAndAForgedNameIsRefused) {
   fs::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace test_attention_map
 }  // namespace tfw

@@ -10,7 +10,8 @@
 
 namespace test_cloze {
 
-const std::string kText = "Moses spoke to Aaron. Then Aaron went up to Moses. And Moses said unto Aaron, come hither Aaron.";
+const std::string kText =
+    "Moses spoke to Aaron. Then Aaron went up to Moses. And Moses said unto Aaron, come hither Aaron.";
 
 std::string text_of(const std::vector<std::uint32_t>& ids) { return tfw::tokenizer_create("byte")->decode(ids); }
 
@@ -43,4 +44,4 @@ TEST(Cloze, ANarrowWindowCutsTheContextAndKeepsOnlyWhatItStillNames) {
   EXPECT_TRUE(tfw::cloze_passages(kText, *byte, 0, 64).empty());
 }
 
-}  // namespace
+}  // namespace test_cloze

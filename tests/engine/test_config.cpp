@@ -115,9 +115,10 @@ TEST(Config, IdentityIsTheCanonicalFormNotTheText) {
   const std::string base = std::string(kTiny) + "[train]\nmax_steps = 3\nlr = 0.003\n";
   const RunConfig a = run_config_load(test::plugins(), write_temp("a.toml", base));
   const RunConfig b = run_config_load(
-      test::plugins(), write_temp("b.toml", "# the same run, written another way\nfamily = \"tokenformer\"\nname = \"a\"\n"
-                                            "model = { vocab = 64, n_ffn = 32, n_attn = 8, heads = 2, d = 16, layers = 2 }\n"
-                                            "[train]\nlr = 3e-3 # 0.003\nmax_steps = 3\n"));
+      test::plugins(), write_temp("b.toml",
+                                  "# the same run, written another way\nfamily = \"tokenformer\"\nname = \"a\"\n"
+                                  "model = { vocab = 64, n_ffn = 32, n_attn = 8, heads = 2, d = 16, layers = 2 }\n"
+                                  "[train]\nlr = 3e-3 # 0.003\nmax_steps = 3\n"));
   EXPECT_EQ(config_identity(a), config_identity(b));
   EXPECT_EQ(config_identity(a).size(), 64u);  // SHA-256, hex
   // Derived, not kept: reading the derived text back gives the same config.
@@ -201,16 +202,15 @@ TEST(Config, MissingFileAndSyntaxError) {
 
 TEST(Config, SetOverridesReplaceAndAddKeys) {
   std::string path = write_temp("tiny.toml", kTiny);
-  ModelConfig config = model_config_load(test::plugins(), path,
-                                         {"model.n_attn=12", "model.pattention.norm=softmax", "name=renamed"});
+  ModelConfig config =
+      model_config_load(test::plugins(), path, {"model.n_attn=12", "model.pattention.norm=softmax", "name=renamed"});
   EXPECT_EQ(config.name, "renamed");
   toml::table resolved = config.spec->to_toml();
   EXPECT_EQ(resolved["n_attn"].value<std::int64_t>(), 12);
   EXPECT_EQ(resolved["pattention"]["norm"].value<std::string>(), "softmax");
 
   std::string message = usage_error([&] { model_config_load(test::plugins(), path, {"model.layers=two"}); });
-  EXPECT_NE(message.find("--set model.layers=two: model.layers: expected an integer, got a string"),
-            std::string::npos)
+  EXPECT_NE(message.find("--set model.layers=two: model.layers: expected an integer, got a string"), std::string::npos)
       << message;
   message = usage_error([&] { model_config_load(test::plugins(), path, {"model.n_atn=3"}); });
   EXPECT_NE(message.find("--set model.n_atn=3: unknown key 'model.n_atn'"), std::string::npos) << message;
@@ -290,7 +290,8 @@ use = ["first"]
 
   // The two other budgets, each where it is the one set.
   for (const std::string budget : {"max_tokens = 1e6", "max_flops = 1e12"}) {
-    const RunConfig other = run_config_load(test::plugins(), write_temp("budget.toml", std::string(kTiny) + "[train]\n" + budget + "\n"));
+    const RunConfig other =
+        run_config_load(test::plugins(), write_temp("budget.toml", std::string(kTiny) + "[train]\n" + budget + "\n"));
     const toml::table t = train_to_toml(other.train);
     EXPECT_TRUE(t.contains(budget.substr(0, budget.find(' ')))) << budget;
     EXPECT_FALSE(t.contains("max_steps")) << budget;
@@ -310,5 +311,5 @@ use = ["first"]
   }
 }
 
-}  // namespace
+}  // namespace test_config
 }  // namespace tfw

@@ -93,7 +93,8 @@ TEST(Shards, AShortTextKeepsItsEndForValidation) {
   EXPECT_EQ(meta.train_tokens, 24u);  // 30 - 30 / 5
   EXPECT_EQ(meta.val_tokens, 6u);
   auto tokenizer = tokenizer_create("byte");
-  EXPECT_EQ(tokenizer->decode(all_tokens(TokenShard((out / "train.bin").string(), "uint16"))), "abcdefghijklmnopqrstuvwx");
+  EXPECT_EQ(tokenizer->decode(all_tokens(TokenShard((out / "train.bin").string(), "uint16"))),
+            "abcdefghijklmnopqrstuvwx");
   EXPECT_EQ(tokenizer->decode(all_tokens(TokenShard((out / "val.bin").string(), "uint16"))), "yz0123");
   EXPECT_EQ(shard_meta_read(out.string()).val_tokens, 6u);
 }
@@ -146,7 +147,7 @@ TEST(Corpus, RealKjvFromItsDebianPackage) {
   fs::path out = fresh_dir("kjv");
   ShardMeta meta = data_prepare("kjv", out.string(), PrepareOptions());
   EXPECT_EQ(meta.train_tokens + meta.val_tokens, 4404412u);  // bytes of the full text
-  EXPECT_GT(meta.val_tokens, 150000u);                        // ~5%
+  EXPECT_GT(meta.val_tokens, 150000u);                       // ~5%
   TokenShard train((out / "train.bin").string(), "uint16");
   std::vector<std::uint32_t> head;
   train.read(0, 35, head);
@@ -165,7 +166,7 @@ TEST(Corpus, RealGcideStreamsFromTheCompressedDictionary) {
   EXPECT_LT(stream->progress(), 0.2);
 }
 
-}  // namespace
+}  // namespace test_data
 }  // namespace tfw
 
 namespace tfw {
@@ -238,7 +239,8 @@ TEST(Tokenizer, TiktokenFileErrors) {
   };
   // "YWI=" is "ab", "YWJj" is "abc": merges (a, b) and (ab, c).
   EXPECT_EQ(error_of(bytes_part + "YWI= 256\nYWJj 257\n"), "no error, 2 merges");
-  EXPECT_NE(error_of(bytes_part + "YWJj 256\n").find("rank 256 is not a merge of two lower-ranked tokens"), std::string::npos);
+  EXPECT_NE(error_of(bytes_part + "YWJj 256\n").find("rank 256 is not a merge of two lower-ranked tokens"),
+            std::string::npos);
   EXPECT_NE(error_of(bytes_part + "YW!= 256\n").find("line 257: not base64"), std::string::npos);
   EXPECT_NE(error_of(bytes_part + "YWI= 255\n").find("the rank 255 appears twice"), std::string::npos);
   EXPECT_NE(error_of(bytes_part + "YWI= 9000\n").find("not below the token count"), std::string::npos);
@@ -304,44 +306,53 @@ TEST(Tokenizer, TokenizerJsonOfGpt2GivesGpt2sIds) {
     return error_of_file(out);
   };
   const std::string bpe = R"("pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0})";
-  EXPECT_NE(error_of("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}").find("model.type is \"WordPiece\", not \"BPE\""),
+  EXPECT_NE(error_of("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}")
+                .find("model.type is \"WordPiece\", not \"BPE\""),
             std::string::npos);
   EXPECT_NE(error_of("{" + bpe + "}}").find("model.merges is missing or empty"), std::string::npos);
-  EXPECT_NE(error_of("{" + bpe + ", \"merges\": [\"ab\"]}}").find("the merge 'ab' is not two symbols"), std::string::npos);
-  EXPECT_NE(error_of(R"({"pre_tokenizer": {"type": "Whitespace"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})")
-                .find("the pre-tokenizer is Whitespace, not ByteLevel"),
+  EXPECT_NE(error_of("{" + bpe + ", \"merges\": [\"ab\"]}}").find("the merge 'ab' is not two symbols"),
             std::string::npos);
+  EXPECT_NE(
+      error_of(
+          R"({"pre_tokenizer": {"type": "Whitespace"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})")
+          .find("the pre-tokenizer is Whitespace, not ByteLevel"),
+      std::string::npos);
   EXPECT_NE(error_of("not json").find("not a JSON object"), std::string::npos);
   // Issue 33: an id of 2^32 - 1 wrapped the id table's size to 0 and wrote outside it; one of
   // 2^32 + 5 was truncated to 5. Both are refused as the file is read.
   for (const std::string id : {"4294967295", "2097152", "4294967301"}) {
-    std::ofstream(out) << R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "aa": )"
-                       << id << R"(}, "merges": ["a a"]}})";
+    std::ofstream(out)
+        << R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "aa": )" << id
+        << R"(}, "merges": ["a a"]}})";
     try {
       byte_level_bpe_create(bpe_spec_from_tokenizer_json(out));
       ADD_FAILURE() << "the id " << id << " was accepted";
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("model.vocab[\"aa\"] is not a token id from 0 to 2097151"),
-                std::string::npos) << e.what();
+                std::string::npos)
+          << e.what();
     }
   }
   // Issue 33: an added token with an empty content made encode loop forever, growing without
   // bound; wrong types gave raw JSON exceptions naming no file; a merge nested 500,000 deep
   // overflowed the stack when the error message printed it.
   const std::string base = "{" + bpe + ", \"merges\": [\"a a\"]}";
-  EXPECT_NE(error_of(base + R"(, "added_tokens": [{"id": 1, "content": ""}]})").find("an added token has an empty content"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(base + R"(, "added_tokens": [{"id": 1, "content": ""}]})").find("an added token has an empty content"),
+      std::string::npos);
   EXPECT_NE(error_of(base + R"(, "added_tokens": [{"id": 1, "content": 7}]})").find("lacks its id or its content text"),
             std::string::npos);
-  EXPECT_NE(error_of(base + R"(, "added_tokens": [{"id": "one", "content": "x"}]})").find("an added token's id is not a token id"),
+  EXPECT_NE(error_of(base + R"(, "added_tokens": [{"id": "one", "content": "x"}]})")
+                .find("an added token's id is not a token id"),
             std::string::npos);
-  const std::string wrong_type = error_of(R"({"normalizer": {"type": 5}, )" +
-                                          bpe + ", \"merges\": [\"a a\"]}}");
+  const std::string wrong_type = error_of(R"({"normalizer": {"type": 5}, )" + bpe + ", \"merges\": [\"a a\"]}}");
   EXPECT_NE(wrong_type.find(out + ": a value of the wrong type"), std::string::npos) << wrong_type;
-  const std::string deep = error_of("{" + bpe + ", \"merges\": [" + std::string(500000, '[') + std::string(500000, ']') + "]}}");
+  const std::string deep =
+      error_of("{" + bpe + ", \"merges\": [" + std::string(500000, '[') + std::string(500000, ']') + "]}}");
   EXPECT_NE(deep.find("nests deeper than 32 levels"), std::string::npos) << deep.substr(0, 200);
-  EXPECT_NE(error_of("{" + bpe + ", \"merges\": [\"a a\", [[[\"a\"]]]]}}").find("merge 2 of model.merges is not two symbols"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("{" + bpe + ", \"merges\": [\"a a\", [[[\"a\"]]]]}}").find("merge 2 of model.merges is not two symbols"),
+      std::string::npos);
   // Issue 50: a million empty objects (3 MB) took over a minute to parse; 3 million objects are
   // refused by the count as they are parsed. Both in seconds, on a busy machine too.
   std::string million = "{" + bpe + ", \"merges\": [\"a a\"]}, \"added_tokens\": [";
@@ -368,5 +379,5 @@ TEST(Tokenizer, TokenizerJsonOfGpt2GivesGpt2sIds) {
   fs::remove(out);
 }
 
-}  // namespace
+}  // namespace test_data
 }  // namespace tfw

@@ -113,5 +113,5 @@ TEST(Idx, FashionMnistPackageHeadersAndLabels) {
   EXPECT_EQ(per_class, std::vector<int>(10, 1000));
 }
 
-}  // namespace
+}  // namespace test_idx
 }  // namespace tfw

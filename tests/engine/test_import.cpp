@@ -38,7 +38,10 @@ std::string write_release(const std::string& name, const std::string& flags) {
   const std::string gpt2 = std::string(TFW_SOURCE_DIR) + "/tests/reference/gpt2_tokenizer_json.py";
   const char* gpt2_dir = std::getenv("TFW_GPT2_DIR");
   EXPECT_NE(gpt2_dir, nullptr);
-  EXPECT_EQ(std::system((std::string(TFW_PYTHON) + " " + gpt2 + " " + gpt2_dir + " " + (dir / "tokenizer.json").string()).c_str()), 0);
+  EXPECT_EQ(
+      std::system(
+          (std::string(TFW_PYTHON) + " " + gpt2 + " " + gpt2_dir + " " + (dir / "tokenizer.json").string()).c_str()),
+      0);
   EXPECT_EQ(std::system((std::string(TFW_PYTHON) + " " + kScript + " " + dir.string() + " " + flags).c_str()), 0);
   return dir.string();
 }
@@ -80,8 +83,9 @@ struct ReleaseCase {
 // softmax, the keys are smaller: sharp scores make float32 itself 5e-3 off float64.)
 const ReleaseCase kReleases[] = {
     {"pipe-l2", ""},
-    {"sequential-gelu-l2", "--layout sequential --activation gelu_l2_norm --norm layernorm --final-norm "
-                           "layernorm_nonparam --head-copy --rotary-pct 0.5 --heads 2 --seed 1"},
+    {"sequential-gelu-l2",
+     "--layout sequential --activation gelu_l2_norm --norm layernorm --final-norm "
+     "layernorm_nonparam --head-copy --rotary-pct 0.5 --heads 2 --seed 1"},
     {"pipe-softmax", "--activation softmax --heads 1 --layers 3 --qkv 16 --ffn 40 --seed 2 --key-std 0.15"},
 };
 
@@ -124,7 +128,10 @@ TEST(Import, AStorageLongerThanItsRecordIsRefused) {
   const std::string script = std::string(TFW_SOURCE_DIR) + "/tests/reference/oversized_storage.py";
   auto craft = [&](const std::string& name, const std::string& numel, int size) {
     const std::string file = (dir / name).string();
-    EXPECT_EQ(std::system((std::string(TFW_PYTHON) + " " + script + " " + file + " " + numel + " " + std::to_string(size)).c_str()), 0);
+    EXPECT_EQ(
+        std::system(
+            (std::string(TFW_PYTHON) + " " + script + " " + file + " " + numel + " " + std::to_string(size)).c_str()),
+        0);
     return file;
   };
   const auto good = torch_state_dict_read(craft("good.pt", "32", 32));  // the same file, honest: read
@@ -136,7 +143,8 @@ TEST(Import, AStorageLongerThanItsRecordIsRefused) {
       ADD_FAILURE() << numel << " floats over 128 bytes were accepted";
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("storage 0 holds 128 bytes, fewer than " + numel + " elements"),
-                std::string::npos) << e.what();
+                std::string::npos)
+          << e.what();
     }
   }
   fs::remove_all(dir);
@@ -148,9 +156,10 @@ TEST(Import, AStorageLongerThanItsRecordIsRefused) {
 TEST(Import, HostilePicklesAreReadWithinBounds) {
   const fs::path dir = fs::temp_directory_path() / "tfw-test-hostile-pickles";
   fs::remove_all(dir);
-  ASSERT_EQ(std::system((std::string(TFW_PYTHON) + " " TFW_SOURCE_DIR "/tests/reference/hostile_pickles.py " +
-                         dir.string()).c_str()),
-            0);
+  ASSERT_EQ(
+      std::system(
+          (std::string(TFW_PYTHON) + " " TFW_SOURCE_DIR "/tests/reference/hostile_pickles.py " + dir.string()).c_str()),
+      0);
   auto error_of = [&](const std::string& name) -> std::string {
     try {
       torch_state_dict_read((dir / name).string());
@@ -177,8 +186,7 @@ TEST(Import, HostilePicklesAreReadWithinBounds) {
   } catch (const UsageError& e) {
     shared_error = e.what();
   }
-  const double shared_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - shared_start).count();
+  const double shared_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - shared_start).count();
   EXPECT_LT(fs::file_size(dir / "shared.pt"), 8192u);
   EXPECT_NE(shared_error.find("holds more than 2097152 values, counting a shared one each time it is named"),
             std::string::npos)
@@ -192,8 +200,9 @@ TEST(Import, HostilePicklesAreReadWithinBounds) {
       << error_of("bomb.pt");
   // Found by the fuzzer: LibTorch's reader inflates the `version` record as it opens the file,
   // into a buffer of its declared size (2 GiB here). The zip's directory is checked first.
-  EXPECT_NE(error_of("version-bomb.pt").find("its record archive/version declares 2147483650 bytes inflated, more than "
-                                             "the"),
+  EXPECT_NE(error_of("version-bomb.pt")
+                .find("its record archive/version declares 2147483650 bytes inflated, more than "
+                      "the"),
             std::string::npos)
       << error_of("version-bomb.pt");
   fs::remove_all(dir);
@@ -301,8 +310,8 @@ TEST(Import, BadReleasesAreClearErrors) {
                 .find("norm_activation_type"),
             std::string::npos);
   // Issue 33: an attention_config nested 200,000 deep overflowed the stack when printed.
-  EXPECT_NE(variant("\"num_layers\": 2", "\"num_layers\": 2, \"attention_config\": " + std::string(200000, '[') +
-                                             std::string(200000, ']'))
+  EXPECT_NE(variant("\"num_layers\": 2",
+                    "\"num_layers\": 2, \"attention_config\": " + std::string(200000, '[') + std::string(200000, ']'))
                 .find("nests deeper than 32 levels"),
             std::string::npos);
   // Issue 50: a config of 3 million objects parsed for over a minute; the count refuses it as
@@ -367,12 +376,15 @@ TEST(Import, TokenizerJsonInRunConfigs) {
   const char* gpt2_dir = std::getenv("TFW_GPT2_DIR");
   ASSERT_NE(gpt2_dir, nullptr);
   const std::string gpt2 = std::string(TFW_SOURCE_DIR) + "/tests/reference/gpt2_tokenizer_json.py";
-  ASSERT_EQ(std::system((std::string(TFW_PYTHON) + " " + gpt2 + " " + gpt2_dir + " " + (dir / "sub/tok.json").string()).c_str()), 0);
+  ASSERT_EQ(
+      std::system(
+          (std::string(TFW_PYTHON) + " " + gpt2 + " " + gpt2_dir + " " + (dir / "sub/tok.json").string()).c_str()),
+      0);
   fs::copy_file(dir / "sub/tok.json", dir / "copy.json");
   auto write = [&](const std::string& tokenizer) {
     std::ofstream(dir / "run.toml") << "family = \"tokenformer\"\n[model]\nlayers = 1\nd = 16\nheads = 2\nn_attn = 4\n"
-                                       "n_ffn = 8\nvocab = 50304\n[data]\ntokenizer = \"" << tokenizer
-                                    << "\"\n[train]\nmax_steps = 1\n";
+                                       "n_ffn = 8\nvocab = 50304\n[data]\ntokenizer = \""
+                                    << tokenizer << "\"\n[train]\nmax_steps = 1\n";
     return (dir / "run.toml").string();
   };
   const RunConfig config = run_config_load(test::plugins(), write("sub/tok.json"));
@@ -432,5 +444,5 @@ TEST(Import, CommandLineImportThenEvalAttentionSample) {
   EXPECT_NE(bad.output.find("no such release folder"), std::string::npos) << bad.output;
 }
 
-}  // namespace
+}  // namespace test_import
 }  // namespace tfw

@@ -113,8 +113,10 @@ TEST(Build, EveryStandardLibrarySymbolOfOursComesFromLibstdcxx) {
   }
   // The executable, the engine library and the model plugins were all bound.
   EXPECT_TRUE(ours.count(binary)) << "tfw itself";
-  EXPECT_TRUE(std::any_of(ours.begin(), ours.end(), [](const std::string& f) { return f.find("libtfw_engine.so") != f.npos; }));
-  EXPECT_TRUE(std::any_of(ours.begin(), ours.end(), [](const std::string& f) { return f.find("tfw-tokenformer.so") != f.npos; }));
+  EXPECT_TRUE(
+      std::any_of(ours.begin(), ours.end(), [](const std::string& f) { return f.find("libtfw_engine.so") != f.npos; }));
+  EXPECT_TRUE(std::any_of(ours.begin(), ours.end(),
+                          [](const std::string& f) { return f.find("tfw-tokenformer.so") != f.npos; }));
   EXPECT_GT(checked, 100u) << "too few of libstdc++'s symbols were seen to say anything";
   for (const auto& [symbol, where] : wrong) ADD_FAILURE() << symbol << ": " << where;
 }
@@ -137,8 +139,9 @@ TEST(Build, WithoutLibstdcxxFirstTheWheelServesStdFilesystem) {
   // -ltorch_cpu before libstdc++, as a link line that only adds LibTorch has it.
   const tfw::test::Result plain = tfw::test::capture(compile + "plain " + common + " -Wl,--no-as-needed -ltorch_cpu");
   ASSERT_EQ(plain.code, 0) << plain.output;
-  const tfw::test::Result fixed = tfw::test::capture(
-      compile + "fixed -Wl,--push-state,--no-as-needed,-lstdc++,--pop-state " + common + " -Wl,--no-as-needed -ltorch_cpu");
+  const tfw::test::Result fixed =
+      tfw::test::capture(compile + "fixed -Wl,--push-state,--no-as-needed,-lstdc++,--pop-state " + common +
+                         " -Wl,--no-as-needed -ltorch_cpu");
   ASSERT_EQ(fixed.code, 0) << fixed.output;
   auto provider = [&](const std::string& program) {
     for (const Binding& b : bindings_of(dir + "/" + program, program == "fixed")) {

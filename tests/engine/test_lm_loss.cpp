@@ -85,9 +85,9 @@ TEST(LmLoss, APaddedVocabularysIdsGetNoProbability) {
   const torch::Tensor first30 = c.embedding.narrow(0, 0, 30).detach();
   const double over_30 =
       torch::nn::functional::cross_entropy(c.hidden.detach().matmul(first30.t()), c.targets).item<double>();
-  const double over_37 = torch::nn::functional::cross_entropy(c.hidden.detach().matmul(c.embedding.detach().t()),
-                                                              c.targets)
-                             .item<double>();
+  const double over_37 =
+      torch::nn::functional::cross_entropy(c.hidden.detach().matmul(c.embedding.detach().t()), c.targets)
+          .item<double>();
   ASSERT_GT(over_37, over_30 + 1.0) << "the padded rows should matter when left in";
   const Result p = plain(c, 30), k = chunked(c, 30, 9);
   EXPECT_NEAR(p.loss, over_30, 1e-12);
@@ -125,13 +125,16 @@ TEST(LmLoss, TheTrainersLossLeavesThePaddedIdsOutAndItsChunkedFormAgreesInBf16) 
   const double left_in = batch_loss(*model, batch, Precision::fp32, 0).item<double>();
   torch::NoGradGuard no_grad;
   const torch::Tensor logits = lm->forward(batch.input).narrow(-1, 0, 256);
-  EXPECT_NEAR(left_out, torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), batch.target.reshape({-1})).item<double>(),
-              1e-6);
+  EXPECT_NEAR(
+      left_out,
+      torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), batch.target.reshape({-1})).item<double>(), 1e-6);
   EXPECT_GT(left_in, left_out + 1.0);
   const torch::Tensor hidden = lm->hidden(batch.input).reshape({32, -1});
   const torch::Tensor target = batch.target.reshape({-1});
-  const double fp32 = cross_entropy_chunked(hidden, lm->token_embedding(), target, 256, 5, Precision::fp32).item<double>();
-  const double bf16 = cross_entropy_chunked(hidden, lm->token_embedding(), target, 256, 5, Precision::bf16).item<double>();
+  const double fp32 =
+      cross_entropy_chunked(hidden, lm->token_embedding(), target, 256, 5, Precision::fp32).item<double>();
+  const double bf16 =
+      cross_entropy_chunked(hidden, lm->token_embedding(), target, 256, 5, Precision::bf16).item<double>();
   EXPECT_NEAR(fp32, left_out, 1e-5);
   EXPECT_NEAR(bf16, left_out, 0.02 * left_out);  // products in bf16: about 3 significant digits
 }
@@ -154,11 +157,12 @@ TEST(LmLoss, SamplingNeverPicksAPaddedId) {
   request.tokens = 6;
   request.temperature = 0;
   std::string text;
-  const SampleStats stats = sample_checkpoint(test::plugins(), request, [&](const std::string& piece) { text += piece; });
+  const SampleStats stats =
+      sample_checkpoint(test::plugins(), request, [&](const std::string& piece) { text += piece; });
   EXPECT_EQ(stats.generated, 6);
   EXPECT_EQ(text.size(), 6u);
   fs::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace test_lm_loss
 }  // namespace tfw

@@ -19,7 +19,10 @@
 namespace tfw {
 namespace test_mask {
 
-RunConfig run_config(const std::string& text) { return run_config_parse(test::plugins(), toml::parse(std::string_view(text), std::string_view("mask.toml")), "mask.toml"); }
+RunConfig run_config(const std::string& text) {
+  return run_config_parse(test::plugins(), toml::parse(std::string_view(text), std::string_view("mask.toml")),
+                          "mask.toml");
+}
 
 // Keys (1,0), (0,1), (1,1), values 1, 2, 3, x = (1, 0): scores (1, 0, 1); n0 = 3, tau = sqrt 3.
 // With token 2 masked the scores are (1, 0): l2_gelu's row norm is 1 (not sqrt 2: the masked
@@ -27,7 +30,8 @@ RunConfig run_config(const std::string& text) { return run_config_parse(test::pl
 // (gelu(sqrt 3) = 1.65994162; eps = 1e-6 under the norm moves the 7th digit); gelu_l1's
 // is gelu(1) (not 2·gelu(1)): O = 3·gelu(1)/(gelu(1) + 1e-6) = 2.999996434283986.
 TEST(Mask, HandComputedCase) {
-  for (PattentionImplementation implementation : {PattentionImplementation::reference, PattentionImplementation::fused}) {
+  for (PattentionImplementation implementation :
+       {PattentionImplementation::reference, PattentionImplementation::fused}) {
     pattention_set_implementation(implementation);
     for (const auto& [norm, expected] : {std::pair{PattentionNorm::l2_gelu, 1.6599406574102062},
                                          std::pair{PattentionNorm::gelu_l1, 2.999996434283986}}) {
@@ -52,10 +56,11 @@ TEST(Mask, HandComputedCase) {
 TEST(Mask, EqualsALayerOfOnlyTheActiveTokens) {
   const std::int64_t d_in = 5, d_out = 4, n = 9;
   const torch::Tensor active = torch::tensor({1, 2, 3, 6, 8}, torch::kInt64);
-  for (PattentionImplementation implementation : {PattentionImplementation::reference, PattentionImplementation::fused}) {
+  for (PattentionImplementation implementation :
+       {PattentionImplementation::reference, PattentionImplementation::fused}) {
     pattention_set_implementation(implementation);
-    for (PattentionNorm norm : {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1,
-                                PattentionNorm::softmax}) {
+    for (PattentionNorm norm :
+         {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1, PattentionNorm::softmax}) {
       SCOPED_TRACE(pattention_norm_name(norm));
       torch::manual_seed(3);
       Pattention masked(PattentionOptions(d_in, d_out, n).norm(norm).key_std(0.5).value_std(0.5));
@@ -185,9 +190,10 @@ TEST(Mask, TheTrainerKeepsMaskedTokensThroughTrainingAndGrowth) {
 corpus = "kjv"
 )";
   toml::table table = toml::parse(std::string_view(text), std::string_view("mask.toml"));
-  config_apply_overrides(table, {"model.vocab=256", "train.max_steps=40", "train.batch_size=4", "train.eval_every=20", "train.eval_batches=2",
-                                 "train.checkpoint_every=1000", "train.peak_flops=1e11",
-                                 "train.growth_repeat={every_steps=20, add_attn=8, add_ffn=8, options={key_init=\"zero\"}}"});
+  config_apply_overrides(table,
+                         {"model.vocab=256", "train.max_steps=40", "train.batch_size=4", "train.eval_every=20",
+                          "train.eval_batches=2", "train.checkpoint_every=1000", "train.peak_flops=1e11",
+                          "train.growth_repeat={every_steps=20, add_attn=8, add_ffn=8, options={key_init=\"zero\"}}"});
   const RunConfig config = run_config_parse(test::plugins(), table, "mask.toml");
   TrainOptions options;
   options.home = (std::filesystem::temp_directory_path() / "tfw-test-mask-home").string();
@@ -222,8 +228,7 @@ TEST(Mask, BadMasksAreClearErrors) {
   auto error_of = [](const std::string& text, const std::vector<std::string>& use) -> std::string {
     try {
       const RunConfig config = run_config(text);
-      std::shared_ptr<Model> model =
-          test::plugins().family(config.model.family).build(*config.model.spec, 0);
+      std::shared_ptr<Model> model = test::plugins().family(config.model.family).build(*config.model.spec, 0);
       mask_apply(*model, config.train.mask, use);
     } catch (const UsageError& e) {
       return e.what();
@@ -261,5 +266,5 @@ blocks = { a = { ffn = [0, 4] } }
   EXPECT_NE(error_of(transformer, {"a"}).find("this model has no Pattention layers"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace test_mask
 }  // namespace tfw

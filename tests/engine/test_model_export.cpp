@@ -32,8 +32,8 @@ struct Exported {
 Exported saved_model(const std::string& family, const std::string& dir, const std::string& more) {
   fs::remove_all(dir);
   const bool pattention = family == "tokenformer";
-  const std::string text =
-      test::TinyModel{family, 16, 2, 30, pattention ? 12 : 0, pattention ? 20 : 0}.toml(more) + "[train]\nmax_steps = 10\n";
+  const std::string text = test::TinyModel{family, 16, 2, 30, pattention ? 12 : 0, pattention ? 20 : 0}.toml(more) +
+                           "[train]\nmax_steps = 10\n";
   Exported e;
   e.config = run_config_parse(test::plugins(), toml::parse(text, std::string("tiny.toml")), "tiny.toml");
   e.model = test::plugins().family(family).build(*e.config.model.spec, 3);
@@ -73,7 +73,8 @@ std::vector<double> read_doubles(const std::string& path) {
 std::vector<double> python_logits(const std::string& dir, const torch::Tensor& ids) {
   json rows = json::array();
   for (std::int64_t b = 0; b < ids.size(0); ++b) {
-    rows.push_back(std::vector<std::int64_t>(ids[b].data_ptr<std::int64_t>(), ids[b].data_ptr<std::int64_t>() + ids.size(1)));
+    rows.push_back(
+        std::vector<std::int64_t>(ids[b].data_ptr<std::int64_t>(), ids[b].data_ptr<std::int64_t>() + ids.size(1)));
   }
   write_text(dir + "/ids.json", rows.dump());
   const std::string command = TFW_PYTHON " " TFW_SOURCE_DIR "/tests/reference/exported_model.py " + dir;
@@ -125,7 +126,8 @@ void check_round_trip(const std::string& family, const std::string& more) {
   torch::NoGradGuard no_grad;
   const torch::Tensor logits = e.model->forward(ids).reshape({-1}).contiguous();
   ASSERT_EQ(reference.size(), static_cast<std::size_t>(logits.numel()));
-  const torch::Tensor expected = torch::from_blob(const_cast<double*>(reference.data()), {logits.numel()}, torch::kFloat64);
+  const torch::Tensor expected =
+      torch::from_blob(const_cast<double*>(reference.data()), {logits.numel()}, torch::kFloat64);
   EXPECT_LT(test::max_abs_diff(logits, expected), 1e-10);
   EXPECT_GT(logits.abs().max().item<double>(), 1e-3);  // not a vacuous comparison of zeros
   // The loader docs/export-model.md gives users, run as written (tokenformer only).
@@ -147,7 +149,8 @@ TEST(ModelExport, TheDocsLoaderReadsAGrownModelsScale) {
   const std::string root = (fs::temp_directory_path() / "tfw-model-export-grown").string();
   fs::remove_all(root);
   auto config = [](int n_attn, int n_ffn) {
-    const std::string text = test::TinyModel{"tokenformer", 16, 2, 30, n_attn, n_ffn}.toml() + "[train]\nmax_steps = 10\n";
+    const std::string text =
+        test::TinyModel{"tokenformer", 16, 2, 30, n_attn, n_ffn}.toml() + "[train]\nmax_steps = 10\n";
     return run_config_parse(test::plugins(), toml::parse(text, std::string("tiny.toml")), "tiny.toml");
   };
   const RunConfig small = config(12, 20), grown = config(16, 24);
@@ -233,5 +236,5 @@ TEST(ModelExport, BrokenOrHostileFoldersAreClearErrorsThatLeaveNothing) {
   EXPECT_NE(import_error().find("model.safetensors"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace test_model_export
 }  // namespace tfw

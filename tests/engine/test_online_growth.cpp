@@ -88,7 +88,8 @@ TEST(OnlineGrowth, ResumeAfterAndBeforeTheEventContinuesExactly) {
     TrainOptions interrupted = options_for("grow-interrupted-" + std::to_string(stop_at));
     train_until(config, interrupted, stop_at);
     TrainOptions resumed = resuming(interrupted);
-    TrainSummary summary = train_run(test::plugins(), train_resume_config(test::plugins(), resumed.run_dir, {}), resumed);
+    TrainSummary summary =
+        train_run(test::plugins(), train_resume_config(test::plugins(), resumed.run_dir, {}), resumed);
     EXPECT_EQ(summary.steps, 30);
     std::vector<double> got = logged(interrupted.run_dir, "train/loss");
     ASSERT_EQ(got.size(), 30u);
@@ -158,7 +159,8 @@ TEST(OnlineGrowth, BadEventsAreRefusedBeforeTraining) {
 at_step = 3
 method = "pattention_grow"
 to = { d = 64 }
-)", {"train.max_steps=10"});
+)",
+                                   {"train.max_steps=10"});
   try {
     train_run(test::plugins(), impossible, options_for("grow-bad"));
     FAIL() << "expected a UsageError";
@@ -170,5 +172,5 @@ to = { d = 64 }
                UsageError);  // no method
 }
 
-}  // namespace
+}  // namespace test_online_growth
 }  // namespace tfw

@@ -61,10 +61,9 @@ TEST(Optim, FusedAdamWMatchesTorchsAdamWOver200Steps) {
     twins.adamw_a->step();
     fused.step(lr);
   }
-  const double moved = largest_difference(twins.a->parameters(), test::plugins()
-                                                                     .family("tokenformer")
-                                                                     .build(*config_of(kTokenformer).model.spec, 7)
-                                                                     ->parameters());
+  const double moved = largest_difference(
+      twins.a->parameters(),
+      test::plugins().family("tokenformer").build(*config_of(kTokenformer).model.spec, 7)->parameters());
   EXPECT_GT(moved, 0.01) << "the parameters hardly moved, so the comparison would say little";
   EXPECT_LT(largest_difference(twins.a->parameters(), twins.b->parameters()), 1e-6);
   // The state: moments within rounding, and the step counts written back exactly.
@@ -143,5 +142,5 @@ TEST(Optim, ClippingOnTheDeviceEqualsClippingWithTheNormReadBack) {
   EXPECT_DOUBLE_EQ(a.grad()[1].item<double>(), 400.0 * 13.0 / (1300.0 + 1e-6));
 }
 
-}  // namespace
+}  // namespace test_optim
 }  // namespace tfw

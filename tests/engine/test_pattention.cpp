@@ -47,10 +47,10 @@ TEST(Pattention, HandComputedCaseForEachNorm) {
     Pattention layer = hand_layer(c.norm);
     torch::Tensor x = torch::tensor({{1.0, 0.0}}, torch::kFloat64);  // (1, 2)
     ScoreCapture capture;
-    torch::Tensor out = layer->forward(x);                            // (1, 1)
+    torch::Tensor out = layer->forward(x);  // (1, 1)
     ASSERT_EQ(out.sizes(), (std::vector<std::int64_t>{1, 1}));
     EXPECT_NEAR(out.item<double>(), c.output, c.tolerance);
-    torch::Tensor a = capture.scores().at("");                        // (1, 3)
+    torch::Tensor a = capture.scores().at("");  // (1, 3)
     EXPECT_NEAR(a[0][0].item<double>(), c.a0, c.tolerance);
     EXPECT_NEAR(a[0][1].item<double>(), c.a1, c.tolerance);
     EXPECT_NEAR(a[0][2].item<double>(), c.a0, c.tolerance);
@@ -60,9 +60,9 @@ TEST(Pattention, HandComputedCaseForEachNorm) {
 // An independent float64 implementation with plain loops and std::erf.
 double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
-std::vector<double> reference(const std::vector<double>& x, const std::vector<double>& k,
-                              const std::vector<double>& v, int rows, int d_in, int n, int d_out,
-                              PattentionNorm norm, double multiplier, double eps) {
+std::vector<double> reference(const std::vector<double>& x, const std::vector<double>& k, const std::vector<double>& v,
+                              int rows, int d_in, int n, int d_out, PattentionNorm norm, double multiplier,
+                              double eps) {
   std::vector<double> out(rows * d_out, 0.0);
   for (int r = 0; r < rows; ++r) {
     std::vector<double> s(n), a(n);
@@ -99,8 +99,8 @@ std::vector<double> to_vector(const torch::Tensor& t) {
 
 TEST(Pattention, MatchesFloat64LoopReferenceForEveryNorm) {
   const int B = 2, T = 3, d_in = 5, n = 7, d_out = 4;  // d_in differs from d_out on purpose
-  for (PattentionNorm norm : {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1,
-                              PattentionNorm::softmax}) {
+  for (PattentionNorm norm :
+       {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1, PattentionNorm::softmax}) {
     SCOPED_TRACE(pattention_norm_name(norm));
     torch::manual_seed(7);
     Pattention layer(PattentionOptions(d_in, d_out, n).norm(norm).key_std(0.5).value_std(0.5));
@@ -123,8 +123,8 @@ TEST(Pattention, MatchesFloat64LoopReferenceForEveryNorm) {
 
 TEST(Pattention, GradientsMatchFiniteDifferencesInFloat64) {
   const int T = 3, d_in = 4, n = 5, d_out = 3;
-  for (PattentionNorm norm : {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1,
-                              PattentionNorm::softmax}) {
+  for (PattentionNorm norm :
+       {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1, PattentionNorm::softmax}) {
     SCOPED_TRACE(pattention_norm_name(norm));
     torch::manual_seed(3);
     Pattention layer(PattentionOptions(d_in, d_out, n).norm(norm).key_std(0.7).value_std(0.7));
@@ -155,8 +155,8 @@ TEST(Pattention, GradientsMatchFiniteDifferencesInFloat64) {
 }
 
 TEST(Pattention, EpsGuardsAnAllZeroScoreRow) {
-  for (PattentionNorm norm : {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1,
-                              PattentionNorm::softmax}) {
+  for (PattentionNorm norm :
+       {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1, PattentionNorm::softmax}) {
     SCOPED_TRACE(pattention_norm_name(norm));
     Pattention layer(PattentionOptions(3, 2, 4).norm(norm));
     torch::Tensor x = torch::zeros({1, 3}).requires_grad_(true);  // every score is exactly 0
@@ -190,10 +190,12 @@ double append_zero_keys_change(PattentionNorm norm, TauMode tau, torch::Dtype dt
 TEST(Pattention, AppendingZeroKeysKeepsOutputWithFixedTau) {
   // With either implementation; in float32 the fused kernels' rows grow from one full vector
   // (8) to a vector and a scalar tail (12), so the sums add in another order: float rounding.
-  for (PattentionImplementation implementation : {PattentionImplementation::fused, PattentionImplementation::reference}) {
+  for (PattentionImplementation implementation :
+       {PattentionImplementation::fused, PattentionImplementation::reference}) {
     pattention_set_implementation(implementation);
     for (PattentionNorm norm : {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1}) {
-      SCOPED_TRACE(pattention_norm_name(norm) + (implementation == PattentionImplementation::fused ? " fused" : " ref"));
+      SCOPED_TRACE(pattention_norm_name(norm) +
+                   (implementation == PattentionImplementation::fused ? " fused" : " ref"));
       EXPECT_LT(append_zero_keys_change(norm, TauMode::fixed), 1e-12);
       EXPECT_LT(append_zero_keys_change(norm, TauMode::fixed, torch::kFloat32), 1e-6);
     }
@@ -240,5 +242,5 @@ TEST(Pattention, ScoreCaptureIsOffByDefaultAndFiltersByLabel) {
   EXPECT_EQ(ScoreCapture::active(), nullptr);
 }
 
-}  // namespace
+}  // namespace test_pattention
 }  // namespace tfw

@@ -91,17 +91,17 @@ TEST(PattentionFused, MatchesTheReferenceInFloat32) {
   EXPECT_EQ(pattention_fused_vectorised(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
   const torch::Tensor sweep = torch::linspace(-8, 8, 3 * 1029, torch::kFloat32).view({3, -1});
   for (const torch::Tensor& s : {scores(torch::kFloat32, 257), sweep}) {
-  const torch::Tensor da = torch::randn(s.sizes(), torch::kFloat32);
-  for (PattentionNorm norm : kNorms) {
-    SCOPED_TRACE(pattention_norm_name(norm) + " n " + std::to_string(s.size(-1)));
-    const Result fused = run(s, da, norm, 1e-6, true);
-    const Result exact = run(s.to(torch::kFloat64), da.to(torch::kFloat64), norm, 1e-6, false);
-    // Relative to the largest magnitude of each result.
-    EXPECT_LT(test::max_abs_diff(fused.a.to(torch::kFloat64), exact.a) / exact.a.abs().max().item<double>(), 1e-5);
-    EXPECT_LT(test::max_abs_diff(fused.ds.to(torch::kFloat64), exact.ds) / exact.ds.abs().max().item<double>(), 1e-5);
-  }
+    const torch::Tensor da = torch::randn(s.sizes(), torch::kFloat32);
+    for (PattentionNorm norm : kNorms) {
+      SCOPED_TRACE(pattention_norm_name(norm) + " n " + std::to_string(s.size(-1)));
+      const Result fused = run(s, da, norm, 1e-6, true);
+      const Result exact = run(s.to(torch::kFloat64), da.to(torch::kFloat64), norm, 1e-6, false);
+      // Relative to the largest magnitude of each result.
+      EXPECT_LT(test::max_abs_diff(fused.a.to(torch::kFloat64), exact.a) / exact.a.abs().max().item<double>(), 1e-5);
+      EXPECT_LT(test::max_abs_diff(fused.ds.to(torch::kFloat64), exact.ds) / exact.ds.abs().max().item<double>(), 1e-5);
+    }
   }
 }
 
-}  // namespace
+}  // namespace test_pattention_fused
 }  // namespace tfw

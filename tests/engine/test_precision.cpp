@@ -26,8 +26,7 @@ namespace tfw {
 namespace test_precision {
 
 std::shared_ptr<Model> tiny_tokenformer() {
-  const ModelConfig config =
-      test::config_from_text(test::TinyModel{"tokenformer", 32, 4, 64, 16, 32, 16}.toml());
+  const ModelConfig config = test::config_from_text(test::TinyModel{"tokenformer", 32, 4, 64, 16, 32, 16}.toml());
   return test::plugins().family(config.family).build(*config.spec, 3);
 }
 
@@ -70,8 +69,8 @@ TEST(Precision, Bf16ScoresAreNormalisedInFloat32AndRoundedOnce) {
   // On bf16 scores the fused operator computes in float32 and rounds its output and the
   // gradient once: bit for bit what the float32 kernel gives on the widened scores, rounded.
   torch::manual_seed(5);
-  for (PattentionNorm norm : {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1,
-                              PattentionNorm::softmax}) {
+  for (PattentionNorm norm :
+       {PattentionNorm::l2_gelu, PattentionNorm::gelu_l2, PattentionNorm::gelu_l1, PattentionNorm::softmax}) {
     SCOPED_TRACE(pattention_norm_name(norm));
     const torch::Tensor s16 = (torch::randn({3, 7, 203}) * 2).to(torch::kBFloat16).requires_grad_(true);
     const torch::Tensor da16 = torch::randn({3, 7, 203}).to(torch::kBFloat16);
@@ -157,5 +156,5 @@ TEST(Build, LibstdcxxServesTheStandardLibrary) {
   EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
-}  // namespace
+}  // namespace test_precision
 }  // namespace tfw

@@ -120,5 +120,5 @@ TEST(ReadBack, ANonFiniteLossIsRecordedAtItsStepAndStopsAtTheNextReadBack) {
   }
 }
 
-}  // namespace
+}  // namespace test_readback
 }  // namespace tfw

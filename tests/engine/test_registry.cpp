@@ -53,7 +53,8 @@ TEST(Registry, OutOfTreePluginIsFoundBuiltAndRun) {
   EXPECT_EQ(registry.entries()[0].version, "0.0.1-sample");
   EXPECT_EQ(registry.entries()[0].origin, "TFW_PLUGIN_PATH");
 
-  toml::table table = toml::parse(std::string_view("family = \"bigram\"\n[model]\nd = 8\nvocab = 32\n"), std::string_view("bigram.toml"));
+  toml::table table = toml::parse(std::string_view("family = \"bigram\"\n[model]\nd = 8\nvocab = 32\n"),
+                                  std::string_view("bigram.toml"));
   ModelConfig config = model_config_parse(registry, table, "bigram.toml");
   EXPECT_EQ(config.spec->parameter_count(), 32 * 8 + 8 * 8);
   std::shared_ptr<Model> model = registry.family("bigram").build(*config.spec, 0);
@@ -66,9 +67,8 @@ TEST(Registry, PluginForAnotherApiVersionIsRefused) {
   registry.load_folder(kSampleDir + "/wrong_version", "TFW_PLUGIN_PATH");
   EXPECT_TRUE(registry.entries().empty());
   ASSERT_EQ(registry.rejected().size(), 1u);
-  EXPECT_NE(registry.rejected()[0].reason.find("built for plugin API version " +
-                                               std::to_string(kPluginApiVersion + 1) + ", this tfw has version " +
-                                               std::to_string(kPluginApiVersion)),
+  EXPECT_NE(registry.rejected()[0].reason.find("built for plugin API version " + std::to_string(kPluginApiVersion + 1) +
+                                               ", this tfw has version " + std::to_string(kPluginApiVersion)),
             std::string::npos)
       << registry.rejected()[0].reason;
   EXPECT_THROW(registry.family("bigram"), UsageError);
@@ -100,5 +100,5 @@ TEST(Registry, UnknownNamesListTheKnownOnes) {
   EXPECT_THROW(test::plugins().growth_method("no_such_method"), UsageError);
 }
 
-}  // namespace
+}  // namespace test_registry
 }  // namespace tfw

@@ -55,7 +55,8 @@ TEST(Safetensors, AHandBuiltFileReadsAsWritten) {
       R"("__metadata__":{"who":"hand"}})";
   std::string data;
   for (float f : {1.5f, -2.0f}) data.append(reinterpret_cast<const char*>(&f), 4);
-  for (std::int16_t v : {std::int16_t{7}, std::int16_t{-1}, std::int16_t{300}}) data.append(reinterpret_cast<const char*>(&v), 2);
+  for (std::int16_t v : {std::int16_t{7}, std::int16_t{-1}, std::int16_t{300}})
+    data.append(reinterpret_cast<const char*>(&v), 2);
   const std::string file = with_length(header) + data;
   const SafetensorsFile parsed = safetensors_parse(file.data(), file.size(), "hand");
   ASSERT_EQ(parsed.tensors.size(), 2u);
@@ -107,7 +108,8 @@ TEST(Safetensors, HostileHeadersAreRefusedWithTheReason) {
        "needs 8 bytes, its range holds 4"},
       {"trailing bytes", one(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})", 12), "the file 12"},
       {"overlap",
-       with_length(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})") +
+       with_length(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})") +
            std::string(8, '\0'),
        "overlap or leave a gap"},
       {"missing field", one(R"({"dtype":"F32","shape":[1]})", 4), "exactly dtype, shape and data_offsets"},
@@ -116,7 +118,8 @@ TEST(Safetensors, HostileHeadersAreRefusedWithTheReason) {
        "at most 8 sizes"},
   };
   for (const Case& c : cases) {
-    const std::string message = refusal([&] { safetensors_parse(c.bytes.data(), c.bytes.size(), "hostile.safetensors"); });
+    const std::string message =
+        refusal([&] { safetensors_parse(c.bytes.data(), c.bytes.size(), "hostile.safetensors"); });
     EXPECT_NE(message.find(c.expected), std::string::npos) << c.name << ": " << message;
     if (!message.empty()) EXPECT_NE(message.find("hostile.safetensors"), std::string::npos) << c.name;
   }
@@ -159,7 +162,8 @@ TEST(Safetensors, RoundTripsWithThePythonPackage) {
       "assert torch.equal(f.get_tensor('w'), torch.tensor([[0.25, -1.0, 3.0], [1e-30, 7.5, -0.0]]))\n"
       "assert torch.equal(f.get_tensor('n'), torch.tensor([-5, 2**40]))\n"
       "from safetensors.torch import save_file\n"
-      "save_file({{'x': torch.arange(6, dtype=torch.float64).reshape(3, 2), 'b': torch.tensor([1.5], dtype=torch.bfloat16)}},"
+      "save_file({{'x': torch.arange(6, dtype=torch.float64).reshape(3, 2), 'b': torch.tensor([1.5], "
+      "dtype=torch.bfloat16)}},"
       " '{0}/theirs.safetensors', metadata={{'from': 'python'}})\n",
       dir.string());
   write_file((dir / "check.py").string(), check);
@@ -179,5 +183,5 @@ TEST(Safetensors, RoundTripsWithThePythonPackage) {
   fs::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace test_safetensors
 }  // namespace tfw

@@ -45,4 +45,4 @@ TEST(ConfigDiff, NamesTheKeysThatDifferOrThatOneSideLacks) {
   EXPECT_THROW(tfw::config_differences(a, "[model\n"), std::exception);
 }
 
-}  // namespace
+}  // namespace test_sha256

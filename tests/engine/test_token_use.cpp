@@ -86,7 +86,8 @@ TEST(TokenUse, ZeroKeysTakeNoMassAndCopiesTakeExactlyHalf) {
       const torch::Tensor v = layer->values.detach().to(torch::kFloat64).narrow(0, 0, n0);
       EXPECT_NEAR(value_of(metrics, prefix + "value_norm_old"), v.norm(2, {1}).mean().item<double>(), 1e-12);
       // Active: the old tokens' own rule, since each copy scores as its original.
-      const torch::Tensor old = scores.at(layer->options().label()).to(torch::kFloat64).abs().reshape({-1, 2 * n0}).narrow(1, 0, n0);
+      const torch::Tensor old =
+          scores.at(layer->options().label()).to(torch::kFloat64).abs().reshape({-1, 2 * n0}).narrow(1, 0, n0);
       const double threshold = kTokenUseThreshold * old.mean().item<double>();
       const double expected = (std::get<0>(old.max(0)) > threshold).to(torch::kFloat64).mean().item<double>();
       EXPECT_NEAR(value_of(metrics, prefix + "appended_active"), expected, 1e-12);
@@ -94,5 +95,5 @@ TEST(TokenUse, ZeroKeysTakeNoMassAndCopiesTakeExactlyHalf) {
   }
 }
 
-}  // namespace
+}  // namespace test_token_use
 }  // namespace tfw

@@ -88,11 +88,11 @@ TEST(Schedule, WarmupThenCosineByHand) {
   TrainPlan plan = train_plan(config);
   EXPECT_EQ(plan.total_steps, 111);
   EXPECT_EQ(plan.warmup_steps, 10);
-  EXPECT_DOUBLE_EQ(lr_at(config.train, plan, 0), 1e-4);    // (0 + 1) / 10 × lr
+  EXPECT_DOUBLE_EQ(lr_at(config.train, plan, 0), 1e-4);  // (0 + 1) / 10 × lr
   EXPECT_DOUBLE_EQ(lr_at(config.train, plan, 4), 5e-4);
-  EXPECT_DOUBLE_EQ(lr_at(config.train, plan, 10), 1e-3);   // cosine starts at lr
-  EXPECT_NEAR(lr_at(config.train, plan, 60), 5.5e-4, 1e-15);   // half way: (lr + min) / 2
-  EXPECT_NEAR(lr_at(config.train, plan, 110), 1e-4, 1e-15);    // the last step reaches min
+  EXPECT_DOUBLE_EQ(lr_at(config.train, plan, 10), 1e-3);      // cosine starts at lr
+  EXPECT_NEAR(lr_at(config.train, plan, 60), 5.5e-4, 1e-15);  // half way: (lr + min) / 2
+  EXPECT_NEAR(lr_at(config.train, plan, 110), 1e-4, 1e-15);   // the last step reaches min
   // warmup_fraction when warmup_steps is not set: 1% of 1000 steps.
   RunConfig fraction = config_of(kTokenformer, {"train.max_steps=1000", "train.warmup_steps=-1"});
   EXPECT_EQ(train_plan(fraction).warmup_steps, 10);
@@ -147,7 +147,7 @@ TEST(Optim, AZeroBoundTurnsClippingOffAndStillReportsTheNorm) {
   EXPECT_DOUBLE_EQ(a.grad()[1].item<double>(), 400.0);
   EXPECT_DOUBLE_EQ(b.grad()[0].item<double>(), 1200.0);
   EXPECT_DOUBLE_EQ(gradients_clip({a, b}, 13.0), 1300.0);  // and a bound of 13 scales by 1/100
-  EXPECT_NEAR(a.grad()[1].item<double>(), 4.0, 1e-8);  // torch divides by the norm + 1e-6
+  EXPECT_NEAR(a.grad()[1].item<double>(), 4.0, 1e-8);      // torch divides by the norm + 1e-6
 }
 
 TEST(Optim, WeightDecayOnMatricesOnly) {
@@ -393,7 +393,8 @@ TEST(Trainer, NonFiniteLossStopsWithAHint) {
     EXPECT_NE(std::string(e.what()).find("train.nan_policy = \"stop\""), std::string::npos) << e.what();
   }
   EXPECT_EQ(logged(options.run_dir, "event/nonfinite_loss").size(), 1u);
-  RunConfig skip = config_of(kTokenformer, {"train.max_steps=20", "model.init.value_std=1e30", "train.nan_policy=skip"});
+  RunConfig skip =
+      config_of(kTokenformer, {"train.max_steps=20", "model.init.value_std=1e30", "train.nan_policy=skip"});
   TrainOptions skip_options = options_for("nan-skip");
   TrainSummary summary = train_run(test::plugins(), skip, skip_options);
   EXPECT_EQ(summary.steps, 20);
@@ -416,8 +417,8 @@ TEST(Trainer, ResumeRefusesModelChangesAndMissingRuns) {
 // Issue 13: a new budget on resume re-stretched the cosine silently (the lr jumped from its
 // minimum back up). It now takes --extend: keep holds the old schedule, stretch recomputes it.
 TEST(Trainer, ResumeWithANewBudgetNeedsAnExplicitScheduleChoice) {
-  RunConfig config = config_of(kTokenformer, {"train.max_steps=4", "train.warmup_steps=1", "train.lr=1e-3",
-                                              "train.min_lr_ratio=0.1"});
+  RunConfig config =
+      config_of(kTokenformer, {"train.max_steps=4", "train.warmup_steps=1", "train.lr=1e-3", "train.min_lr_ratio=0.1"});
   TrainOptions options = options_for("extend");
   train_run(test::plugins(), config, options);
   try {
@@ -451,5 +452,5 @@ TEST(Trainer, MissingCorpusNamesThePackageOrPath) {
   }
 }
 
-}  // namespace
+}  // namespace test_trainer
 }  // namespace tfw

@@ -14,7 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         tfw::neox_config_parse(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yml");
     if (!config.is_object()) __builtin_trap();
     (void)config.dump();
-  } catch (const tfw::UsageError&) {
-  }
+  } catch (const tfw::UsageError&) {}
   return 0;
 }

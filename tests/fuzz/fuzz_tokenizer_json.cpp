@@ -25,7 +25,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     tokenizer->encode("Hello, world! <|endoftext|> caf\xc3\xa9  \n\t 12345", ids);
     tokenizer->encode(std::string_view(reinterpret_cast<const char*>(data), std::min<std::size_t>(size, 4096)), ids);
     (void)tokenizer->decode(ids);
-  } catch (const tfw::UsageError&) {
-  }
+  } catch (const tfw::UsageError&) {}
   return 0;
 }

@@ -17,18 +17,18 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string path = "/tmp/tfw-fuzz-pickle-" + std::to_string(::getpid()) + ".pt";
   if (size >= 2 && data[0] == 'P' && data[1] == 'K') {
-    std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
-                                                                   static_cast<std::streamsize>(size));
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   } else {
     caffe2::serialize::PyTorchStreamWriter writer(path);
     writer.writeRecord("data.pkl", data, size);
     static const std::string storage(256, '\x01');
-    for (const char* key : {"data/0", "data/1", "data/2", "data/3"}) writer.writeRecord(key, storage.data(), storage.size());
+    for (const char* key : {"data/0", "data/1", "data/2", "data/3"})
+      writer.writeRecord(key, storage.data(), storage.size());
     writer.writeEndOfFile();
   }
   try {
     (void)tfw::torch_state_dict_read(path);
-  } catch (const tfw::UsageError&) {
-  }
+  } catch (const tfw::UsageError&) {}
   return 0;
 }

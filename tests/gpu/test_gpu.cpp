@@ -26,9 +26,9 @@
 #include "tests/plugins/growth_cases.h"
 #include "tests/support.h"
 
-#define TFW_REQUIRE_CUDA()                                                         \
-  do {                                                                             \
-    if (!::tfw::cuda_available()) GTEST_SKIP() << "skipped: no CUDA device";       \
+#define TFW_REQUIRE_CUDA()                                                   \
+  do {                                                                       \
+    if (!::tfw::cuda_available()) GTEST_SKIP() << "skipped: no CUDA device"; \
   } while (0)
 
 namespace tfw {
@@ -56,32 +56,33 @@ TEST(Gpu, BothFamiliesForwardAndEveryGradientMatchTheCpuInFloat64) {
       {"transformer with biases", test::transformer(8, 2, 12, true)},
   };
   for (const bool kernels : {false, true})
-  for (const auto& [name, text] : models) {
-    SCOPED_TRACE(name + (kernels ? ", the fused CUDA kernels" : ", the composition"));
-    pattention_set_cuda_fused(kernels);
-    const ModelConfig config = test::config_from_text(text);
-    const ModelFamily& family = test::plugins().family(config.family);
-    std::shared_ptr<Model> cpu = family.build(*config.spec, 7), gpu = family.build(*config.spec, 7);
-    cpu->to(torch::kFloat64);
-    gpu->to(cuda(), torch::kFloat64);
-    expect_all_on(*gpu, cuda(), name);
-    torch::manual_seed(3);
-    const torch::Tensor ids = torch::randint(30, {2, 16}, torch::kInt64);
-    const torch::Tensor weights = torch::randn({2, 16, 30}, torch::kFloat64);
-    const torch::Tensor a = cpu->forward(ids), b = gpu->forward(ids.to(cuda()));
-    ASSERT_TRUE(b.is_cuda());
-    EXPECT_LE(test::max_abs_diff(a, b.cpu()), 1e-10 * (1 + scale_of(a))) << "logits";
-    (a * weights).sum().backward();
-    (b * weights.to(cuda())).sum().backward();
-    const auto cpu_parameters = cpu->named_parameters(), gpu_parameters = gpu->named_parameters();
-    ASSERT_EQ(cpu_parameters.size(), gpu_parameters.size());
-    for (std::size_t i = 0; i < cpu_parameters.size(); ++i) {
-      const torch::Tensor& ga = cpu_parameters[i].value().grad();
-      const torch::Tensor& gb = gpu_parameters[i].value().grad();
-      ASSERT_TRUE(ga.defined() && gb.defined()) << cpu_parameters[i].key();
-      EXPECT_LE(test::max_abs_diff(ga, gb.cpu()), 1e-10 * (1 + scale_of(ga))) << "gradient of " << cpu_parameters[i].key();
+    for (const auto& [name, text] : models) {
+      SCOPED_TRACE(name + (kernels ? ", the fused CUDA kernels" : ", the composition"));
+      pattention_set_cuda_fused(kernels);
+      const ModelConfig config = test::config_from_text(text);
+      const ModelFamily& family = test::plugins().family(config.family);
+      std::shared_ptr<Model> cpu = family.build(*config.spec, 7), gpu = family.build(*config.spec, 7);
+      cpu->to(torch::kFloat64);
+      gpu->to(cuda(), torch::kFloat64);
+      expect_all_on(*gpu, cuda(), name);
+      torch::manual_seed(3);
+      const torch::Tensor ids = torch::randint(30, {2, 16}, torch::kInt64);
+      const torch::Tensor weights = torch::randn({2, 16, 30}, torch::kFloat64);
+      const torch::Tensor a = cpu->forward(ids), b = gpu->forward(ids.to(cuda()));
+      ASSERT_TRUE(b.is_cuda());
+      EXPECT_LE(test::max_abs_diff(a, b.cpu()), 1e-10 * (1 + scale_of(a))) << "logits";
+      (a * weights).sum().backward();
+      (b * weights.to(cuda())).sum().backward();
+      const auto cpu_parameters = cpu->named_parameters(), gpu_parameters = gpu->named_parameters();
+      ASSERT_EQ(cpu_parameters.size(), gpu_parameters.size());
+      for (std::size_t i = 0; i < cpu_parameters.size(); ++i) {
+        const torch::Tensor& ga = cpu_parameters[i].value().grad();
+        const torch::Tensor& gb = gpu_parameters[i].value().grad();
+        ASSERT_TRUE(ga.defined() && gb.defined()) << cpu_parameters[i].key();
+        EXPECT_LE(test::max_abs_diff(ga, gb.cpu()), 1e-10 * (1 + scale_of(ga)))
+            << "gradient of " << cpu_parameters[i].key();
+      }
     }
-  }
   pattention_set_cuda_fused(true);  // the default
 }
 
@@ -122,10 +123,10 @@ TEST(Gpu, ScaledDotProductAttentionMatchesTheComposition) {
     const double tolerance = dtype == torch::kFloat32 ? 1e-5 : 2e-2;
     const RotaryTable table = rotary_table(T, 0, 10000.0, q.options().dtype(torch::kFloat32));
     const torch::Tensor fused_causal = multi_head_causal_attention(q, k, v, H, table, AttentionKernel::fused);
-    const torch::Tensor manual_causal = multi_head_causal_attention(q.to(torch::kFloat32), k.to(torch::kFloat32),
-                                                                    v.to(torch::kFloat32), H, table,
-                                                                    AttentionKernel::manual);
-    EXPECT_LE(test::max_abs_diff(fused_causal.to(torch::kFloat32), manual_causal), tolerance * (1 + scale_of(manual_causal)))
+    const torch::Tensor manual_causal = multi_head_causal_attention(
+        q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32), H, table, AttentionKernel::manual);
+    EXPECT_LE(test::max_abs_diff(fused_causal.to(torch::kFloat32), manual_causal),
+              tolerance * (1 + scale_of(manual_causal)))
         << "causal " << dtype;
     const torch::Tensor fused_all = multi_head_attention(q, k, v, H, AttentionKernel::fused);
     const torch::Tensor manual_all = multi_head_attention(q.to(torch::kFloat32), k.to(torch::kFloat32),
@@ -141,35 +142,35 @@ TEST(Gpu, ScaledDotProductAttentionMatchesTheComposition) {
 TEST(Gpu, PattentionOnCudaIsTheCompositionForEveryNorm) {
   TFW_REQUIRE_CUDA();
   for (const char* tau : {"fixed", "sqrt_n"})
-  for (const char* norm : {"l2_gelu", "gelu_l2", "gelu_l1", "softmax"}) {
-    SCOPED_TRACE(fmt::format("{}, tau {}", norm, tau));
-    PattentionOptions options(16, 8, 24);
-    options.norm(pattention_norm_parse(norm));
-    options.tau_mode(tau_mode_parse(tau));
-    torch::manual_seed(9);
-    Pattention cpu(options);
-    cpu->to(torch::kFloat64);
-    Pattention gpu(options);
-    gpu->to(cuda(), torch::kFloat64);
-    {
-      torch::NoGradGuard no_grad;
-      gpu->keys.copy_(cpu->keys);
-      gpu->values.copy_(cpu->values);
+    for (const char* norm : {"l2_gelu", "gelu_l2", "gelu_l1", "softmax"}) {
+      SCOPED_TRACE(fmt::format("{}, tau {}", norm, tau));
+      PattentionOptions options(16, 8, 24);
+      options.norm(pattention_norm_parse(norm));
+      options.tau_mode(tau_mode_parse(tau));
+      torch::manual_seed(9);
+      Pattention cpu(options);
+      cpu->to(torch::kFloat64);
+      Pattention gpu(options);
+      gpu->to(cuda(), torch::kFloat64);
+      {
+        torch::NoGradGuard no_grad;
+        gpu->keys.copy_(cpu->keys);
+        gpu->values.copy_(cpu->values);
+      }
+      const torch::Tensor x = torch::randn({3, 5, 16}, torch::kFloat64);
+      const torch::Tensor expected = cpu->forward(x);
+      for (auto implementation : {PattentionImplementation::fused, PattentionImplementation::reference})
+        for (const bool kernels : {false, true}) {
+          pattention_set_implementation(implementation);
+          pattention_set_cuda_fused(kernels);
+          const torch::Tensor y = gpu->forward(x.to(cuda()));
+          EXPECT_LE(test::max_abs_diff(expected, y.cpu()), 1e-10 * (1 + scale_of(expected)))
+              << (implementation == PattentionImplementation::reference ? "reference" : "fused")
+              << (kernels ? ", CUDA kernels chosen" : "");
+        }
+      pattention_set_implementation(PattentionImplementation::fused);
+      pattention_set_cuda_fused(true);  // the default
     }
-    const torch::Tensor x = torch::randn({3, 5, 16}, torch::kFloat64);
-    const torch::Tensor expected = cpu->forward(x);
-    for (auto implementation : {PattentionImplementation::fused, PattentionImplementation::reference})
-    for (const bool kernels : {false, true}) {
-      pattention_set_implementation(implementation);
-      pattention_set_cuda_fused(kernels);
-      const torch::Tensor y = gpu->forward(x.to(cuda()));
-      EXPECT_LE(test::max_abs_diff(expected, y.cpu()), 1e-10 * (1 + scale_of(expected)))
-          << (implementation == PattentionImplementation::reference ? "reference" : "fused")
-          << (kernels ? ", CUDA kernels chosen" : "");
-    }
-    pattention_set_implementation(PattentionImplementation::fused);
-    pattention_set_cuda_fused(true);  // the default
-  }
 }
 
 // The fused CUDA kernels (engine/kernels/cuda/pattention_cuda.cu) against the composition on the CPU in
@@ -187,34 +188,35 @@ TEST(Gpu, FusedNormalisationKernelEqualsTheCompositionForEveryNormAndType) {
   TFW_REQUIRE_CUDA();
   const double eps = 1e-6;
   for (const char* norm_name : {"l2_gelu", "gelu_l2", "gelu_l1", "softmax"})
-  for (const std::int64_t n : {1, 5, 64, 777, 4099})
-  for (const auto type : {torch::kFloat64, torch::kFloat32, torch::kBFloat16}) {
-    if (n == 1 && type != torch::kFloat64) continue;
-    SCOPED_TRACE(fmt::format("{}, n {}, {}", norm_name, n, c10::toString(type)));
-    const PattentionNorm norm = pattention_norm_parse(norm_name);
-    const bool l1 = norm == PattentionNorm::gelu_l1 || norm == PattentionNorm::softmax;
-    const double m = l1 ? static_cast<double>(n) : std::sqrt(static_cast<double>(n));
-    torch::manual_seed(n);
-    // Scores of the size a trained layer sees, and an upstream gradient; rounded to the type.
-    const torch::Tensor s64 = (3 * torch::randn({3, 13, n}, torch::kFloat64)).to(type).to(torch::kFloat64);
-    const torch::Tensor da64 = torch::randn({3, 13, n}, torch::kFloat64).to(type).to(torch::kFloat64);
-    const torch::Tensor s_cpu = s64.clone().requires_grad_(true);
-    const torch::Tensor expected =
-        pattention_scores_normalise(s_cpu, norm, torch::scalar_tensor(m, torch::kFloat64), eps);
-    expected.backward(da64);
-    const torch::Tensor s_gpu = s64.to(cuda(), type).requires_grad_(true);
-    const torch::Tensor multiplier = torch::scalar_tensor(m, torch::TensorOptions().dtype(torch::kFloat64).device(cuda()));
-    const torch::Tensor a = pattention_scores_normalise_fused(s_gpu, norm, multiplier, eps);
-    ASSERT_TRUE(a.is_cuda());
-    EXPECT_EQ(a.scalar_type(), type);
-    a.backward(da64.to(cuda(), type));
-    const double tolerance = type == torch::kFloat64 ? 1e-12 : type == torch::kFloat32 ? 1e-5 : 1e-2;
-    EXPECT_LE(test::max_abs_diff(expected, a.to(torch::kCPU, torch::kFloat64)), tolerance * scale_of(expected))
-        << "forward";
-    const torch::Tensor& g = s_cpu.grad();
-    EXPECT_LE(test::max_abs_diff(g, s_gpu.grad().to(torch::kCPU, torch::kFloat64)), tolerance * scale_of(g))
-        << "gradient of the scores";
-  }
+    for (const std::int64_t n : {1, 5, 64, 777, 4099})
+      for (const auto type : {torch::kFloat64, torch::kFloat32, torch::kBFloat16}) {
+        if (n == 1 && type != torch::kFloat64) continue;
+        SCOPED_TRACE(fmt::format("{}, n {}, {}", norm_name, n, c10::toString(type)));
+        const PattentionNorm norm = pattention_norm_parse(norm_name);
+        const bool l1 = norm == PattentionNorm::gelu_l1 || norm == PattentionNorm::softmax;
+        const double m = l1 ? static_cast<double>(n) : std::sqrt(static_cast<double>(n));
+        torch::manual_seed(n);
+        // Scores of the size a trained layer sees, and an upstream gradient; rounded to the type.
+        const torch::Tensor s64 = (3 * torch::randn({3, 13, n}, torch::kFloat64)).to(type).to(torch::kFloat64);
+        const torch::Tensor da64 = torch::randn({3, 13, n}, torch::kFloat64).to(type).to(torch::kFloat64);
+        const torch::Tensor s_cpu = s64.clone().requires_grad_(true);
+        const torch::Tensor expected =
+            pattention_scores_normalise(s_cpu, norm, torch::scalar_tensor(m, torch::kFloat64), eps);
+        expected.backward(da64);
+        const torch::Tensor s_gpu = s64.to(cuda(), type).requires_grad_(true);
+        const torch::Tensor multiplier =
+            torch::scalar_tensor(m, torch::TensorOptions().dtype(torch::kFloat64).device(cuda()));
+        const torch::Tensor a = pattention_scores_normalise_fused(s_gpu, norm, multiplier, eps);
+        ASSERT_TRUE(a.is_cuda());
+        EXPECT_EQ(a.scalar_type(), type);
+        a.backward(da64.to(cuda(), type));
+        const double tolerance = type == torch::kFloat64 ? 1e-12 : type == torch::kFloat32 ? 1e-5 : 1e-2;
+        EXPECT_LE(test::max_abs_diff(expected, a.to(torch::kCPU, torch::kFloat64)), tolerance * scale_of(expected))
+            << "forward";
+        const torch::Tensor& g = s_cpu.grad();
+        EXPECT_LE(test::max_abs_diff(g, s_gpu.grad().to(torch::kCPU, torch::kFloat64)), tolerance * scale_of(g))
+            << "gradient of the scores";
+      }
 }
 
 // ---- Training through the real binary ----
@@ -321,11 +323,12 @@ TEST(Gpu, FusedLossSoftmaxMatchesFloat64AndTheComposition) {
     EXPECT_LE(scale_of(fused.grad_embedding - composed.grad_embedding),
               (bf16 ? 1e-3 : 1e-5) * scale_of(exact.grad_embedding));
     EXPECT_EQ(scale_of(fused.grad_embedding.narrow(0, valid, V - valid)), 0.0) << "a padded id got a gradient";
-    std::cout << fmt::format("fused loss on CUDA, {}: loss {:.8f} (float64 {:.8f}); |Δ grad| / scale: hidden {:.2e}, "
-                             "embedding {:.2e}\n",
-                             bf16 ? "bf16" : "fp32", fused.loss, exact.loss,
-                             scale_of(fused.grad_hidden - exact.grad_hidden) / scale_of(exact.grad_hidden),
-                             scale_of(fused.grad_embedding - exact.grad_embedding) / scale_of(exact.grad_embedding));
+    std::cout << fmt::format(
+        "fused loss on CUDA, {}: loss {:.8f} (float64 {:.8f}); |Δ grad| / scale: hidden {:.2e}, "
+        "embedding {:.2e}\n",
+        bf16 ? "bf16" : "fp32", fused.loss, exact.loss,
+        scale_of(fused.grad_hidden - exact.grad_hidden) / scale_of(exact.grad_hidden),
+        scale_of(fused.grad_embedding - exact.grad_embedding) / scale_of(exact.grad_embedding));
   }
 }
 
@@ -356,7 +359,8 @@ TEST(Gpu, FusedRotaryEmbeddingIsTheComposition) {
     const auto [fused, fused_grad] = run(true);
     const auto [composed, composed_grad] = run(false);
     EXPECT_EQ(fused.sizes(), composed.sizes());
-    EXPECT_TRUE(torch::equal(fused, composed.to(type))) << "max |Δ| " << scale_of((fused.to(torch::kFloat64) - composed.to(torch::kFloat64)));
+    EXPECT_TRUE(torch::equal(fused, composed.to(type)))
+        << "max |Δ| " << scale_of((fused.to(torch::kFloat64) - composed.to(torch::kFloat64)));
     EXPECT_LE(scale_of(fused_grad - composed_grad), (bf16 ? 1e-2 : 1e-6) * scale_of(composed_grad));
     // The dims past the rotated ones pass through untouched.
     EXPECT_TRUE(torch::equal(fused.narrow(-1, 8, 8), x0.to(type).view({B, T, H, dh}).transpose(1, 2).narrow(-1, 8, 8)));
@@ -389,13 +393,14 @@ TEST(Gpu, Bf16TrainingReachesFp32ValidationLossWithinOnePercent) {
   std::cout << fmt::format("validation loss after 300 steps on CUDA: fp32 {:.4f}, bf16 {:.4f} ({:+.2f}%)\n", a, b,
                            100 * (b - a) / a);
   EXPECT_LE(std::abs(b - a) / a, 0.01);
-  const test::Result composed = test::capture("TFW_PATTENTION_CUDA=composition " TFW_BINARY " train --json " +
-                                              write_config(home, "bf16-composition", "max_steps = 300\ndevice = \"cuda\"\nprecision = \"bf16\"") +
-                                              " --home " + home);
+  const test::Result composed =
+      test::capture("TFW_PATTENTION_CUDA=composition " TFW_BINARY " train --json " +
+                    write_config(home, "bf16-composition", "max_steps = 300\ndevice = \"cuda\"\nprecision = \"bf16\"") +
+                    " --home " + home);
   ASSERT_EQ(composed.code, 0) << composed.output;
   const double c = nlohmann::json::parse(composed.out.substr(composed.out.find('{')))["val_loss"].get<double>();
-  std::cout << fmt::format("validation loss after 300 steps on CUDA, bf16 with the composition: {:.4f} ({:+.2f}%)\n",
-                           c, 100 * (c - a) / a);
+  std::cout << fmt::format("validation loss after 300 steps on CUDA, bf16 with the composition: {:.4f} ({:+.2f}%)\n", c,
+                           100 * (c - a) / a);
   EXPECT_LE(std::abs(c - a) / a, 0.01);
   fs::remove_all(home);
 }
@@ -407,22 +412,26 @@ TEST(Gpu, Bf16TrainingReachesFp32ValidationLossWithinOnePercent) {
 TEST(Gpu, CheckpointsMoveBetweenTheGpuAndTheCpu) {
   TFW_REQUIRE_CUDA();
   const std::string home = fresh_home("resume");
-  const nlohmann::json gpu = train_json(write_config(home, "on-gpu", "max_steps = 100\ndevice = \"cuda\"") + " --home " + home);
+  const nlohmann::json gpu =
+      train_json(write_config(home, "on-gpu", "max_steps = 100\ndevice = \"cuda\"") + " --home " + home);
   ASSERT_TRUE(gpu.contains("val_loss") && gpu.contains("run_dir")) << gpu.dump();
   const std::string run = gpu["run_dir"].get<std::string>();
   const test::Result eval = tfw("eval " + run + " --device cpu --json --no-record --home " + home);
   ASSERT_EQ(eval.code, 0) << eval.output;
   const nlohmann::json evaluated = nlohmann::json::parse(eval.out.substr(eval.out.find('{')));
   const double on_gpu = gpu["val_loss"].get<double>(), on_cpu = evaluated["results"][0]["loss"].get<double>();
-  std::cout << fmt::format("validation loss of the GPU run: on the GPU {:.6f}, its checkpoint on the CPU {:.6f}\n", on_gpu,
-                           on_cpu);
+  std::cout << fmt::format("validation loss of the GPU run: on the GPU {:.6f}, its checkpoint on the CPU {:.6f}\n",
+                           on_gpu, on_cpu);
   EXPECT_LE(std::abs(on_cpu - on_gpu) / on_gpu, 1e-4);
 
   // GPU for 100 steps, then the CPU to 200; against 200 steps on the GPU.
-  const nlohmann::json moved = train_json("--resume " + run + " --set train.device=cpu --set train.max_steps=200 "
-                                          "--extend keep --home " + home);
+  const nlohmann::json moved = train_json("--resume " + run +
+                                          " --set train.device=cpu --set train.max_steps=200 "
+                                          "--extend keep --home " +
+                                          home);
   const nlohmann::json stayed =
-      train_json(write_config(home, "stays-on-gpu", "max_steps = 200\nschedule_steps = 100\ndevice = \"cuda\"") + " --home " + home);
+      train_json(write_config(home, "stays-on-gpu", "max_steps = 200\nschedule_steps = 100\ndevice = \"cuda\"") +
+                 " --home " + home);
   ASSERT_TRUE(moved.contains("val_loss") && stayed.contains("val_loss")) << moved.dump() << stayed.dump();
   const double m = moved["val_loss"].get<double>(), s = stayed["val_loss"].get<double>();
   std::cout << fmt::format("GPU then CPU: {:.6f}; GPU throughout: {:.6f} ({:+.3f}%)\n", m, s, 100 * (m - s) / s);
@@ -431,8 +440,9 @@ TEST(Gpu, CheckpointsMoveBetweenTheGpuAndTheCpu) {
   // The CPU for 100 steps, then the GPU to 200.
   const nlohmann::json cpu = train_json(write_config(home, "on-cpu", "max_steps = 100") + " --home " + home);
   ASSERT_TRUE(cpu.contains("run_dir")) << cpu.dump();
-  const nlohmann::json to_gpu = train_json("--resume " + cpu["run_dir"].get<std::string>() +
-                                           " --set train.device=cuda --set train.max_steps=200 --extend keep --home " + home);
+  const nlohmann::json to_gpu =
+      train_json("--resume " + cpu["run_dir"].get<std::string>() +
+                 " --set train.device=cuda --set train.max_steps=200 --extend keep --home " + home);
   ASSERT_TRUE(to_gpu.contains("val_loss")) << to_gpu.dump();
   std::cout << fmt::format("CPU then GPU: {:.6f}\n", to_gpu["val_loss"].get<double>());
   EXPECT_LE(std::abs(to_gpu["val_loss"].get<double>() - s) / s, 0.02);

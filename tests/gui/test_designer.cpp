@@ -40,10 +40,13 @@ Design three_stages() {
 
 TEST(Designer, LaterStagesChangeTheModelOnTopOfEarlierOnes) {
   const std::string text = design_to_toml(three_stages(), "", true);
-  EXPECT_NE(text.find("[runs.stage3]\nconfig = \"" + kBase + "\"\nparent = \"stage2\"\n"
-                      "growth = { method = \"pattention_grow\", options = {  } }\n"
-                      "model = { n_attn = 512, n_ffn = 1024 }\ntrain = { max_tokens = 100000, max_steps = 0, max_flops = 0 }\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          "[runs.stage3]\nconfig = \"" + kBase +
+          "\"\nparent = \"stage2\"\n"
+          "growth = { method = \"pattention_grow\", options = {  } }\n"
+          "model = { n_attn = 512, n_ffn = 1024 }\ntrain = { max_tokens = 100000, max_steps = 0, max_flops = 0 }\n"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("[runs.scratch]"), std::string::npos);
   EXPECT_EQ(design_to_toml(three_stages(), "", false).find("[runs.scratch]"), std::string::npos);
@@ -113,7 +116,8 @@ TEST(Designer, PredictionIsTheEnginesPlanAndMatchesTheDryRun) {
   ASSERT_EQ(design_save(three_stages(), path, false), "");
   EXPECT_NE(design_save(three_stages(), path, false).find("exists: tick 'overwrite'"), std::string::npos);
   EXPECT_EQ(design_save(three_stages(), path, true), "");
-  test::Result plan = test::capture(TFW_BINARY " run --dry-run --json " + path + " --home " + dir + "/home 2>/dev/null");
+  test::Result plan =
+      test::capture(TFW_BINARY " run --dry-run --json " + path + " --home " + dir + "/home 2>/dev/null");
   ASSERT_EQ(plan.code, 0) << plan.output;
   nlohmann::json json = nlohmann::json::parse(plan.out);
   const nlohmann::json& runs = json["runs"];
@@ -143,8 +147,8 @@ TEST(Designer, PredictedLossesAreTheScratchLawAtEachSizeAndCumulativeTokens) {
                                            90 / std::pow(s.cumulative_tokens, 0.25));
   }
   EXPECT_GT(prediction.stages[2].cumulative_tokens, prediction.stages[0].cumulative_tokens);
-  EXPECT_DOUBLE_EQ(prediction.scratch.predicted_loss, law.predict(static_cast<double>(prediction.scratch.parameters),
-                                                                   prediction.scratch.tokens));
+  EXPECT_DOUBLE_EQ(prediction.scratch.predicted_loss,
+                   law.predict(static_cast<double>(prediction.scratch.parameters), prediction.scratch.tokens));
   EXPECT_NE(prediction.loss_note.find("knows nothing of growth"), std::string::npos) << prediction.loss_note;
   EXPECT_NE(prediction.loss_note.find("1.2% rms"), std::string::npos) << prediction.loss_note;
   EXPECT_FALSE(prediction.stages[0].extrapolated);

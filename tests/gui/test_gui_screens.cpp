@@ -114,12 +114,14 @@ TEST_F(GuiScreens, RunsViewShowsTheSlurmJobsAndTheirStates) {
   fs::create_directories(home);
   fs::copy_file(kHome + "/runs.db", home + "/runs.db");
   Image before = shot("runs", "", home);
-  const std::size_t red_before = before.count_near(255, 102, 89, 30), orange_before = before.count_near(255, 179, 77, 30);
-  Result added = capture("sqlite3 " + home + "/runs.db \"PRAGMA user_version\" && sqlite3 " + home +
-                         "/runs.db \"INSERT INTO cluster_jobs (experiment, run, scheduler, job_id, state, submitted, "
-                         "updated, exit_code, reason) VALUES ('tiny', 'small', 'slurm', '41_0', 'COMPLETED', 0, 0, 0, ''), "
-                         "('tiny', 'baseline', 'slurm', '41_1', 'FAILED', 0, 0, 3, 'NonZeroExitCode'), "
-                         "('tiny', 'grown', 'slurm', '42', 'CANCELLED', 0, 0, 0, 'DependencyNeverSatisfied')\"");
+  const std::size_t red_before = before.count_near(255, 102, 89, 30),
+                    orange_before = before.count_near(255, 179, 77, 30);
+  Result added =
+      capture("sqlite3 " + home + "/runs.db \"PRAGMA user_version\" && sqlite3 " + home +
+              "/runs.db \"INSERT INTO cluster_jobs (experiment, run, scheduler, job_id, state, submitted, "
+              "updated, exit_code, reason) VALUES ('tiny', 'small', 'slurm', '41_0', 'COMPLETED', 0, 0, 0, ''), "
+              "('tiny', 'baseline', 'slurm', '41_1', 'FAILED', 0, 0, 3, 'NonZeroExitCode'), "
+              "('tiny', 'grown', 'slurm', '42', 'CANCELLED', 0, 0, 0, 'DependencyNeverSatisfied')\"");
   ASSERT_EQ(added.code, 0) << added.output;
   Image image = shot("runs", "", home);
   fs::copy_file(kShots + "/runs.png", kShots + "/runs-slurm.png", fs::copy_options::overwrite_existing);
@@ -198,20 +200,25 @@ TEST_F(GuiScreens, CurvesCumulativeTokensContinueAGrownRunWhereItsParentEnded) {
     if (n > most) most = n, marker = x;
   }
   ASSERT_GT(most, 100u) << "no growth marker in " << kShots << "/curves-cumulative-tokens.png";
-  EXPECT_GT(cumulative.count_near(31, 119, 180, 40, marker - 6, below_legend, marker, y1), 0u) << "marker at x " << marker;
-  EXPECT_EQ(cumulative.count_near(255, 127, 14, 40, marker + 2, below_legend, marker + 12, y1), 0u) << "marker at x " << marker;
-  EXPECT_GT(cumulative.count_near(255, 127, 14, 40, marker + 2, below_legend, marker + 60, y1), 0u) << "marker at x " << marker;
+  EXPECT_GT(cumulative.count_near(31, 119, 180, 40, marker - 6, below_legend, marker, y1), 0u)
+      << "marker at x " << marker;
+  EXPECT_EQ(cumulative.count_near(255, 127, 14, 40, marker + 2, below_legend, marker + 12, y1), 0u)
+      << "marker at x " << marker;
+  EXPECT_GT(cumulative.count_near(255, 127, 14, 40, marker + 2, below_legend, marker + 60, y1), 0u)
+      << "marker at x " << marker;
 }
 
 TEST_F(GuiScreens, FlopsViewPlotsTheFormulaForEachConfig) {
-  Image image = shot("flops", "--config " TFW_SOURCE_DIR "/experiments/mini/e2-tokenformer-grown.toml --config " TFW_SOURCE_DIR
-                              "/experiments/mini/e2-transformer-grown.toml");
+  Image image =
+      shot("flops", "--config " TFW_SOURCE_DIR "/experiments/mini/e2-tokenformer-grown.toml --config " TFW_SOURCE_DIR
+                    "/experiments/mini/e2-transformer-grown.toml");
   EXPECT_GT(image.count_near(31, 119, 180, 40, 300, 80, 1190, 700), 100u);
   EXPECT_GT(image.count_near(255, 127, 14, 40, 300, 80, 1190, 700), 100u);
 }
 
 TEST_F(GuiScreens, AttentionViewDrawsTheHeatMapOfACheckpoint) {
-  Image image = shot("attention", "--select grown --text 'In the beginning God created' --layer 1 --proj ffn --token 3");
+  Image image =
+      shot("attention", "--select grown --text 'In the beginning God created' --layer 1 --proj ffn --token 3");
   // Heat-map cells are filled with colours from the ramp: count pixels exactly on it.
   std::set<std::uint32_t> ramp;
   for (int k = 0; k <= 4096; ++k) {
@@ -219,14 +226,16 @@ TEST_F(GuiScreens, AttentionViewDrawsTheHeatMapOfACheckpoint) {
     ramp.insert(c.r << 16 | c.g << 8 | c.b);
   }
   std::size_t on_ramp = 0;
-  for (std::size_t i = 0; i < image.rgb.size(); i += 3) on_ramp += ramp.count(image.rgb[i] << 16 | image.rgb[i + 1] << 8 | image.rgb[i + 2]);
+  for (std::size_t i = 0; i < image.rgb.size(); i += 3)
+    on_ramp += ramp.count(image.rgb[i] << 16 | image.rgb[i + 1] << 8 | image.rgb[i + 2]);
   EXPECT_GT(on_ramp, 20000u);  // 28 tokens × 64 parameter tokens × 6 px × 19 px, less what scrolls out
   // The grown layer's boundary between its created and its appended tokens: a 2 px cyan line
   // down the visible rows (issue 37; the CLI's PNG marks it too).
   EXPECT_GT(image.count_near(90, 220, 255, 0), 100u);  // none without a boundary
   // No image: exact black appears only where an image classifier's image is drawn (below).
   std::size_t black = 0;
-  for (std::size_t i = 0; i < image.rgb.size(); i += 3) black += image.rgb[i] == 0 && image.rgb[i + 1] == 0 && image.rgb[i + 2] == 0;
+  for (std::size_t i = 0; i < image.rgb.size(); i += 3)
+    black += image.rgb[i] == 0 && image.rgb[i + 1] == 0 && image.rgb[i + 2] == 0;
   EXPECT_LT(black, 100u);
 }
 
@@ -251,11 +260,12 @@ TEST_F(GuiScreens, AttentionViewShowsAnImageWithItsPatchGrid) {
   // The image is drawn large: its background (pixel 0, Fashion-MNIST's black) is exact black,
   // which nothing else in the window uses (the text map's screenshot has none).
   std::size_t black = 0;
-  for (std::size_t i = 0; i < image.rgb.size(); i += 3) black += image.rgb[i] == 0 && image.rgb[i + 1] == 0 && image.rgb[i + 2] == 0;
+  for (std::size_t i = 0; i < image.rgb.size(); i += 3)
+    black += image.rgb[i] == 0 && image.rgb[i + 1] == 0 && image.rgb[i + 2] == 0;
   EXPECT_GT(black, 10000u) << kShots << "/attention-image.png";
   // The CLI: the same image, its 4×4 patch grid, token 5's scores; and the patch PNG.
-  Result cli = tfw("attention " + checkpoint + " --home " + home + " --image 3 --layer 1 --proj ffn --token 5 --json --out " +
-                   home + "/map");
+  Result cli = tfw("attention " + checkpoint + " --home " + home +
+                   " --image 3 --layer 1 --proj ffn --token 5 --json --out " + home + "/map");
   ASSERT_EQ(cli.code, 0) << cli.output;
   const nlohmann::json json = nlohmann::json::parse(cli.out);
   EXPECT_EQ(json["input_tokens"], 17);
@@ -373,8 +383,8 @@ TEST_F(GuiScreens, AttentionCommandWritesCsvAndPngThatAgree) {
   ASSERT_EQ(result.code, 0) << result.output;
   nlohmann::json json = nlohmann::json::parse(result.out);
   EXPECT_EQ(json["label"], "layers.0.q");
-  EXPECT_EQ(json["input_tokens"], 8);        // byte tokens
-  EXPECT_EQ(json["parameter_tokens"], 32);   // the grown stage's n_attn
+  EXPECT_EQ(json["input_tokens"], 8);       // byte tokens
+  EXPECT_EQ(json["parameter_tokens"], 32);  // the grown stage's n_attn
   EXPECT_EQ(json["contexts"].size(), 3u);
   // CSV: a header and one row per input token; the row's largest column is the JSON's strongest.
   std::ifstream csv(out + ".csv");
@@ -404,8 +414,8 @@ TEST_F(GuiScreens, AttentionCommandWritesCsvAndPngThatAgree) {
   EXPECT_EQ(png.height, layout["height"].get<int>());
   EXPECT_GT(layout["x"].get<int>(), 20);  // room for the row labels
   EXPECT_GT(layout["y"].get<int>(), 30);  // room for the title
-  using tfw::Rgb;
   using tfw::heat_colour;
+  using tfw::Rgb;
   std::vector<double> all;
   std::ifstream again(out + ".csv");
   std::getline(again, line);

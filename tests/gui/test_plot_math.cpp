@@ -37,8 +37,7 @@ TEST(PlotMath, LinearTicksStepOneTwoFive) {
 
 TEST(PlotMath, LogTicksAreDecadesWithTwoAndFiveInsideShortRanges) {
   AxisMap six{0, 6, true};  // 1 .. 1e6
-  EXPECT_EQ(labels(axis_ticks(six, 10)),
-            (std::vector<std::string>{"1e0", "1e1", "1e2", "1e3", "1e4", "1e5", "1e6"}));
+  EXPECT_EQ(labels(axis_ticks(six, 10)), (std::vector<std::string>{"1e0", "1e1", "1e2", "1e3", "1e4", "1e5", "1e6"}));
   AxisMap one{0, 1, true};  // 1 .. 10
   EXPECT_EQ(labels(axis_ticks(one, 6)), (std::vector<std::string>{"1", "2", "5", "10"}));
   EXPECT_EQ(labels(axis_ticks(one, 6), true), (std::vector<std::string>{"1", "10"}));
@@ -88,7 +87,7 @@ TEST(PlotMath, DownsamplingKeepsEveryColumnsExtremesAndEnds) {
     x[i] = static_cast<double>(i);
     y[i] = std::exp(-static_cast<double>(i) / 20000.0) + 0.05 * noise(random);
   }
-  y[54321] = 100;   // a spike and a dip must survive
+  y[54321] = 100;  // a spike and a dip must survive
   y[70001] = -100;
   std::vector<std::size_t> kept = downsample_minmax(x, y, 0, static_cast<double>(n - 1), false, columns);
   ASSERT_LE(kept.size(), static_cast<std::size_t>(2 * columns + 2));
@@ -101,7 +100,8 @@ TEST(PlotMath, DownsamplingKeepsEveryColumnsExtremesAndEnds) {
   EXPECT_NE(std::find(kept.begin(), kept.end(), 70001u), kept.end());
   // Per pixel column: the kept points have the full data's minimum and maximum.
   const double scale = columns / static_cast<double>(n - 1);
-  std::vector<double> full_min(columns + 1, 1e300), full_max(columns + 1, -1e300), kept_min = full_min, kept_max = full_max;
+  std::vector<double> full_min(columns + 1, 1e300), full_max(columns + 1, -1e300), kept_min = full_min,
+                                                                                   kept_max = full_max;
   for (std::size_t i = 0; i < n; ++i) {
     const auto c = static_cast<std::size_t>(std::floor(x[i] * scale));
     full_min[c] = std::min(full_min[c], y[i]);
@@ -159,9 +159,9 @@ TEST(PlotMath, SeedBandIsMeanMinMaxWhereEverySeedHasAValue) {
 TEST(PlotMath, InterpolateInsideAndOutsideByTheEdgeRule) {
   const std::vector<double> xs = {20, 21, 22, 24}, ys = {5120, 5376, 5632, 6400};
   for (Outside o : {Outside::nan, Outside::hold, Outside::extend}) {
-    EXPECT_EQ(interpolate(xs, ys, 21, o), 5376);       // a point's own y
-    EXPECT_EQ(interpolate(xs, ys, 23, o), 6016);       // halfway between 5632 and 6400
-    EXPECT_EQ(interpolate(xs, ys, 21.25, o), 5440);    // 5376 + 0.25 * 256
+    EXPECT_EQ(interpolate(xs, ys, 21, o), 5376);     // a point's own y
+    EXPECT_EQ(interpolate(xs, ys, 23, o), 6016);     // halfway between 5632 and 6400
+    EXPECT_EQ(interpolate(xs, ys, 21.25, o), 5440);  // 5376 + 0.25 * 256
     EXPECT_TRUE(std::isnan(interpolate({}, {}, 1, o)));
   }
   EXPECT_TRUE(std::isnan(interpolate(xs, ys, 19, Outside::nan)));

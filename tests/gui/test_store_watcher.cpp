@@ -36,18 +36,18 @@ TEST(InheritedTokens, ReadsEachAncestorsTokensAtTheGrowthPoint) {
     return r;
   };
   snapshot.runs = {run(1, 0, 1000, 100, 0), run(2, 1, 300, 50, 100), run(3, 2, 0, 0, 125), run(4, 1, 0, 0, 40),
-                   run(5, 1, 0, 0, 10), run(6, 99, 0, 0, 10), run(7, 0, 5, 5, -1)};
+                   run(5, 1, 0, 0, 10),     run(6, 99, 0, 0, 10),    run(7, 0, 5, 5, -1)};
   auto a = std::make_shared<RunData>();
   auto series = std::make_shared<Series>();
   series->flops = {20, 60, 100};
   series->tokens = {200, 400, 1000};
   a->metrics["train/loss"] = series;
   snapshot.data[1] = a;
-  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[0]), 0);     // a root
-  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[1]), 1000);  // A's end: its tokens
+  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[0]), 0);                       // a root
+  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[1]), 1000);                    // A's end: its tokens
   EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[2]), 1000 + 300.0 * 25 / 50);  // + B at 25 of its 50 FLOPs
-  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[3]), 300);   // A at 40: between (20, 200) and (60, 400)
-  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[4]), 100);   // A at 10: between its start and (20, 200)
+  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[3]), 300);    // A at 40: between (20, 200) and (60, 400)
+  EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[4]), 100);    // A at 10: between its start and (20, 200)
   EXPECT_TRUE(std::isnan(inherited_tokens(snapshot, snapshot.runs[5])));  // its parent is not in the snapshot
   EXPECT_DOUBLE_EQ(inherited_tokens(snapshot, snapshot.runs[6]), 0);
   EXPECT_EQ(with_ancestors(snapshot, {3, 4}), (std::set<std::int64_t>{1, 2, 3, 4}));

@@ -16,7 +16,7 @@
 namespace tfw::test {
 
 inline std::string tokenformer(std::int64_t n_attn, std::int64_t n_ffn, const std::string& norm = "l2_gelu",
-                        const std::string& tau = "fixed", std::int64_t layers = 2) {
+                               const std::string& tau = "fixed", std::int64_t layers = 2) {
   return fmt::format(R"(family = "tokenformer"
 [model]
 layers = {}
@@ -31,11 +31,12 @@ tau = "{}"
 [model.init]
 key_std = 0.3
 value_std = 0.3
-)", layers, n_attn, n_ffn, norm, tau);
+)",
+                     layers, n_attn, n_ffn, norm, tau);
 }
 
 inline std::string transformer(std::int64_t d, std::int64_t heads, std::int64_t d_ffn, bool bias = false,
-                        std::int64_t layers = 2) {
+                               std::int64_t layers = 2) {
   return fmt::format(R"(family = "transformer"
 [model]
 layers = {}
@@ -48,7 +49,8 @@ vocab = 30
 bias = {}
 [model.init]
 std = 0.2
-)", layers, d, heads, d_ffn, bias ? "true" : "false");
+)",
+                     layers, d, heads, d_ffn, bias ? "true" : "false");
 }
 
 struct GrowthCase {
@@ -81,14 +83,15 @@ inline std::vector<GrowthCase> growth_cases() {
   // scale: exact; the other way round it is not.
   cases.push_back({"pattention_grow tau sqrt_n model into fixed", tokenformer(12, 20, "l2_gelu", "sqrt_n"),
                    tokenformer(20, 32, "l2_gelu", "fixed"), "pattention_grow", "", true});
-  cases.push_back({"pattention_grow tau fixed model into sqrt_n", tokenformer(12, 20), tokenformer(20, 32, "l2_gelu", "sqrt_n"),
-                   "pattention_grow", "", false});
+  cases.push_back({"pattention_grow tau fixed model into sqrt_n", tokenformer(12, 20),
+                   tokenformer(20, 32, "l2_gelu", "sqrt_n"), "pattention_grow", "", false});
   // Row 3: HyperCloning (k, m), with and without biases and noise: exact.
   for (auto [k, m] : std::vector<std::pair<int, int>>{{2, 2}, {3, 1}, {1, 4}, {2, 3}}) {
     for (bool bias : {false, true}) {
       for (const char* noise : {"noise = false", "noise = true"}) {
-        cases.push_back({fmt::format("hypercloning k={} m={} bias={} {}", k, m, bias, noise), transformer(8, 2, 12, bias),
-                         transformer(8 * k, 2 * k, 12 * m, bias), "hypercloning", noise, true});
+        cases.push_back({fmt::format("hypercloning k={} m={} bias={} {}", k, m, bias, noise),
+                         transformer(8, 2, 12, bias), transformer(8 * k, 2 * k, 12 * m, bias), "hypercloning", noise,
+                         true});
       }
     }
   }
@@ -118,8 +121,8 @@ inline std::vector<GrowthCase> growth_cases() {
                        transformer(8, 2, 12, true, 4), "depth_grow", options, true});
     }
   }
-  cases.push_back({"stack tokenformer x2", tokenformer(12, 20), tokenformer(12, 20, "l2_gelu", "fixed", 4), "stack", "",
-                   false});
+  cases.push_back(
+      {"stack tokenformer x2", tokenformer(12, 20), tokenformer(12, 20, "l2_gelu", "fixed", 4), "stack", "", false});
   cases.push_back({"stack transformer x3", transformer(8, 2, 12), transformer(8, 2, 12, false, 6), "stack", "", false});
   // Row 9: msg (Masked Structural Growth) is exact at the growth, in every dimension and where
   // new layers go, whatever the new weights: its masks start at 0.
@@ -127,8 +130,8 @@ inline std::vector<GrowthCase> growth_cases() {
   cases.push_back({"msg transformer bias all at once", transformer(8, 2, 12, true), transformer(12, 3, 20, true, 3),
                    "msg", "at = \"interleave\"", true});
   for (const char* at : {"top", "bottom", "interleave"}) {
-    cases.push_back({fmt::format("msg transformer depth {}", at), transformer(8, 2, 12), transformer(8, 2, 12, false, 5),
-                     "msg", fmt::format("at = \"{}\"\nramp_steps = 7", at), true});
+    cases.push_back({fmt::format("msg transformer depth {}", at), transformer(8, 2, 12),
+                     transformer(8, 2, 12, false, 5), "msg", fmt::format("at = \"{}\"\nramp_steps = 7", at), true});
   }
   return cases;
 }

@@ -18,8 +18,8 @@ namespace tfw {
 namespace test_growth {
 
 using test::grow;
-using test::growth_cases;
 using test::Grown;
+using test::growth_cases;
 using test::GrowthCase;
 using test::tokenformer;
 using test::transformer;
@@ -80,7 +80,8 @@ TEST(Growth, GrownCheckpointsReadBackExactly) {
     }
     for (const auto& item : read->named_buffers()) {
       for (const auto& other : g.grown->named_buffers()) {
-        if (other.key() == item.key() && !torch::equal(other.value(), item.value())) ADD_FAILURE() << "buffer " << item.key();
+        if (other.key() == item.key() && !torch::equal(other.value(), item.value()))
+          ADD_FAILURE() << "buffer " << item.key();
       }
     }
   }
@@ -161,8 +162,8 @@ TEST(Growth, AdamWStateExtensionKeepsOldMomentsBitIdentical) {
   auto moments = [&] {
     std::map<std::string, std::pair<torch::Tensor, std::int64_t>> out;
     for (const auto& item : model->named_parameters()) {
-      auto& state = static_cast<torch::optim::AdamWParamState&>(
-          *optimizer.state().at(item.value().unsafeGetTensorImpl()));
+      auto& state =
+          static_cast<torch::optim::AdamWParamState&>(*optimizer.state().at(item.value().unsafeGetTensorImpl()));
       out[item.key()] = {state.exp_avg().clone(), state.step()};
     }
     return out;
@@ -236,7 +237,8 @@ TEST(Growth, ImpossibleTargetsAreRefusedWithTheReason) {
   refuse(transformer(8, 2, 12), tokenformer(20, 32), "net2net", "", "net2net grows transformer models");
   refuse(transformer(8, 2, 12, false, 4), transformer(8, 2, 12, false, 2), "depth_grow", "",
          "depth_grow adds layers: layers 4 -> 2");
-  refuse(transformer(8, 2, 12), transformer(12, 3, 12, false, 4), "depth_grow", "", "changes only the number of layers");
+  refuse(transformer(8, 2, 12), transformer(12, 3, 12, false, 4), "depth_grow", "",
+         "changes only the number of layers");
   refuse(tokenformer(12, 20), tokenformer(12, 20, "l2_gelu", "fixed", 3), "stack", "",
          "stack repeats the whole stack: layers 2 -> 3 is not a multiple");
   refuse(tokenformer(12, 20), tokenformer(20, 32), "msg", "", "msg grows transformer models, not tokenformer");
@@ -246,5 +248,5 @@ TEST(Growth, ImpossibleTargetsAreRefusedWithTheReason) {
   refuse(transformer(8, 2, 12), transformer(12, 3, 20), "msg", "ramp_steps = 0", "ramp_steps");
 }
 
-}  // namespace
+}  // namespace test_growth
 }  // namespace tfw

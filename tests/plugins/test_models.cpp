@@ -24,9 +24,11 @@ std::vector<FamilyCase> family_cases() {
   return {
       {"tokenformer", kTokenformer},
       {"tokenformer affine LN", std::string(kTokenformer) + "[model.layernorm]\naffine = true\n"},
-      {"tokenformer softmax sqrt_n", std::string(kTokenformer) + "[model.pattention]\nnorm = \"softmax\"\ntau = \"sqrt_n\"\n"},
+      {"tokenformer softmax sqrt_n",
+       std::string(kTokenformer) + "[model.pattention]\nnorm = \"softmax\"\ntau = \"sqrt_n\"\n"},
       {"transformer", kTransformer},
-      {"transformer bias head_dim", std::string(kTransformer) + "head_dim = 6\nd_ffn = 20\n[model.linear]\nbias = true\n"},
+      {"transformer bias head_dim",
+       std::string(kTransformer) + "head_dim = 6\nd_ffn = 20\n[model.linear]\nbias = true\n"},
   };
 }
 
@@ -153,10 +155,10 @@ TEST(Models, AFewStepsOnAFixedBatchReduceTheLoss) {
     options.lr = 3e-3;
     SmokeResult result = model_smoke(test::plugins(), test::config_from_text(c.toml), options);
     ASSERT_EQ(result.losses.size(), 20u);
-    EXPECT_NEAR(result.losses.front(), std::log(50.0), 0.5);   // near uniform at init
+    EXPECT_NEAR(result.losses.front(), std::log(50.0), 0.5);  // near uniform at init
     EXPECT_LT(result.losses.back(), result.losses.front() - 0.5);
   }
 }
 
-}  // namespace
+}  // namespace test_models
 }  // namespace tfw

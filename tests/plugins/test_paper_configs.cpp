@@ -73,12 +73,13 @@ TEST(PaperConfigs, TransformerBaselinesMatchTheirTokenformerSizes) {
 }
 
 TEST(Flops, TokenformerScaling124mByHand) {
-  FlopsPerToken f = test::config_from_repo("experiments/paper/tokenformer-scaling-124m.toml").spec->flops_per_token(1024);
+  FlopsPerToken f =
+      test::config_from_repo("experiments/paper/tokenformer-scaling-124m.toml").spec->flops_per_token(1024);
   // N = 2·L·d·(4·576 + 2304) = 2·12·768·4608 = 84,934,656 -> 2N
   EXPECT_EQ(f.token_parameter, 169869312);
-  EXPECT_EQ(f.token_token, 4LL * 12 * 768 * 1024);   // 37,748,736
+  EXPECT_EQ(f.token_token, 4LL * 12 * 768 * 1024);  // 37,748,736
   EXPECT_EQ(f.token_token, 37748736);
-  EXPECT_EQ(f.embedding, 77266944);                  // 2·50304·768
+  EXPECT_EQ(f.embedding, 77266944);  // 2·50304·768
   EXPECT_EQ(f.forward(), 284884992);
   EXPECT_EQ(f.training(), 854654976);
   // Paper Table 8 unit: token-token FLOPs per sequence in 10^4·T² -> 4·L·d / 10^4 = 3.6864 ("3.6").
@@ -87,17 +88,20 @@ TEST(Flops, TokenformerScaling124mByHand) {
 
 TEST(Flops, TokenformerGrowthKeepsTheTokenTokenTerm) {
   for (const char* file : {"tokenformer-scaling-354m", "tokenformer-scaling-757m", "tokenformer-scaling-1.4b"}) {
-    FlopsPerToken f = test::config_from_repo(std::string("experiments/paper/") + file + ".toml").spec->flops_per_token(4096);
+    FlopsPerToken f =
+        test::config_from_repo(std::string("experiments/paper/") + file + ".toml").spec->flops_per_token(4096);
     EXPECT_EQ(f.token_token, 4LL * 12 * 768 * 4096) << file;
   }
-  FlopsPerToken f354 = test::config_from_repo("experiments/paper/tokenformer-scaling-354m.toml").spec->flops_per_token(1);
+  FlopsPerToken f354 =
+      test::config_from_repo("experiments/paper/tokenformer-scaling-354m.toml").spec->flops_per_token(1);
   EXPECT_EQ(f354.token_parameter, 2LL * 2 * 12 * 768 * (4 * 2140 + 8560));  // 631,111,680
   EXPECT_EQ(f354.token_parameter, 631111680);
 }
 
 TEST(Flops, TransformerByHand) {
   // GPT-2 medium shape: N = 12·24·1024² = 301,989,888.
-  FlopsPerToken f = test::config_from_repo("experiments/paper/transformer-scaling-354m.toml").spec->flops_per_token(2048);
+  FlopsPerToken f =
+      test::config_from_repo("experiments/paper/transformer-scaling-354m.toml").spec->flops_per_token(2048);
   EXPECT_EQ(f.token_parameter, 603979776);
   EXPECT_EQ(f.token_token, 4LL * 24 * 1024 * 2048);  // 201,326,592
   EXPECT_EQ(f.embedding, 2LL * 50304 * 1024);
@@ -128,5 +132,5 @@ TEST(PaperConfigs, BuiltModulesCountWhatTheFormulasSay) {
   }
 }
 
-}  // namespace
+}  // namespace test_paper_configs
 }  // namespace tfw

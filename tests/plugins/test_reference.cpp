@@ -38,8 +38,10 @@ void check_against_python(const std::string& label, const std::string& config_te
   torch::Tensor ids = torch::randint(V, {2, 9}, torch::kInt64);
   torch::Tensor targets = torch::randint(V, {2, 9}, torch::kInt64);
 
-  const nlohmann::json meta = {{"family", config.family}, {"model", test::toml_to_json(config.spec->to_toml())},
-                               {"ids", to_rows(ids)}, {"targets", to_rows(targets)}};
+  const nlohmann::json meta = {{"family", config.family},
+                               {"model", test::toml_to_json(config.spec->to_toml())},
+                               {"ids", to_rows(ids)},
+                               {"targets", to_rows(targets)}};
   const std::string dir = (std::filesystem::temp_directory_path() / ("tfw-reference-" + label)).string();
   std::vector<double> reference = test::python_reference("model_reference.py", dir, meta, *model);
   ASSERT_FALSE(reference.empty());
@@ -56,8 +58,9 @@ const std::string kTransformer = test::TinyModel{"transformer", 16, 2, 30}.toml(
 
 TEST(Reference, TokenformerMatchesIndependentPythonImplementation) {
   check_against_python("tokenformer", kTokenformer);
-  check_against_python("tokenformer-affine-gelu_l1",
-                       std::string(kTokenformer) + "[model.layernorm]\naffine = true\n[model.pattention]\nnorm = \"gelu_l1\"\n");
+  check_against_python(
+      "tokenformer-affine-gelu_l1",
+      std::string(kTokenformer) + "[model.layernorm]\naffine = true\n[model.pattention]\nnorm = \"gelu_l1\"\n");
   check_against_python("tokenformer-softmax", std::string(kTokenformer) + "[model.pattention]\nnorm = \"softmax\"\n");
   check_against_python("tokenformer-gelu_l2", std::string(kTokenformer) + "[model.pattention]\nnorm = \"gelu_l2\"\n");
 }
@@ -69,5 +72,5 @@ TEST(Reference, TransformerMatchesIndependentPythonImplementation) {
   check_against_python("transformer-bias-heads", wide);
 }
 
-}  // namespace
+}  // namespace test_reference
 }  // namespace tfw

@@ -80,7 +80,7 @@ TEST(Vision, VitParameterCountAndFlopsByHand) {
   EXPECT_EQ(f.token_parameter, 2 * 2 * (4 * 256 + 2 * 16 * 24));  // 2N, N = L·(4d² + 2·d·d_ffn)
   EXPECT_EQ(f.token_token, 4 * 2 * 16 * 17);
   EXPECT_EQ(f.embedding, 0);
-  EXPECT_EQ(f.per_example, 2 * 49 * 16 * 16 + 2 * 16 * 10);      // 16 patches embedded, one head
+  EXPECT_EQ(f.per_example, 2 * 49 * 16 * 16 + 2 * 16 * 10);  // 16 patches embedded, one head
   EXPECT_EQ(f.forward_per_example(), 17 * (f.token_parameter + f.token_token) + f.per_example);
 }
 
@@ -122,7 +122,8 @@ TEST(Vision, BadConfigsAreRefusedWithTheKey) {
     return std::string("no error");
   };
   EXPECT_NE(error_of(std::string(kVit) + "patch = 5\n").find("not divisible by patch = 5"), std::string::npos);
-  EXPECT_NE(error_of(std::string(kTokenformer) + "n_patch = 5\n").find("only read with patch_embed"), std::string::npos);
+  EXPECT_NE(error_of(std::string(kTokenformer) + "n_patch = 5\n").find("only read with patch_embed"),
+            std::string::npos);
   EXPECT_NE(error_of(std::string(kVit) + "[data]\ncorpus = \"kjv\"\n").find("corpus"), std::string::npos);
   EXPECT_NE(error_of(std::string(kVit) + "[data]\ndataset = \"/no/such/folder\"\n").find("neither a built-in"),
             std::string::npos);
@@ -208,8 +209,8 @@ void check_against_python(const std::string& label, const std::string& text) {
     }
     image_rows.push_back(nlohmann::json::array({rows}));
   }
-  const nlohmann::json meta = {{"model", test::toml_to_json(config.model.spec->to_toml())}, {"images", image_rows},
-                               {"labels", {3, 0, 9}}};
+  const nlohmann::json meta = {
+      {"model", test::toml_to_json(config.model.spec->to_toml())}, {"images", image_rows}, {"labels", {3, 0, 9}}};
   const std::string dir = (fs::temp_directory_path() / ("tfw-vision-reference-" + label)).string();
   std::vector<double> reference = test::python_reference("vision_reference.py", dir, meta, *model);
   ASSERT_FALSE(reference.empty());
@@ -226,11 +227,12 @@ TEST(Vision, TokenformerMatchesIndependentPythonImplementation) {
   check_against_python("vision-tokenformer-pattention-ends-mean-gelu_l1",
                        std::string(kTokenformer) +
                            "patch_embed = \"pattention\"\nn_patch = 30\nhead = \"pattention\"\nn_head = 8\n"
-                           "pool = \"mean\"\n" + keys + "[model.pattention]\nnorm = \"gelu_l1\"\n[model.layernorm]\naffine = true\n");
-  check_against_python("vision-tokenformer-softmax", std::string(kTokenformer) + keys +
-                                                         "[model.pattention]\nnorm = \"softmax\"\n");
-  check_against_python("vision-tokenformer-gelu_l2", std::string(kTokenformer) + keys +
-                                                         "[model.pattention]\nnorm = \"gelu_l2\"\n");
+                           "pool = \"mean\"\n" +
+                           keys + "[model.pattention]\nnorm = \"gelu_l1\"\n[model.layernorm]\naffine = true\n");
+  check_against_python("vision-tokenformer-softmax",
+                       std::string(kTokenformer) + keys + "[model.pattention]\nnorm = \"softmax\"\n");
+  check_against_python("vision-tokenformer-gelu_l2",
+                       std::string(kTokenformer) + keys + "[model.pattention]\nnorm = \"gelu_l2\"\n");
 }
 
 TEST(Vision, VitMatchesIndependentPythonImplementation) {
@@ -241,8 +243,8 @@ TEST(Vision, VitMatchesIndependentPythonImplementation) {
 // pattention_grow adds zero-key tokens to every block's Pattention: the logits do not change
 // (float64), the Pattention patch embedding and head keep their tokens.
 TEST(Vision, PattentionGrowIsExactOnTheVisionTokenformer) {
-  const std::string base = std::string(kTokenformer) +
-                           "patch_embed = \"pattention\"\nn_patch = 30\nhead = \"pattention\"\nn_head = 8\n";
+  const std::string base =
+      std::string(kTokenformer) + "patch_embed = \"pattention\"\nn_patch = 30\nhead = \"pattention\"\nn_head = 8\n";
   const RunConfig from = run_config_of(base);
   const RunConfig to = run_config_of(base, {"model.n_attn=20", "model.n_ffn=36"});
   const Registry& registry = test::plugins();
@@ -254,8 +256,8 @@ TEST(Vision, PattentionGrowIsExactOnTheVisionTokenformer) {
   model->to(torch::kFloat64);
   const torch::Tensor images = fixed_images(4, 8).to(torch::kFloat64);
   const torch::Tensor before = model->forward(images).detach();
-  auto grown = method.apply(*model, registry.family("vision_tokenformer"), *from.model.spec, *to.model.spec,
-                            toml::table{}, 9);
+  auto grown =
+      method.apply(*model, registry.family("vision_tokenformer"), *from.model.spec, *to.model.spec, toml::table{}, 9);
   const torch::Tensor after = grown->forward(images).detach();
   EXPECT_LT(test::max_abs_diff(before, after), 1e-12);
   std::int64_t count = 0;
@@ -290,7 +292,7 @@ std::string tiny_dataset() {
     std::ofstream out(dir / name, std::ios::binary);
     for (int b : bytes) out.put(static_cast<char>(b));
   };
-  write("train-images-idx3-ubyte", {0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2,  //
+  write("train-images-idx3-ubyte", {0, 0,  8,   3,   0,   0,   0, 3, 0,  0,  0,  2, 0, 0, 0, 2,  //
                                     0, 51, 102, 153, 255, 255, 0, 0, 10, 20, 30, 40});
   write("train-labels-idx1-ubyte", {0, 0, 8, 1, 0, 0, 0, 3, 2, 0, 1});
   write("t10k-images-idx3-ubyte", {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8});
@@ -380,11 +382,13 @@ TEST(VisionData, BatchesAreDeterministicAndAugmentedAsSaid) {
 
   // The training images, normalised as batches are: (60000, 28, 28).
   const ImageSplits splits = image_splits_load(plain.data.image);
-  const torch::Tensor all =
-      ((torch::from_blob(const_cast<std::uint8_t*>(splits.train.pixels.data()), {splits.train.count, 28, 28},
-                         torch::kUInt8)
-            .to(torch::kFloat64) / 255.0 - splits.mean) / splits.std)
-          .to(torch::kFloat32);
+  const torch::Tensor all = ((torch::from_blob(const_cast<std::uint8_t*>(splits.train.pixels.data()),
+                                               {splits.train.count, 28, 28}, torch::kUInt8)
+                                      .to(torch::kFloat64) /
+                                  255.0 -
+                              splits.mean) /
+                             splits.std)
+                                .to(torch::kFloat32);
   const torch::Tensor labels =
       torch::from_blob(const_cast<std::uint8_t*>(splits.train.labels.data()), {splits.train.count}, torch::kUInt8)
           .to(torch::kInt64);
@@ -427,12 +431,16 @@ TEST(VisionData, BatchesAreDeterministicAndAugmentedAsSaid) {
       for (int dx = -2; dx <= 2 && !found; ++dx) {
         const torch::Tensor crop = crops.input[i][0];
         // The crop's padded border must be exactly the normalised zero.
-        const torch::Tensor inner = crop.narrow(0, std::max(0, -dy), 28 - std::abs(dy)).narrow(1, std::max(0, -dx), 28 - std::abs(dx));
-        const torch::Tensor source = same_label.narrow(1, std::max(0, dy), 28 - std::abs(dy)).narrow(2, std::max(0, dx), 28 - std::abs(dx));
+        const torch::Tensor inner =
+            crop.narrow(0, std::max(0, -dy), 28 - std::abs(dy)).narrow(1, std::max(0, -dx), 28 - std::abs(dx));
+        const torch::Tensor source =
+            same_label.narrow(1, std::max(0, dy), 28 - std::abs(dy)).narrow(2, std::max(0, dx), 28 - std::abs(dx));
         const torch::Tensor match = (source == inner.unsqueeze(0)).flatten(1).all(1);
         if (!match.any().item<bool>()) continue;
         torch::Tensor border = crop.clone();
-        border.narrow(0, std::max(0, -dy), 28 - std::abs(dy)).narrow(1, std::max(0, -dx), 28 - std::abs(dx)).fill_(zero);
+        border.narrow(0, std::max(0, -dy), 28 - std::abs(dy))
+            .narrow(1, std::max(0, -dx), 28 - std::abs(dx))
+            .fill_(zero);
         if ((border == zero).all().item<bool>()) {
           found = true;
           shifted += dy != 0 || dx != 0;
@@ -463,7 +471,8 @@ weight_decay = 0.05
 )";
   const std::string model = "layers = 2\nd = 32\nheads = 4\n";
   for (const std::string& text :
-       {"family = \"vision_tokenformer\"\n[model]\n" + model + "n_attn = 32\nn_ffn = 64\n[model.init]\nstd = 0.1\n" + training,
+       {"family = \"vision_tokenformer\"\n[model]\n" + model + "n_attn = 32\nn_ffn = 64\n[model.init]\nstd = 0.1\n" +
+            training,
         "family = \"vit\"\n[model]\n" + model + "d_ffn = 64\n[model.init]\nstd = 0.1\n" + training}) {
     const RunConfig config = run_config_of(text);
     TrainOptions options;
@@ -486,5 +495,5 @@ weight_decay = 0.05
   }
 }
 
-}  // namespace
+}  // namespace test_vision
 }  // namespace tfw

@@ -21,8 +21,8 @@ TEST(Format, FloatsAsWritten) {
   EXPECT_EQ(tfw::toml_value_as_written("0.0030000000000000001"), "0.003");
   EXPECT_EQ(tfw::toml_value_as_written("0.90000000000000002"), "0.9");
   EXPECT_EQ(tfw::toml_value_as_written("1.0000000000000001e-05"), "1e-05");
-  EXPECT_EQ(tfw::toml_value_as_written("128"), "128");                  // an integer stays
-  EXPECT_EQ(tfw::toml_value_as_written("'l2_gelu'"), "'l2_gelu'");      // a string stays
+  EXPECT_EQ(tfw::toml_value_as_written("128"), "128");                      // an integer stays
+  EXPECT_EQ(tfw::toml_value_as_written("'l2_gelu'"), "'l2_gelu'");          // a string stays
   EXPECT_EQ(tfw::toml_value_as_written("[ 0.5, 0.25 ]"), "[ 0.5, 0.25 ]");  // an array stays
   EXPECT_EQ(tfw::toml_as_written("[train]\nlr = 0.0030000000000000001\nname = 'a = 0.10000000000000001'\n"),
             "[train]\nlr = 0.003\nname = 'a = 0.10000000000000001'\n");
@@ -43,7 +43,8 @@ TEST(Format, ProgressOfARunningRun) {
   EXPECT_DOUBLE_EQ(tfw::run_progress(tokens, first, latest).eta_seconds, 75);
   EXPECT_EQ(tfw::progress_text(tokens, first, latest), "step 50 (25%), 12.8K tokens of 51.2K, 1m15s left");
   // A FLOPs budget of 2e10: 25% again.
-  EXPECT_EQ(tfw::progress_text({0, 0, 2e10}, first, latest), "step 50 (25%), 12.8K tokens, 5e+09 of 2e+10 FLOPs, 1m15s left");
+  EXPECT_EQ(tfw::progress_text({0, 0, 2e10}, first, latest),
+            "step 50 (25%), 12.8K tokens, 5e+09 of 2e+10 FLOPs, 1m15s left");
   // One point: no rate, so no time left; no budget: no share either.
   EXPECT_EQ(tfw::run_progress(steps, latest, latest).eta_seconds, -1);
   EXPECT_EQ(tfw::progress_text({}, first, latest), "step 50, 12.8K tokens");
@@ -52,8 +53,8 @@ TEST(Format, ProgressOfARunningRun) {
 }
 
 TEST(Format, TableColumnsAreAsWideAsTheirWidestCell) {
-  const std::string table = tfw::text_table({{"run", "tokens/s"}, {"a-very-long-run-name", "12"}, {"b", "3,456"}},
-                                            {false, true});
+  const std::string table =
+      tfw::text_table({{"run", "tokens/s"}, {"a-very-long-run-name", "12"}, {"b", "3,456"}}, {false, true});
   EXPECT_EQ(table,
             "run                   tokens/s\n"
             "a-very-long-run-name        12\n"

@@ -97,15 +97,18 @@ TEST(Tracking, ALinkPlantedBelowTheExportFolderIsNotWrittenThrough) {
     write(set, first.string());
     fs::path holder;  // the deepest folder that holds a file
     for (const auto& entry : fs::recursive_directory_iterator(first)) {
-      if (entry.is_regular_file() && (holder.empty() || entry.path().parent_path().string().size() > holder.string().size())) {
+      if (entry.is_regular_file() &&
+          (holder.empty() || entry.path().parent_path().string().size() > holder.string().size())) {
         holder = entry.path().parent_path();
       }
     }
     ASSERT_FALSE(holder.empty());
     int refused = 0, level = 0;
-    for (fs::path part = fs::relative(holder, first); !part.empty() && part != "."; part = part.parent_path(), ++level) {
+    for (fs::path part = fs::relative(holder, first); !part.empty() && part != ".";
+         part = part.parent_path(), ++level) {
       SCOPED_TRACE(part.string());
-      const fs::path dir = tmp / fmt::format("{}-{}", label, level), outside = tmp / fmt::format("{}-outside-{}", label, level);
+      const fs::path dir = tmp / fmt::format("{}-{}", label, level),
+                     outside = tmp / fmt::format("{}-outside-{}", label, level);
       fs::create_directories((dir / part).parent_path());
       fs::create_directories(outside);
       fs::create_directory_symlink(outside, dir / part);

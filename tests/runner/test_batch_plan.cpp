@@ -113,8 +113,7 @@ TEST(BatchPlan, EvaluationsFollowTrainingAndRecordingToAServiceLeavesThemOut) {
   remote.record_arguments = {"--record-to", "127.0.0.1:9"};
   const RunPlan recorded = batch_plan_run(experiment, small, {}, remote);
   ASSERT_EQ(kinds(recorded), std::vector<StepKind>{StepKind::train});
-  EXPECT_EQ(Argv(recorded.steps[0].argv.end() - 2, recorded.steps[0].argv.end()),
-            (Argv{"--record-to", "127.0.0.1:9"}));
+  EXPECT_EQ(Argv(recorded.steps[0].argv.end() - 2, recorded.steps[0].argv.end()), (Argv{"--record-to", "127.0.0.1:9"}));
 }
 
 }  // namespace

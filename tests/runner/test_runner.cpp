@@ -117,7 +117,7 @@ TEST(LocalExecutor, StepsRunInOrderAndTheFirstFailureEndsTheTask) {
   EXPECT_EQ(executor.status("good").step, 1u);
   EXPECT_EQ(executor.status("good").exit_code, 0);
   EXPECT_EQ(executor.status("bad").state, TaskState::failed);
-  EXPECT_EQ(executor.status("bad").step, 0u);   // the second step never ran
+  EXPECT_EQ(executor.status("bad").step, 0u);      // the second step never ran
   EXPECT_EQ(executor.status("bad").exit_code, 2);  // a usage error
   EXPECT_FALSE(fs::exists(home + "/never.log"));
   std::ifstream log(home + "/good.log");

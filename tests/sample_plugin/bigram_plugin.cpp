@@ -31,7 +31,7 @@ class BigramModel : public tfw::LanguageModel {
     return torch::matmul(torch::embedding(embedding_, ids), mix_);  // (B, T, d)
   }
   torch::Tensor forward(const torch::Tensor& ids) override {
-    return torch::matmul(hidden(ids), embedding_.t());             // (B, T, V)
+    return torch::matmul(hidden(ids), embedding_.t());  // (B, T, V)
   }
   torch::Tensor token_embedding() override { return embedding_; }
 

@@ -49,8 +49,8 @@ TEST(JobQueue, WorksOnAStoreMigratedFromBeforeTheJobsTable) {
 // Every job status maps to one name and back; the names are the ones the schema's CHECK
 // allows (a job stored with each status reads back as it).
 TEST(JobQueue, EveryStatusNameRoundTripsThroughTheStore) {
-  for (JobStatus status : {JobStatus::queued, JobStatus::running, JobStatus::finished, JobStatus::failed,
-                           JobStatus::cancelled}) {
+  for (JobStatus status :
+       {JobStatus::queued, JobStatus::running, JobStatus::finished, JobStatus::failed, JobStatus::cancelled}) {
     EXPECT_EQ(job_status_parse(status_name(status)), status);
   }
   EXPECT_EQ(job_status_parse("killed"), std::nullopt);  // a run status, not a job's

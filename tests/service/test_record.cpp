@@ -48,8 +48,21 @@ std::string sql(const std::string& home, const std::string& query) {
 runner::Process train_in_background(const std::string& node, const std::string& name, const std::string& address,
                                     const std::string& log, std::vector<std::string> extra = {}) {
   runner::ProcessSpec spec;
-  spec.argv = {TFW_BINARY, "--threads", "1", "train", kTiny, "--home", node, "--name", name, "--record-to", address,
-               "--set", "train.max_steps=600", "--set", "train.checkpoint_every=50"};
+  spec.argv = {TFW_BINARY,
+               "--threads",
+               "1",
+               "train",
+               kTiny,
+               "--home",
+               node,
+               "--name",
+               name,
+               "--record-to",
+               address,
+               "--set",
+               "train.max_steps=600",
+               "--set",
+               "train.checkpoint_every=50"};
   spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
   spec.log_path = log;
   spec.environment = {"TFW_FIXED_THREADS=1"};
@@ -66,7 +79,8 @@ TEST(Record, ARunRecordsToAServiceFromAHomeWithoutAStore) {
   const std::string node = fresh_home("record-node");
   std::ofstream(home + "/token") << "record-token\n";
   std::ofstream(home + "/wrong") << "another\n";
-  for (const char* file : {"/token", "/wrong"}) fs::permissions(home + file, fs::perms::owner_read | fs::perms::owner_write);
+  for (const char* file : {"/token", "/wrong"})
+    fs::permissions(home + file, fs::perms::owner_read | fs::perms::owner_write);
   ServeProcess service = serve(home, {"--token-file", home + "/token"});
   ASSERT_NE(service.address(), "") << service.first_line();
 
@@ -98,13 +112,14 @@ TEST(Record, ARunRecordsToAServiceFromAHomeWithoutAStore) {
   EXPECT_NE(sql(home, "SELECT COUNT(*) FROM events WHERE kind = 'evaluation'"), "0\n");
 
   // A wrong token is refused before anything is recorded; so is an unreachable service.
-  const test::Result wrong = test::capture(fmt::format("{} train {} --home {} --name other --record-to {} --token-file {}/wrong",
-                                                       TFW_BINARY, kTiny, node, service.address(), home));
+  const test::Result wrong =
+      test::capture(fmt::format("{} train {} --home {} --name other --record-to {} --token-file {}/wrong", TFW_BINARY,
+                                kTiny, node, service.address(), home));
   EXPECT_EQ(wrong.code, 2) << wrong.output;
   EXPECT_NE(wrong.output.find("wrong token"), std::string::npos) << wrong.output;
   service.stop();
-  const test::Result gone = test::capture(fmt::format("{} train {} --home {} --name other --record-to {}", TFW_BINARY,
-                                                      kTiny, node, service.address()));
+  const test::Result gone = test::capture(
+      fmt::format("{} train {} --home {} --name other --record-to {}", TFW_BINARY, kTiny, node, service.address()));
   EXPECT_EQ(gone.code, 1) << gone.output;
   EXPECT_NE(gone.output.find("--record-to " + service.address() + ": cannot reach the service"), std::string::npos)
       << gone.output;
@@ -160,16 +175,18 @@ TEST(Record, AnOutageLosesNothingAndGivingUpIsSaidAndResumable) {
   ASSERT_EQ(service.address(), address) << service.first_line();
   const std::string config_before = sql(home, "SELECT config FROM runs WHERE name = 'giveup'");
   ASSERT_NE(config_before.find("eval_batches = 8"), std::string::npos) << config_before;
-  const test::Result resumed = test::capture(fmt::format("TFW_FIXED_THREADS=1 {} --threads 1 train --resume {}/runs/giveup "
-                                                         "--home {} --record-to {} --set train.eval_batches=3",
-                                                         TFW_BINARY, node, node, address));
+  const test::Result resumed =
+      test::capture(fmt::format("TFW_FIXED_THREADS=1 {} --threads 1 train --resume {}/runs/giveup "
+                                "--home {} --record-to {} --set train.eval_batches=3",
+                                TFW_BINARY, node, node, address));
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_EQ(sql(home, "SELECT status FROM runs WHERE name = 'giveup'"), "finished\n");
   const std::string config_after = sql(home, "SELECT config FROM runs WHERE name = 'giveup'");
   EXPECT_NE(config_after.find("eval_batches = 3"), std::string::npos) << config_after;
   EXPECT_EQ(config_after.find("eval_batches = 8"), std::string::npos) << config_after;
-  EXPECT_EQ(sql(home, "SELECT COUNT(*) FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.name = 'giveup' AND "
-                      "m.key = 'train/loss'"),
+  EXPECT_EQ(sql(home,
+                "SELECT COUNT(*) FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.name = 'giveup' AND "
+                "m.key = 'train/loss'"),
             "600\n");
 }
 

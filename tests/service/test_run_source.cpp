@@ -41,13 +41,30 @@ bool same(const T& a, const T& b) {
 
 void expect_same(const RunRecord& a, const RunRecord& b) {
   SCOPED_TRACE("run " + std::to_string(a.id));
-  EXPECT_SAME_FIELD(id); EXPECT_SAME_FIELD(experiment); EXPECT_SAME_FIELD(name); EXPECT_SAME_FIELD(family);
-  EXPECT_SAME_FIELD(config); EXPECT_SAME_FIELD(status); EXPECT_SAME_FIELD(heartbeat); EXPECT_SAME_FIELD(seed);
-  EXPECT_SAME_FIELD(git_commit); EXPECT_SAME_FIELD(host); EXPECT_SAME_FIELD(started); EXPECT_SAME_FIELD(ended);
-  EXPECT_SAME_FIELD(parent); EXPECT_SAME_FIELD(growth_method); EXPECT_SAME_FIELD(growth_options);
-  EXPECT_SAME_FIELD(stage); EXPECT_SAME_FIELD(parameters); EXPECT_SAME_FIELD(tokens); EXPECT_SAME_FIELD(flops);
-  EXPECT_SAME_FIELD(inherited_flops); EXPECT_SAME_FIELD(cumulative_flops); EXPECT_SAME_FIELD(final_metrics);
-  EXPECT_SAME_FIELD(error); EXPECT_SAME_FIELD(run_dir);
+  EXPECT_SAME_FIELD(id);
+  EXPECT_SAME_FIELD(experiment);
+  EXPECT_SAME_FIELD(name);
+  EXPECT_SAME_FIELD(family);
+  EXPECT_SAME_FIELD(config);
+  EXPECT_SAME_FIELD(status);
+  EXPECT_SAME_FIELD(heartbeat);
+  EXPECT_SAME_FIELD(seed);
+  EXPECT_SAME_FIELD(git_commit);
+  EXPECT_SAME_FIELD(host);
+  EXPECT_SAME_FIELD(started);
+  EXPECT_SAME_FIELD(ended);
+  EXPECT_SAME_FIELD(parent);
+  EXPECT_SAME_FIELD(growth_method);
+  EXPECT_SAME_FIELD(growth_options);
+  EXPECT_SAME_FIELD(stage);
+  EXPECT_SAME_FIELD(parameters);
+  EXPECT_SAME_FIELD(tokens);
+  EXPECT_SAME_FIELD(flops);
+  EXPECT_SAME_FIELD(inherited_flops);
+  EXPECT_SAME_FIELD(cumulative_flops);
+  EXPECT_SAME_FIELD(final_metrics);
+  EXPECT_SAME_FIELD(error);
+  EXPECT_SAME_FIELD(run_dir);
 }
 
 // Returns the number of points compared.
@@ -188,7 +205,8 @@ TEST(RunSource, RemoteYieldsExactlyTheLocalRecordsPointsAndEvents) {
   {
     auto store = Store::open(home + "/runs.db");
     std::vector<MetricPoint> more;
-    for (int step = 5001; step <= 5040; ++step) more.push_back({awkward, "train/loss", step, step * 4096, 1e12, 0.5, 1.0 / step});
+    for (int step = 5001; step <= 5040; ++step)
+      more.push_back({awkward, "train/loss", step, step * 4096, 1e12, 0.5, 1.0 / step});
     more.push_back({awkward, "new/key", 1, 4096, 0, 0, std::numeric_limits<double>::quiet_NaN()});
     store->metrics_insert(more);
     store->event_add({awkward, 5040, "evaluation", "{\"val/loss\": 2.5}", 9.0});
@@ -235,8 +253,10 @@ TEST(RunSource, AHomeWithoutAStoreAndBadReadRequests) {
   }
 
   // A well-formed request about a run that does not exist: an error, and the connection stays.
-  test::Result run = test::capture(TFW_BINARY " train " TFW_SOURCE_DIR "/experiments/mini/tiny-tokenformer.toml "
-                                   "--set train.max_steps=4 --home " + home);
+  test::Result run = test::capture(TFW_BINARY " train " TFW_SOURCE_DIR
+                                              "/experiments/mini/tiny-tokenformer.toml "
+                                              "--set train.max_steps=4 --home " +
+                                   home);
   ASSERT_EQ(run.code, 0) << run.output;
   service::Client client(service.address());
   try {

@@ -32,15 +32,15 @@ namespace {
 
 using namespace test::service_helpers;  // fs, json, ServeProcess, serve, wait_for, ...
 
-
 TEST(Service, SubmittedExperimentRunsAndItsMetricsStreamInOrder) {
   const std::string home = fresh_home("e2e");
   ServeProcess server = serve(home);
   ASSERT_NE(server.address(), "") << server.first_line();
   service::Client client(server.address());
   EXPECT_EQ(client.hello()["version"], service::kProtocolVersion);
-  json submitted = client.request(
-      {{"type", "submit"}, {"experiment", experiment_self_contained(TFW_SOURCE_DIR "/tests/data/tiny-experiment.toml")}});
+  json submitted =
+      client.request({{"type", "submit"},
+                      {"experiment", experiment_self_contained(TFW_SOURCE_DIR "/tests/data/tiny-experiment.toml")}});
   EXPECT_EQ(submitted["type"], "submitted");
   EXPECT_EQ(submitted["name"], "tiny");
   EXPECT_EQ(submitted["runs"], json({"small", "grown", "baseline"}));
@@ -49,11 +49,14 @@ TEST(Service, SubmittedExperimentRunsAndItsMetricsStreamInOrder) {
   // Watch the first stage: retry until the job has created it, then read to its end.
   service::Client watcher(server.address());
   json reply;
-  ASSERT_TRUE(wait_for([&] {
-    watcher.send({{"type", "watch"}, {"run", "small"}});
-    reply = watcher.receive(30);
-    return reply["type"] == "watching";
-  }, 120)) << reply.dump();
+  ASSERT_TRUE(wait_for(
+      [&] {
+        watcher.send({{"type", "watch"}, {"run", "small"}});
+        reply = watcher.receive(30);
+        return reply["type"] == "watching";
+      },
+      120))
+      << reply.dump();
   std::map<std::string, std::vector<std::int64_t>> steps;
   std::string status = reply["run"]["status"];
   bool caught_up = false;
@@ -72,7 +75,7 @@ TEST(Service, SubmittedExperimentRunsAndItsMetricsStreamInOrder) {
     SCOPED_TRACE(key);
     EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
     EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end());  // no duplicates
-    EXPECT_EQ(seen.size(), store->metrics(small, key).size());                 // none missing
+    EXPECT_EQ(seen.size(), store->metrics(small, key).size());                // none missing
   }
   ASSERT_TRUE(wait_for([&] { return job_status(server.address(), job) == "finished"; }, 180));
   // The same lineage and budgets as the runner's own test (the same batch code ran it).
@@ -87,13 +90,14 @@ TEST(Service, TokensAreRequiredWhereConfigured) {
   std::ofstream(home + "/token") << "s3cret-token\n";
   std::ofstream(home + "/wrong") << "not-the-token\n";
   // Issue 33: a token file others can read is refused, by the service and by a client.
-  test::Result readable = test::capture(TFW_BINARY " serve --listen 127.0.0.1:0 --home " + home + " --token-file " +
-                                        home + "/token");
+  test::Result readable =
+      test::capture(TFW_BINARY " serve --listen 127.0.0.1:0 --home " + home + " --token-file " + home + "/token");
   EXPECT_EQ(readable.code, 2) << readable.output;
   EXPECT_NE(readable.output.find("can be read or written by other users (mode 0644)"), std::string::npos)
       << readable.output;
   EXPECT_NE(readable.output.find("chmod 600 " + home + "/token"), std::string::npos) << readable.output;
-  for (const char* file : {"/token", "/wrong"}) fs::permissions(home + file, fs::perms::owner_read | fs::perms::owner_write);
+  for (const char* file : {"/token", "/wrong"})
+    fs::permissions(home + file, fs::perms::owner_read | fs::perms::owner_write);
   ServeProcess guarded = serve(home, {"--token-file", home + "/token"});
   ASSERT_NE(guarded.address(), "") << guarded.first_line();
   try {
@@ -127,7 +131,8 @@ TEST(Service, TokensAreRequiredWhereConfigured) {
   // Any other address without a token file is refused at start-up.
   test::Result refused = test::capture(TFW_BINARY " serve --listen 0.0.0.0:0 --home " + open_home);
   EXPECT_EQ(refused.code, 2) << refused.output;
-  EXPECT_NE(refused.output.find("refusing to listen on 0.0.0.0:0 without a token"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("refusing to listen on 0.0.0.0:0 without a token"), std::string::npos)
+      << refused.output;
   test::Result bad = test::capture(TFW_BINARY " serve --listen localhost --home " + open_home);
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("is not an address"), std::string::npos) << bad.output;
@@ -142,17 +147,22 @@ TEST(Service, BadInputGetsAnErrorAndTheServiceKeepsServing) {
     socket.send_text(bytes);
     return socket.read_all();  // the service answers, then closes
   };
-  const std::string hello = R"({"type":"hello","version":1})" "\n";
+  const std::string hello = R"({"type":"hello","version":1})"
+                            "\n";
   std::string reply = answer("this is not json\n");
   EXPECT_NE(reply.find(R"("fatal":true)"), std::string::npos) << reply;
   EXPECT_NE(reply.find("malformed message"), std::string::npos) << reply;
-  reply = answer(R"({"type":"jobs"})" "\n");
+  reply = answer(R"({"type":"jobs"})"
+                 "\n");
   EXPECT_NE(reply.find("the first message must be"), std::string::npos) << reply;
-  reply = answer(R"({"type":"hello","version":7})" "\n");
+  reply = answer(R"({"type":"hello","version":7})"
+                 "\n");
   EXPECT_NE(reply.find("protocol version mismatch"), std::string::npos) << reply;
-  reply = answer(hello + R"({"type":"format_disk"})" "\n");
+  reply = answer(hello + R"({"type":"format_disk"})"
+                         "\n");
   EXPECT_NE(reply.find("unknown message type 'format_disk'"), std::string::npos) << reply;
-  reply = answer(hello + R"({"type":"cancel","job":"all"})" "\n");
+  reply = answer(hello + R"({"type":"cancel","job":"all"})"
+                         "\n");
   EXPECT_NE(reply.find("cancel needs"), std::string::npos) << reply;
   reply = answer(hello + std::string(service::kMaxLine + 10, 'x'));
   EXPECT_NE(reply.find("message longer than 1048576 bytes"), std::string::npos) << reply;
@@ -187,7 +197,8 @@ TEST(Service, BadInputGetsAnErrorAndTheServiceKeepsServing) {
     EXPECT_NE(std::string(e.what()).find("not a usable name"), std::string::npos) << e.what();
   }
   try {
-    client.request({{"type", "submit"}, {"run", "family = \"tokenformer\"\n[model]\nlayers = 1\nd = 8\n"}, {"name", "broken"}});
+    client.request(
+        {{"type", "submit"}, {"run", "family = \"tokenformer\"\n[model]\nlayers = 1\nd = 8\n"}, {"name", "broken"}});
     FAIL() << "an invalid run config was accepted";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("model"), std::string::npos) << e.what();
@@ -326,8 +337,8 @@ TEST(Service, CommandLineClientsSubmitWatchListAndCancel) {
   EXPECT_EQ(lines[0]["run"]["name"], "long-run");
   // Compact: one line per step with the default keys; --keys filters by glob. Without
   // --connect, `tfw jobs --home` finds the service that serves that home (service.lock).
-  test::Result compact = test::capture(std::string("timeout 60 ") + TFW_BINARY " watch long-run --compact" + connect +
-                                       " | head -n 4");
+  test::Result compact =
+      test::capture(std::string("timeout 60 ") + TFW_BINARY " watch long-run --compact" + connect + " | head -n 4");
   EXPECT_NE(compact.output.find("train/loss "), std::string::npos) << compact.output;
   EXPECT_NE(compact.output.find("  train/lr "), std::string::npos) << compact.output;
   EXPECT_EQ(compact.output.find("grad_norm"), std::string::npos) << compact.output;
@@ -364,7 +375,8 @@ TEST(Service, CommandLineClientsSubmitWatchListAndCancel) {
   test::Result second = test::capture(TFW_BINARY " serve --listen 127.0.0.1:0 --home " + home);
   EXPECT_EQ(second.code, 2) << second.output;  // one service per TFW_HOME: it names the one that runs
   EXPECT_NE(second.output.find("another tfw serve already serves " + home + " (listening on " + server.address() + ")"),
-            std::string::npos) << second.output;
+            std::string::npos)
+      << second.output;
   test::Result nowhere = test::capture(TFW_BINARY " jobs --connect 127.0.0.1:1");
   EXPECT_EQ(nowhere.code, 1);
   EXPECT_NE(nowhere.output.find("cannot reach the service at 127.0.0.1:1"), std::string::npos) << nowhere.output;

@@ -36,8 +36,10 @@ train = { batch_size = 4, lr = 3e-3, warmup_steps = 1, eval_every = 5, eval_batc
 
 // One small run; no [data] when `corpus` is empty (the defaults' is used).
 std::string tiny_run(const std::string& name, const std::string& corpus, int steps = 4) {
-  return "[runs." + name + "]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
-         "vocab = 256, seq_len = 16 }\n" + (corpus.empty() ? "" : "data = { corpus = \"" + corpus + "\" }\n") +
+  return "[runs." + name +
+         "]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
+         "vocab = 256, seq_len = 16 }\n" +
+         (corpus.empty() ? "" : "data = { corpus = \"" + corpus + "\" }\n") +
          "train = { max_steps = " + std::to_string(steps) + " }\n";
 }
 
@@ -96,17 +98,23 @@ TEST(ServiceAttack, NothingOutsideTheHomeIsReadOrWritten) {
       {header + tiny_run("\"x$(touch${IFS}PWNED)\"", "kjv"), "is not a usable run name"},
       // Issue 33: data.tokenizer and a vision data.dataset outside the home were read, and the
       // reply said whether the file existed. Now refused alike, existing or not.
-      {header + "[runs.t]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
-                "vocab = 256, seq_len = 16 }\ndata = { corpus = \"kjv\", tokenizer = \"" + root + "/decoy/real.json\" }\n",
+      {header +
+           "[runs.t]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
+           "vocab = 256, seq_len = 16 }\ndata = { corpus = \"kjv\", tokenizer = \"" +
+           root + "/decoy/real.json\" }\n",
        "data.tokenizer: '" + root + "/decoy/real.json' is outside"},
-      {header + "[runs.t]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
-                "vocab = 256, seq_len = 16 }\ndata = { corpus = \"kjv\", tokenizer = \"" + root + "/decoy/none.json\" }\n",
+      {header +
+           "[runs.t]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
+           "vocab = 256, seq_len = 16 }\ndata = { corpus = \"kjv\", tokenizer = \"" +
+           root + "/decoy/none.json\" }\n",
        "data.tokenizer: '" + root + "/decoy/none.json' is outside"},
       {header + "[runs.t]\nfamily = \"tokenformer\"\nmodel = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, "
                 "vocab = 256, seq_len = 16 }\ndata = { corpus = \"kjv\", tokenizer = \"../../../decoy/real.json\" }\n",
        "/decoy/real.json' is outside"},
-      {header + "[runs.v]\nfamily = \"vit\"\nmodel = { layers = 1, d = 16, heads = 2, d_ffn = 32 }\n"
-                "data = { dataset = \"" + root + "/decoy\" }\n",
+      {header +
+           "[runs.v]\nfamily = \"vit\"\nmodel = { layers = 1, d = 16, heads = 2, d_ffn = 32 }\n"
+           "data = { dataset = \"" +
+           root + "/decoy\" }\n",
        "data.dataset: '" + root + "/decoy' is outside"},
       {header + "[runs.huge]\nfamily = \"tokenformer\"\nmodel = { layers = 64, d = 1048576, heads = 4, n_attn = 64, "
                 "n_ffn = 1048576, vocab = 256, seq_len = 16 }\ntrain = { max_steps = 1 }\n",
@@ -121,11 +129,14 @@ TEST(ServiceAttack, NothingOutsideTheHomeIsReadOrWritten) {
   // A corpus inside the home is fine, relative to the job's folder.
   std::ofstream(home + "/inside/text.txt") << std::string(1400000, 'a');  // validation takes every 20th 64 KiB block
   const json accepted = client.request(
-      {{"type", "submit"}, {"experiment", "[experiment]\nname = \"fine\"\n" + kTiny + tiny_run("ok", "../../inside/text.txt")}});
-  wait_for([&] {
-    const std::string status = job_status(server.address(), accepted["job"]);
-    return status == "finished" || status == "failed";
-  }, 120);
+      {{"type", "submit"},
+       {"experiment", "[experiment]\nname = \"fine\"\n" + kTiny + tiny_run("ok", "../../inside/text.txt")}});
+  wait_for(
+      [&] {
+        const std::string status = job_status(server.address(), accepted["job"]);
+        return status == "finished" || status == "failed";
+      },
+      120);
   ASSERT_EQ(job_status(server.address(), accepted["job"]), "finished");
   // Nothing was written outside the home, and no secret reached its prepared data.
   for (const auto& entry : fs::recursive_directory_iterator(root)) {
@@ -148,8 +159,9 @@ TEST(ServiceAttack, AConfinedProcessRefusesACorpusOutsideItsFolder) {
   const std::string root = fresh_home("confine");
   fs::create_directories(root + "/home");
   std::ofstream(root + "/outside.txt") << std::string(20000, 'b');
-  const test::Result run = test::capture("cd " + root + "/home && TFW_CONFINE=" + root + "/home " TFW_BINARY
-                                         " train " TFW_SOURCE_DIR "/experiments/mini/tiny-train-tokenformer.toml "
+  const test::Result run = test::capture("cd " + root + "/home && TFW_CONFINE=" + root +
+                                         "/home " TFW_BINARY " train " TFW_SOURCE_DIR
+                                         "/experiments/mini/tiny-train-tokenformer.toml "
                                          "--home . --set data.corpus='\"../outside.txt\"' --set train.max_steps=1");
   EXPECT_EQ(run.code, 2) << run.output;
   EXPECT_NE(run.output.find("data.corpus = '../outside.txt' is outside " + root + "/home"), std::string::npos)
@@ -188,7 +200,8 @@ TEST(ServiceAttack, TwentyRoundsOfSubmitCancelAndJobsKeepTheStoreWhole) {
     const test::Result fds = test::capture("ls -l /proc/" + std::to_string(server.pid()) + "/fd");
     std::istringstream lines(fds.out);
     for (std::string line; std::getline(lines, line);) {
-      if (line.find(" -> " + home + "/") != std::string::npos) EXPECT_EQ(line.find("(deleted)"), std::string::npos) << line;
+      if (line.find(" -> " + home + "/") != std::string::npos)
+        EXPECT_EQ(line.find("(deleted)"), std::string::npos) << line;
     }
   }
   EXPECT_EQ(server.stop(), 0);
@@ -227,15 +240,18 @@ TEST(ServiceAttack, AJobIsCancelledOrResumedOnlyByTheClientThatSubmittedIt) {
     }
     return std::string("(accepted)");
   };
-  EXPECT_NE(refusal({{"type", "cancel"}, {"job", job}}).find("job " + std::to_string(job) + " is not held by this client"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal({{"type", "cancel"}, {"job", job}}).find("job " + std::to_string(job) + " is not held by this client"),
+      std::string::npos);
   EXPECT_NE(refusal({{"type", "cancel"}, {"job", job}, {"capability", std::string(32, '0')}}).find("does not match"),
             std::string::npos);
-  EXPECT_NE(refusal({{"type", "submit"}, {"experiment", experiment}}).find("experiment 'held' is not held by this client"),
-            std::string::npos);
-  EXPECT_NE(refusal({{"type", "submit"}, {"experiment", "[experiment]\nname = \"default\"\n" + kTiny + tiny_run("s", "kjv")}})
-                .find("experiment 'default' already has runs in this home that no job of this service made"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal({{"type", "submit"}, {"experiment", experiment}}).find("experiment 'held' is not held by this client"),
+      std::string::npos);
+  EXPECT_NE(
+      refusal({{"type", "submit"}, {"experiment", "[experiment]\nname = \"default\"\n" + kTiny + tiny_run("s", "kjv")}})
+          .find("experiment 'default' already has runs in this home that no job of this service made"),
+      std::string::npos);
   EXPECT_EQ(job_status(server.address(), job), "running");
   EXPECT_EQ(a.request({{"type", "cancel"}, {"job", job}, {"capability", capability}})["was"], "running");
   ASSERT_TRUE(wait_for([&] { return job_status(server.address(), job) == "cancelled"; }, 60));
@@ -252,17 +268,19 @@ TEST(ServiceAttack, AJobIsCancelledOrResumedOnlyByTheClientThatSubmittedIt) {
 // only what the service opened itself stays open for its life.
 TEST(ServiceAttack, TheServiceKeepsNoDescriptorItWasHanded) {
   const std::string home = fresh_home("handed");
-  const test::Result started = test::capture("exec 7>" + home + "/handed.log; " TFW_BINARY
-                                             " serve --listen 127.0.0.1:0 --home " + home + " > " + home +
-                                             "/serve.log 2>&1 & echo $!");
+  const test::Result started =
+      test::capture("exec 7>" + home + "/handed.log; " TFW_BINARY " serve --listen 127.0.0.1:0 --home " + home + " > " +
+                    home + "/serve.log 2>&1 & echo $!");
   ASSERT_EQ(started.code, 0) << started.output;
   const pid_t pid = std::stoi(started.out);
-  EXPECT_TRUE(wait_for([&] {
-    std::ifstream in(home + "/serve.log");
-    std::stringstream log;
-    log << in.rdbuf();
-    return log.str().find("listening on") != std::string::npos;
-  }, 60));
+  EXPECT_TRUE(wait_for(
+      [&] {
+        std::ifstream in(home + "/serve.log");
+        std::stringstream log;
+        log << in.rdbuf();
+        return log.str().find("listening on") != std::string::npos;
+      },
+      60));
   const test::Result fds = test::capture("ls -l /proc/" + std::to_string(pid) + "/fd");
   EXPECT_EQ(fds.out.find("handed.log"), std::string::npos) << fds.out;
   EXPECT_NE(fds.out.find("runs.db"), std::string::npos) << "the service's own store is open: " << fds.out;
@@ -278,8 +296,9 @@ TEST(ServiceAttack, AJobThatFailsOnItsDataLosesNothing) {
   ServeProcess server = serve(home);
   ASSERT_NE(server.address(), "");
   service::Client client(server.address());
-  const json bad = client.request(
-      {{"type", "submit"}, {"experiment", "[experiment]\nname = \"short\"\n" + kTiny + tiny_run("s", "../../short.txt")}});
+  const json bad =
+      client.request({{"type", "submit"},
+                      {"experiment", "[experiment]\nname = \"short\"\n" + kTiny + tiny_run("s", "../../short.txt")}});
   ASSERT_TRUE(wait_for([&] { return job_status(server.address(), bad["job"]) == "failed"; }, 60));
   const json good = client.request(
       {{"type", "submit"}, {"experiment", "[experiment]\nname = \"fine\"\n" + kTiny + tiny_run("f", "kjv")}});
@@ -306,8 +325,9 @@ TEST(ServiceAttack, IdleConnectionsBeyondTheCapAreTurnedAway) {
   EXPECT_LT(std::stoi(fds.out), 300) << fds.output;
   // Garbage on some of the open ones: random bytes, a line of 2 MiB, JSON of the wrong shape.
   for (int i = 0; i < 20; ++i) {
-    idle[i]->send_text(i % 3 == 0 ? std::string(2 << 20, 'x') : i % 3 == 1 ? std::string("\x01\xff\x00garbage\n")
-                                                                             : std::string("{\"type\": 7}\n"));
+    idle[i]->send_text(i % 3 == 0   ? std::string(2 << 20, 'x')
+                       : i % 3 == 1 ? std::string("\x01\xff\x00garbage\n")
+                                    : std::string("{\"type\": 7}\n"));
   }
   // Memory stays bounded: the resident size after all of it (printed for the issue's note).
   const test::Result rss = test::capture("grep VmRSS /proc/" + std::to_string(server.pid()) + "/status");
@@ -315,13 +335,15 @@ TEST(ServiceAttack, IdleConnectionsBeyondTheCapAreTurnedAway) {
   const long kib = std::stol(rss.out.substr(rss.out.find_first_of("0123456789")));
   EXPECT_LT(kib, 400 * 1024) << rss.output;
   idle.clear();
-  ASSERT_TRUE(wait_for([&] {
-    try {
-      return service::Client(server.address()).hello()["type"] == "hello";
-    } catch (const std::exception&) {
-      return false;
-    }
-  }, 10));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        try {
+          return service::Client(server.address()).hello()["type"] == "hello";
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      10));
   EXPECT_EQ(server.stop(), 0);
 }
 

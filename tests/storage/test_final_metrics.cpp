@@ -14,9 +14,8 @@ namespace {
 using Kind = FinalValue::Kind;
 
 TEST(FinalMetrics, EachValueKeepsItsKindAndTheTextItsBytes) {
-  const std::string text =
-      R"({"val_loss": 3.25, "examples": 4096, "contended": false, "other_cpu_share": 0.125,)"
-      R"( "note": "ok", "bits": [1, 2.5e-7], "big": 18446744073709551615, "neg": -3})";
+  const std::string text = R"({"val_loss": 3.25, "examples": 4096, "contended": false, "other_cpu_share": 0.125,)"
+                           R"( "note": "ok", "bits": [1, 2.5e-7], "big": 18446744073709551615, "neg": -3})";
   const FinalMetrics m = FinalMetrics::from_text(text);
   EXPECT_EQ(m.text(), text);  // verbatim: spaces and key order as stored
   ASSERT_EQ(m.entries().size(), 8u);

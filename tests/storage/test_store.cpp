@@ -78,7 +78,10 @@ TEST(StoreMigration, ANewerSchemaIsRefused) {
   sqlite3_close(db);
   for (bool readonly : {false, true}) {
     try {
-      if (readonly) Store::open_readonly(path); else Store::open(path);
+      if (readonly)
+        Store::open_readonly(path);
+      else
+        Store::open(path);
       FAIL() << "expected a StoreError";
     } catch (const StoreError& e) {
       EXPECT_NE(std::string(e.what()).find("has schema version 99, this tfw knows up to " +

@@ -144,7 +144,8 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
   const float label_px = 12, title_px = 15;
   int label_width = 0;
   if (layout.labelled) {
-    for (const std::string& token : map.tokens) label_width = std::max(label_width, font.width(token_row_label(token), label_px));
+    for (const std::string& token : map.tokens)
+      label_width = std::max(label_width, font.width(token_row_label(token), label_px));
   }
   const int heat_w = columns * layout.cell_w, heat_h = rows * layout.cell_h;
   const int left = layout.labelled ? label_width + 14 : 0, top = layout.labelled ? 58 : 0;
@@ -191,9 +192,10 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
       for (int y = top - 6; y < top + heat_h; ++y) {
         if ((y / 4) % 2 == 0) canvas.blend(x, y, kMark, 0.9);
       }
-      font.draw(canvas, fmt::format("grown \u2192 ({} of {})", map.parameter_tokens - map.tokens_at_creation,
-                                    map.parameter_tokens),
-                x + 4, top - 18, label_px, kText);
+      font.draw(
+          canvas,
+          fmt::format("grown \u2192 ({} of {})", map.parameter_tokens - map.tokens_at_creation, map.parameter_tokens),
+          x + 4, top - 18, label_px, kText);
     }
     colour_bar(canvas, font, left + heat_w + 14, top, heat_h, low, high);
   }
@@ -217,13 +219,13 @@ HeatmapLayout attention_patches_png_write(const AttentionMap& map, std::int64_t 
   layout.y = top;
   layout.cell_w = static_cast<int>(image.patch) * scale;
   layout.cell_h = layout.cell_w;
-  const std::string subtitle =
-      fmt::format("validation image {} \u00b7 label {} \u00b7 predicted {} \u00b7 right: \u0398(S) of parameter token {} "
-                  "over the patches",
-                  image.index, image.label, image.predicted, parameter_token);
-  layout.width = std::max(2 * panel_w + gap + bar, layout.labelled ? std::max(font.width(title, title_px),
-                                                                              font.width(subtitle, label_px)) + 16
-                                                                   : 0);
+  const std::string subtitle = fmt::format(
+      "validation image {} \u00b7 label {} \u00b7 predicted {} \u00b7 right: \u0398(S) of parameter token {} "
+      "over the patches",
+      image.index, image.label, image.predicted, parameter_token);
+  layout.width =
+      std::max(2 * panel_w + gap + bar,
+               layout.labelled ? std::max(font.width(title, title_px), font.width(subtitle, label_px)) + 16 : 0);
   layout.height = top + panel_h + bottom;
   Canvas canvas(layout.width, layout.height);
   // The patch tokens' scores for the token (the class token's, if any, is said in the caption).
@@ -235,7 +237,8 @@ HeatmapLayout attention_patches_png_write(const AttentionMap& map, std::int64_t 
   const double low = *low_it, high = *high_it, range = high > low ? high - low : 1.0;
   auto grey = [&](std::int64_t y, std::int64_t x) {
     double sum = 0;
-    for (std::int64_t c = 0; c < image.channels; ++c) sum += image.pixels[static_cast<std::size_t>((y * image.width + x) * image.channels + c)];
+    for (std::int64_t c = 0; c < image.channels; ++c)
+      sum += image.pixels[static_cast<std::size_t>((y * image.width + x) * image.channels + c)];
     const auto v = static_cast<std::uint8_t>(std::lround(255 * sum / static_cast<double>(image.channels)));
     return Rgb{v, v, v};
   };
@@ -247,10 +250,12 @@ HeatmapLayout attention_patches_png_write(const AttentionMap& map, std::int64_t 
       // Right: the image dimmed, under the patch's score colour.
       const std::int64_t patch = (y / image.patch) * image.cols + x / image.patch;
       canvas.fill(layout.x + px, py, layout.x + px + scale, py + scale,
-                  Rgb{static_cast<std::uint8_t>(g.r / 3), static_cast<std::uint8_t>(g.g / 3), static_cast<std::uint8_t>(g.b / 3)});
+                  Rgb{static_cast<std::uint8_t>(g.r / 3), static_cast<std::uint8_t>(g.g / 3),
+                      static_cast<std::uint8_t>(g.b / 3)});
       for (int j = 0; j < scale; ++j) {
         for (int i = 0; i < scale; ++i) {
-          canvas.blend(layout.x + px + i, py + j, heat_colour((scores[static_cast<std::size_t>(patch)] - low) / range), 0.7);
+          canvas.blend(layout.x + px + i, py + j, heat_colour((scores[static_cast<std::size_t>(patch)] - low) / range),
+                       0.7);
         }
       }
     }

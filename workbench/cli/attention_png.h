@@ -17,7 +17,7 @@ struct HeatmapLayout {
   int width = 0, height = 0;  // the whole image
   int x = 0, y = 0;           // the heat map's top-left
   int cell_w = 0, cell_h = 0;
-  bool labelled = false;      // the font was found and the text drawn
+  bool labelled = false;  // the font was found and the text drawn
 };
 
 HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& title, const std::string& path);

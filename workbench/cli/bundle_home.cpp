@@ -18,7 +18,8 @@ BundleHome::BundleHome(const std::vector<std::string>& bundles) : bundles_(bundl
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/tfw-bundle-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) {
-    throw UsageError(with_hint(fmt::format("cannot make a temporary folder {}", pattern), "set TMPDIR to a writable folder"));
+    throw UsageError(
+        with_hint(fmt::format("cannot make a temporary folder {}", pattern), "set TMPDIR to a writable folder"));
   }
   home_ = pattern;
   try {

@@ -64,18 +64,19 @@ void run_attention(const AttentionArgs& args) {
     text.assign(std::istreambuf_iterator<char>(in), {});
   }
   if (text.empty() && args.parameter_token < 0 && args.image < 0) {
-    throw UsageError(with_hint("nothing to show", "give --text (or --text-file) for a map, or --token N for the "
-                                                  "contexts that activate parameter token N; for an image "
-                                                  "classifier, --image N"));
+    throw UsageError(with_hint("nothing to show",
+                               "give --text (or --text-file) for a map, or --token N for the "
+                               "contexts that activate parameter token N; for an image "
+                               "classifier, --image N"));
   }
   if (!text.empty() && args.image >= 0) throw UsageError("--text and --image exclude each other: give one input");
   const std::string checkpoint = runner::checkpoint_of(args.target, home);
   AttentionProbe probe(registry(), checkpoint, home);
   nlohmann::json json = {{"checkpoint", fs::absolute(checkpoint).string()}, {"family", probe.family()}};
   if (probe.image_model() && args.image < 0) {
-    throw UsageError(with_hint(fmt::format("{} is an image classifier: its input is an image", checkpoint),
-                               fmt::format("give --image N, an image of the validation split (0..{})",
-                                           probe.images() - 1)));
+    throw UsageError(
+        with_hint(fmt::format("{} is an image classifier: its input is an image", checkpoint),
+                  fmt::format("give --image N, an image of the validation split (0..{})", probe.images() - 1)));
   }
   if (!text.empty() || args.image >= 0) {
     AttentionMap map = args.image >= 0 ? probe.image_map(args.image, args.layer, args.projection)
@@ -84,14 +85,14 @@ void run_attention(const AttentionArgs& args) {
     // largest total score over the patches.
     const std::int64_t mapped = args.parameter_token >= 0 ? args.parameter_token : map.strongest_over_patches();
     if (map.image && mapped >= map.parameter_tokens) {
-      throw UsageError(with_hint(fmt::format("parameter token {} does not exist: {} has {} tokens", mapped, map.label,
-                                             map.parameter_tokens),
-                                 fmt::format("pick 0..{}", map.parameter_tokens - 1)));
+      throw UsageError(with_hint(
+          fmt::format("parameter token {} does not exist: {} has {} tokens", mapped, map.label, map.parameter_tokens),
+          fmt::format("pick 0..{}", map.parameter_tokens - 1)));
     }
     if (map.image) {
       const AttentionImage& image = *map.image;
-      json["image"] = {{"index", image.index}, {"label", image.label}, {"predicted", image.predicted},
-                       {"rows", image.rows}, {"cols", image.cols}, {"patch", image.patch},
+      json["image"] = {{"index", image.index},     {"label", image.label},     {"predicted", image.predicted},
+                       {"rows", image.rows},       {"cols", image.cols},       {"patch", image.patch},
                        {"leading", image.leading}, {"parameter_token", mapped}};
       nlohmann::json grid = nlohmann::json::array();
       for (std::int64_t r = 0; r < image.rows; ++r) {
@@ -111,7 +112,8 @@ void run_attention(const AttentionArgs& args) {
     nlohmann::json argmax = nlohmann::json::array();
     for (std::size_t i = 0; i < map.tokens.size(); ++i) {
       std::int64_t best = 0;
-      for (std::int64_t j = 1; j < map.parameter_tokens; ++j) if (map.at(i, j) > map.at(i, best)) best = j;
+      for (std::int64_t j = 1; j < map.parameter_tokens; ++j)
+        if (map.at(i, j) > map.at(i, best)) best = j;
       argmax.push_back({{"token", map.tokens[i]}, {"parameter_token", best}, {"score", map.at(i, best)}});
     }
     json["strongest"] = argmax;
@@ -127,24 +129,33 @@ void run_attention(const AttentionArgs& args) {
       const std::string run = checkpoint_path.parent_path().filename() == "checkpoints"
                                   ? checkpoint_path.parent_path().parent_path().filename().string()
                                   : args.target;
-      const std::string title = fmt::format("{} \u00b7 {} \u00b7 layer {} \u00b7 {} ({})", run,
-                                            checkpoint_path.filename().string(), args.layer, args.projection, map.label);
+      const std::string title =
+          fmt::format("{} \u00b7 {} \u00b7 layer {} \u00b7 {} ({})", run, checkpoint_path.filename().string(),
+                      args.layer, args.projection, map.label);
       const HeatmapLayout layout = attention_png_write(map, title, base + ".png");
       json["csv"] = base + ".csv";
       json["png"] = base + ".png";
       if (map.image) {
         const HeatmapLayout patches = attention_patches_png_write(map, mapped, title, base + "-patches.png");
         json["patches_png"] = base + "-patches.png";
-        json["patches_png_layout"] = {{"width", patches.width}, {"height", patches.height}, {"x", patches.x},
-                                      {"y", patches.y}, {"cell", patches.cell_w}};
+        json["patches_png_layout"] = {{"width", patches.width},
+                                      {"height", patches.height},
+                                      {"x", patches.x},
+                                      {"y", patches.y},
+                                      {"cell", patches.cell_w}};
       }
-      json["png_layout"] = {{"width", layout.width}, {"height", layout.height}, {"x", layout.x}, {"y", layout.y},
-                            {"cell_width", layout.cell_w}, {"cell_height", layout.cell_h},
+      json["png_layout"] = {{"width", layout.width},
+                            {"height", layout.height},
+                            {"x", layout.x},
+                            {"y", layout.y},
+                            {"cell_width", layout.cell_w},
+                            {"cell_height", layout.cell_h},
                             {"labelled", layout.labelled}};
     }
     if (!args.json) {
       fmt::print("{}  {}  {} input tokens × {} parameter tokens{}\n", checkpoint, map.label, map.tokens.size(),
-                 map.parameter_tokens, map.truncated ? fmt::format(" (text cut to the model's {} tokens)", probe.context()) : "");
+                 map.parameter_tokens,
+                 map.truncated ? fmt::format(" (text cut to the model's {} tokens)", probe.context()) : "");
       if (map.image) {
         const AttentionImage& image = *map.image;
         fmt::print("validation image {}: label {}, predicted {}; parameter token {} over the {}×{} patches:\n",
@@ -161,7 +172,8 @@ void run_attention(const AttentionArgs& args) {
         fmt::print("{:>5}  {:<16} {:>10} {:>9.4f}\n", i, "'" + token_label(map.tokens[i]) + "'",
                    argmax[i]["parameter_token"].get<std::int64_t>(), argmax[i]["score"].get<float>());
       }
-      if (json.contains("csv")) fmt::print("wrote {} and {}\n", json["csv"].get<std::string>(), json["png"].get<std::string>());
+      if (json.contains("csv"))
+        fmt::print("wrote {} and {}\n", json["csv"].get<std::string>(), json["png"].get<std::string>());
       if (json.contains("patches_png")) fmt::print("wrote {}\n", json["patches_png"].get<std::string>());
     }
   }
@@ -169,13 +181,15 @@ void run_attention(const AttentionArgs& args) {
     std::vector<ActivatingContext> contexts =
         probe.top_contexts(args.layer, args.projection, args.parameter_token, args.top);
     nlohmann::json list = nlohmann::json::array();
-    if (!args.json) fmt::print("validation contexts that activate layers.{}.{} parameter token {} most:\n", args.layer,
-                               args.projection, args.parameter_token);
+    if (!args.json)
+      fmt::print("validation contexts that activate layers.{}.{} parameter token {} most:\n", args.layer,
+                 args.projection, args.parameter_token);
     for (const ActivatingContext& c : contexts) {
-      list.push_back({{"before", c.before}, {"token", c.token}, {"after", c.after}, {"score", c.score},
-                      {"position", c.position}});
-      if (!args.json) fmt::print("  {:>8.4f}  …{}[{}]{}…\n", c.score, token_label(c.before), token_label(c.token),
-                                 token_label(c.after));
+      list.push_back(
+          {{"before", c.before}, {"token", c.token}, {"after", c.after}, {"score", c.score}, {"position", c.position}});
+      if (!args.json)
+        fmt::print("  {:>8.4f}  …{}[{}]{}…\n", c.score, token_label(c.before), token_label(c.token),
+                   token_label(c.after));
     }
     json["contexts"] = list;
   }
@@ -188,12 +202,15 @@ void add_attention_command(CLI::App& app) {
   auto args = std::make_shared<AttentionArgs>();
   CLI::App* command = app.add_subcommand(
       "attention", "Parameter-attention map of a Pattention layer: input tokens × parameter tokens (CSV and PNG)");
-  command->add_option("target", args->target, "a checkpoint (.safetensors), a run folder, or a run id or name in the store")
+  command
+      ->add_option("target", args->target,
+                   "a checkpoint (.safetensors), a run folder, or a run id or name in the store")
       ->required();
   command->add_option("--text", args->text, "the input text");
   command->add_option("--text-file", args->text_file, "read the input text from a file");
-  command->add_option("--image", args->image,
-                      "an image classifier's input: image N of its run's validation split (its tokens are the patches)")
+  command
+      ->add_option("--image", args->image,
+                   "an image classifier's input: image N of its run's validation split (its tokens are the patches)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--layer", args->layer, "layer index (0-based)")->check(CLI::NonNegativeNumber);
   command->add_option("--proj", args->projection, "projection: q, k, v, o or ffn")

@@ -52,8 +52,9 @@ void run_upgrade(const UpgradeArgs& args) {
                                         static_cast<std::int64_t>(bytes));
       }
       results.push_back({{"from", from}, {"to", to}, {"store_rows", rows}});
-      if (!args.json) std::cout << fmt::format("upgraded {}\n      -> {}{}\n", from, to,
-                                               rows > 0 ? fmt::format(" ({} store rows)", rows) : "");
+      if (!args.json)
+        std::cout << fmt::format("upgraded {}\n      -> {}{}\n", from, to,
+                                 rows > 0 ? fmt::format(" ({} store rows)", rows) : "");
     } catch (const UsageError& e) {
       failed.push_back(from);
       results.push_back({{"from", from}, {"error", e.what()}});
@@ -68,8 +69,9 @@ void run_upgrade(const UpgradeArgs& args) {
     std::cout << fmt::format("{} upgraded, {} failed\n", legacy.size() - failed.size(), failed.size());
   }
   if (!failed.empty()) {
-    throw UsageError(with_hint(fmt::format("{} checkpoint(s) could not be upgraded and were left as they were", failed.size()),
-                               "the errors above name each file and the problem"));
+    throw UsageError(
+        with_hint(fmt::format("{} checkpoint(s) could not be upgraded and were left as they were", failed.size()),
+                  "the errors above name each file and the problem"));
   }
 }
 
@@ -83,7 +85,8 @@ void add_checkpoints_command(CLI::App& app) {
       "upgrade", "Convert old LibTorch-archive checkpoints (.pt) into safetensors checkpoints, in place");
   command->add_option("PATH", args->paths, "a .pt checkpoint, or a folder searched recursively (a run, a TFW_HOME)")
       ->required();
-  command->add_option("--home", args->home, "TFW_HOME whose store rows follow the files (default: $TFW_HOME or ./tfw-home)");
+  command->add_option("--home", args->home,
+                      "TFW_HOME whose store rows follow the files (default: $TFW_HOME or ./tfw-home)");
   command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");
   command->callback([args] { run_upgrade(*args); });
 }

@@ -19,11 +19,18 @@ namespace tfw::cli {
 namespace {
 
 nlohmann::json row_json(const runner::ClusterJobRow& row) {
-  return {{"id", row.id},           {"experiment", row.experiment}, {"run", row.run},
-          {"scheduler", row.scheduler}, {"job_id", row.job_id},     {"state", row.state},
+  return {{"id", row.id},
+          {"experiment", row.experiment},
+          {"run", row.run},
+          {"scheduler", row.scheduler},
+          {"job_id", row.job_id},
+          {"state", row.state},
           {"exit_code", row.exit_code < 0 ? nlohmann::json(nullptr) : nlohmann::json(row.exit_code)},
-          {"reason", row.reason},   {"submitted", row.submitted},   {"updated", row.updated},
-          {"script", row.script},   {"log", row.log}};
+          {"reason", row.reason},
+          {"submitted", row.submitted},
+          {"updated", row.updated},
+          {"script", row.script},
+          {"log", row.log}};
 }
 
 }  // namespace

@@ -26,8 +26,13 @@ struct DataArgs {
 };
 
 nlohmann::json meta_json(const std::string& dir, const ShardMeta& meta) {
-  return {{"path", dir}, {"corpus", meta.corpus}, {"source", meta.source}, {"tokenizer", meta.tokenizer},
-          {"vocab_size", meta.vocab_size}, {"dtype", meta.dtype}, {"train_tokens", meta.train_tokens},
+  return {{"path", dir},
+          {"corpus", meta.corpus},
+          {"source", meta.source},
+          {"tokenizer", meta.tokenizer},
+          {"vocab_size", meta.vocab_size},
+          {"dtype", meta.dtype},
+          {"train_tokens", meta.train_tokens},
           {"val_tokens", meta.val_tokens}};
 }
 
@@ -37,9 +42,11 @@ void run_prepare(const DataArgs& args) {
                                             : home_data_dir(home) + "/" + args.name;
   if (!args.force && std::filesystem::exists(dir + "/meta.toml")) {
     ShardMeta meta = shard_meta_read(dir);
-    if (args.json) print_json(meta_json(dir, meta));
-    else std::cout << fmt::format("{}: already prepared ({} train + {} val tokens); --force to prepare again\n", dir,
-                                  grouped(meta.train_tokens), grouped(meta.val_tokens));
+    if (args.json)
+      print_json(meta_json(dir, meta));
+    else
+      std::cout << fmt::format("{}: already prepared ({} train + {} val tokens); --force to prepare again\n", dir,
+                               grouped(meta.train_tokens), grouped(meta.val_tokens));
     return;
   }
   PrepareOptions options;
@@ -82,8 +89,8 @@ void run_list(const DataArgs& args) {
   }
   if (prepared.empty()) std::cout << "no prepared corpora under " << home_data_dir(home) << "\n";
   for (const auto& [dir, meta] : prepared) {
-    std::cout << fmt::format("{:<40} {:<8} V={:<6} {:>14} train {:>12} val  {}\n", dir, meta.tokenizer,
-                             meta.vocab_size, grouped(meta.train_tokens), grouped(meta.val_tokens), meta.source);
+    std::cout << fmt::format("{:<40} {:<8} V={:<6} {:>14} train {:>12} val  {}\n", dir, meta.tokenizer, meta.vocab_size,
+                             grouped(meta.train_tokens), grouped(meta.val_tokens), meta.source);
   }
   std::cout << "built-in corpora:\n";
   for (const CorpusInfo& info : corpora_builtin()) {

@@ -115,21 +115,36 @@ void run_eval(EvalArgs& args) {
   if (args.json) {
     nlohmann::json results = nlohmann::json::array();
     for (const EvalResult& r : report.results) {
-      results.push_back({{"corpus", r.corpus}, {"shards", r.shard_dir}, {"mode", r.mode}, {"windows", r.windows},
-                         {"tokens", r.tokens}, {"loss", number(r.loss)}, {"perplexity", number(r.perplexity)},
-                         {"bits_per_token", number(r.bits_per_token)}, {"bytes", r.bytes},
+      results.push_back({{"corpus", r.corpus},
+                         {"shards", r.shard_dir},
+                         {"mode", r.mode},
+                         {"windows", r.windows},
+                         {"tokens", r.tokens},
+                         {"loss", number(r.loss)},
+                         {"perplexity", number(r.perplexity)},
+                         {"bits_per_token", number(r.bits_per_token)},
+                         {"bytes", r.bytes},
                          {"bits_per_byte", number(r.bits_per_byte)}});
       if (r.accuracy >= 0) results.back()["accuracy"] = r.accuracy;
       if (r.cloze_items > 0) {
-        results.back()["cloze"] = {{"passages", r.cloze_items}, {"correct", r.cloze_correct},
-                                   {"accuracy", r.cloze_accuracy}, {"mean_logprob", r.cloze_logprob},
+        results.back()["cloze"] = {{"passages", r.cloze_items},
+                                   {"correct", r.cloze_correct},
+                                   {"accuracy", r.cloze_accuracy},
+                                   {"mean_logprob", r.cloze_logprob},
                                    {"target_tokens", r.cloze_tokens}};
       }
     }
-    print_json({{"checkpoint", report.checkpoint}, {"step", report.step}, {"family", report.family}, {"task", report.task},
-                {"model", report.model}, {"tokenizer", report.tokenizer}, {"seq_len", report.seq_len},
-                {"blocks", report.blocks}, {"mask_layers", mask_layers_json(report)},
-                {"run_id", run == 0 ? nlohmann::json(nullptr) : nlohmann::json(run)}, {"results", results}});
+    print_json({{"checkpoint", report.checkpoint},
+                {"step", report.step},
+                {"family", report.family},
+                {"task", report.task},
+                {"model", report.model},
+                {"tokenizer", report.tokenizer},
+                {"seq_len", report.seq_len},
+                {"blocks", report.blocks},
+                {"mask_layers", mask_layers_json(report)},
+                {"run_id", run == 0 ? nlohmann::json(nullptr) : nlohmann::json(run)},
+                {"results", results}});
     return;
   }
   if (report.task == kImageClassificationTask) {
@@ -153,15 +168,16 @@ void run_eval(EvalArgs& args) {
     }
     for (const EvalResult& r : report.results) {
       if (r.cloze_items == 0) continue;
-      std::cout << fmt::format("cloze on {}: {} of {} passages completed exactly ({:.1f}%), mean log-likelihood of the "
-                               "target {:.3f} nats\n",
-                               r.corpus, r.cloze_correct, r.cloze_items, 100 * r.cloze_accuracy, r.cloze_logprob);
+      std::cout << fmt::format(
+          "cloze on {}: {} of {} passages completed exactly ({:.1f}%), mean log-likelihood of the "
+          "target {:.3f} nats\n",
+          r.corpus, r.cloze_correct, r.cloze_items, 100 * r.cloze_accuracy, r.cloze_logprob);
     }
   }
   if (!args.no_record) {
-    std::cout << fmt::format("recorded in {}/runs.db{}\n", request.home,
-                             run == 0 ? " (a checkpoint the store does not know: under no run)"
-                                      : fmt::format(" under run {}", run));
+    std::cout << fmt::format(
+        "recorded in {}/runs.db{}\n", request.home,
+        run == 0 ? " (a checkpoint the store does not know: under no run)" : fmt::format(" under run {}", run));
   }
 }
 
@@ -170,7 +186,9 @@ void run_eval(EvalArgs& args) {
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* command = app.add_subcommand("eval", "Evaluate a checkpoint on the validation text of any corpus");
-  command->add_option("target", args->target, "a run (id, name or folder), a checkpoint .safetensors, or a `tfw grow` folder")
+  command
+      ->add_option("target", args->target,
+                   "a run (id, name or folder), a checkpoint .safetensors, or a `tfw grow` folder")
       ->required();
   command->add_option("--corpus", args->request.corpora,
                       "a built-in corpus, a text file or folder, or prepared shards (repeatable; default: the run's)");

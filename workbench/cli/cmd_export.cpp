@@ -37,7 +37,7 @@ using namespace tfw::results;
 
 struct ExportArgs {
   std::string experiment, format = "md", table, out, curves, home, paper_results, figures, tensorboard, mlflow;
-  bool no_title = false;  // --no-title: figures without title and caption
+  bool no_title = false;             // --no-title: figures without title and caption
   std::vector<std::string> bundles;  // --bundle: read the runs from these instead of a home
 };
 
@@ -58,9 +58,12 @@ void run_export(const ExportArgs& args) {
   for (const RunResult& run : set->runs()) any = any || run.record.has_value();
   if (!any && !args.figures.empty() && set->from_file()) {
     // Figures drawn from the configs alone (flops_vs_length) need no runs.
-    for (const std::string& written : figures_write(*set, args.figures, !args.no_title)) std::cerr << "wrote " << written << "\n";
-    std::cerr << fmt::format("no runs of experiment '{}' in the store: only the figures (those drawn from its configs "
-                             "show something)\n", name);
+    for (const std::string& written : figures_write(*set, args.figures, !args.no_title))
+      std::cerr << "wrote " << written << "\n";
+    std::cerr << fmt::format(
+        "no runs of experiment '{}' in the store: only the figures (those drawn from its configs "
+        "show something)\n",
+        name);
     return;
   }
   if (!any) {
@@ -72,9 +75,10 @@ void run_export(const ExportArgs& args) {
   const std::vector<Table> groups = groups_tables(*set);
   // Comparisons only when their table is shown: the other tables of a batch still running
   // can be exported (a comparison with an empty side is an error).
-  const bool wants_comparisons = args.table.empty() || args.table == "all" || args.table == "comparisons" ||
-                                 args.table == "comparison_seeds";
-  const std::vector<ComparisonResult> comparisons = wants_comparisons ? compare_all(*set) : std::vector<ComparisonResult>{};
+  const bool wants_comparisons =
+      args.table.empty() || args.table == "all" || args.table == "comparisons" || args.table == "comparison_seeds";
+  const std::vector<ComparisonResult> comparisons =
+      wants_comparisons ? compare_all(*set) : std::vector<ComparisonResult>{};
   Table compared = comparisons_table(name, comparisons);
   const Table evaluated = evaluations_table(*set);
   std::vector<const Table*> all = {&per_run.results};
@@ -140,18 +144,20 @@ void run_export(const ExportArgs& args) {
     std::cerr << "wrote " << args.curves << "\n";
   }
   if (!args.figures.empty()) {
-    for (const std::string& written : figures_write(*set, args.figures, !args.no_title)) std::cerr << "wrote " << written << "\n";
+    for (const std::string& written : figures_write(*set, args.figures, !args.no_title))
+      std::cerr << "wrote " << written << "\n";
   }
   if (!args.tensorboard.empty()) {
     const std::vector<std::string> files = tensorboard_write(*set, args.tensorboard);
-    std::cerr << fmt::format("wrote {} TensorBoard event file{} under {} (open: tensorboard --logdir {})\n", files.size(),
-                             files.size() == 1 ? "" : "s", args.tensorboard, args.tensorboard);
+    std::cerr << fmt::format("wrote {} TensorBoard event file{} under {} (open: tensorboard --logdir {})\n",
+                             files.size(), files.size() == 1 ? "" : "s", args.tensorboard, args.tensorboard);
   }
   if (!args.mlflow.empty()) {
     const std::vector<std::string> runs = mlflow_write(*set, args.mlflow);
-    std::cerr << fmt::format("wrote {} MLflow run{} under {} (open: MLFLOW_ALLOW_FILE_STORE=true mlflow ui "
-                             "--backend-store-uri {})\n",
-                             runs.size(), runs.size() == 1 ? "" : "s", args.mlflow, args.mlflow);
+    std::cerr << fmt::format(
+        "wrote {} MLflow run{} under {} (open: MLFLOW_ALLOW_FILE_STORE=true mlflow ui "
+        "--backend-store-uri {})\n",
+        runs.size(), runs.size() == 1 ? "" : "s", args.mlflow, args.mlflow);
   }
 }
 
@@ -163,12 +169,13 @@ void add_export_command(CLI::App& app) {
   command->add_option("experiment", args->experiment, "experiment TOML file, or an experiment name in the store")
       ->required();
   command->add_option("--format", args->format, "md, csv or latex")->check(CLI::IsMember({"md", "csv", "latex"}));
-  command->add_option("--table", args->table,
-                      "results, groups (mean and CI over seeds), groups_accuracy (the same for image classifiers' "
-                      "accuracy), evaluations (tfw eval), comparisons, comparison_seeds (each pair, one row per "
-                      "seed), ledger or all (default: all; for csv: results)")
-      ->check(CLI::IsMember({"results", "groups", "groups_accuracy", "evaluations", "comparisons", "comparison_seeds",
-                             "ledger", "all"}));
+  command
+      ->add_option("--table", args->table,
+                   "results, groups (mean and CI over seeds), groups_accuracy (the same for image classifiers' "
+                   "accuracy), evaluations (tfw eval), comparisons, comparison_seeds (each pair, one row per "
+                   "seed), ledger or all (default: all; for csv: results)")
+      ->check(CLI::IsMember(
+          {"results", "groups", "groups_accuracy", "evaluations", "comparisons", "comparison_seeds", "ledger", "all"}));
   command->add_option("--out", args->out, "write the tables to FILE (default: stdout)");
   command->add_option("--curves", args->curves, "write train and val loss curves as CSV to FILE");
   command->add_option("--figures", args->figures, "write the experiment's figures (SVG and PNG) into DIR");

@@ -26,13 +26,17 @@ void run_export_model(const ExportModelArgs& args) {
   const std::string checkpoint = runner::checkpoint_of(args.target, home_resolve(args.home));
   const ModelExport result = export_model(registry(), checkpoint, args.out);
   if (args.json) {
-    print_json({{"checkpoint", checkpoint}, {"weights", result.weights}, {"config", result.config},
-                {"model", result.model}, {"parameters", result.parameters}, {"tensors", result.tensors},
+    print_json({{"checkpoint", checkpoint},
+                {"weights", result.weights},
+                {"config", result.config},
+                {"model", result.model},
+                {"parameters", result.parameters},
+                {"tensors", result.tensors},
                 {"step", result.step}});
     return;
   }
-  std::cout << fmt::format("exported {} tensors of {} ({} parameters) at step {} of {}\n", result.tensors,
-                           result.model, grouped(result.parameters), result.step, checkpoint);
+  std::cout << fmt::format("exported {} tensors of {} ({} parameters) at step {} of {}\n", result.tensors, result.model,
+                           grouped(result.parameters), result.step, checkpoint);
   std::cout << fmt::format("weights {}\nconfig  {}\n", result.weights, result.config);
   std::cout << "load it in PyTorch: docs/export-model.md; back into tfw: tfw import safetensors " << args.out
             << " --out DIR\n";
@@ -42,9 +46,11 @@ void run_export_model(const ExportModelArgs& args) {
 
 void add_export_model_command(CLI::App& app) {
   auto args = std::make_shared<ExportModelArgs>();
-  CLI::App* command = app.add_subcommand(
-      "export-model", "A checkpoint's model as model.safetensors and config.json, for PyTorch");
-  command->add_option("target", args->target, "a run (id, name or folder), a checkpoint .safetensors, or a `tfw grow` folder")
+  CLI::App* command =
+      app.add_subcommand("export-model", "A checkpoint's model as model.safetensors and config.json, for PyTorch");
+  command
+      ->add_option("target", args->target,
+                   "a run (id, name or folder), a checkpoint .safetensors, or a `tfw grow` folder")
       ->required();
   command->add_option("--out", args->out, "folder for model.safetensors and config.json (created)")->required();
   add_home_option(command, args->home);

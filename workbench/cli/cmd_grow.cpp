@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 struct GrowArgs {
   GrowRequest request;
-  std::string from_run;  // EXPERIMENT/RUN: its last checkpoint, found when the command runs
+  std::string from_run;               // EXPERIMENT/RUN: its last checkpoint, found when the command runs
   std::string record_to, token_file;  // the store to find it in is a service's
   std::vector<std::string> options;
   bool json = false;
@@ -83,15 +83,15 @@ void run_grow(GrowArgs& args) {
   }
   GrowResult result = grow_checkpoint(registry(), request);
   if (args.json) {
-    nlohmann::json json = {{"checkpoint", result.checkpoint},
-                           {"method", request.method},
-                           {"declared_exact", result.plan.exact},
-                           {"changes", result.plan.changes},
-                           {"parameters_before", result.parameters_before},
-                           {"parameters_after", result.parameters_after},
-                           {"inherited_flops", result.inherited_flops},
-                           {"parent_run", request.parent_run == 0 ? nlohmann::json(nullptr)
-                                                                  : nlohmann::json(request.parent_run)}};
+    nlohmann::json json = {
+        {"checkpoint", result.checkpoint},
+        {"method", request.method},
+        {"declared_exact", result.plan.exact},
+        {"changes", result.plan.changes},
+        {"parameters_before", result.parameters_before},
+        {"parameters_after", result.parameters_after},
+        {"inherited_flops", result.inherited_flops},
+        {"parent_run", request.parent_run == 0 ? nlohmann::json(nullptr) : nlohmann::json(request.parent_run)}};
     if (result.checked) {
       json["max_abs_logit_diff"] = result.max_abs_logit_diff;
       json["loss_before"] = result.loss_before;
@@ -104,10 +104,10 @@ void run_grow(GrowArgs& args) {
                            grouped(result.parameters_after), result.plan.exact ? "declared exact" : "not exact");
   for (const std::string& change : result.plan.changes) std::cout << "  " << change << "\n";
   if (result.checked) {
-    std::cout << fmt::format("  check on validation text: max |logit difference| {:.3e} (declared {}), loss {:.4f} "
-                             "-> {:.4f}\n",
-                             result.max_abs_logit_diff, result.plan.exact ? "exact" : "not exact", result.loss_before,
-                             result.loss_after);
+    std::cout << fmt::format(
+        "  check on validation text: max |logit difference| {:.3e} (declared {}), loss {:.4f} "
+        "-> {:.4f}\n",
+        result.max_abs_logit_diff, result.plan.exact ? "exact" : "not exact", result.loss_before, result.loss_after);
   }
   // The target's --set overrides go with it: the checkpoint holds the overridden model.
   std::string overrides;

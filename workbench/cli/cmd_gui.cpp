@@ -10,8 +10,9 @@ namespace tfw::cli {
 
 void add_gui_command(CLI::App& app) {
   auto options = std::make_shared<gui::GuiOptions>();
-  CLI::App* command = app.add_subcommand("gui", "The workbench GUI: runs, loss curves, FLOPs against length, "
-                                                "parameter-attention maps, schedule designer");
+  CLI::App* command = app.add_subcommand("gui",
+                                         "The workbench GUI: runs, loss curves, FLOPs against length, "
+                                         "parameter-attention maps, schedule designer");
   add_home_option(command, options->home);
   command->add_option("--connect", options->connect,
                       "HOST:PORT of an engine service: show its runs (read over the socket; its TFW_HOME need "
@@ -21,8 +22,10 @@ void add_gui_command(CLI::App& app) {
   command->add_option("--screenshot", options->screenshot, "render --view once to this PNG and exit");
   command->add_option("--view", options->view, "the view to open: runs, curves, flops, attention, designer")
       ->check(CLI::IsMember({"runs", "curves", "flops", "attention", "designer"}));
-  command->add_option("--select", options->select, "runs to select, comma-separated ids or names "
-                                           "(screenshots default to the newest 10)")
+  command
+      ->add_option("--select", options->select,
+                   "runs to select, comma-separated ids or names "
+                   "(screenshots default to the newest 10)")
       ->delimiter(',');
   command->add_option("--size", options->width, "window width (height follows at 5:8 unless --height)")
       ->check(CLI::Range(320, 8192));
@@ -45,8 +48,9 @@ void add_gui_command(CLI::App& app) {
                       "patches)");
   command->add_option("--image", options->image, "attention, image classifiers: the validation image to map")
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--bench-frames", options->bench_frames,
-                      "render N frames headless (mouse sweeping) and print frame times; see bench/")
+  command
+      ->add_option("--bench-frames", options->bench_frames,
+                   "render N frames headless (mouse sweeping) and print frame times; see bench/")
       ->check(CLI::PositiveNumber);
   command->add_flag("--bench-zoom", options->bench_zoom, "with --bench-frames: zoom in and out on every frame");
   command->add_option("--config", options->configs, "flops, designer: run config files (repeatable)");
@@ -55,8 +59,9 @@ void add_gui_command(CLI::App& app) {
     if (command->count("--size") && !command->count("--height")) options->height = options->width * 5 / 8;
     if (const int status = gui::gui_run(*options); status != 0) throw Error("the screenshot could not be written");
 #else
-    throw UsageError(with_hint("this tfw was built without the GUI", "configure with -DTFW_GUI=ON (needs "
-                                                                     "libimgui-dev and libglfw3-dev)"));
+    throw UsageError(with_hint("this tfw was built without the GUI",
+                               "configure with -DTFW_GUI=ON (needs "
+                               "libimgui-dev and libglfw3-dev)"));
 #endif
   });
 }

@@ -29,8 +29,11 @@ struct SafetensorsArgs {
 void run_import_safetensors(const SafetensorsArgs& args) {
   const ImportResult result = import_safetensors(registry(), args.dir, args.out);
   if (args.json) {
-    print_json({{"checkpoint", result.checkpoint}, {"config", result.config}, {"model", result.model},
-                {"parameters", result.parameters}, {"tensors", result.tensors}});
+    print_json({{"checkpoint", result.checkpoint},
+                {"config", result.config},
+                {"model", result.model},
+                {"parameters", result.parameters},
+                {"tensors", result.tensors}});
     return;
   }
   std::cout << fmt::format("imported {} tensors: {} ({} parameters)\ncheckpoint {}\nrun config {}\n", result.tensors,
@@ -43,9 +46,14 @@ void run_import(const ImportArgs& args) {
   std::cerr << fmt::format("importing {} ...\n", args.request.dir);
   const ImportResult result = import_tokenformer(registry(), args.request);
   if (args.json) {
-    print_json({{"checkpoint", result.checkpoint}, {"config", result.config}, {"tokenizer", result.tokenizer},
-                {"model", result.model}, {"parameters", result.parameters}, {"tensors", result.tensors},
-                {"ignored", result.ignored}, {"notes", result.notes}});
+    print_json({{"checkpoint", result.checkpoint},
+                {"config", result.config},
+                {"tokenizer", result.tokenizer},
+                {"model", result.model},
+                {"parameters", result.parameters},
+                {"tensors", result.tensors},
+                {"ignored", result.ignored},
+                {"notes", result.notes}});
     return;
   }
   std::cout << fmt::format("imported {} tensors: tokenformer {} ({} parameters)\n", result.tensors, result.model,

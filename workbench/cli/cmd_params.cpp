@@ -76,30 +76,30 @@ void run_params(const ParamsArgs& args) {
   const std::int64_t embedding = spec.embedding_parameter_count();
   const Padding padding = padding_of(args, spec, config.family);
   if (args.json) {
-    print_json({{"config", config.path},
-                {"name", config.name},
-                {"family", config.family},
-                {"task", registry().family(config.family).task()},
-                {"model", spec.summary()},
-                {"parameters", parameters},
-                {"parameters_embedding", embedding},
-                {"parameters_non_embedding", parameters - embedding},
-                {"flops_per_token", flops_json(flops)},
-                {"vocab_padding", padding.tokenizer.empty()
-                                      ? nlohmann::json(nullptr)
-                                      : nlohmann::json{{"tokenizer", padding.tokenizer},
-                                                       {"tokenizer_vocab", padding.tokenizer_vocab},
-                                                       {"padded_ids", padding.ids},
-                                                       {"parameters", padding.parameters},
-                                                       {"flops_per_token", padding.flops_per_token}}}});
+    print_json(
+        {{"config", config.path},
+         {"name", config.name},
+         {"family", config.family},
+         {"task", registry().family(config.family).task()},
+         {"model", spec.summary()},
+         {"parameters", parameters},
+         {"parameters_embedding", embedding},
+         {"parameters_non_embedding", parameters - embedding},
+         {"flops_per_token", flops_json(flops)},
+         {"vocab_padding", padding.tokenizer.empty() ? nlohmann::json(nullptr)
+                                                     : nlohmann::json{{"tokenizer", padding.tokenizer},
+                                                                      {"tokenizer_vocab", padding.tokenizer_vocab},
+                                                                      {"padded_ids", padding.ids},
+                                                                      {"parameters", padding.parameters},
+                                                                      {"flops_per_token", padding.flops_per_token}}}});
     return;
   }
   const bool images = registry().family(config.family).task() == kImageClassificationTask;
   std::cout << fmt::format("{} ({}): {}\n", config.name, config.family, spec.summary());
   std::cout << fmt::format("  parameters            {:>16}  ({})\n", grouped(parameters), short_count(parameters));
-  std::cout << fmt::format(images ? "    patch embedding, positions, class token, head {:>16}\n"
-                                  : "    embedding (tied)    {:>16}\n",
-                           grouped(embedding));
+  std::cout << fmt::format(
+      images ? "    patch embedding, positions, class token, head {:>16}\n" : "    embedding (tied)    {:>16}\n",
+      grouped(embedding));
   if (padding.ids > 0) {
     std::cout << fmt::format("      of which padding  {:>16}  ({} ids past the {} tokenizer's {}: no probability)\n",
                              grouped(padding.parameters), padding.ids, padding.tokenizer, padding.tokenizer_vocab);

@@ -17,8 +17,11 @@ void run_plugins(bool json) {
   if (json) {
     nlohmann::json loaded = nlohmann::json::array();
     for (const PluginEntry& entry : plugins.entries()) {
-      loaded.push_back({{"name", entry.name}, {"kind", entry.kind}, {"version", entry.version},
-                        {"origin", entry.origin}, {"path", entry.path}});
+      loaded.push_back({{"name", entry.name},
+                        {"kind", entry.kind},
+                        {"version", entry.version},
+                        {"origin", entry.origin},
+                        {"path", entry.path}});
       if (entry.kind == "model-family") loaded.back()["task"] = plugins.family(entry.name).task();
     }
     nlohmann::json rejected = nlohmann::json::array();
@@ -30,12 +33,11 @@ void run_plugins(bool json) {
   }
   std::cout << fmt::format("{:<16} {:<14} {:<8} {:<16} {}\n", "name", "kind", "version", "origin", "path");
   for (const PluginEntry& entry : plugins.entries()) {
-    std::cout << fmt::format("{:<16} {:<14} {:<8} {:<16} {}\n", entry.name, entry.kind, entry.version,
-                             entry.origin, entry.path);
+    std::cout << fmt::format("{:<16} {:<14} {:<8} {:<16} {}\n", entry.name, entry.kind, entry.version, entry.origin,
+                             entry.path);
   }
   if (plugins.entries().empty()) {
-    std::cout << "(no plugins found: looked in " << executable_dir()
-              << "/plugins and TFW_PLUGIN_PATH)\n";
+    std::cout << "(no plugins found: looked in " << executable_dir() << "/plugins and TFW_PLUGIN_PATH)\n";
   }
   for (const PluginRejection& rejection : plugins.rejected()) {
     std::cout << fmt::format("refused {}: {}\n", rejection.path, rejection.reason);

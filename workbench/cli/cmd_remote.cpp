@@ -57,7 +57,6 @@ void connection_options(CLI::App* command, Connect& connect) {
   command->add_flag("--json", connect.json, "machine-readable output");
 }
 
-
 bool final_status(const std::string& status) {
   const std::optional<RunStatus> parsed = run_status_parse(status);
   return parsed && status_final(*parsed);
@@ -68,7 +67,8 @@ void submit(const Connect& connect, const std::string& file, const std::string& 
   try {
     table = toml::parse_file(file);
   } catch (const toml::parse_error& e) {
-    throw UsageError(fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
+    throw UsageError(
+        fmt::format("{}:{}:{}: {}", file, e.source().begin.line, e.source().begin.column, e.description()));
   }
   nlohmann::json message = {{"type", "submit"}};
   if (table.contains("experiment") || table.contains("runs")) {
@@ -85,8 +85,8 @@ void submit(const Connect& connect, const std::string& file, const std::string& 
   std::string job_name = message.value("name", table["experiment"]["name"].value_or(std::string()));
   const std::string address = connect.resolved();
   service::Client client(address, connect.token_file);
-  const nlohmann::json reply = service::job_submit(address, job_name, message,
-                                                   [&](const nlohmann::json& m) { return client.request(m); });
+  const nlohmann::json reply =
+      service::job_submit(address, job_name, message, [&](const nlohmann::json& m) { return client.request(m); });
   if (connect.json) return print_json(reply);
   std::vector<std::string> runs = reply["runs"].get<std::vector<std::string>>();
   fmt::print("job {} queued: {} ({} run{}: {})\n", reply["job"].get<std::int64_t>(), reply["name"].get<std::string>(),
@@ -105,8 +105,9 @@ void jobs(const Connect& connect) {
     if (auto newline = error.find('\n'); newline != std::string::npos) error = error.substr(0, newline) + " ...";
     fmt::print("{:>4}  {:<24} {:<10} {:<10} {:>9} {:>9} {:>9}  {}\n", job["id"].get<std::int64_t>(),
                job["name"].get<std::string>(), job["kind"].get<std::string>(), job["status"].get<std::string>(),
-               local_time(job["submitted"].get<double>(), "%H:%M:%S"), local_time(job["started"].get<double>(), "%H:%M:%S"),
-               local_time(job["ended"].get<double>(), "%H:%M:%S"), error);
+               local_time(job["submitted"].get<double>(), "%H:%M:%S"),
+               local_time(job["started"].get<double>(), "%H:%M:%S"), local_time(job["ended"].get<double>(), "%H:%M:%S"),
+               error);
   }
 }
 
@@ -145,9 +146,11 @@ void watch(const Connect& connect, const std::string& run, double wait, WatchVie
     if (std::chrono::steady_clock::now() >= deadline) throw UsageError(reply.value("error", "watch failed"));
     std::this_thread::sleep_for(std::chrono::milliseconds(250));  // the run is not in the store yet
   }
-  if (connect.json) std::cout << reply.dump() << "\n" << std::flush;
-  else fmt::print("watching run {} ({}, {})\n", reply["run"]["id"].get<std::int64_t>(),
-                  reply["run"]["name"].get<std::string>(), reply["run"]["status"].get<std::string>());
+  if (connect.json)
+    std::cout << reply.dump() << "\n" << std::flush;
+  else
+    fmt::print("watching run {} ({}, {})\n", reply["run"]["id"].get<std::int64_t>(),
+               reply["run"]["name"].get<std::string>(), reply["run"]["status"].get<std::string>());
   bool caught_up = false;
   std::string status = reply["run"]["status"];
   // Compact: the wanted keys of one step on one line, printed when the step changes.
@@ -206,7 +209,8 @@ void add_remote_commands(CLI::App& app) {
     auto name = std::make_shared<std::string>();
     CLI::App* command = app.add_subcommand("submit", "Queue an experiment file or a run config on the engine service");
     command->add_option("file", *file, "an experiment file (its config files are inlined) or a run config")
-        ->required()->check(CLI::ExistingFile);
+        ->required()
+        ->check(CLI::ExistingFile);
     command->add_option("--name", *name, "the job's name (default: experiment.name, or the run config's file stem)");
     connection_options(command, *connect);
     command->callback([connect, file, name] { submit(*connect, *file, *name); });
@@ -215,7 +219,8 @@ void add_remote_commands(CLI::App& app) {
     auto connect = std::make_shared<Connect>();
     auto slurm = std::make_shared<bool>(false);
     auto experiment = std::make_shared<std::string>();
-    CLI::App* command = app.add_subcommand("jobs", "The engine service's jobs, or with --slurm the runs submitted to Slurm");
+    CLI::App* command =
+        app.add_subcommand("jobs", "The engine service's jobs, or with --slurm the runs submitted to Slurm");
     connection_options(command, *connect);
     command->add_flag("--slurm", *slurm,
                       "the runs `tfw run --executor slurm` submitted (from the store of --home), states from Slurm");
@@ -230,7 +235,8 @@ void add_remote_commands(CLI::App& app) {
     auto connect = std::make_shared<Connect>();
     auto job = std::make_shared<std::string>();
     auto slurm = std::make_shared<bool>(false);
-    CLI::App* command = app.add_subcommand("cancel", "Cancel a job: a running one checkpoints and its runs end as killed");
+    CLI::App* command =
+        app.add_subcommand("cancel", "Cancel a job: a running one checkpoints and its runs end as killed");
     command->add_option("job", *job, "the job id (`tfw jobs`); with --slurm a run name or a Slurm job id")->required();
     command->add_flag("--slurm", *slurm, "scancel a run submitted with `tfw run --executor slurm`");
     connection_options(command, *connect);
@@ -255,8 +261,7 @@ void add_remote_commands(CLI::App& app) {
     command->add_option("--wait", *wait, "seconds to wait for a run that is not in the store yet (queued)");
     command->add_option("--keys", view->keys, "only these metric keys (globs, comma-separated: 'train/loss,val/*')")
         ->delimiter(',');
-    command->add_flag("--compact", view->compact,
-                      "one line per step (default keys: train/loss, train/lr, val/loss)");
+    command->add_flag("--compact", view->compact, "one line per step (default keys: train/loss, train/lr, val/loss)");
     connection_options(command, *connect);
     command->callback([connect, run, wait, view] { watch(*connect, *run, *wait, *view); });
   }

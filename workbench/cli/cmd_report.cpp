@@ -46,14 +46,17 @@ void run_report(const ReportArgs& args) {
   if (args.out != "report") options.command += " --out " + args.out;
   if (!args.preface.empty()) {
     std::ifstream in(args.preface);
-    if (!in) throw UsageError(with_hint(fmt::format("cannot read the preface {}", args.preface), "name a Markdown file"));
+    if (!in)
+      throw UsageError(with_hint(fmt::format("cannot read the preface {}", args.preface), "name a Markdown file"));
     std::stringstream text;
     text << in.rdbuf();
     options.preface = text.str();
   }
   std::error_code ec;
   fs::create_directories(args.out, ec);
-  if (ec) throw UsageError(with_hint(fmt::format("cannot create {}: {}", args.out, ec.message()), "choose a writable folder"));
+  if (ec)
+    throw UsageError(
+        with_hint(fmt::format("cannot create {}: {}", args.out, ec.message()), "choose a writable folder"));
   // Load and check every experiment before writing anything.
   std::vector<std::unique_ptr<results::ExperimentResults>> sets;
   for (const std::string& e : args.experiments) {
@@ -67,9 +70,9 @@ void run_report(const ReportArgs& args) {
     bool any = false;
     for (const results::RunResult& r : sets.back()->runs()) any = any || r.finished();
     if (!any) {
-      throw UsageError(with_hint(fmt::format("experiment {} has no finished runs in {}", sets.back()->experiment().name,
-                                             store->path()),
-                                 "run it first: tfw run EXPERIMENT.toml"));
+      throw UsageError(with_hint(
+          fmt::format("experiment {} has no finished runs in {}", sets.back()->experiment().name, store->path()),
+          "run it first: tfw run EXPERIMENT.toml"));
     }
   }
   std::vector<results::ClaimLine> claims;
@@ -77,7 +80,8 @@ void run_report(const ReportArgs& args) {
   for (const auto& set : sets) {
     const auto judged = results::report_write(*set, options, written);
     claims.insert(claims.end(), judged.begin(), judged.end());
-    for (const results::ClaimLine& c : judged) std::cout << fmt::format("{}: {}: {}\n", c.experiment, c.verdict, c.claim);
+    for (const results::ClaimLine& c : judged)
+      std::cout << fmt::format("{}: {}: {}\n", c.experiment, c.verdict, c.claim);
   }
   if (sets.size() > 1 || !args.preface.empty()) {
     const std::string path = (fs::path(args.out) / args.index).string();
@@ -98,7 +102,8 @@ void add_report_command(CLI::App& app) {
       ->required();
   command->add_option("--out", args->out, "the folder to write NAME.md and figures/NAME/ into (default: report)");
   command->add_option("--preface", args->preface, "Markdown put at the top of the index of claims");
-  command->add_option("--index", args->index, "the index's file name, written for several experiments (default: README.md)");
+  command->add_option("--index", args->index,
+                      "the index's file name, written for several experiments (default: README.md)");
   command->add_option("--paper-results", args->paper_results,
                       "the paper's numbers (default: assets/paper_results.toml next to the build)");
   add_home_or_bundle_options(command, args->home, args->bundles);

@@ -48,9 +48,9 @@ struct RunArgs {
   int jobs = 1;
   bool dry_run = false, json = false;
   std::string executor = "local";
-  runner::SlurmOptions slurm;  // --executor slurm
-  int nproc = 1;               // ranks per run
-  bool wait = false;           // --executor slurm: follow the jobs to their end
+  runner::SlurmOptions slurm;         // --executor slurm
+  int nproc = 1;                      // ranks per run
+  bool wait = false;                  // --executor slurm: follow the jobs to their end
   std::string record_to, token_file;  // the runs record to this service
 };
 
@@ -75,20 +75,29 @@ void print_plan(const Experiment& experiment, const std::vector<const Experiment
     const bool done = finished.count(run->name) > 0;
     const double seconds = done ? 0 : peak > 0 ? run->flops / (peak * efficiency) : std::nan("");
     total_seconds += seconds;
-    list.push_back({{"name", run->name}, {"parent", run->parent.empty() ? nlohmann::json(nullptr) : nlohmann::json(run->parent)},
-                    {"growth_method", run->growth_method}, {"family", run->config.model.family},
+    list.push_back({{"name", run->name},
+                    {"parent", run->parent.empty() ? nlohmann::json(nullptr) : nlohmann::json(run->parent)},
+                    {"growth_method", run->growth_method},
+                    {"family", run->config.model.family},
                     {"parameters", run->config.model.spec->parameter_count()},
                     {"steps", run->plan.total_steps},
                     {"tokens", run->plan.total_steps * run->plan.tokens_per_step},
-                    {"training_flops", run->flops}, {"cumulative_flops", run->cumulative_flops},
-                    {"corpus", run->config.data.corpus}, {"finished", done},
+                    {"training_flops", run->flops},
+                    {"cumulative_flops", run->cumulative_flops},
+                    {"corpus", run->config.data.corpus},
+                    {"finished", done},
                     {"estimated_seconds", std::isfinite(seconds) ? nlohmann::json(seconds) : nlohmann::json(nullptr)}});
   }
   if (json) {
-    print_json({{"experiment", experiment.name}, {"file", experiment.path}, {"runs", list},
-                {"peak_flops", peak > 0 ? nlohmann::json(peak) : nlohmann::json(nullptr)}, {"assumed_mfu", efficiency},
-                {"finished_runs", finished.size()}, {"problems", problems},
-                {"estimated_seconds", std::isfinite(total_seconds) ? nlohmann::json(total_seconds) : nlohmann::json(nullptr)}});
+    print_json({{"experiment", experiment.name},
+                {"file", experiment.path},
+                {"runs", list},
+                {"peak_flops", peak > 0 ? nlohmann::json(peak) : nlohmann::json(nullptr)},
+                {"assumed_mfu", efficiency},
+                {"finished_runs", finished.size()},
+                {"problems", problems},
+                {"estimated_seconds",
+                 std::isfinite(total_seconds) ? nlohmann::json(total_seconds) : nlohmann::json(nullptr)}});
     return;
   }
   std::cout << fmt::format("experiment {} ({}): {} runs\n", experiment.name, experiment.path, runs.size());
@@ -102,7 +111,7 @@ void print_plan(const Experiment& experiment, const std::vector<const Experiment
                     grouped(row["parameters"].get<std::int64_t>()), grouped(row["tokens"].get<std::int64_t>()),
                     fmt::format("{:.3e}", row["training_flops"].get<double>()),
                     fmt::format("{:.3e}", row["cumulative_flops"].get<double>()),
-                    row["finished"].get<bool>()            ? std::string("done")
+                    row["finished"].get<bool>()          ? std::string("done")
                     : row["estimated_seconds"].is_null() ? std::string("-")
                                                          : duration_text(row["estimated_seconds"].get<double>())});
   }
@@ -111,14 +120,16 @@ void print_plan(const Experiment& experiment, const std::vector<const Experiment
                              return finished.count(r->name) > 0;
                            });
   if (peak > 0) {
-    std::cout << fmt::format("estimated {} for the {} runs left ({} finished) at an assumed {:.0f}% of this machine's "
-                             "matmul peak, {:.3e} FLOP/s, probed idle and cached in {}/machine.toml; the CPU's own "
-                             "pace and other work on it move this by a factor of 2 either way\n",
-                             duration_text(total_seconds), left, runs.size() - left, 100 * efficiency, peak, home);
+    std::cout << fmt::format(
+        "estimated {} for the {} runs left ({} finished) at an assumed {:.0f}% of this machine's "
+        "matmul peak, {:.3e} FLOP/s, probed idle and cached in {}/machine.toml; the CPU's own "
+        "pace and other work on it move this by a factor of 2 either way\n",
+        duration_text(total_seconds), left, runs.size() - left, 100 * efficiency, peak, home);
   } else {
-    std::cout << fmt::format("no time estimate for the {} runs left ({} finished): other processes used the CPUs "
-                             "while the matmul peak was probed, and no idle probe is cached in {}/machine.toml yet\n",
-                             left, runs.size() - left, home);
+    std::cout << fmt::format(
+        "no time estimate for the {} runs left ({} finished): other processes used the CPUs "
+        "while the matmul peak was probed, and no idle probe is cached in {}/machine.toml yet\n",
+        left, runs.size() - left, home);
   }
 }
 
@@ -188,7 +199,8 @@ void run_experiment(const RunArgs& args) {
       throw UsageError(with_hint(fmt::format("--record-to {}: that service serves TFW_HOME {}, not this batch's {}",
                                              args.record_to, served, home),
                                  fmt::format("run the batch with --home {} (the batch reads the store the runs record "
-                                             "to)", served)));
+                                             "to)",
+                                             served)));
     }
     options.record_arguments = {"--record-to", args.record_to};
     if (!args.token_file.empty()) {
@@ -210,8 +222,8 @@ void run_experiment(const RunArgs& args) {
         parts.push_back(fmt::format("{}: {}", p.name, p.phase));
         continue;
       }
-      parts.push_back(fmt::format("{}: step {}/{} | loss {:.4f} | {:.0f} tok/s | ETA {}", p.name, p.step,
-                                  p.total_steps, p.loss, p.tokens_per_second,
+      parts.push_back(fmt::format("{}: step {}/{} | loss {:.4f} | {:.0f} tok/s | ETA {}", p.name, p.step, p.total_steps,
+                                  p.loss, p.tokens_per_second,
                                   p.eta_seconds >= 0 ? duration_text(p.eta_seconds) : "?"));
     }
     const std::string line = fmt::format("{}", fmt::join(parts, "  ·  "));
@@ -231,9 +243,10 @@ void run_experiment(const RunArgs& args) {
   clear_progress();
   std::cerr << result.summary << "\n";
   if (result.detached) {
-    std::cerr << fmt::format("follow them with `tfw jobs --slurm --experiment {}` (and `tfw runs list --experiment {}`); "
-                             "run this command again to resubmit failed or cancelled runs\n",
-                             experiment.name, experiment.name);
+    std::cerr << fmt::format(
+        "follow them with `tfw jobs --slurm --experiment {}` (and `tfw runs list --experiment {}`); "
+        "run this command again to resubmit failed or cancelled runs\n",
+        experiment.name, experiment.name);
     return;
   }
   for (const std::string& note : result.contended) std::cerr << note << "\n";
@@ -251,8 +264,9 @@ void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* command = app.add_subcommand("run", "Plan and run an experiment file (docs/experiments.md)");
   command->add_option("experiment", args->file, "experiment TOML")->required();
-  command->add_option("--jobs", args->jobs,
-                      "runs in parallel (local: the cores are shared between them; slurm: the job array's cap)")
+  command
+      ->add_option("--jobs", args->jobs,
+                   "runs in parallel (local: the cores are shared between them; slurm: the job array's cap)")
       ->check(CLI::PositiveNumber);
   command->add_option("--executor", args->executor, "local (default) or slurm (sbatch; docs/cluster.md)");
   command->add_option("--nproc", args->nproc, "ranks per run (data parallel; under slurm, started with srun)");
@@ -263,8 +277,9 @@ void add_run_command(CLI::App& app) {
                       "slurm: sbatch --cpus-per-task; also each rank's threads (default 1)");
   command->add_option("--gres", args->slurm.gres, "slurm: sbatch --gres (e.g. gpu:1)");
   command->add_option("--nodes-per-run", args->slurm.nodes_per_run, "slurm: nodes per run (sbatch --nodes)");
-  command->add_option("--record-to", args->record_to,
-                      "HOST:PORT of a `tfw serve` the runs record to, instead of this TFW_HOME's store (docs/cluster.md)");
+  command->add_option(
+      "--record-to", args->record_to,
+      "HOST:PORT of a `tfw serve` the runs record to, instead of this TFW_HOME's store (docs/cluster.md)");
   command->add_option("--token-file", args->token_file, "with --record-to: the service's token file");
   command->add_flag("--wait", args->wait, "slurm: follow the jobs until they end, instead of returning once submitted");
   command->add_option("--only", args->only, "only runs matching this glob (and their ancestors)");

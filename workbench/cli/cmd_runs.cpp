@@ -37,10 +37,10 @@ struct RunsArgs {
   std::vector<std::string> runs;
   bool json = false;
   bool files = false;
-  bool all_keys = false;       // compare: every config key, not only those that differ
-  std::string out;             // export: the bundle file
-  std::string bundle;          // import: the bundle file
-  runner::BundleExport what;   // export: --experiment, --checkpoints
+  bool all_keys = false;      // compare: every config key, not only those that differ
+  std::string out;            // export: the bundle file
+  std::string bundle;         // import: the bundle file
+  runner::BundleExport what;  // export: --experiment, --checkpoints
 };
 
 std::string metric(const RunRecord& r, const char* key) {
@@ -80,9 +80,10 @@ RunRecord find(Store& store, const std::string& run) {
       if (r.name == run && r.id != record->id) others.push_back(fmt::format("{} ({})", r.id, r.experiment));
     }
     if (!others.empty()) {
-      std::cerr << fmt::format("note: '{}' names {} runs; this is the newest, id {} (experiment {}). Others: {}. "
-                               "Pass an id to choose.\n", run, others.size() + 1, record->id, record->experiment,
-                               fmt::join(others, ", "));
+      std::cerr << fmt::format(
+          "note: '{}' names {} runs; this is the newest, id {} (experiment {}). Others: {}. "
+          "Pass an id to choose.\n",
+          run, others.size() + 1, record->id, record->experiment, fmt::join(others, ", "));
     }
   }
   return *record;
@@ -93,14 +94,14 @@ void run_list(const RunsArgs& args) {
   if (!args.status.empty()) {
     filter.status = run_status_parse(args.status);
     if (!filter.status) {
-      throw UsageError(with_hint(fmt::format("--status '{}' is not a run status", args.status),
-                                 "choose " + run_status_choices()));
+      throw UsageError(
+          with_hint(fmt::format("--status '{}' is not a run status", args.status), "choose " + run_status_choices()));
     }
   }
   // --sort: a column of the store, or any final metric (val_loss, tokens_per_second, mfu, ...):
   // runs without that metric come last, in id order.
-  static const std::set<std::string> columns = {"id", "name", "started", "tokens", "flops", "cumulative_flops",
-                                                "parameters", "family", "status"};
+  static const std::set<std::string> columns = {
+      "id", "name", "started", "tokens", "flops", "cumulative_flops", "parameters", "family", "status"};
   const std::string by_metric = columns.count(filter.sort) ? "" : filter.sort;
   if (!by_metric.empty()) filter.sort = "id";
   const std::string home = home_resolve(args.home);
@@ -123,12 +124,13 @@ void run_list(const RunsArgs& args) {
     std::vector<std::pair<std::optional<double>, RunRecord>> keyed;
     for (RunRecord& r : runs) keyed.emplace_back(value(r), std::move(r));
     if (!keyed.empty() && std::none_of(keyed.begin(), keyed.end(), [](const auto& k) { return k.first.has_value(); })) {
-      throw UsageError(with_hint(fmt::format("cannot sort runs by '{}': it is neither a column nor a final metric of "
-                                             "any listed run",
-                                             by_metric),
-                                 fmt::format("sort by a column (id, name, family, status, started, tokens, flops, "
-                                             "cumulative_flops, parameters) or a final metric ({})",
-                                             known.empty() ? std::string("none recorded yet") : fmt::format("{}", fmt::join(known, ", ")))));
+      throw UsageError(with_hint(
+          fmt::format("cannot sort runs by '{}': it is neither a column nor a final metric of "
+                      "any listed run",
+                      by_metric),
+          fmt::format("sort by a column (id, name, family, status, started, tokens, flops, "
+                      "cumulative_flops, parameters) or a final metric ({})",
+                      known.empty() ? std::string("none recorded yet") : fmt::format("{}", fmt::join(known, ", ")))));
     }
     std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
       if (a.first.has_value() != b.first.has_value()) return a.first.has_value();
@@ -153,9 +155,9 @@ void run_list(const RunsArgs& args) {
                                                  "FLOPs", "cum. FLOPs", "val loss", "started"}};
   if (!by_metric.empty()) rows.front().insert(rows.front().begin() + 10, by_metric);
   for (const RunRecord& r : runs) {
-    rows.push_back({std::to_string(r.id), r.experiment, r.name, r.family, status_name(r.status), short_count(r.parameters),
-                    grouped(r.tokens), fmt::format("{:.3e}", r.flops), fmt::format("{:.3e}", r.cumulative_flops),
-                    metric(r, "val_loss"), local_time(r.started)});
+    rows.push_back({std::to_string(r.id), r.experiment, r.name, r.family, status_name(r.status),
+                    short_count(r.parameters), grouped(r.tokens), fmt::format("{:.3e}", r.flops),
+                    fmt::format("{:.3e}", r.cumulative_flops), metric(r, "val_loss"), local_time(r.started)});
     if (!by_metric.empty()) rows.back().insert(rows.back().begin() + 10, metric_text(r, by_metric));
   }
   std::vector<bool> right = {true, false, false, false, false, true, true, true, true, true, false};
@@ -175,8 +177,11 @@ void run_show(const RunsArgs& args) {
     json["config"] = r.config;
     nlohmann::json chain = nlohmann::json::array();
     for (const RunRecord& ancestor : lineage) {
-      chain.push_back({{"id", ancestor.id}, {"name", ancestor.name}, {"flops", ancestor.flops},
-                       {"cumulative_flops", ancestor.cumulative_flops}, {"growth_method", ancestor.growth_method}});
+      chain.push_back({{"id", ancestor.id},
+                       {"name", ancestor.name},
+                       {"flops", ancestor.flops},
+                       {"cumulative_flops", ancestor.cumulative_flops},
+                       {"growth_method", ancestor.growth_method}});
     }
     json["lineage"] = chain;
     nlohmann::json saved = nlohmann::json::array();
@@ -188,10 +193,16 @@ void run_show(const RunsArgs& args) {
     json["events"] = events.size();
     nlohmann::json evaluated = nlohmann::json::array();
     for (const EvaluationRow& e : evaluations) {
-      evaluated.push_back({{"step", e.step}, {"corpus", e.corpus}, {"metric", e.metric},
+      evaluated.push_back({{"step", e.step},
+                           {"corpus", e.corpus},
+                           {"metric", e.metric},
                            {"value", std::isfinite(e.value) ? nlohmann::json(e.value) : nlohmann::json(nullptr)},
-                           {"windows", e.windows}, {"tokens", e.tokens}, {"mode", e.mode}, {"blocks", e.blocks},
-                           {"checkpoint", e.checkpoint}, {"created", e.created}});
+                           {"windows", e.windows},
+                           {"tokens", e.tokens},
+                           {"mode", e.mode},
+                           {"blocks", e.blocks},
+                           {"checkpoint", e.checkpoint},
+                           {"created", e.created}});
     }
     json["evaluations"] = evaluated;
     print_json(json);
@@ -200,11 +211,10 @@ void run_show(const RunsArgs& args) {
   std::cout << fmt::format("run {} '{}' ({}), experiment '{}': {}\n", r.id, r.name, r.family, r.experiment,
                            status_name(r.status));
   const bool ended = r.ended > 0 && r.ended >= r.started;
-  std::cout << fmt::format("  started {}  ended {}  duration {}  host {}  git {}  seed {}\n", local_time(r.started),
-                           local_time(r.ended),
-                           ended ? duration_text(r.ended - r.started)
-                                 : fmt::format("{} so far", duration_text(r.heartbeat - r.started)),
-                           r.host, r.git_commit, r.seed);
+  std::cout << fmt::format(
+      "  started {}  ended {}  duration {}  host {}  git {}  seed {}\n", local_time(r.started), local_time(r.ended),
+      ended ? duration_text(r.ended - r.started) : fmt::format("{} so far", duration_text(r.heartbeat - r.started)),
+      r.host, r.git_commit, r.seed);
   std::cout << fmt::format("  parameters {}  tokens {}  own FLOPs {:.3e}  cumulative FLOPs {:.3e}\n",
                            grouped(r.parameters), grouped(r.tokens), r.flops, r.cumulative_flops);
   const FinalMetrics& finals = r.final_metrics;
@@ -230,8 +240,8 @@ void run_show(const RunsArgs& args) {
     std::cout << "  evaluations (tfw eval):\n";
     for (const EvaluationRow& e : evaluations) {
       if (e.metric != "loss" && e.metric != "bits_per_byte" && e.metric.rfind("cloze", 0) != 0) continue;
-      std::cout << fmt::format("    step {:>8}  {:<16} {:<10} {:<14} {:.4f}  ({} windows, {} tokens{})\n", e.step, e.corpus,
-                               e.mode, e.metric, e.value, e.windows, grouped(e.tokens),
+      std::cout << fmt::format("    step {:>8}  {:<16} {:<10} {:<14} {:.4f}  ({} windows, {} tokens{})\n", e.step,
+                               e.corpus, e.mode, e.metric, e.value, e.windows, grouped(e.tokens),
                                e.blocks.empty() ? "" : "; parameter blocks " + e.blocks);
     }
   }
@@ -263,7 +273,8 @@ nlohmann::json groups_json(const std::vector<results::SeedGroup>& groups) {
       entry["val_loss_mean"] = m.mean;
       entry["n"] = m.n;
       entry["val_loss_sd"] = m.has_interval() ? nlohmann::json(m.sd) : nlohmann::json(nullptr);
-      entry["val_loss_ci95"] = m.has_interval() ? nlohmann::json({m.low, m.high}) : nlohmann::json(nullptr);  // n = 1: none
+      entry["val_loss_ci95"] =
+          m.has_interval() ? nlohmann::json({m.low, m.high}) : nlohmann::json(nullptr);  // n = 1: none
     }
     out.push_back(entry);
   }
@@ -332,7 +343,8 @@ void run_compare(const RunsArgs& args) {
   for (; line < fixed_rows && at != std::string::npos; ++line) at = table.find('\n', at) + 1;
   std::cout << table.substr(0, at);
   if (shown > 0) {
-    std::cout << (args.all_keys ? "config:\n" : "config keys that differ (--all-keys: every key):\n") << table.substr(at);
+    std::cout << (args.all_keys ? "config:\n" : "config keys that differ (--all-keys: every key):\n")
+              << table.substr(at);
   }
   if (shown == 0) std::cout << "config: the same for every run\n";
   if (groups.size() == runs.size()) return;  // no two runs differ only in seed
@@ -341,8 +353,9 @@ void run_compare(const RunsArgs& args) {
     const std::vector<double> values = group_losses(g);
     std::string ids;
     for (const RunRecord* r : g.runs) ids += (ids.empty() ? "" : ",") + std::to_string(r->id);
-    std::cout << fmt::format("  {:<28} runs {:<12} {}\n", g.label, ids,
-                             values.empty() ? std::string("no val loss") : results::mean_text(analysis::mean_interval(values)));
+    std::cout << fmt::format(
+        "  {:<28} runs {:<12} {}\n", g.label, ids,
+        values.empty() ? std::string("no val loss") : results::mean_text(analysis::mean_interval(values)));
   }
 }
 
@@ -405,7 +418,8 @@ void run_diff(const RunsArgs& args) {
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const ConfigDifference& d : differences) {
-      list.push_back({{"key", d.key}, {"a", d.a.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.a)},
+      list.push_back({{"key", d.key},
+                      {"a", d.a.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.a)},
                       {"b", d.b.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.b)}});
     }
     print_json({{"a", a.id}, {"b", b.id}, {"differences", list}});
@@ -476,7 +490,8 @@ void add_runs_command(CLI::App& app) {
   show->add_option("run", args->runs, "run id or name")->required()->expected(1);
   CLI::App* compare = runs->add_subcommand("compare", "Runs side by side");
   compare->add_option("runs", args->runs, "run ids or names")->required();
-  CLI::App* remove = runs->add_subcommand("delete", "Delete runs' records (metrics, checkpoints, events) from the store");
+  CLI::App* remove =
+      runs->add_subcommand("delete", "Delete runs' records (metrics, checkpoints, events) from the store");
   remove->add_option("runs", args->runs, "run ids or names")->required();
   remove->add_flag("--files", args->files, "also remove the run folders (only inside TFW_HOME)");
   add_home_option(remove, args->home);
@@ -484,7 +499,8 @@ void add_runs_command(CLI::App& app) {
   CLI::App* diff = runs->add_subcommand("diff", "The config keys that differ between two runs");
   diff->add_option("runs", args->runs, "two run ids or names")->required()->expected(2);
   compare->add_flag("--all-keys", args->all_keys, "show every config key, not only those that differ");
-  CLI::App* out = runs->add_subcommand("export", "Write runs (records, configs, metrics, events, lineage) to a bundle file");
+  CLI::App* out =
+      runs->add_subcommand("export", "Write runs (records, configs, metrics, events, lineage) to a bundle file");
   out->add_option("runs", args->runs, "run ids or names (their ancestors come too)");
   out->add_option("--experiment", args->what.experiment, "every stopped run of this experiment");
   out->add_option("--out", args->out, "the bundle file to write")->required();

@@ -47,16 +47,18 @@ void run_sample(SampleArgs& args) {
   if (args.quiet) return;
   // Time per token early and late in the text: the median of the first and the last tenth.
   const std::size_t n = stats.step_seconds.size(), tenth = std::max<std::size_t>(1, n / 10);
-  const std::vector<double> first(stats.step_seconds.begin(), stats.step_seconds.begin() + static_cast<std::ptrdiff_t>(std::min(n, tenth)));
-  const std::vector<double> last(stats.step_seconds.end() - static_cast<std::ptrdiff_t>(std::min(n, tenth)), stats.step_seconds.end());
+  const std::vector<double> first(stats.step_seconds.begin(),
+                                  stats.step_seconds.begin() + static_cast<std::ptrdiff_t>(std::min(n, tenth)));
+  const std::vector<double> last(stats.step_seconds.end() - static_cast<std::ptrdiff_t>(std::min(n, tenth)),
+                                 stats.step_seconds.end());
   double total = stats.prefill_seconds;
   for (double s : stats.step_seconds) total += s;
-  std::cerr << fmt::format("{} tokens after a {}-token prompt in {:.2f} s ({}): prompt {:.1f} ms, then {:.2f} ms a token "
-                           "over the first tenth and {:.2f} ms over the last (medians); {} context restart{}\n",
-                           stats.generated, stats.prompt_tokens, total,
-                           stats.cached ? "key/value cache" : "no cache: the context is recomputed every token",
-                           1e3 * stats.prefill_seconds, median_ms(first), median_ms(last), stats.refills,
-                           stats.refills == 1 ? "" : "s");
+  std::cerr << fmt::format(
+      "{} tokens after a {}-token prompt in {:.2f} s ({}): prompt {:.1f} ms, then {:.2f} ms a token "
+      "over the first tenth and {:.2f} ms over the last (medians); {} context restart{}\n",
+      stats.generated, stats.prompt_tokens, total,
+      stats.cached ? "key/value cache" : "no cache: the context is recomputed every token", 1e3 * stats.prefill_seconds,
+      median_ms(first), median_ms(last), stats.refills, stats.refills == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -64,7 +66,9 @@ void run_sample(SampleArgs& args) {
 void add_sample_command(CLI::App& app) {
   auto args = std::make_shared<SampleArgs>();
   CLI::App* command = app.add_subcommand("sample", "Generate text from a checkpoint, streamed as it is generated");
-  command->add_option("target", args->target, "a run (id, name or folder), a checkpoint .safetensors, or a `tfw grow` folder")
+  command
+      ->add_option("target", args->target,
+                   "a run (id, name or folder), a checkpoint .safetensors, or a `tfw grow` folder")
       ->required();
   command->add_option("--prompt", args->request.prompt, "the text to continue")->required();
   command->add_option("--tokens", args->request.tokens, "tokens to generate (default 200)");

@@ -49,8 +49,7 @@ void add_serve_command(CLI::App& app) {
     std::fflush(stdout);
     std::thread waiter([&server] {
       char byte = 0;
-      while (read(wake[0], &byte, 1) < 0 && errno == EINTR) {
-      }
+      while (read(wake[0], &byte, 1) < 0 && errno == EINTR) {}
       server.stop();
     });
     server.run();

@@ -30,9 +30,13 @@ void run_smoke(const SmokeArgs& args) {
     SmokeResult result = model_smoke(registry(), config, args.options);
     const bool fell = result.losses.back() < result.losses.front();
     all_fell = all_fell && fell;
-    results.push_back({{"config", config.path}, {"name", config.name}, {"family", config.family},
-                       {"parameters", result.parameters}, {"losses", result.losses},
-                       {"seconds", result.seconds}, {"tokens_per_second", result.tokens_per_second},
+    results.push_back({{"config", config.path},
+                       {"name", config.name},
+                       {"family", config.family},
+                       {"parameters", result.parameters},
+                       {"losses", result.losses},
+                       {"seconds", result.seconds},
+                       {"tokens_per_second", result.tokens_per_second},
                        {"loss_fell", fell}});
     if (!args.json) {
       // An image classifier reads its own tokens per image, not --seq-len.

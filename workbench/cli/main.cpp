@@ -58,20 +58,24 @@ void close_inherited_descriptors_when_serving(int argc, char** argv) {
 int main(int argc, char** argv) {
   close_inherited_descriptors_when_serving(argc, argv);
   wait_passively_when_training(argc, argv);
-  CLI::App app{"tfw: Tokenformer Workbench. Train, grow, record and compare Tokenformer and "
-               "Transformer language models.",
-               "tfw"};
+  CLI::App app{
+      "tfw: Tokenformer Workbench. Train, grow, record and compare Tokenformer and "
+      "Transformer language models.",
+      "tfw"};
   app.require_subcommand(1);
   // A function: the device count is looked up only when --version is asked for.
-  app.set_version_flag("--version", [] { return std::string("tfw ") + TFW_VERSION + " (" + tfw::build_description() + ")"; });
+  app.set_version_flag("--version",
+                       [] { return std::string("tfw ") + TFW_VERSION + " (" + tfw::build_description() + ")"; });
   tfw::runtime_init();  // all cores; --threads overrides as soon as it is parsed
-  app.add_option_function<int>("--threads", [](const int& threads) { tfw::runtime_init(threads); },
-                               "torch intra-op threads (default: all cores)")
+  app.add_option_function<int>(
+         "--threads", [](const int& threads) { tfw::runtime_init(threads); },
+         "torch intra-op threads (default: all cores)")
       ->check(CLI::PositiveNumber);
   // Before any command runs a kernel: ATen reads the choice at its first one.
-  app.add_option_function<std::string>("--kernels", [](const std::string& name) { tfw::cpu_capability_choose(name); },
-                                       "ATen's CPU kernels: avx512, avx2 or default (default: the processor's widest; "
-                                       "a resumed run keeps its own). Other kernels round differently")
+  app.add_option_function<std::string>(
+         "--kernels", [](const std::string& name) { tfw::cpu_capability_choose(name); },
+         "ATen's CPU kernels: avx512, avx2 or default (default: the processor's widest; "
+         "a resumed run keeps its own). Other kernels round differently")
       ->type_name("NAME");
 
   tfw::cli::add_params_command(app);

@@ -95,8 +95,10 @@ std::string text_table(const std::vector<std::vector<std::string>>& rows, const 
       const bool is_right = i < right.size() && right[i];
       const bool last = i + 1 == row.size();
       if (i > 0) line += "  ";
-      if (is_right) line += std::string(width[i] - row[i].size(), ' ') + row[i];
-      else line += last ? row[i] : row[i] + std::string(width[i] - row[i].size(), ' ');
+      if (is_right)
+        line += std::string(width[i] - row[i].size(), ' ') + row[i];
+      else
+        line += last ? row[i] : row[i] + std::string(width[i] - row[i].size(), ' ');
     }
     out += line + "\n";
   }
@@ -116,9 +118,12 @@ namespace {
 // The share of the budget at `p`; -1 when no budget is set.
 double budget_fraction(const RunBudget& budget, const RunPoint& p) {
   double f = -1;
-  if (budget.max_steps > 0) f = static_cast<double>(p.step) / static_cast<double>(budget.max_steps);
-  else if (budget.max_tokens > 0) f = static_cast<double>(p.tokens) / budget.max_tokens;
-  else if (budget.max_flops > 0) f = p.flops / budget.max_flops;
+  if (budget.max_steps > 0)
+    f = static_cast<double>(p.step) / static_cast<double>(budget.max_steps);
+  else if (budget.max_tokens > 0)
+    f = static_cast<double>(p.tokens) / budget.max_tokens;
+  else if (budget.max_flops > 0)
+    f = p.flops / budget.max_flops;
   return f < 0 ? -1 : std::min(f, 1.0);
 }
 

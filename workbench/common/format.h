@@ -9,9 +9,9 @@
 
 namespace tfw {
 
-std::string grouped(std::int64_t value);   // 151881216 -> "151,881,216"
-std::string short_count(double value);     // 151881216 -> "151.9M", 1.3e9 -> "1.310B"
-std::string scientific(double value);      // 3.1e14 -> "3.10e+14"
+std::string grouped(std::int64_t value);  // 151881216 -> "151,881,216"
+std::string short_count(double value);    // 151881216 -> "151.9M", 1.3e9 -> "1.310B"
+std::string scientific(double value);     // 3.1e14 -> "3.10e+14"
 // 75 -> "1m15s", 3725 -> "1h02m", 2 days and more -> "3d04h", a year and more -> "2.4 years",
 // ten years and more -> "5,478 years"; NaN or negative -> "?".
 std::string duration_text(double seconds);

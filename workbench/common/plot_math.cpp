@@ -120,8 +120,8 @@ std::vector<Tick> axis_ticks(const AxisMap& axis, int target) {
   return ticks;
 }
 
-std::vector<std::size_t> downsample_minmax(const std::vector<double>& x, const std::vector<double>& y,
-                                           double x_lo, double x_hi, bool log_x, int columns) {
+std::vector<std::size_t> downsample_minmax(const std::vector<double>& x, const std::vector<double>& y, double x_lo,
+                                           double x_hi, bool log_x, int columns) {
   std::vector<std::size_t> out;
   const std::size_t n = std::min(x.size(), y.size());
   if (n == 0 || columns <= 0) return out;
@@ -203,8 +203,10 @@ std::ptrdiff_t nearest_point(const std::vector<double>& x, const std::vector<dou
     }
     return dx * dx <= best;
   };
-  for (std::size_t i = centre; i < n; ++i) if (!visit(i)) break;
-  for (std::size_t i = centre; i-- > 0;) if (!visit(i)) break;
+  for (std::size_t i = centre; i < n; ++i)
+    if (!visit(i)) break;
+  for (std::size_t i = centre; i-- > 0;)
+    if (!visit(i)) break;
   return found;
 }
 
@@ -224,9 +226,7 @@ int least_covered_corner(const std::vector<std::pair<double, double>>& points, d
   return best;
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 double interpolate(const std::vector<double>& xs, const std::vector<double>& ys, double at, Outside outside) {
   const std::size_t n = std::min(xs.size(), ys.size());
@@ -242,7 +242,8 @@ double interpolate(const std::vector<double>& xs, const std::vector<double>& ys,
     return before ? line(0, 1) : line(n - 2, n - 1);
   }
   const auto begin = xs.begin();
-  const std::size_t i = static_cast<std::size_t>(std::lower_bound(begin, begin + static_cast<std::ptrdiff_t>(n), at) - begin);
+  const std::size_t i =
+      static_cast<std::size_t>(std::lower_bound(begin, begin + static_cast<std::ptrdiff_t>(n), at) - begin);
   if (xs[i] == at || i == 0) return ys[i];
   return line(i - 1, i);
 }

@@ -27,7 +27,7 @@ struct AxisMap {
 bool axis_fit(const std::vector<const std::vector<double>*>& series, bool log, double pad, AxisMap& axis);
 
 struct Tick {
-  double value;        // in data units
+  double value;  // in data units
   std::string label;
   bool major = true;
 };
@@ -45,8 +45,8 @@ std::string scientific_label(double value);  // 50000 -> "5e4", 1.5e13 -> "1.5e1
 // full series) with at most 2 × columns + 2 points. Returns indices into x. Series of at most
 // 4 × columns points come back whole (the visible part plus one point either side, so lines
 // leave the plot edge).
-std::vector<std::size_t> downsample_minmax(const std::vector<double>& x, const std::vector<double>& y,
-                                           double x_lo, double x_hi, bool log_x, int columns);
+std::vector<std::size_t> downsample_minmax(const std::vector<double>& x, const std::vector<double>& y, double x_lo,
+                                           double x_hi, bool log_x, int columns);
 
 // Exponential moving average with bias correction (weight in [0, 1): 0 = no smoothing):
 // s_t = w·s_{t-1} + (1 - w)·v_t, reported as s_t / (1 - w^(t+1)). NaN values are skipped.

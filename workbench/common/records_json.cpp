@@ -15,14 +15,29 @@ nlohmann::json json_or_empty(const std::string& text) {
 }
 
 nlohmann::json run_json(const RunRecord& r) {
-  return {{"id", r.id}, {"experiment", r.experiment}, {"name", r.name}, {"family", r.family},
-          {"status", status_name(r.status)}, {"heartbeat", r.heartbeat}, {"seed", r.seed}, {"git_commit", r.git_commit},
-          {"host", r.host}, {"started", r.started}, {"ended", r.ended},
+  return {{"id", r.id},
+          {"experiment", r.experiment},
+          {"name", r.name},
+          {"family", r.family},
+          {"status", status_name(r.status)},
+          {"heartbeat", r.heartbeat},
+          {"seed", r.seed},
+          {"git_commit", r.git_commit},
+          {"host", r.host},
+          {"started", r.started},
+          {"ended", r.ended},
           {"parent", r.parent == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.parent)},
-          {"growth_method", r.growth_method}, {"growth_options", r.growth_options}, {"stage", r.stage},
-          {"parameters", r.parameters}, {"tokens", r.tokens}, {"flops", r.flops}, {"inherited_flops", r.inherited_flops},
-          {"cumulative_flops", r.cumulative_flops}, {"final_metrics", json_or_empty(r.final_metrics.text())},
-          {"error", r.error}, {"run_dir", r.run_dir}};
+          {"growth_method", r.growth_method},
+          {"growth_options", r.growth_options},
+          {"stage", r.stage},
+          {"parameters", r.parameters},
+          {"tokens", r.tokens},
+          {"flops", r.flops},
+          {"inherited_flops", r.inherited_flops},
+          {"cumulative_flops", r.cumulative_flops},
+          {"final_metrics", json_or_empty(r.final_metrics.text())},
+          {"error", r.error},
+          {"run_dir", r.run_dir}};
 }
 
 namespace {
@@ -30,7 +45,8 @@ namespace {
 using nlohmann::json;
 
 const json& field(const json& object, const char* name) {
-  if (!object.is_object() || !object.contains(name)) throw std::runtime_error(fmt::format("a stored record lacks \"{}\"", name));
+  if (!object.is_object() || !object.contains(name))
+    throw std::runtime_error(fmt::format("a stored record lacks \"{}\"", name));
   return object[name];
 }
 
@@ -173,7 +189,8 @@ RunCursor cursor_from_json(const json& v) {
   const json& steps = field(v, "last_step");
   if (!steps.is_object()) throw std::runtime_error("\"last_step\" should be an object of key: step");
   for (const auto& [key, step] : steps.items()) {
-    if (!step.is_number_integer()) throw std::runtime_error(fmt::format("\"last_step\".\"{}\" should be an integer", key));
+    if (!step.is_number_integer())
+      throw std::runtime_error(fmt::format("\"last_step\".\"{}\" should be an integer", key));
     cursor.last_step[key] = step.get<std::int64_t>();
   }
   return cursor;

@@ -90,7 +90,6 @@ void empty_state(const char* title, const std::string& detail) {
   ImGui::Unindent(avail.x * 0.2f);
 }
 
-
 namespace {
 
 void glfw_error(int code, const char* text) { fmt::print(stderr, "tfw gui: GLFW error {}: {}\n", code, text); }
@@ -186,8 +185,8 @@ std::size_t panel_index(const std::vector<std::unique_ptr<Panel>>& panels, const
     if (view == panels[i]->name()) current = i;
   }
   if (current == panels.size()) {
-    throw UsageError(with_hint(fmt::format("unknown view '{}'", view),
-                               "use --view runs, curves, flops, attention or designer"));
+    throw UsageError(
+        with_hint(fmt::format("unknown view '{}'", view), "use --view runs, curves, flops, attention or designer"));
   }
   return current;
 }
@@ -265,8 +264,10 @@ void close_window(GLFWwindow* window) {
 // Takes the events and the watcher's latest snapshot, and starts an ImGui frame.
 void begin_frame(App& app, int frame) {
   const GuiOptions& options = app.options;
-  if (app.headless) glfwPollEvents();
-  else glfwWaitEventsTimeout(0.1);
+  if (app.headless)
+    glfwPollEvents();
+  else
+    glfwWaitEventsTimeout(0.1);
   app.snapshot = app.watcher->snapshot();
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
@@ -325,8 +326,8 @@ int finish_headless(const GuiOptions& options, std::vector<double>& frame_ms, in
     std::sort(frame_ms.begin(), frame_ms.end());
     const ImDrawData* data = ImGui::GetDrawData();
     fmt::print("frames {}  median {:.2f} ms  p95 {:.2f} ms  max {:.2f} ms  ({} vertices in the last frame, {})\n",
-               frame_ms.size(), frame_ms[frame_ms.size() / 2], frame_ms[frame_ms.size() * 95 / 100],
-               frame_ms.back(), data->TotalVtxCount, reinterpret_cast<const char*>(glGetString(GL_RENDERER)));
+               frame_ms.size(), frame_ms[frame_ms.size() / 2], frame_ms[frame_ms.size() * 95 / 100], frame_ms.back(),
+               data->TotalVtxCount, reinterpret_cast<const char*>(glGetString(GL_RENDERER)));
   }
   if (!options.screenshot.empty() && !write_screenshot(options.screenshot, width, height)) {
     fmt::print(stderr, "tfw gui: cannot write {}\n", options.screenshot);
@@ -348,13 +349,15 @@ int frame_loop(App& app, const std::vector<std::unique_ptr<Panel>>& panels, std:
     draw_workbench(app, panels, frame == 0 ? initial : panels.size());
 
     // Headless there is no polling thread: read the store when the selection changed.
-    if (app.watcher->watch(with_ancestors(*app.snapshot, app.selected)) && app.headless) app.snapshot = app.watcher->poll();
+    if (app.watcher->watch(with_ancestors(*app.snapshot, app.selected)) && app.headless)
+      app.snapshot = app.watcher->poll();
 
     const auto [width, height] = render(window);
     if (options.bench_frames > 0) {
       glFinish();  // include the (software) rasterisation
       if (frame >= 5) {
-        frame_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count());
+        frame_ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count());
       }
     }
     if (app.headless && frame >= last_frame) return finish_headless(options, frame_ms, width, height);

@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -53,8 +52,10 @@ void merge_changes(toml::table& into, const std::string& changes, std::string& u
   }
   std::function<void(toml::table&, toml::table&)> merge = [&](toml::table& to, toml::table& from) {
     for (auto& [key, node] : from) {
-      if (node.is_table() && to.get(key) && to.get(key)->is_table()) merge(*to.get(key)->as_table(), *node.as_table());
-      else to.insert_or_assign(key, std::move(node));
+      if (node.is_table() && to.get(key) && to.get(key)->is_table())
+        merge(*to.get(key)->as_table(), *node.as_table());
+      else
+        to.insert_or_assign(key, std::move(node));
     }
   };
   merge(into, *parsed["m"].as_table());
@@ -87,11 +88,12 @@ std::string design_to_toml(const Design& design, const std::string& config_dir, 
     fs::path relative = fs::relative(fs::absolute(base), fs::absolute(config_dir), error);
     if (!error && !relative.empty()) base = relative.string();
   }
-  std::string out = fmt::format("# A scaling schedule designed in `tfw gui` (designer). Run it with `tfw run FILE`.\n"
-                                "[experiment]\nname = {}\ndescription = {}\n",
-                                toml_string(design.name),
-                                toml_string(fmt::format("{} stages from {}", design.stages.size(),
-                                                        fs::path(design.base_config).filename().string())));
+  std::string out = fmt::format(
+      "# A scaling schedule designed in `tfw gui` (designer). Run it with `tfw run FILE`.\n"
+      "[experiment]\nname = {}\ndescription = {}\n",
+      toml_string(design.name),
+      toml_string(
+          fmt::format("{} stages from {}", design.stages.size(), fs::path(design.base_config).filename().string())));
   // The changes so far: each stage's [model] is the base changed by every stage up to it.
   toml::table changes_so_far;
   std::string unparsed, model;
@@ -113,8 +115,10 @@ std::string design_to_toml(const Design& design, const std::string& config_dir, 
     out += fmt::format("train = {{ max_tokens = {:.6g}, max_steps = 0, max_flops = 0 }}\n", stage.tokens);
   }
   if (with_control && !design.stages.empty()) {
-    out += fmt::format("\n# The control: the final size trained from scratch on all the schedule's tokens.\n"
-                       "[runs.scratch]\nconfig = {}\n", toml_string(base));
+    out += fmt::format(
+        "\n# The control: the final size trained from scratch on all the schedule's tokens.\n"
+        "[runs.scratch]\nconfig = {}\n",
+        toml_string(base));
     if (!model.empty()) out += fmt::format("model = {{ {} }}\n", model);
     out += fmt::format("train = {{ max_tokens = {:.6g}, max_steps = 0, max_flops = 0 }}\n", total_tokens);
   }

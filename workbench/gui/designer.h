@@ -28,7 +28,7 @@ struct DesignStage {
 
 struct Design {
   std::string name = "my-schedule";
-  std::string base_config;    // a run config file: family, [model], [data], [train]
+  std::string base_config;  // a run config file: family, [model], [data], [train]
   std::vector<DesignStage> stages;
   bool scratch_control = true;  // add the final size trained from scratch to the saved file
 };
@@ -45,12 +45,12 @@ struct StagePrediction {
 
 struct DesignPrediction {
   std::vector<StagePrediction> stages;
-  StagePrediction scratch;  // the final size from scratch on all the schedule's tokens
-  std::string error;        // the engine's message when the design is invalid
+  StagePrediction scratch;     // the final size from scratch on all the schedule's tokens
+  std::string error;           // the engine's message when the design is invalid
   std::string family, corpus;  // of the base config: the scaling law to use
   // How the predicted losses were made (the law, its runs and error), or why there are none.
   std::string loss_note;
-  double loss_error = 0;    // the fit's rms relative error
+  double loss_error = 0;  // the fit's rms relative error
 };
 
 // Fills each stage's and the control's predicted loss from a family's fitted law.

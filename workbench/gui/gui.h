@@ -8,9 +8,9 @@
 namespace tfw::gui {
 
 struct GuiOptions {
-  std::string home;                 // TFW_HOME
-  std::string connect;              // an engine service: show its runs and launch through it
-                                    // (default: this home's runs, launched through its service, else embedded)
+  std::string home;     // TFW_HOME
+  std::string connect;  // an engine service: show its runs and launch through it
+                        // (default: this home's runs, launched through its service, else embedded)
   std::string token_file;
   std::string screenshot;           // render `view` once to this PNG and exit
   std::string view = "runs";        // runs curves flops attention designer
@@ -18,20 +18,20 @@ struct GuiOptions {
   int width = 1440, height = 900;
   // View settings (the same as the controls; useful for screenshots).
   std::string metric = "train/loss";
-  std::string x_axis = "tokens";    // steps tokens cumulative_tokens flops cumulative_flops wall
+  std::string x_axis = "tokens";  // steps tokens cumulative_tokens flops cumulative_flops wall
   bool log_x = false, log_y = false;
   double smoothing = 0;
-  bool each_seed = false;           // curves: every run of a seed group alone, not their mean and band
-  std::string checkpoint;           // attention: a checkpoint path (default: the first selected run's newest)
-  std::string text;                 // attention: the input text
+  bool each_seed = false;  // curves: every run of a seed group alone, not their mean and band
+  std::string checkpoint;  // attention: a checkpoint path (default: the first selected run's newest)
+  std::string text;        // attention: the input text
   int layer = 0;
   std::string projection = "q";
-  int parameter_token = -1;         // attention: list this token's top contexts (an image: map it over the patches)
-  int image = 0;                    // attention, image classifiers: the validation image
-  std::vector<std::string> configs; // flops / designer: run config files
-  int bench_frames = 0;             // > 0: render this many frames headless, the mouse sweeping
-                                    // across the window, and print the frame times (bench/)
-  bool bench_zoom = false;          // ... zooming in and out on every frame (no cached downsampling)
+  int parameter_token = -1;          // attention: list this token's top contexts (an image: map it over the patches)
+  int image = 0;                     // attention, image classifiers: the validation image
+  std::vector<std::string> configs;  // flops / designer: run config files
+  int bench_frames = 0;              // > 0: render this many frames headless, the mouse sweeping
+                                     // across the window, and print the frame times (bench/)
+  bool bench_zoom = false;           // ... zooming in and out on every frame (no cached downsampling)
 };
 
 // Whether this build has the GUI (TFW_GUI).

@@ -80,10 +80,11 @@ class AttentionPanel : public LazyPanel {
     if (!error_.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", error_.c_str());
     if (map_.tokens.empty()) {
       if (error_.empty()) {
-        ImGui::TextDisabled("%s", checkpoint_.empty() ? "Select a tokenformer or vision_tokenformer run with a checkpoint "
-                                                        "(Runs tab), or pass --checkpoint FILE."
-                                                      : image_mode_ ? "Choose a validation image and press 'compute map'."
-                                                                    : "Type some text and press 'compute map'.");
+        ImGui::TextDisabled("%s", checkpoint_.empty()
+                                      ? "Select a tokenformer or vision_tokenformer run with a checkpoint "
+                                        "(Runs tab), or pass --checkpoint FILE."
+                                  : image_mode_ ? "Choose a validation image and press 'compute map'."
+                                                : "Type some text and press 'compute map'.");
       }
       return;
     }
@@ -145,9 +146,11 @@ class AttentionPanel : public LazyPanel {
     if (app.snapshot->remote) {  // the checkpoint files are on the service's machine
       checkpoints_.clear();
       checkpoint_.clear();
-      error_ = fmt::format("run {} ({}) is on {}: its checkpoints are files in {}/checkpoints on that machine. "
-                           "The attention view reads checkpoint files: open it there, or copy one here and pass "
-                           "--checkpoint FILE.", run.id, run.name, app.snapshot->source, run.run_dir);
+      error_ = fmt::format(
+          "run {} ({}) is on {}: its checkpoints are files in {}/checkpoints on that machine. "
+          "The attention view reads checkpoint files: open it there, or copy one here and pass "
+          "--checkpoint FILE.",
+          run.id, run.name, app.snapshot->source, run.run_dir);
       return false;
     }
     checkpoints_ = checkpoint_list(run.run_dir + "/checkpoints");
@@ -204,8 +207,8 @@ class AttentionPanel : public LazyPanel {
       try {
         if (!probe) probe = std::make_shared<AttentionProbe>(*registry, checkpoint, home);
         result.probe = probe;
-        result.map = probe->image_model() ? probe->image_map(image, layer, projection)
-                                          : probe->map(text, layer, projection);
+        result.map =
+            probe->image_model() ? probe->image_map(image, layer, projection) : probe->map(text, layer, projection);
       } catch (const std::exception& e) {
         result.error = e.what();
       }
@@ -266,7 +269,8 @@ class AttentionPanel : public LazyPanel {
     ImDrawList* draw = ImGui::GetWindowDrawList();
     ImGui::SameLine();
     const ImVec2 bar = ImGui::GetCursorScreenPos();
-    for (int i = 0; i < 120; ++i) draw->AddRectFilled(ImVec2(bar.x + i, bar.y + 3), ImVec2(bar.x + i + 1, bar.y + 13), heat(i / 119.0));
+    for (int i = 0; i < 120; ++i)
+      draw->AddRectFilled(ImVec2(bar.x + i, bar.y + 3), ImVec2(bar.x + i + 1, bar.y + 13), heat(i / 119.0));
     ImGui::Dummy(ImVec2(124, 14));
 
     const float available = ImGui::GetContentRegionAvail().y;
@@ -298,7 +302,8 @@ class AttentionPanel : public LazyPanel {
     }
     if (chosen_token_ >= first && chosen_token_ < last) {
       const float x = origin.x + chosen_token_ * cell_w_;
-      draw->AddRect(ImVec2(x - 1, origin.y), ImVec2(x + cell_w_ + 1, origin.y + rows * row_h), IM_COL32(255, 80, 80, 255), 0, 0, 2);
+      draw->AddRect(ImVec2(x - 1, origin.y), ImVec2(x + cell_w_ + 1, origin.y + rows * row_h),
+                    IM_COL32(255, 80, 80, 255), 0, 0, 2);
     }
     // Column header: every k-th parameter token index, pinned to the top.
     const float header_y = window.y;
@@ -344,14 +349,16 @@ class AttentionPanel : public LazyPanel {
     const std::int64_t token =
         chosen_token_ >= 0 && chosen_token_ < map_.parameter_tokens ? chosen_token_ : map_.strongest_over_patches();
     double low = 1e300, high = -1e300;
-    for (std::size_t i = first; i < map_.tokens.size(); ++i) low = std::min<double>(low, map_.at(i, token)), high = std::max<double>(high, map_.at(i, token));
+    for (std::size_t i = first; i < map_.tokens.size(); ++i)
+      low = std::min<double>(low, map_.at(i, token)), high = std::max<double>(high, map_.at(i, token));
     const double range = high > low ? high - low : 1.0;
-    ImGui::Text("Validation image %lld: label %lld, predicted %lld.  Right: parameter token %lld over the %lld×%lld "
-                "patches (%.4f to %.4f)%s",
-                static_cast<long long>(image.index), static_cast<long long>(image.label),
-                static_cast<long long>(image.predicted), static_cast<long long>(token), static_cast<long long>(image.rows),
-                static_cast<long long>(image.cols), low, high,
-                image.leading > 0 ? fmt::format("; class token {:.4f}", map_.at(0, token)).c_str() : "");
+    ImGui::Text(
+        "Validation image %lld: label %lld, predicted %lld.  Right: parameter token %lld over the %lld×%lld "
+        "patches (%.4f to %.4f)%s",
+        static_cast<long long>(image.index), static_cast<long long>(image.label),
+        static_cast<long long>(image.predicted), static_cast<long long>(token), static_cast<long long>(image.rows),
+        static_cast<long long>(image.cols), low, high,
+        image.leading > 0 ? fmt::format("; class token {:.4f}", map_.at(0, token)).c_str() : "");
     const float available = std::max(80.0f, ImGui::GetContentRegionAvail().y - 8);
     const float pixel = std::max(1.0f, std::floor(std::min(available, 320.0f) / static_cast<float>(image.height)));
     const float side_w = pixel * static_cast<float>(image.width), side_h = pixel * static_cast<float>(image.height);
@@ -377,10 +384,12 @@ class AttentionPanel : public LazyPanel {
     const float cell = pixel * static_cast<float>(image.patch);
     for (float left : {origin.x, right}) {
       for (std::int64_t r = 0; r <= image.rows; ++r) {
-        draw->AddLine(ImVec2(left, origin.y + r * cell), ImVec2(left + side_w, origin.y + r * cell), IM_COL32(90, 160, 255, 220));
+        draw->AddLine(ImVec2(left, origin.y + r * cell), ImVec2(left + side_w, origin.y + r * cell),
+                      IM_COL32(90, 160, 255, 220));
       }
       for (std::int64_t c = 0; c <= image.cols; ++c) {
-        draw->AddLine(ImVec2(left + c * cell, origin.y), ImVec2(left + c * cell, origin.y + side_h), IM_COL32(90, 160, 255, 220));
+        draw->AddLine(ImVec2(left + c * cell, origin.y), ImVec2(left + c * cell, origin.y + side_h),
+                      IM_COL32(90, 160, 255, 220));
       }
     }
     ImGui::Dummy(ImVec2(2 * side_w + 24, side_h));
@@ -392,7 +401,8 @@ class AttentionPanel : public LazyPanel {
       start_contexts();
     }
     if (chosen_token_ < 0) {
-      ImGui::TextDisabled("Click a column of the map for the validation text that activates that parameter token most.");
+      ImGui::TextDisabled(
+          "Click a column of the map for the validation text that activates that parameter token most.");
       return;
     }
     ImGui::Text("Validation contexts that activate %s parameter token %lld most%s", map_.label.c_str(),

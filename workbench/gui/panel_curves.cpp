@@ -23,7 +23,8 @@ namespace tfw::gui {
 namespace {
 
 const char* kAxes[] = {"steps", "tokens", "cumulative_tokens", "flops", "cumulative_flops", "wall"};
-const char* kAxisLabels[] = {"step", "tokens", "cumulative tokens", "training FLOPs", "cumulative FLOPs", "wall time (s)"};
+const char* kAxisLabels[] = {"step",           "tokens",           "cumulative tokens",
+                             "training FLOPs", "cumulative FLOPs", "wall time (s)"};
 constexpr int kCumulativeTokens = 2, kCumulativeFlops = 4;
 
 std::vector<double> plus(std::vector<double> x, double offset) {
@@ -68,8 +69,9 @@ class CurvesPanel : public Panel {
       initialised_ = true;
     }
     if (app.selected.empty()) {
-      empty_state("No runs selected", "Tick runs in the Runs tab (or pass --select ID,... to `tfw gui`) to overlay "
-                                      "their curves here.");
+      empty_state("No runs selected",
+                  "Tick runs in the Runs tab (or pass --select ID,... to `tfw gui`) to overlay "
+                  "their curves here.");
       return;
     }
     seed_groups(app);
@@ -104,7 +106,7 @@ class CurvesPanel : public Panel {
   };
   // Selected runs that differ only in seed, in the order of their first run.
   struct SeedGroup {
-    std::string label;                // "baseline (3 seeds)"
+    std::string label;  // "baseline (3 seeds)"
     std::vector<std::int64_t> ids;
   };
   // A group's mean and band, with the columns (run, version, size) they were computed from.
@@ -159,8 +161,8 @@ class CurvesPanel : public Panel {
       ++band.version;
       band.band = seed_band(runs);
     }
-    plot.lines.push_back({group.label, &band.band.x, &band.band.mean, colour, 2.0f, false, band.version,
-                          &band.band.low, &band.band.high});
+    plot.lines.push_back({group.label, &band.band.x, &band.band.mean, colour, 2.0f, false, band.version, &band.band.low,
+                          &band.band.high});
     if (markers_) add_markers(app, *first, *first->series(metric_), *first_columns, colour, plot);
   }
 
@@ -171,8 +173,8 @@ class CurvesPanel : public Panel {
     const Series* series = data.series(metric_);
     if (!series) return;
     Columns& columns = columns_for(app, data, *series);
-    plot.lines.push_back({fmt::format("{} #{}", data.record.name, id), &columns.x, &columns.y, colour, 1.0f, false,
-                          columns.version});
+    plot.lines.push_back(
+        {fmt::format("{} #{}", data.record.name, id), &columns.x, &columns.y, colour, 1.0f, false, columns.version});
     if (markers_) add_markers(app, data, *series, columns, colour, plot);
   }
 
@@ -238,9 +240,10 @@ class CurvesPanel : public Panel {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(150);
     ImGui::Combo("x axis", &axis_, kAxisLabels, IM_ARRAYSIZE(kAxisLabels));
-    help_marker("cumulative FLOPs adds the compute a grown run inherited from its ancestors, so a growth ladder "
-                "reads left to right as one budget (the paper's Fig. 3 axis); cumulative tokens adds the tokens its "
-                "ancestors trained on before it was grown.");
+    help_marker(
+        "cumulative FLOPs adds the compute a grown run inherited from its ancestors, so a growth ladder "
+        "reads left to right as one budget (the paper's Fig. 3 axis); cumulative tokens adds the tokens its "
+        "ancestors trained on before it was grown.");
     ImGui::SameLine();
     ImGui::Checkbox("log x", &log_x_);
     ImGui::SameLine();
@@ -274,15 +277,18 @@ class CurvesPanel : public Panel {
     ImGui::SameLine();
     if (ImGui::Button("seeds")) ImGui::OpenPopup("seed groups");
     if (ImGui::IsItemHovered()) {
-      ImGui::SetTooltip("Runs that differ only in seed are drawn as their mean over the band from their minimum to "
-                        "their maximum, where every seed has a value. Click to draw a group's runs one by one.");
+      ImGui::SetTooltip(
+          "Runs that differ only in seed are drawn as their mean over the band from their minimum to "
+          "their maximum, where every seed has a value. Click to draw a group's runs one by one.");
     }
     if (ImGui::BeginPopup("seed groups")) {
       for (const SeedGroup* group : groups) {
         bool mean = !each_seed_.count(group->label);
         if (ImGui::Checkbox(fmt::format("{}: mean and min-max band", group->label).c_str(), &mean)) {
-          if (mean) each_seed_.erase(group->label);
-          else each_seed_.insert(group->label);
+          if (mean)
+            each_seed_.erase(group->label);
+          else
+            each_seed_.insert(group->label);
         }
       }
       ImGui::EndPopup();

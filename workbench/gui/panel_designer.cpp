@@ -78,8 +78,9 @@ class DesignerPanel : public LazyPanel {
         const toml::table model = base.spec->to_toml();
         if (model.contains("n_attn") && model.contains("n_ffn")) {  // a Tokenformer, of text or images
           const std::int64_t factor = std::int64_t{1} << design_.stages.size();
-          stage.model_changes = fmt::format("n_attn = {}, n_ffn = {}", model["n_attn"].value_or<std::int64_t>(0) * factor,
-                                            model["n_ffn"].value_or<std::int64_t>(0) * factor);
+          stage.model_changes =
+              fmt::format("n_attn = {}, n_ffn = {}", model["n_attn"].value_or<std::int64_t>(0) * factor,
+                          model["n_ffn"].value_or<std::int64_t>(0) * factor);
         }
       } catch (const std::exception&) {
         // The prediction shows what is wrong with the base config.
@@ -101,7 +102,8 @@ class DesignerPanel : public LazyPanel {
     const float room = ImGui::GetContentRegionAvail().x - 120 - ImGui::GetFrameHeight() - 8;
     if (ImGui::CalcTextSize(preview.c_str()).x > room) preview = ".../" + fs::path(preview).filename().string();
     const bool open = ImGui::BeginCombo("base config", preview.c_str());
-    if (!open && ImGui::IsItemHovered() && !design_.base_config.empty()) ImGui::SetTooltip("%s", design_.base_config.c_str());
+    if (!open && ImGui::IsItemHovered() && !design_.base_config.empty())
+      ImGui::SetTooltip("%s", design_.base_config.c_str());
     if (open) {
       for (const std::string& path : app.config_files()) {
         if (ImGui::Selectable(path.c_str(), path == design_.base_config)) {
@@ -111,13 +113,13 @@ class DesignerPanel : public LazyPanel {
       }
       ImGui::EndCombo();
     }
-    help_marker("A run config (family, [model], [data], [train]). Stage 1 trains it from scratch; every later stage "
-                "grows the one before it and trains on.");
+    help_marker(
+        "A run config (family, [model], [data], [train]). Stage 1 trains it from scratch; every later stage "
+        "grows the one before it and trains on.");
     std::vector<std::string> methods;
     try {
       methods = app.registry->family(model_config_load(*app.registry, design_.base_config).family).growth_methods();
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
     ImGui::Separator();
     int remove = -1;
     for (std::size_t k = 0; k < design_.stages.size(); ++k) {
@@ -151,7 +153,8 @@ class DesignerPanel : public LazyPanel {
         if (ImGui::SmallButton("remove")) remove = static_cast<int>(k);
       }
       dirty_ |= text_field("model changes", stage.model_changes, "[model] keys, e.g. n_attn = 128, n_ffn = 512");
-      if (k > 0) dirty_ |= text_field("growth options", stage.options, "e.g. key_init = \"zero\", optimizer = \"reset\"");
+      if (k > 0)
+        dirty_ |= text_field("growth options", stage.options, "e.g. key_init = \"zero\", optimizer = \"reset\"");
       ImGui::Separator();
       ImGui::PopID();
     }
@@ -175,9 +178,10 @@ class DesignerPanel : public LazyPanel {
       if (save()) launch(app);
     }
     ImGui::EndDisabled();
-    help_marker("Launch submits the file to the engine service (embedded in the GUI unless a `tfw serve` serves this "
-                "TFW_HOME or --connect names one); its runs appear in the Runs tab and update live. Closing the GUI "
-                "stops its embedded service's jobs at a checkpoint; they resume at the next start.");
+    help_marker(
+        "Launch submits the file to the engine service (embedded in the GUI unless a `tfw serve` serves this "
+        "TFW_HOME or --connect names one); its runs appear in the Runs tab and update live. Closing the GUI "
+        "stops its embedded service's jobs at a checkpoint; they resume at the next start.");
     if (!message_.empty()) text_wrapped_at_spaces(message_);
   }
 
@@ -225,7 +229,8 @@ class DesignerPanel : public LazyPanel {
         fit_error_.clear();
         fit_.reset();
         const std::string db = app.home + "/runs.db";
-        if (!std::filesystem::exists(db)) throw UsageError("the store is empty: no finished runs to fit a scaling law to");
+        if (!std::filesystem::exists(db))
+          throw UsageError("the store is empty: no finished runs to fit a scaling law to");
         auto store = Store::open_readonly(db);
         fit_ = results::family_fit(*store, prediction_.family, prediction_.corpus);
       }
@@ -245,7 +250,8 @@ class DesignerPanel : public LazyPanel {
       text_wrapped_at_spaces(prediction_.error);
       return;
     }
-    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
+    const ImGuiTableFlags flags =
+        ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
     // Narrow (1000 px windows): no growth column (the form beside it names each method) and a
     // short name for the control run, so that no column is cut.
     const bool wide = ImGui::GetContentRegionAvail().x > 640;
@@ -285,12 +291,13 @@ class DesignerPanel : public LazyPanel {
     const double grown = prediction_.stages.empty() ? 0 : prediction_.stages.back().cumulative_flops;
     const double scratch = prediction_.scratch.flops;
     if (scratch > 0) {
-      text_wrapped_at_spaces(fmt::format(
-          "The schedule spends {} FLOPs: {:.1f}% of training the final size ({} parameters) from scratch on the same {} "
-          "tokens ({}).",
-          scientific_label(grown), 100.0 * grown / scratch,
-          short_count(static_cast<double>(prediction_.scratch.parameters)), short_count(prediction_.scratch.tokens),
-          scientific_label(scratch)));
+      text_wrapped_at_spaces(
+          fmt::format("The schedule spends {} FLOPs: {:.1f}% of training the final size ({} parameters) from scratch "
+                      "on the same {} "
+                      "tokens ({}).",
+                      scientific_label(grown), 100.0 * grown / scratch,
+                      short_count(static_cast<double>(prediction_.scratch.parameters)),
+                      short_count(prediction_.scratch.tokens), scientific_label(scratch)));
     }
     if (!prediction_.loss_note.empty()) text_wrapped_at_spaces(prediction_.loss_note);
     // Cumulative FLOPs against tokens: the schedule (a kink at every growth) and from scratch.
@@ -308,11 +315,12 @@ class DesignerPanel : public LazyPanel {
     plot.y_label = "cumulative training FLOPs";
     plot.lines.push_back({"growth schedule", &chart_tokens_, &chart_flops_, series_colour(0), 2.0f, false, version_});
     plot.lines.push_back({"", &chart_tokens_, &chart_flops_, series_colour(0), 1.0f, true, version_});
-    plot.lines.push_back({"final size from scratch", &scratch_tokens_, &scratch_flops_, series_colour(1), 2.0f, false,
-                          version_});
+    plot.lines.push_back(
+        {"final size from scratch", &scratch_tokens_, &scratch_flops_, series_colour(1), 2.0f, false, version_});
     for (std::size_t k = 1; k < prediction_.stages.size(); ++k) {
-      plot.markers.push_back({prediction_.stages[k - 1].cumulative_tokens, IM_COL32(200, 200, 200, 120),
-                              fmt::format("growth into {} ({})", prediction_.stages[k].name, prediction_.stages[k].growth)});
+      plot.markers.push_back(
+          {prediction_.stages[k - 1].cumulative_tokens, IM_COL32(200, 200, 200, 120),
+           fmt::format("growth into {} ({})", prediction_.stages[k].name, prediction_.stages[k].growth)});
     }
     plot_draw(plot);
   }

@@ -42,13 +42,15 @@ class FlopsPanel : public LazyPanel {
     // As wide as the longest entry (a checkbox, its name, a scroll bar), within a third of
     // the window: names are not clipped.
     float list_width = ImGui::CalcTextSize("Run configs (?)").x;
-    for (const std::string& path : app.config_files()) list_width = std::max(list_width, ImGui::CalcTextSize(path.c_str()).x);
+    for (const std::string& path : app.config_files())
+      list_width = std::max(list_width, ImGui::CalcTextSize(path.c_str()).x);
     for (const auto& [path, curve] : chosen_) list_width = std::max(list_width, ImGui::CalcTextSize(path.c_str()).x);
     list_width = std::min(list_width + ImGui::GetFrameHeight() + 40, ImGui::GetContentRegionAvail().x / 3);
     ImGui::BeginChild("configs", ImVec2(list_width, 0), true, ImGuiWindowFlags_HorizontalScrollbar);
     ImGui::TextUnformatted("Run configs");
-    help_marker("Config files under ./experiments. The E2 pair (experiments/mini/e2-*) compares a Tokenformer growing "
-                "its parameter tokens at fixed d with a Transformer growing d, matched in parameters.");
+    help_marker(
+        "Config files under ./experiments. The E2 pair (experiments/mini/e2-*) compares a Tokenformer growing "
+        "its parameter tokens at fixed d with a Transformer growing d, matched in parameters.");
     for (const auto& [key, curve] : chosen_) {  // runs chosen with --select or in the runs browser
       if (key.rfind("run:", 0) != 0) continue;
       bool on = true;
@@ -61,8 +63,10 @@ class FlopsPanel : public LazyPanel {
       bool on = chosen_.count(path) > 0;
       const std::string short_name = path.rfind("experiments/", 0) == 0 ? path.substr(12) : path;
       if (ImGui::Checkbox(short_name.c_str(), &on)) {
-        if (on) add(app, path);
-        else chosen_.erase(path);
+        if (on)
+          add(app, path);
+        else
+          chosen_.erase(path);
       }
     }
     ImGui::EndChild();
@@ -75,11 +79,13 @@ class FlopsPanel : public LazyPanel {
     ImGui::BeginDisabled(busy || chosen_.empty());
     if (ImGui::Button(busy ? "measuring..." : "measure on this machine")) start_measuring(app);
     ImGui::EndDisabled();
-    help_marker("Times no-grad forward passes of each chosen model (random weights) at T = 256, 1024, 4096 up to its "
-                "context, as `tfw flops --measure` does. Runs in the background.");
+    help_marker(
+        "Times no-grad forward passes of each chosen model (random weights) at T = 256, 1024, 4096 up to its "
+        "context, as `tfw flops --measure` does. Runs in the background.");
     if (measuring_.valid() && !busy) collect();
     for (const auto& [path, curve] : chosen_) {
-      if (!curve.error.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s: %s", path.c_str(), curve.error.c_str());
+      if (!curve.error.empty())
+        ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s: %s", path.c_str(), curve.error.c_str());
     }
     Plot plot;
     plot.id = "flops";
@@ -101,7 +107,8 @@ class FlopsPanel : public LazyPanel {
                             static_cast<std::uint64_t>(mode_)});
     }
     const float height = ImGui::GetContentRegionAvail().y;
-    const bool measured = std::any_of(chosen_.begin(), chosen_.end(), [](const auto& c) { return !c.second.measured_us.empty(); });
+    const bool measured =
+        std::any_of(chosen_.begin(), chosen_.end(), [](const auto& c) { return !c.second.measured_us.empty(); });
     plot_draw(plot, ImVec2(0, measured ? height * 0.6f : 0));
     if (measured) {
       Plot times;
@@ -114,7 +121,8 @@ class FlopsPanel : public LazyPanel {
       for (auto& [path, curve] : chosen_) {
         const ImU32 colour = series_colour(k++);
         if (curve.measured_us.empty()) continue;
-        times.lines.push_back({curve.label + " (measured)", &curve.measured_lengths, &curve.measured_us, colour, 1.0f, true});
+        times.lines.push_back(
+            {curve.label + " (measured)", &curve.measured_lengths, &curve.measured_us, colour, 1.0f, true});
         times.lines.push_back({"", &curve.measured_lengths, &curve.measured_us, colour, 1.0f, false});
       }
       plot_draw(times);

@@ -191,14 +191,16 @@ class RunsPanel : public Panel {
       ImGui::TableNextColumn();
       bool selected = app.selected.count(r->id) > 0;
       if (ImGui::Checkbox("##sel", &selected)) {
-        if (selected) app.selected.insert(r->id);
-        else app.selected.erase(r->id);
+        if (selected)
+          app.selected.insert(r->id);
+        else
+          app.selected.erase(r->id);
       }
       ImGui::TableNextColumn();
       ImGui::Text("%lld", static_cast<long long>(r->id));
       ImGui::TableNextColumn();
-      const std::string label = std::string(static_cast<std::size_t>(depth[r->id]) * 3, ' ') +
-                                (depth[r->id] > 0 ? "└ " : "") + r->name;
+      const std::string label =
+          std::string(static_cast<std::size_t>(depth[r->id]) * 3, ' ') + (depth[r->id] > 0 ? "└ " : "") + r->name;
       if (ImGui::Selectable(label.c_str(), focus_ == r->id)) focus_ = focus_ == r->id ? 0 : r->id;
       if (ImGui::IsItemHovered() && !r->growth_method.empty()) {
         const RunRecord* parent = app.run(r->parent);
@@ -219,8 +221,10 @@ class RunsPanel : public Panel {
       ImGui::TextUnformatted(fmt::format("{:.3g}", r->cumulative_flops).c_str());
       ImGui::TableNextColumn();
       const double loss = final_val_loss(*r);
-      if (std::isnan(loss)) ImGui::TextDisabled("-");
-      else ImGui::Text("%.4f", loss);
+      if (std::isnan(loss))
+        ImGui::TextDisabled("-");
+      else
+        ImGui::Text("%.4f", loss);
       ImGui::PopID();
     }
     ImGui::EndTable();
@@ -231,9 +235,10 @@ class RunsPanel : public Panel {
   void cluster_jobs(const StoreSnapshot& snapshot) {
     if (snapshot.cluster_jobs.empty()) return;
     ImGui::TextUnformatted("Slurm jobs");
-    help_marker("Runs submitted with `tfw run --executor slurm`: the job, Slurm's state (from squeue, sacct or "
-                "scontrol), its exit code and why it waits. `tfw jobs --slurm` lists them; `tfw cancel --slurm RUN` "
-                "cancels one.");
+    help_marker(
+        "Runs submitted with `tfw run --executor slurm`: the job, Slurm's state (from squeue, sacct or "
+        "scontrol), its exit code and why it waits. `tfw jobs --slurm` lists them; `tfw cancel --slurm RUN` "
+        "cancels one.");
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY |
                                   ImGuiTableFlags_SizingFixedFit;
     if (!ImGui::BeginTable("slurm", 6, flags, ImVec2(0, 120))) return;
@@ -252,8 +257,10 @@ class RunsPanel : public Panel {
       ImGui::TableNextColumn();
       ImGui::TextColored(slurm_colour(it->state), "%s", it->state.c_str());
       ImGui::TableNextColumn();
-      if (it->exit_code < 0) ImGui::TextDisabled("-");
-      else ImGui::Text("%lld", static_cast<long long>(it->exit_code));
+      if (it->exit_code < 0)
+        ImGui::TextDisabled("-");
+      else
+        ImGui::Text("%lld", static_cast<long long>(it->exit_code));
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(it->reason.c_str());
     }
@@ -280,7 +287,8 @@ class RunsPanel : public Panel {
     text_wrapped_at_spaces("lineage: " + chain);
     if (r->status == RunStatus::running) progress(*r, snapshot);
     ImGui::Text("own FLOPs %.3g + inherited %.3g = cumulative %.3g", r->flops, r->inherited_flops, r->cumulative_flops);
-    if (!r->growth_method.empty()) text_wrapped_at_spaces(fmt::format("grown with {} {}", r->growth_method, r->growth_options));
+    if (!r->growth_method.empty())
+      text_wrapped_at_spaces(fmt::format("grown with {} {}", r->growth_method, r->growth_options));
     ImGui::TextDisabled("%s", r->run_dir.c_str());
     if (!r->error.empty()) {
       ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.45f, 0.4f, 1));
@@ -293,8 +301,10 @@ class RunsPanel : public Panel {
         try {
           const std::int64_t job = app.service->running_job_of(r->experiment);
           if (job == 0) {
-            message_ = fmt::format("no running job of the service runs experiment '{}' (a run started from a terminal "
-                                   "stops with Ctrl-C there)", r->experiment);
+            message_ = fmt::format(
+                "no running job of the service runs experiment '{}' (a run started from a terminal "
+                "stops with Ctrl-C there)",
+                r->experiment);
           } else {
             app.service->cancel(job);
             message_ = fmt::format("job {} cancelled: its runs checkpoint and end as killed", job);
@@ -349,13 +359,15 @@ class RunsPanel : public Panel {
     std::map<std::string, std::map<std::string, double>> lines;  // "corpus [blocks] (step S)" -> metric -> value
     for (const EvaluationRow& e : snapshot.evaluations) {
       if (e.run != r.id || e.mode.rfind("stride", 0) == 0) continue;
-      const std::string key = fmt::format("{}{} (step {})", e.corpus, e.blocks.empty() ? "" : " [" + e.blocks + "]", e.step);
+      const std::string key =
+          fmt::format("{}{} (step {})", e.corpus, e.blocks.empty() ? "" : " [" + e.blocks + "]", e.step);
       lines[key][e.metric] = e.value;
     }
     if (lines.empty()) return;
     ImGui::TextUnformatted("evaluations (tfw eval):");
-    help_marker("Loss (nats per token), bits per byte, and the cloze test's accuracy and mean target log-likelihood, "
-                "from `tfw eval` (or an experiment's [experiment.eval]); the parameter blocks in brackets.");
+    help_marker(
+        "Loss (nats per token), bits per byte, and the cloze test's accuracy and mean target log-likelihood, "
+        "from `tfw eval` (or an experiment's [experiment.eval]); the parameter blocks in brackets.");
     for (const auto& [key, metrics] : lines) {
       std::string text = "  " + key + ":";
       for (const char* metric : {"loss", "bits_per_byte", "cloze_accuracy", "cloze_logprob"}) {

@@ -29,7 +29,7 @@ struct Decimated {
 };
 
 struct PlotView {
-  std::map<std::string, Decimated> decimated;  // by line label
+  std::map<std::string, Decimated> decimated;                               // by line label
   std::vector<std::tuple<const void*, std::size_t, std::uint64_t>> fitted;  // the data the fitted axes came from
   bool user = false;  // zoomed or panned: keep the view instead of fitting the data
   AxisMap x, y;
@@ -70,9 +70,7 @@ struct Frame {
   }
 };
 
-bool visible(const PlotView& view, const PlotLine& line) {
-  return line.x && line.y && !view.hidden.count(line.label);
-}
+bool visible(const PlotView& view, const PlotLine& line) { return line.x && line.y && !view.hidden.count(line.label); }
 
 // Claims the widget's area (a size of 0: the available space) and fills the plot area.
 Frame place_canvas(ImVec2 size) {
@@ -223,8 +221,8 @@ const std::vector<std::size_t>& decimated(Decimated& cached, const PlotLine& lin
   const int columns = static_cast<int>(f.width);
   if (cached.x != &xs || cached.size != xs.size() || cached.version != line.version || cached.lo != x_lo ||
       cached.hi != x_hi || cached.columns != columns || cached.log != f.ax.log) {
-    cached = {&xs, xs.size(), line.version, x_lo, x_hi, columns, f.ax.log,
-              downsample_minmax(xs, *line.y, x_lo, x_hi, f.ax.log, columns)};
+    cached = {&xs,  xs.size(), line.version, x_lo,
+              x_hi, columns,   f.ax.log,     downsample_minmax(xs, *line.y, x_lo, x_hi, f.ax.log, columns)};
   }
   return cached.indices;
 }
@@ -236,7 +234,8 @@ void draw_polyline(const PlotLine& line, const std::vector<std::size_t>& indices
                    std::vector<ImVec2>& path) {
   path.clear();
   auto flush = [&] {
-    if (path.size() >= 2) f.draw->AddPolyline(path.data(), static_cast<int>(path.size()), line.colour, 0, line.thickness);
+    if (path.size() >= 2)
+      f.draw->AddPolyline(path.data(), static_cast<int>(path.size()), line.colour, 0, line.thickness);
     if (path.size() == 1) f.draw->AddCircleFilled(path.front(), line.thickness + 2.5f, line.colour);
     path.clear();
   };
@@ -275,8 +274,10 @@ void draw_lines(const Plot& plot, PlotView& view, const Frame& f) {
   }
   for (const PlotLine& line : plot.lines) {
     if (!visible(view, line)) continue;
-    if (line.points) draw_points(line, f);
-    else draw_polyline(line, decimated(view.decimated[line.label], line, f), f, path);
+    if (line.points)
+      draw_points(line, f);
+    else
+      draw_polyline(line, decimated(view.decimated[line.label], line, f), f, path);
   }
 }
 
@@ -290,7 +291,8 @@ int draw_markers(const Plot& plot, const Frame& f) {
     for (float y = f.lo.y; y < f.hi.y; y += 8) {
       f.draw->AddLine(ImVec2(x, y), ImVec2(x, std::min(y + 4, f.hi.y)), plot.markers[m].colour, 1.5f);
     }
-    f.draw->AddTriangleFilled(ImVec2(x - 5, f.lo.y), ImVec2(x + 5, f.lo.y), ImVec2(x, f.lo.y + 8), plot.markers[m].colour);
+    f.draw->AddTriangleFilled(ImVec2(x - 5, f.lo.y), ImVec2(x + 5, f.lo.y), ImVec2(x, f.lo.y + 8),
+                              plot.markers[m].colour);
     if (f.hovered && std::abs(io.MousePos.x - x) < 4) hovered_marker = static_cast<int>(m);
   }
   return hovered_marker;
@@ -380,13 +382,17 @@ void draw_legend(const Plot& plot, PlotView& view, const Frame& f) {
     if (line.label.empty()) continue;
     const bool shown = !view.hidden.count(line.label);
     const ImVec2 swatch(box_lo.x + 6, y + row / 2 - 5);
-    if (shown) f.draw->AddRectFilled(swatch, ImVec2(swatch.x + 14, swatch.y + 10), line.colour);
-    else f.draw->AddRect(swatch, ImVec2(swatch.x + 14, swatch.y + 10), line.colour);
+    if (shown)
+      f.draw->AddRectFilled(swatch, ImVec2(swatch.x + 14, swatch.y + 10), line.colour);
+    else
+      f.draw->AddRect(swatch, ImVec2(swatch.x + 14, swatch.y + 10), line.colour);
     f.draw->AddText(ImVec2(box_lo.x + 26, y), shown ? kText : IM_COL32(120, 120, 120, 255), line.label.c_str());
     if (f.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left) && io.MousePos.x >= box_lo.x &&
         io.MousePos.x <= box_hi.x && io.MousePos.y >= y && io.MousePos.y < y + row) {
-      if (shown) view.hidden.insert(line.label);
-      else view.hidden.erase(line.label);
+      if (shown)
+        view.hidden.insert(line.label);
+      else
+        view.hidden.erase(line.label);
     }
     y += row;
   }

@@ -1,9 +1,8 @@
 // Our plot widget on ImDrawList (Debian's ImGui 1.86 has no ImPlot): lines and points on
 // linear or log axes, tick labels, a legend whose entries toggle their line, vertical
-// markers (growth events), translucent bands (a seed group's min–max), a hover read-out of the nearest point, wheel zoom, drag pan and
-// double-click reset. Long lines are min/max-downsampled to the pixel columns they cover,
-// so a million points across lines stay interactive. Used by the curves and FLOPs panels
-// and the schedule designer.
+// markers (growth events), translucent bands (a seed group's min–max), a hover read-out of the nearest point, wheel
+// zoom, drag pan and double-click reset. Long lines are min/max-downsampled to the pixel columns they cover, so a
+// million points across lines stay interactive. Used by the curves and FLOPs panels and the schedule designer.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +21,7 @@ struct PlotLine {
   const std::vector<double>* y = nullptr;
   ImU32 colour = IM_COL32_WHITE;
   float thickness = 1.5f;
-  bool points = false;   // draw markers at the points (measured values) instead of a line
+  bool points = false;  // draw markers at the points (measured values) instead of a line
   // Changes whenever the data behind x and y changes without changing their address or size
   // (another x column, another smoothing): the widget caches per line on (address, size, version).
   std::uint64_t version = 0;
@@ -35,11 +34,11 @@ struct PlotLine {
 struct PlotMarker {
   double x = 0;
   ImU32 colour = IM_COL32(200, 200, 200, 160);
-  std::string label;     // shown on hover
+  std::string label;  // shown on hover
 };
 
 struct Plot {
-  std::string id;        // unique per panel; keys the zoom state
+  std::string id;  // unique per panel; keys the zoom state
   std::string x_label, y_label;
   bool log_x = false, log_y = false;
   std::vector<PlotLine> lines;

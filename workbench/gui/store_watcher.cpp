@@ -9,9 +9,7 @@
 
 namespace tfw::gui {
 
-std::string StoreSnapshot::where() const {
-  return remote ? "TFW_HOME " + home + " on " + source : "TFW_HOME " + home;
-}
+std::string StoreSnapshot::where() const { return remote ? "TFW_HOME " + home + " on " + source : "TFW_HOME " + home; }
 
 StoreWatcher::StoreWatcher(std::unique_ptr<RunSource> source, double interval)
     : source_(std::move(source)), interval_(interval), snapshot_(std::make_shared<StoreSnapshot>()) {
@@ -101,8 +99,8 @@ void StoreWatcher::refresh() {
         RunCursor& cursor = cursors_[record.id];
         // A run that was resumed (status or start time changed) replaces re-trained steps:
         // read it whole again. Otherwise only what the cursor has not seen.
-        const bool restart = !cached || cached->record.status != record.status ||
-                             cached->record.started != record.started;
+        const bool restart =
+            !cached || cached->record.status != record.status || cached->record.started != record.started;
         if (restart) cursor = RunCursor();
         auto data = std::make_shared<RunData>();
         if (!restart) {

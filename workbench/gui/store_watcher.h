@@ -40,19 +40,19 @@ struct RunData {
 };
 
 struct StoreSnapshot {
-  std::string source;      // where the runs come from: "store PATH" or "service HOST:PORT"
-  std::string home;        // their TFW_HOME (the service's, for a remote source)
-  bool remote = false;     // read from a service: checkpoint files are on its machine
+  std::string source;   // where the runs come from: "store PATH" or "service HOST:PORT"
+  std::string home;     // their TFW_HOME (the service's, for a remote source)
+  bool remote = false;  // read from a service: checkpoint files are on its machine
   // "TFW_HOME H", or "H on service HOST:PORT" for a remote source.
   std::string where() const;
-  bool exists = false;     // there is a store to read (runs.db is there, the service answered)
-  std::string error;       // the runs could not be read (newer schema, not SQLite, no service, ...)
+  bool exists = false;  // there is a store to read (runs.db is there, the service answered)
+  std::string error;    // the runs could not be read (newer schema, not SQLite, no service, ...)
   std::vector<RunRecord> runs;
   std::map<std::int64_t, std::shared_ptr<const RunData>> data;  // the watched runs
   std::vector<runner::ClusterJobRow> cluster_jobs;  // runs submitted to Slurm (states refreshed by the source)
-  std::vector<EvaluationRow> evaluations;   // `tfw eval` results, by id
-  std::uint64_t generation = 0;  // bumps whenever anything changed
-  double read_at = 0;            // unix seconds of the poll
+  std::vector<EvaluationRow> evaluations;           // `tfw eval` results, by id
+  std::uint64_t generation = 0;                     // bumps whenever anything changed
+  double read_at = 0;                               // unix seconds of the poll
 };
 
 // The training tokens a run's lineage saw before it: for each ancestor, the tokens it had seen
@@ -91,8 +91,8 @@ class StoreWatcher {
 
   std::unique_ptr<RunSource> source_;  // poll thread (under poll_mutex_)
   double interval_;
-  mutable std::mutex mutex_;       // guards snapshot_ and watched_
-  std::mutex poll_mutex_;          // one poll at a time
+  mutable std::mutex mutex_;  // guards snapshot_ and watched_
+  std::mutex poll_mutex_;     // one poll at a time
   std::condition_variable wake_;
   std::shared_ptr<const StoreSnapshot> snapshot_;
   std::set<std::int64_t> watched_;

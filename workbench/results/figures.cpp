@@ -24,7 +24,6 @@
 #include "workbench/common/format.h"
 #include "workbench/common/plot_math.h"
 
-
 namespace tfw::results {
 
 namespace {
@@ -122,7 +121,8 @@ std::string caption_of(const ExperimentResults& results, const std::string& what
   const Experiment& e = results.experiment();
   std::string text = fmt::format("{}{}. {}. Scale: {}; {}.", e.name, e.description.empty() ? "" : ": " + e.description,
                                  what, scale_text(results), seeds_text(results));
-  if (!mirrors.empty()) text += fmt::format(" Mirrors the paper's {} at CPU scale: compare trends, not values.", mirrors);
+  if (!mirrors.empty())
+    text += fmt::format(" Mirrors the paper's {} at CPU scale: compare trends, not values.", mirrors);
   return text;
 }
 
@@ -130,7 +130,8 @@ std::string caption_of(const ExperimentResults& results, const std::string& what
 // classifiers (whose runs record val/accuracy).
 std::string loss_label(const ExperimentResults& results) {
   for (const RunResult& run : results.runs()) {
-    if (run.finished() && std::isfinite(results.final_value(run, "val/accuracy"))) return "validation loss (nats/image)";
+    if (run.finished() && std::isfinite(results.final_value(run, "val/accuracy")))
+      return "validation loss (nats/image)";
   }
   return "validation loss (nats/token)";
 }
@@ -177,15 +178,16 @@ Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirror
     band_of(s);
     f.series.push_back(std::move(s));
   }
-  f.caption = caption_of(results,
-                         std::string("Validation loss of every run (one line per run) against the cumulative FLOPs of "
-                                     "its lineage; the band spans the seeds' minimum to maximum") +
-                             (grown ? "; circles mark growth points (a grown run's first evaluation)" : "") +
-                             (single ? "; a dot is a run with a single evaluation" : "") +
-                             (results.corpora().size() > 1 ? ". Each run's loss is on its own training corpus, so a jump at "
-                                                         "a growth point can be the change of data"
-                                                       : ""),
-                         mirrors);
+  f.caption =
+      caption_of(results,
+                 std::string("Validation loss of every run (one line per run) against the cumulative FLOPs of "
+                             "its lineage; the band spans the seeds' minimum to maximum") +
+                     (grown ? "; circles mark growth points (a grown run's first evaluation)" : "") +
+                     (single ? "; a dot is a run with a single evaluation" : "") +
+                     (results.corpora().size() > 1 ? ". Each run's loss is on its own training corpus, so a jump at "
+                                                     "a growth point can be the change of data"
+                                                   : ""),
+                 mirrors);
   return f;
 }
 
@@ -203,7 +205,8 @@ Figure new_data(const ExperimentResults& results, const std::string& mirrors) {
     const std::string corpus = config["data"]["corpus"].value_or(std::string("?"));
     std::vector<std::pair<std::string, std::string>> keys = {{"val/loss", corpus}};
     if (const toml::array* extra = config["data"]["eval_corpora"].as_array()) {
-      for (const toml::node& c : *extra) keys.emplace_back("val/loss@" + c.value_or(std::string()), c.value_or(std::string()));
+      for (const toml::node& c : *extra)
+        keys.emplace_back("val/loss@" + c.value_or(std::string()), c.value_or(std::string()));
     }
     const std::size_t c = colour++;
     for (std::size_t k = 0; k < keys.size(); ++k) {
@@ -214,7 +217,8 @@ Figure new_data(const ExperimentResults& results, const std::string& mirrors) {
       for (const RunResult* run : grown) {
         std::vector<analysis::CurvePoint> line;
         // Tokens since growth, shifted by one evaluation's worth so the step-0 point shows on a log axis.
-        for (const MetricPoint& p : results.points(*run, keys[k].first)) line.push_back({static_cast<double>(p.tokens), p.value});
+        for (const MetricPoint& p : results.points(*run, keys[k].first))
+          line.push_back({static_cast<double>(p.tokens), p.value});
         if (line.size() >= 2 && line.front().x == 0) line.front().x = line[1].x / 4;
         line = analysis::curve_clean(line);
         if (line.empty()) continue;
@@ -226,19 +230,20 @@ Figure new_data(const ExperimentResults& results, const std::string& mirrors) {
       f.series.push_back(std::move(s));
     }
   }
-  f.caption = caption_of(results,
-                         "Grown runs only. Solid: validation loss on the corpus training continues on; dashed: on the "
-                         "corpus the parent was trained on (its rise is forgetting). The evaluation at growth (0 tokens) "
-                         "is drawn at a quarter of the first evaluation's tokens, for the log axis",
-                         mirrors);
+  f.caption =
+      caption_of(results,
+                 "Grown runs only. Solid: validation loss on the corpus training continues on; dashed: on the "
+                 "corpus the parent was trained on (its rise is forgetting). The evaluation at growth (0 tokens) "
+                 "is drawn at a quarter of the first evaluation's tokens, for the log axis",
+                 mirrors);
   return f;
 }
 
 // Growth diagnostics (engine/nn/token_use.h): how much grown runs use their appended parameter
 // tokens, from the evaluations after their growth.
 Figure token_use(const ExperimentResults& results, const std::string& mirrors) {
-  Figure f = figure_of(results, "token_use", "use of the parameter tokens growth appended",
-                       "tokens trained (this run)", "share (0 to 1)");
+  Figure f = figure_of(results, "token_use", "use of the parameter tokens growth appended", "tokens trained (this run)",
+                       "share (0 to 1)");
   f.log_x = false;
   std::size_t colour = 0;
   for (const Variant& v : results.variants()) {
@@ -251,7 +256,8 @@ Figure token_use(const ExperimentResults& results, const std::string& mirrors) {
       s.dashed = k > 0;
       for (const RunResult* run : v.finished()) {
         std::vector<analysis::CurvePoint> line;
-        for (const MetricPoint& p : results.points(*run, kinds[k].first)) line.push_back({static_cast<double>(p.tokens), p.value});
+        for (const MetricPoint& p : results.points(*run, kinds[k].first))
+          line.push_back({static_cast<double>(p.tokens), p.value});
         line = analysis::curve_clean(line);
         if (line.empty()) continue;
         s.run_names.push_back(run->name + (k == 0 ? "" : " (active)"));
@@ -282,8 +288,10 @@ Figure flops_vs_length(const ExperimentResults& results, const std::string& mirr
   for (const Variant& v : results.variants()) {
     std::string config_text;
     for (const RunResult* run : v.runs) {
-      if (run->planned) config_text = run->planned->config_toml;
-      else if (run->record) config_text = run->record->config;
+      if (run->planned)
+        config_text = run->planned->config_toml;
+      else if (run->record)
+        config_text = run->record->config;
       if (!config_text.empty()) break;
     }
     if (config_text.empty()) continue;
@@ -326,10 +334,11 @@ Figure flops_vs_length(const ExperimentResults& results, const std::string& mirr
   const Experiment& e = results.experiment();
   std::string list;
   for (const std::string& m : models) list += (list.empty() ? "" : ", ") + m;
-  f.caption = fmt::format("{}{}. Forward FLOPs per token from the paper's Table 3 (Wang et al., 2024), T = 64 to 65,536; "
-                          "one line per model configuration. Models (parameters): {}.{}",
-                          e.name, e.description.empty() ? "" : ": " + e.description, list,
-                          mirrors.empty() ? "" : fmt::format(" Mirrors the paper's {} at CPU scale.", mirrors));
+  f.caption = fmt::format(
+      "{}{}. Forward FLOPs per token from the paper's Table 3 (Wang et al., 2024), T = 64 to 65,536; "
+      "one line per model configuration. Models (parameters): {}.{}",
+      e.name, e.description.empty() ? "" : ": " + e.description, list,
+      mirrors.empty() ? "" : fmt::format(" Mirrors the paper's {} at CPU scale.", mirrors));
   return f;
 }
 
@@ -377,15 +386,16 @@ std::string svg_render(const Figure& f, bool titled) {
 <rect x="0" y="0" width="{0}" height="{1:.0f}" fill="white"/>
 {2})svg",
                      total_width, total_height,
-                     titled ? fmt::format("<text x=\"{}\" y=\"28\" font-size=\"16\" font-weight=\"bold\">{}</text>\n", left,
-                                          xml_escape(f.title))
+                     titled ? fmt::format("<text x=\"{}\" y=\"28\" font-size=\"16\" font-weight=\"bold\">{}</text>\n",
+                                          left, xml_escape(f.title))
                             : std::string());
   // Grid and ticks.
   out << "<g font-size=\"12\" fill=\"#333333\">\n";
   for (const Tick& t : axis_ticks(ax, 7)) {
     const double x = sx(t.value);
     if (x < left - 0.5 || x > left + width + 0.5) continue;
-    out << fmt::format("<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"#e3e3e3\"/>\n", x, top, top + height);
+    out << fmt::format("<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"#e3e3e3\"/>\n", x, top,
+                       top + height);
     if (t.major || ax.hi - ax.lo < 3) {
       out << fmt::format("<text x=\"{:.2f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x, top + height + 18,
                          xml_escape(t.label));
@@ -394,8 +404,10 @@ std::string svg_render(const Figure& f, bool titled) {
   for (const Tick& t : axis_ticks(ay, 7)) {
     const double y = sy(t.value);
     if (y < top - 0.5 || y > top + height + 0.5) continue;
-    out << fmt::format("<line x1=\"{0}\" y1=\"{1:.2f}\" x2=\"{2}\" y2=\"{1:.2f}\" stroke=\"#e3e3e3\"/>\n", left, y, left + width);
-    out << fmt::format("<text x=\"{}\" y=\"{:.2f}\" text-anchor=\"end\">{}</text>\n", left - 8, y + 4, xml_escape(t.label));
+    out << fmt::format("<line x1=\"{0}\" y1=\"{1:.2f}\" x2=\"{2}\" y2=\"{1:.2f}\" stroke=\"#e3e3e3\"/>\n", left, y,
+                       left + width);
+    out << fmt::format("<text x=\"{}\" y=\"{:.2f}\" text-anchor=\"end\">{}</text>\n", left - 8, y + 4,
+                       xml_escape(t.label));
   }
   out << "</g>\n";
   out << fmt::format(R"svg(<text x="{:.1f}" y="{}" font-size="13" text-anchor="middle">{}</text>
@@ -412,14 +424,15 @@ std::string svg_render(const Figure& f, bool titled) {
     if (s.band_low.size() >= 2) {
       out << "<polygon class=\"band\" fill=\"" << hex(s.colour) << "\" fill-opacity=\"0.16\" stroke=\"none\" points=\"";
       for (const auto& p : s.band_high) out << fmt::format("{:.2f},{:.2f} ", sx(p.x), sy(p.y));
-      for (auto it = s.band_low.rbegin(); it != s.band_low.rend(); ++it) out << fmt::format("{:.2f},{:.2f} ", sx(it->x), sy(it->y));
+      for (auto it = s.band_low.rbegin(); it != s.band_low.rend(); ++it)
+        out << fmt::format("{:.2f},{:.2f} ", sx(it->x), sy(it->y));
       out << "\"/>\n";
     }
   }
   for (const FigureSeries& s : f.series) {
     for (std::size_t k = 0; k < s.lines.size(); ++k) {
-      out << "<path class=\"run\" data-run=\"" << xml_escape(s.run_names[k]) << "\" fill=\"none\" stroke=\"" << hex(s.colour)
-          << "\" stroke-width=\"1.6\"" << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << " d=\"";
+      out << "<path class=\"run\" data-run=\"" << xml_escape(s.run_names[k]) << "\" fill=\"none\" stroke=\""
+          << hex(s.colour) << "\" stroke-width=\"1.6\"" << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << " d=\"";
       bool first = true;
       for (const analysis::CurvePoint& p : s.lines[k]) {
         const double x = sx(p.x), y = sy(p.y);
@@ -433,20 +446,22 @@ std::string svg_render(const Figure& f, bool titled) {
       if (s.lines[k].size() == 1) {
         const double x = sx(s.lines[k].front().x), y = sy(s.lines[k].front().y);
         if (std::isfinite(x) && std::isfinite(y)) {
-          out << fmt::format("<circle class=\"point\" data-run=\"{}\" cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3.5\" fill=\"{}\"/>\n",
-                             xml_escape(s.run_names[k]), x, y, hex(s.colour));
+          out << fmt::format(
+              "<circle class=\"point\" data-run=\"{}\" cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3.5\" fill=\"{}\"/>\n",
+              xml_escape(s.run_names[k]), x, y, hex(s.colour));
         }
       }
     }
     for (const analysis::CurvePoint& m : s.markers) {
-      out << fmt::format("<circle class=\"growth\" cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"4\" fill=\"white\" stroke=\"{}\" "
-                         "stroke-width=\"1.6\"/>\n",
-                         sx(m.x), sy(m.y), hex(s.colour));
+      out << fmt::format(
+          "<circle class=\"growth\" cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"4\" fill=\"white\" stroke=\"{}\" "
+          "stroke-width=\"1.6\"/>\n",
+          sx(m.x), sy(m.y), hex(s.colour));
     }
   }
   out << "</g>\n";
-  out << fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333333\"/>\n", left, top,
-                     width, height);
+  out << fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333333\"/>\n", left,
+                     top, width, height);
   // Legend, beside the plot: it never covers data.
   out << "<g font-size=\"12\">\n";
   double y = top + 8;
@@ -463,20 +478,23 @@ std::string svg_render(const Figure& f, bool titled) {
     any_marker = any_marker || !s.markers.empty();
   }
   if (any_marker) {
-    out << fmt::format("<circle cx=\"{}\" cy=\"{:.1f}\" r=\"4\" fill=\"white\" stroke=\"#333333\" stroke-width=\"1.6\"/>\n",
-                       legend_x + 13, y);
+    out << fmt::format(
+        "<circle cx=\"{}\" cy=\"{:.1f}\" r=\"4\" fill=\"white\" stroke=\"#333333\" stroke-width=\"1.6\"/>\n",
+        legend_x + 13, y);
     out << fmt::format("<text x=\"{}\" y=\"{:.1f}\">growth point</text>\n", legend_x + 34, y + 4);
     y += 20;
   }
   if (any_band) {
-    out << fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"26\" height=\"10\" fill=\"#333333\" fill-opacity=\"0.16\"/>\n",
-                       legend_x, y - 5);
+    out << fmt::format(
+        "<rect x=\"{}\" y=\"{:.1f}\" width=\"26\" height=\"10\" fill=\"#333333\" fill-opacity=\"0.16\"/>\n", legend_x,
+        y - 5);
     out << fmt::format("<text x=\"{}\" y=\"{:.1f}\">min-max over seeds</text>\n", legend_x + 34, y + 4);
   }
   out << "</g>\n";
   double cy = top + height + 72;
   for (const std::string& line : caption) {
-    out << fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" fill=\"#222222\">{}</text>\n", 20, cy, xml_escape(line));
+    out << fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" fill=\"#222222\">{}</text>\n", 20, cy,
+                       xml_escape(line));
     cy += 17;
   }
   out << "</svg>\n";
@@ -486,7 +504,9 @@ std::string svg_render(const Figure& f, bool titled) {
 std::vector<std::string> figures_write(const ExperimentResults& results, const std::string& dir, bool titled) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw UsageError(with_hint(fmt::format("cannot create the figures folder {}: {}", dir, ec.message()), "choose a writable folder"));
+  if (ec)
+    throw UsageError(with_hint(fmt::format("cannot create the figures folder {}: {}", dir, ec.message()),
+                               "choose a writable folder"));
   std::vector<std::string> written;
   bool warned = false;
   for (const Figure& f : figures_of(results)) {
@@ -498,7 +518,8 @@ std::vector<std::string> figures_write(const ExperimentResults& results, const s
     // PNG: Debian's rsvg-convert rasterises the same SVG (twice the size, for screens).
     const std::string rsvg = runner::program_path("rsvg-convert");
     if (rsvg.empty()) {
-      if (!warned) std::cerr << "warning: rsvg-convert not found, so no PNGs (install librsvg2-bin); the SVGs are written\n";
+      if (!warned)
+        std::cerr << "warning: rsvg-convert not found, so no PNGs (install librsvg2-bin); the SVGs are written\n";
       warned = true;
       continue;
     }

@@ -14,7 +14,7 @@ namespace tfw::results {
 
 struct FigureSeries {
   std::string label;
-  std::size_t colour = 0;                                 // index into series_rgb
+  std::size_t colour = 0;  // index into series_rgb
   bool dashed = false;
   std::vector<std::string> run_names;                     // one per line
   std::vector<std::vector<analysis::CurvePoint>> lines;   // one per run
@@ -23,7 +23,7 @@ struct FigureSeries {
 };
 
 struct Figure {
-  std::string id;        // the file stem: "loss_vs_flops"
+  std::string id;  // the file stem: "loss_vs_flops"
   std::string title, caption, x_label, y_label;
   bool log_x = true, log_y = false;
   std::vector<FigureSeries> series;

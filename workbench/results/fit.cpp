@@ -48,11 +48,11 @@ FamilyFit family_fit(Store& store, const std::string& family, const std::string&
     candidates.push_back(c);
   }
   if (candidates.empty()) {
-    throw UsageError(with_hint(fmt::format("no finished runs of family '{}' trained from scratch in {}{}", family,
-                                           store.path(),
-                                           experiments.empty() ? "" : fmt::format(" (experiments {})", fmt::join(experiments, ", "))),
-                               "train some first (an experiment with a grid over model sizes and budgets), or check "
-                               "the family's name with tfw plugins"));
+    throw UsageError(with_hint(
+        fmt::format("no finished runs of family '{}' trained from scratch in {}{}", family, store.path(),
+                    experiments.empty() ? "" : fmt::format(" (experiments {})", fmt::join(experiments, ", "))),
+        "train some first (an experiment with a grid over model sizes and budgets), or check "
+        "the family's name with tfw plugins"));
   }
   std::string chosen = corpus;
   if (chosen.empty()) {
@@ -76,7 +76,8 @@ FamilyFit family_fit(Store& store, const std::string& family, const std::string&
     if (c.corpus != chosen) continue;
     if (!out.tokenizer.empty() && c.tokenizer != out.tokenizer) {
       throw UsageError(with_hint(fmt::format("runs of '{}' on {} use two tokenizers ({} and {}): their losses are in "
-                                             "different units", family, chosen, out.tokenizer, c.tokenizer),
+                                             "different units",
+                                             family, chosen, out.tokenizer, c.tokenizer),
                                  "fit one tokenizer's runs: keep the others in another TFW_HOME"));
     }
     out.tokenizer = c.tokenizer;
@@ -87,13 +88,15 @@ FamilyFit family_fit(Store& store, const std::string& family, const std::string&
     // There are finished runs of the family, on other data: say which, so the user can train
     // on this corpus or fit one of those.
     std::vector<std::string> listed;
-    for (const auto& [name, count] : corpora) listed.push_back(fmt::format("{} ({} run{})", name, count, count == 1 ? "" : "s"));
-    throw UsageError(with_hint(fmt::format("no finished runs of '{}' from scratch on corpus '{}'; the finished ones are "
-                                           "on {}",
-                                           family, chosen, fmt::join(listed, ", ")),
-                               fmt::format("train some on '{}' first (a grid over model sizes and budgets), or fit "
-                                           "one of those corpora",
-                                           chosen)));
+    for (const auto& [name, count] : corpora)
+      listed.push_back(fmt::format("{} ({} run{})", name, count, count == 1 ? "" : "s"));
+    throw UsageError(
+        with_hint(fmt::format("no finished runs of '{}' from scratch on corpus '{}'; the finished ones are "
+                              "on {}",
+                              family, chosen, fmt::join(listed, ", ")),
+                  fmt::format("train some on '{}' first (a grid over model sizes and budgets), or fit "
+                              "one of those corpora",
+                              chosen)));
   }
   out.fit = analysis::scaling_law_fit(points);
   return out;

@@ -88,18 +88,20 @@ std::string measured_section(const ExperimentResults& results) {
   };
   std::ostringstream out;
   out << "## What was measured\n\n";
-  out << fmt::format("- **Runs:** {} finished of {} planned, in {} groups that differ only in seed.\n", finished, planned,
-                     results.variants().size());
+  out << fmt::format("- **Runs:** {} finished of {} planned, in {} groups that differ only in seed.\n", finished,
+                     planned, results.variants().size());
   out << fmt::format("- **Seeds:** {}.\n", seeds.empty() ? std::string("none (one run per group)") : join(seeds));
   out << fmt::format("- **Scale:** {} to {} parameters; {} training tokens in all; data {}.\n", grouped(low),
                      grouped(high), grouped(tokens), join(results.corpora()));
-  out << fmt::format("- **Compute:** {:.3e} training FLOPs in all (each run's own, so a lineage counts once).\n", flops);
+  out << fmt::format("- **Compute:** {:.3e} training FLOPs in all (each run's own, so a lineage counts once).\n",
+                     flops);
   out << fmt::format("- **Wall time:** {} summed over the runs, which ran {} on {}.\n", seconds_text(wall),
                      at_most == 1 ? std::string("one at a time") : fmt::format("up to {} at a time", at_most),
                      join(hosts));
-  out << fmt::format("- **Contention:** {} of {} runs shared the CPU with other work for more than a quarter of their "
-                     "time (the largest share of other work: {:.0f}%). Loss values do not depend on it; wall times do.\n",
-                     contended, finished, 100 * most_other);
+  out << fmt::format(
+      "- **Contention:** {} of {} runs shared the CPU with other work for more than a quarter of their "
+      "time (the largest share of other work: {:.0f}%). Loss values do not depend on it; wall times do.\n",
+      contended, finished, 100 * most_other);
   out << "\n";
   return out.str();
 }
@@ -125,7 +127,8 @@ std::string setup_section(const ExperimentResults& results) {
     } catch (const toml::parse_error&) {
       continue;
     }
-    const toml::node_view<const toml::node> model = std::as_const(config)["model"], train = std::as_const(config)["train"],
+    const toml::node_view<const toml::node> model = std::as_const(config)["model"],
+                                            train = std::as_const(config)["train"],
                                             data = std::as_const(config)["data"];
     std::string shape;
     for (const char* key : {"layers", "d", "heads", "n_attn", "n_ffn", "d_ffn", "patch", "image_size"}) {
@@ -135,14 +138,16 @@ std::string setup_section(const ExperimentResults& results) {
     std::string corpus = text(data["corpus"]);
     if (corpus.empty()) corpus = text(data["dataset"]);
     const std::string seq = text(train["seq_len"]) == "0" || text(train["seq_len"]).empty() ? text(model["seq_len"])
-                                                                                          : text(train["seq_len"]);
-    const std::string batch = seq.empty() ? text(train["batch_size"]) : fmt::format("{} × {}", text(train["batch_size"]), seq);
-    std::string schedule = fmt::format("{}, {} warm-up steps, cosine to {}×", text(train["lr"]), text(train["warmup_steps"]),
-                                       text(train["min_lr_ratio"]));
-    if (text(train["min_lr_ratio"]) == "1.0") schedule = fmt::format("{} constant, {} warm-up steps", text(train["lr"]),
-                                                                    text(train["warmup_steps"]));
-    const std::string optimiser = fmt::format("AdamW β {}, {}; decay {}; clip {}", text(train["beta1"]), text(train["beta2"]),
-                                              text(train["weight_decay"]), text(train["grad_clip"]));
+                                                                                            : text(train["seq_len"]);
+    const std::string batch =
+        seq.empty() ? text(train["batch_size"]) : fmt::format("{} × {}", text(train["batch_size"]), seq);
+    std::string schedule = fmt::format("{}, {} warm-up steps, cosine to {}×", text(train["lr"]),
+                                       text(train["warmup_steps"]), text(train["min_lr_ratio"]));
+    if (text(train["min_lr_ratio"]) == "1.0")
+      schedule = fmt::format("{} constant, {} warm-up steps", text(train["lr"]), text(train["warmup_steps"]));
+    const std::string optimiser =
+        fmt::format("AdamW β {}, {}; decay {}; clip {}", text(train["beta1"]), text(train["beta2"]),
+                    text(train["weight_decay"]), text(train["grad_clip"]));
     std::string growth = "-";
     if (!r.growth_method.empty()) {
       growth = r.growth_method;
@@ -154,8 +159,7 @@ std::string setup_section(const ExperimentResults& results) {
                     text(toml::node_view<const toml::node>(&value));
         }
         if (!listed.empty()) growth += " (" + listed + ")";
-      } catch (const toml::parse_error&) {
-      }
+      } catch (const toml::parse_error&) {}
     }
     rows.push_back({text_cell(v.name), text_cell(r.family), count(r.parameters), text_cell(shape), text_cell(corpus),
                     count(r.tokens), text_cell(batch), text_cell(schedule), text_cell(optimiser), text_cell(growth)});
@@ -163,7 +167,8 @@ std::string setup_section(const ExperimentResults& results) {
   std::ostringstream out;
   out << "## Setup\n\n";
   if (!rows.empty()) {
-    Table table{"setup", "",
+    Table table{"setup",
+                "",
                 {column("group", "group"), column("family", "family"), column("parameters", "parameters"),
                  column("model", "model"), column("data", "data"), column("tokens per run", "tokens"),
                  column("batch × length", "batch"), column("learning rate", "lr"), column("optimiser", "optimiser"),
@@ -244,8 +249,8 @@ std::string provenance_section(const ExperimentResults& results, const std::vect
   std::vector<std::string> warnings;
   for (const auto& [variant, lines] : of_variant) {
     if (lines.size() > 1) {
-      warnings.push_back(fmt::format("the runs of group `{}` (or their ancestors) were produced differently: {}", variant,
-                                     fmt::join(lines, "; ")));
+      warnings.push_back(fmt::format("the runs of group `{}` (or their ancestors) were produced differently: {}",
+                                     variant, fmt::join(lines, "; ")));
     }
   }
   for (const ComparisonResult& c : comparisons) {
@@ -254,8 +259,9 @@ std::string provenance_section(const ExperimentResults& results, const std::vect
     std::set<std::string> both = a->second;
     both.insert(b->second.begin(), b->second.end());
     if (both.size() > 1 && a->second.size() == 1 && b->second.size() == 1) {
-      warnings.push_back(fmt::format("comparison `{}` sets runs produced differently against each other: a by {}; b by {}",
-                                     c.spec.name, *a->second.begin(), *b->second.begin()));
+      warnings.push_back(
+          fmt::format("comparison `{}` sets runs produced differently against each other: a by {}; b by {}",
+                      c.spec.name, *a->second.begin(), *b->second.begin()));
     }
   }
   out << "\n";
@@ -296,14 +302,14 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
     out << fmt::format("- **Measured:** {}; a = `{}`, b = `{}`, {} seed pair{} (comparison `{}`).\n", c.quantity,
                        c.spec.a, c.spec.b, c.seeds.size(), c.seeds.size() == 1 ? "" : "s", c.spec.name);
     if (c.difference) {
-      out << fmt::format("- **a:** {}; **b:** {}{}.\n", mean_text(c.a_mean, "{:.4f}"),
-                         mean_text(c.b_mean, "{:.4f}"), c.log_scale ? " (log10 FLOPs)" : "");
+      out << fmt::format("- **a:** {}; **b:** {}{}.\n", mean_text(c.a_mean, "{:.4f}"), mean_text(c.b_mean, "{:.4f}"),
+                         c.log_scale ? " (log10 FLOPs)" : "");
       const analysis::MeanInterval& d = c.difference->difference;
       if (c.log_scale) {
         out << fmt::format("- **Ratio a / b:** {:.3f}{}.\n", std::pow(10.0, d.mean),
-                           d.has_interval() ? fmt::format(", 95% CI [{:.3f}, {:.3f}]", std::pow(10.0, d.low),
-                                                          std::pow(10.0, d.high))
-                                            : std::string(" (n = 1: no interval)"));
+                           d.has_interval()
+                               ? fmt::format(", 95% CI [{:.3f}, {:.3f}]", std::pow(10.0, d.low), std::pow(10.0, d.high))
+                               : std::string(" (n = 1: no interval)"));
       } else {
         out << fmt::format("- **Difference a - b:** {:+.4f}{}.\n", d.mean,
                            d.has_interval() ? fmt::format(", 95% CI [{:+.4f}, {:+.4f}]", d.low, d.high)
@@ -326,7 +332,8 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
     out << "\n";
     claims.push_back({e.name, c.spec.claim, c.spec.paper, c.verdict, file});
   }
-  if (number == 0) out << "This experiment's file names no claims (`claim = \"...\"` in a `[comparisons.NAME]` table).\n\n";
+  if (number == 0)
+    out << "This experiment's file names no claims (`claim = \"...\"` in a `[comparisons.NAME]` table).\n\n";
 
   out << provenance_section(results, comparisons);
 
@@ -335,8 +342,8 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
   written.insert(written.end(), figures.begin(), figures.end());
   out << "## Figures\n\n";
   for (const Figure& f : figures_of(results)) {
-    out << fmt::format("![{}]({}/{}.svg)\n\n*{}* (PNG: [{}/{}.png]({}/{}.png))\n\n", f.title, figure_dir, f.id, f.caption,
-                       figure_dir, f.id, figure_dir, f.id);
+    out << fmt::format("![{}]({}/{}.svg)\n\n*{}* (PNG: [{}/{}.png]({}/{}.png))\n\n", f.title, figure_dir, f.id,
+                       f.caption, figure_dir, f.id, figure_dir, f.id);
   }
 
   // Tables.
@@ -348,7 +355,8 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
   tables.push_back(per_run.ledger);
   out << "## Tables\n\nValidation loss is in nats per token (per byte for the byte tokenizer; per image for an image "
          "classifier, whose accuracy is the share of validation images classified right). The paper's numbers "
-         "are at its own scale, and some are of another task (the last columns say which): compare trends, not values.\n\n";
+         "are at its own scale, and some are of another task (the last columns say which): compare trends, not "
+         "values.\n\n";
   out << render_md(tables);
 
   const std::string path = (fs::path(options.out_dir) / file).string();
@@ -367,12 +375,12 @@ std::string report_index(const std::vector<ClaimLine>& claims, const ReportOptio
   out << "| experiment | claim | paper | verdict |\n|---|---|---|---|\n";
   std::map<std::string, int> counts;
   for (const ClaimLine& c : claims) {
-    out << fmt::format("| [{}]({}) | {} | {} | **{}** |\n", c.experiment, c.file, c.claim, c.paper.empty() ? "-" : c.paper,
-                       c.verdict);
+    out << fmt::format("| [{}]({}) | {} | {} | **{}** |\n", c.experiment, c.file, c.claim,
+                       c.paper.empty() ? "-" : c.paper, c.verdict);
     counts[c.verdict] += 1;
   }
-  out << fmt::format("\n{} claims: {} supported, {} not supported, {} inconclusive.\n", claims.size(), counts["supported"],
-                     counts["not supported"], counts["inconclusive"]);
+  out << fmt::format("\n{} claims: {} supported, {} not supported, {} inconclusive.\n", claims.size(),
+                     counts["supported"], counts["not supported"], counts["inconclusive"]);
   return out.str();
 }
 

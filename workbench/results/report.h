@@ -11,11 +11,11 @@
 namespace tfw::results {
 
 struct ReportOptions {
-  std::string out_dir;            // the reports, figures under out_dir/figures/EXPERIMENT/
-  std::string paper_results;      // assets/paper_results.toml
-  std::string command;            // the command line, quoted in the report
-  std::string tool_version;       // "tfw 0.x (LibTorch 1.13.0)"
-  std::string preface;            // Markdown put at the top of the index (several experiments)
+  std::string out_dir;                   // the reports, figures under out_dir/figures/EXPERIMENT/
+  std::string paper_results;             // assets/paper_results.toml
+  std::string command;                   // the command line, quoted in the report
+  std::string tool_version;              // "tfw 0.x (LibTorch 1.13.0)"
+  std::string preface;                   // Markdown put at the top of the index (several experiments)
   std::string source = "the run store";  // where the runs were read: "the run store", "the bundle FILE"
 };
 

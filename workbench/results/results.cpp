@@ -89,7 +89,8 @@ void ExperimentResults::group() {
     variants_[it->second].runs.push_back(&run);
   }
   for (Variant& v : variants_) {
-    std::stable_sort(v.runs.begin(), v.runs.end(), [](const RunResult* x, const RunResult* y) { return x->seed < y->seed; });
+    std::stable_sort(v.runs.begin(), v.runs.end(),
+                     [](const RunResult* x, const RunResult* y) { return x->seed < y->seed; });
   }
 }
 
@@ -145,7 +146,7 @@ double ExperimentResults::final_value(const RunResult& run, const std::string& m
 }
 
 std::vector<analysis::CurvePoint> ExperimentResults::curve(const RunResult& run, const std::string& metric,
-                                                          Axis axis) const {
+                                                           Axis axis) const {
   std::vector<analysis::CurvePoint> curve;
   if (!run.record) return curve;
   if (axis == Axis::OwnTokens) {
@@ -165,7 +166,8 @@ std::vector<analysis::CurvePoint> ExperimentResults::curve(const RunResult& run,
     double tokens_at_limit = 0;
     for (const MetricPoint& p : points(view, metric)) {
       if (p.flops > limit * (1 + 1e-9)) break;
-      const double x = axis == Axis::CumulativeFlops ? inherited + p.flops : token_offset + static_cast<double>(p.tokens);
+      const double x =
+          axis == Axis::CumulativeFlops ? inherited + p.flops : token_offset + static_cast<double>(p.tokens);
       curve.push_back({x, p.value});
       tokens_at_limit = static_cast<double>(p.tokens);
     }
@@ -212,7 +214,7 @@ std::string verdict_rule() {
 namespace {
 
 using SeedRuns = std::map<std::int64_t, const RunResult*>;  // one side's finished runs by seed
-using Values = std::array<double, 2>;                      // one pair's quantity: side a, side b
+using Values = std::array<double, 2>;                       // one pair's quantity: side a, side b
 
 [[noreturn]] void fail(const ComparisonSpec& spec, const std::string& message, const std::string& hint) {
   throw UsageError(with_hint(fmt::format("comparison {}: {}", spec.name, message), hint));
@@ -242,9 +244,8 @@ std::array<SeedRuns, 2> finished_sides(const ExperimentResults& results, const C
     for (const RunResult* run : variant->finished()) side[s][run->seed] = run;
     if (side[s].empty()) {
       fail(spec, fmt::format("'{}' has no finished runs (an empty group)", side_name(spec, s)),
-           fmt::format("run the experiment first: tfw run {}", results.experiment().path.empty()
-                                                                   ? results.experiment().name
-                                                                   : results.experiment().path));
+           fmt::format("run the experiment first: tfw run {}",
+                       results.experiment().path.empty() ? results.experiment().name : results.experiment().path));
     }
   }
   return side;
@@ -262,7 +263,8 @@ void pair_seeds(const std::array<SeedRuns, 2>& side, const ComparisonSpec& spec,
       }
     }
   }
-  if (out.seeds.empty()) fail(spec, fmt::format("{} and {} have no seed in common", spec.a, spec.b), "run both with the same seeds");
+  if (out.seeds.empty())
+    fail(spec, fmt::format("{} and {} have no seed in common", spec.a, spec.b), "run both with the same seeds");
 }
 
 // measure = loss, at = end: each side's final value.
@@ -270,7 +272,8 @@ Values final_values(const ExperimentResults& results, const ComparisonSpec& spec
   Values value = {kNaN, kNaN};
   for (int s = 0; s < 2; ++s) {
     value[s] = results.final_value(*pair.runs[s], spec.metric);
-    if (!std::isfinite(value[s])) fail(spec, fmt::format("{} has no {} values", pair.context(s), spec.metric), "check the metric name");
+    if (!std::isfinite(value[s]))
+      fail(spec, fmt::format("{} has no {} values", pair.context(s), spec.metric), "check the metric name");
   }
   return value;
 }
@@ -305,7 +308,8 @@ Values flops_to_reach(const ExperimentResults& results, const ComparisonSpec& sp
   if (!spec.reach_side.empty()) target = results.final_value(*pair.runs[side_index(spec.reach_side)], spec.metric);
   Values value = {kNaN, kNaN};
   for (int s = 0; s < 2; ++s) {
-    const auto reached = analysis::first_reaching(results.curve(*pair.runs[s], spec.metric, Axis::CumulativeFlops), target);
+    const auto reached =
+        analysis::first_reaching(results.curve(*pair.runs[s], spec.metric, Axis::CumulativeFlops), target);
     if (reached) {
       value[s] = *reached;
     } else {
@@ -335,12 +339,15 @@ Values forgetting(const ExperimentResults& results, const ComparisonSpec& spec, 
   for (int s = 0; s < 2; ++s) {
     const RunResult& run = *pair.runs[s];
     if (run.record->parent == 0) {
-      fail(spec, fmt::format("{} was not grown from another run: forgetting compares a grown run with its parent",
-                             pair.context(s)), "name grown runs on both sides");
+      fail(spec,
+           fmt::format("{} was not grown from another run: forgetting compares a grown run with its parent",
+                       pair.context(s)),
+           "name grown runs on both sides");
     }
     RunResult parent;
     parent.record = results.store().run_get(run.record->parent);
-    if (!parent.record) fail(spec, fmt::format("{}: its parent run {} is not in the store", pair.context(s), run.record->parent), "");
+    if (!parent.record)
+      fail(spec, fmt::format("{}: its parent run {} is not in the store", pair.context(s), run.record->parent), "");
     value[s] = final_on_corpus(results, spec, pair.seed, run) - final_on_corpus(results, spec, pair.seed, parent);
   }
   return value;
@@ -374,18 +381,22 @@ void describe(const ComparisonSpec& spec, ComparisonResult& out) {
     out.unit = "FLOPs";
     out.log_scale = true;
   } else if (spec.measure == "forgetting") {
-    out.quantity = fmt::format("rise of {} on {} from the parent's end to the grown run's end", spec.metric, spec.corpus);
+    out.quantity =
+        fmt::format("rise of {} on {} from the parent's end to the grown run's end", spec.metric, spec.corpus);
     out.unit = "nats/token";
   } else {
     out.unit = "nats/token";
   }
   if (spec.measure == "loss" && spec.at != "end") {
-    out.notes.push_back(fmt::format("curves read at the budget by interpolating between evaluations linearly in loss "
-                                    "and in log({})", spec.at == "tokens" ? "tokens" : "FLOPs"));
+    out.notes.push_back(
+        fmt::format("curves read at the budget by interpolating between evaluations linearly in loss "
+                    "and in log({})",
+                    spec.at == "tokens" ? "tokens" : "FLOPs"));
   }
   if (spec.measure == "compute_to_reach") {
-    out.notes.push_back("the FLOPs at which a curve first reaches the target are interpolated between evaluations, "
-                        "linearly in loss and in log(FLOPs)");
+    out.notes.push_back(
+        "the FLOPs at which a curve first reaches the target are interpolated between evaluations, "
+        "linearly in loss and in log(FLOPs)");
   }
 }
 
@@ -414,10 +425,12 @@ void verdict_unreached(const ComparisonSpec& spec, ComparisonResult& out) {
   // Only one side failing in every pair decides; anything else has no interval.
   if (out.unreached_a == pairs && out.unreached_b == 0) {
     out.verdict = claimed_less ? "not supported" : "supported";
-    out.verdict_reason = fmt::format("{} never reaches the target in any of {} seeds; {} always does", spec.a, pairs, spec.b);
+    out.verdict_reason =
+        fmt::format("{} never reaches the target in any of {} seeds; {} always does", spec.a, pairs, spec.b);
   } else if (out.unreached_b == pairs && out.unreached_a == 0) {
     out.verdict = claimed_less ? "supported" : "not supported";
-    out.verdict_reason = fmt::format("{} never reaches the target in any of {} seeds; {} always does", spec.b, pairs, spec.a);
+    out.verdict_reason =
+        fmt::format("{} never reaches the target in any of {} seeds; {} always does", spec.b, pairs, spec.a);
   } else {
     out.verdict = "inconclusive";
     out.verdict_reason = "the target is not reached in some seeds only";
@@ -428,7 +441,7 @@ void verdict_unreached(const ComparisonSpec& spec, ComparisonResult& out) {
 void verdict_from_interval(const ComparisonSpec& spec, ComparisonResult& out) {
   const bool claimed_less = spec.expect == "a < b";
   const analysis::MeanInterval& d = out.difference->difference;
-  const bool below = d.high < 0, above = d.low > 0;
+  const bool below = d.high<0, above = d.low> 0;
   const std::string interval = fmt::format("the 95% CI of a - b, [{:.4g}, {:.4g}]", d.low, d.high);
   if ((claimed_less && below) || (!claimed_less && above)) {
     out.verdict = "supported";

@@ -79,7 +79,7 @@ std::vector<MetricPoint> metric_points(Store& store, std::int64_t run, const std
 // Runs that differ only in seed: the same experiment and the same resolved config once
 // train.seed and the name are set aside. Groups keep the order of their first run.
 struct SeedGroup {
-  std::string label;                 // the first run's name without its seed suffix -sN
+  std::string label;  // the first run's name without its seed suffix -sN
   std::vector<const RunRecord*> runs;
 };
 std::vector<SeedGroup> group_by_seed(const std::vector<RunRecord>& runs);
@@ -87,15 +87,15 @@ std::vector<SeedGroup> group_by_seed(const std::vector<RunRecord>& runs);
 // One named comparison, evaluated over the seeds both sides finished.
 struct ComparisonResult {
   ComparisonSpec spec;
-  std::vector<std::int64_t> seeds;        // the pairs, by seed
-  std::vector<double> a, b;               // the quantity per pair (loss; FLOPs to reach; rise in loss)
-  std::vector<std::string> notes;         // unpaired seeds, targets not reached, how values were read
-  std::string quantity, unit;             // "val/loss at 1.2e13 cumulative FLOPs", "nats/token"
-  bool log_scale = false;                 // compute: the difference is of log10 FLOPs (a ratio)
+  std::vector<std::int64_t> seeds;                       // the pairs, by seed
+  std::vector<double> a, b;                              // the quantity per pair (loss; FLOPs to reach; rise in loss)
+  std::vector<std::string> notes;                        // unpaired seeds, targets not reached, how values were read
+  std::string quantity, unit;                            // "val/loss at 1.2e13 cumulative FLOPs", "nats/token"
+  bool log_scale = false;                                // compute: the difference is of log10 FLOPs (a ratio)
   std::optional<analysis::PairedDifference> difference;  // a - b (log10 a - log10 b when log_scale)
-  analysis::MeanInterval a_mean, b_mean;  // of the quantity on each side (of log10 when log_scale)
+  analysis::MeanInterval a_mean, b_mean;                 // of the quantity on each side (of log10 when log_scale)
   std::size_t unreached_a = 0, unreached_b = 0;
-  std::string verdict;                    // supported, not supported, inconclusive
+  std::string verdict;  // supported, not supported, inconclusive
   std::string verdict_reason;
 };
 

@@ -45,7 +45,8 @@ Table groups_table(const ExperimentResults& results, const std::string& metric) 
     }
     std::string seed_list;
     for (std::int64_t s : seeds) seed_list += (seed_list.empty() ? "" : " ") + std::to_string(s);
-    std::vector<Cell> row = {text_cell(v.name), text_cell(any ? any->family : "-"),
+    std::vector<Cell> row = {text_cell(v.name),
+                             text_cell(any ? any->family : "-"),
                              text_cell(seed_list.empty() ? "-" : seed_list),
                              count(static_cast<std::int64_t>(values.size())),
                              any ? count(any->parameters) : text_cell("-"),
@@ -81,14 +82,14 @@ std::vector<Table> groups_tables(const ExperimentResults& results) {
 }
 
 Table evaluations_table(const ExperimentResults& results) {
-  Table table{"evaluations",
-              fmt::format("{}: tfw eval of each run's last checkpoint, over seeds (mean, 95% Student-t CI)",
-                          results.experiment().name),
-              {column("run (all seeds)", "variant"), column("corpus", "corpus"), column("parameter blocks", "blocks"),
-               column("metric", "metric"), column("runs", "runs"), column("mean", "mean"),
-               column("95% CI", "ci95_half_width"), column("min", "min"), column("max", "max"),
-               column("per seed", "per_seed")},
-              {}};
+  Table table{
+      "evaluations",
+      fmt::format("{}: tfw eval of each run's last checkpoint, over seeds (mean, 95% Student-t CI)",
+                  results.experiment().name),
+      {column("run (all seeds)", "variant"), column("corpus", "corpus"), column("parameter blocks", "blocks"),
+       column("metric", "metric"), column("runs", "runs"), column("mean", "mean"), column("95% CI", "ci95_half_width"),
+       column("min", "min"), column("max", "max"), column("per seed", "per_seed")},
+      {}};
   static const std::vector<std::string> kMetrics = {"loss", "bits_per_byte", "cloze_accuracy", "cloze_logprob"};
   for (const Variant& v : results.variants()) {
     // (corpus, blocks, metric) -> the last value of each finished run, with its seed.
@@ -109,7 +110,8 @@ Table evaluations_table(const ExperimentResults& results) {
       std::string per_seed;
       for (const auto& [seed, x] : values) {
         if (std::isfinite(x)) xs.push_back(x);
-        per_seed += fmt::format("{}{}{:.4f}", per_seed.empty() ? "" : "; ", seed >= 0 ? fmt::format("s{}: ", seed) : "", x);
+        per_seed +=
+            fmt::format("{}{}{:.4f}", per_seed.empty() ? "" : "; ", seed >= 0 ? fmt::format("s{}: ", seed) : "", x);
       }
       std::vector<Cell> row = {text_cell(v.name), text_cell(corpus), text_cell(blocks.empty() ? "all" : blocks),
                                text_cell(kMetrics[metric]), count(static_cast<std::int64_t>(xs.size()))};
@@ -142,17 +144,16 @@ Table comparisons_table(const std::string& experiment, const std::vector<Compari
               {column("comparison", "comparison"), column("a", "a"), column("b", "b"), column("quantity", "quantity"),
                column("pairs", "pairs"), column("a (mean)", "a_mean"), column("b (mean)", "b_mean"),
                column("a - b or a / b", "difference"), column("95% CI low", "ci95_low"),
-               column("95% CI high", "ci95_high"), column("scale", "scale"),
-               column("seeds with a < b", "seeds_a_less"), column("claimed", "claimed"), column("verdict", "verdict")},
+               column("95% CI high", "ci95_high"), column("scale", "scale"), column("seeds with a < b", "seeds_a_less"),
+               column("claimed", "claimed"), column("verdict", "verdict")},
               {}};
   for (const ComparisonResult& c : comparisons) {
     const bool log = c.log_scale;
     auto shown = [&](double x) {
-      return log ? Cell{fmt::format("{:.3e}", std::pow(10.0, x)), fmt::format("{}", std::pow(10.0, x))}
-                 : number(x);
+      return log ? Cell{fmt::format("{:.3e}", std::pow(10.0, x)), fmt::format("{}", std::pow(10.0, x))} : number(x);
     };
-    std::vector<Cell> row = {text_cell(c.spec.name), text_cell(c.spec.a), text_cell(c.spec.b),
-                             text_cell(c.quantity), count(static_cast<std::int64_t>(c.seeds.size()))};
+    std::vector<Cell> row = {text_cell(c.spec.name), text_cell(c.spec.a), text_cell(c.spec.b), text_cell(c.quantity),
+                             count(static_cast<std::int64_t>(c.seeds.size()))};
     if (c.difference) {
       const analysis::MeanInterval& d = c.difference->difference;
       row.push_back(shown(c.a_mean.mean));
@@ -183,12 +184,12 @@ Table comparisons_table(const std::string& experiment, const std::vector<Compari
 }
 
 Table comparison_seeds_table(const std::string& experiment, const std::vector<ComparisonResult>& comparisons) {
-  Table table{"comparison_seeds",
-              fmt::format("{}: each comparison's pairs, one row per seed (the quantity on each side, and a - b)",
-                          experiment),
-              {column("comparison", "comparison"), column("seed", "seed"), column("a", "a"), column("b", "b"),
-               column("a - b", "difference")},
-              {}};
+  Table table{
+      "comparison_seeds",
+      fmt::format("{}: each comparison's pairs, one row per seed (the quantity on each side, and a - b)", experiment),
+      {column("comparison", "comparison"), column("seed", "seed"), column("a", "a"), column("b", "b"),
+       column("a - b", "difference")},
+      {}};
   for (const ComparisonResult& c : comparisons) {
     for (std::size_t i = 0; i < c.seeds.size() && i < c.a.size() && i < c.b.size(); ++i) {
       // Compute is compared on log10 FLOPs; the sides are shown as FLOPs, the difference as
@@ -196,7 +197,8 @@ Table comparison_seeds_table(const std::string& experiment, const std::vector<Co
       const bool log = c.log_scale;
       auto side = [&](double x) {
         if (!std::isfinite(x)) return Cell{"not reached", ""};
-        return log ? Cell{fmt::format("{:.3e}", x), fmt::format("{}", x)} : Cell{fmt::format("{:.4f}", x), fmt::format("{}", x)};
+        return log ? Cell{fmt::format("{:.3e}", x), fmt::format("{}", x)}
+                   : Cell{fmt::format("{:.4f}", x), fmt::format("{}", x)};
       };
       const double d = log ? std::log10(c.a[i]) - std::log10(c.b[i]) : c.a[i] - c.b[i];
       table.rows.push_back({text_cell(c.spec.name), count(c.seeds[i]), side(c.a[i]), side(c.b[i]),
@@ -210,16 +212,26 @@ RunTables run_tables(const ExperimentResults& set, const std::string& paper_path
   const std::string& name = set.experiment().name;
   toml::table paper;
   if (std::filesystem::exists(paper_path)) paper = toml::parse_file(paper_path);
-  Table results{"results", fmt::format("{}: results (measured here; paper numbers at the paper's scale)", name),
-                {column("run", "run"), column("family", "family"), column("grown from", "parent"),
-                 column("growth", "growth_method"), column("parameters", "parameters"), column("tokens", "tokens"),
-                 column("val loss", "val_loss"), column("val ppl", "val_perplexity"),
+  Table results{"results",
+                fmt::format("{}: results (measured here; paper numbers at the paper's scale)", name),
+                {column("run", "run"),
+                 column("family", "family"),
+                 column("grown from", "parent"),
+                 column("growth", "growth_method"),
+                 column("parameters", "parameters"),
+                 column("tokens", "tokens"),
+                 column("val loss", "val_loss"),
+                 column("val ppl", "val_perplexity"),
                  column("val accuracy (%)", "val_accuracy_percent"),
                  {"token-token FLOPs (10^4 T^2)", "token-token FLOPs ($10^4\\,T^2$)", "token_token_flops_per_1e4_t2"},
-                 column("status", "status"), column("paper value", "paper_value"), column("paper metric", "paper_metric"),
-                 column("paper source", "paper_source"), column("paper scale", "paper_scale")},
+                 column("status", "status"),
+                 column("paper value", "paper_value"),
+                 column("paper metric", "paper_metric"),
+                 column("paper source", "paper_source"),
+                 column("paper scale", "paper_scale")},
                 {}};
-  Table ledger{"ledger", fmt::format("{}: cost ledger", name),
+  Table ledger{"ledger",
+               fmt::format("{}: cost ledger", name),
                {column("run", "run"), column("parameters", "parameters"), column("tokens", "tokens"),
                 column("stage FLOPs", "stage_flops"), column("cumulative FLOPs", "cumulative_flops"),
                 column("wall time (s)", "wall_seconds"), column("other CPU share", "other_cpu_share"),
@@ -246,7 +258,8 @@ RunTables run_tables(const ExperimentResults& set, const std::string& paper_path
       }
       const toml::table& p = *entry->as_table();
       paper_cells = {number(p["value"].value_or(std::nan("")), "{}"), text_cell(p["metric"].value_or(std::string("-"))),
-                     text_cell(p["source"].value_or(std::string("-"))), text_cell(p["scale"].value_or(std::string("-")))};
+                     text_cell(p["source"].value_or(std::string("-"))),
+                     text_cell(p["scale"].value_or(std::string("-")))};
     }
     Cell parent = none;
     if (r.parent != 0) {
@@ -265,21 +278,27 @@ RunTables run_tables(const ExperimentResults& set, const std::string& paper_path
     // the perplexity of a classifier's loss means nothing, so each shows "-" for the other.
     const std::vector<MetricPoint> accuracy = set.store().metrics(r.id, "val/accuracy");
     const bool classifier = !accuracy.empty();
-    std::vector<Cell> row = {text_cell(r.name), text_cell(r.family), parent,
-                             r.growth_method.empty() ? none : text_cell(r.growth_method), count(r.parameters),
-                             count(r.tokens), number(val), classifier ? none : number(std::exp(val), "{:.2f}"),
-                             classifier ? number(100 * accuracy.back().value, "{:.2f}") : none, token_token,
+    std::vector<Cell> row = {text_cell(r.name),
+                             text_cell(r.family),
+                             parent,
+                             r.growth_method.empty() ? none : text_cell(r.growth_method),
+                             count(r.parameters),
+                             count(r.tokens),
+                             number(val),
+                             classifier ? none : number(std::exp(val), "{:.2f}"),
+                             classifier ? number(100 * accuracy.back().value, "{:.2f}") : none,
+                             token_token,
                              text_cell(status_name(r.status))};
     row.insert(row.end(), paper_cells.begin(), paper_cells.end());
     results.rows.push_back(row);
     const double wall = r.ended > r.started ? r.ended - r.started : 0;
-    ledger.rows.push_back({text_cell(r.name), count(r.parameters), count(r.tokens), number(r.flops, "{:.3e}"),
-                           number(r.cumulative_flops, "{:.3e}"), number(wall, "{:.0f}"),
-                           number(r.final_metrics.number_or_nan("other_cpu_share"), "{:.2f}"),
-                           text_cell(r.final_metrics.number("other_cpu_share")
-                                         ? (r.final_metrics.flag("contended") ? "yes" : "no")
-                                         : "-"),
-                           text_cell(r.host)});
+    ledger.rows.push_back(
+        {text_cell(r.name), count(r.parameters), count(r.tokens), number(r.flops, "{:.3e}"),
+         number(r.cumulative_flops, "{:.3e}"), number(wall, "{:.0f}"),
+         number(r.final_metrics.number_or_nan("other_cpu_share"), "{:.2f}"),
+         text_cell(r.final_metrics.number("other_cpu_share") ? (r.final_metrics.flag("contended") ? "yes" : "no")
+                                                             : "-"),
+         text_cell(r.host)});
   }
   return {results, ledger};
 }

@@ -57,7 +57,13 @@ std::string latex_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '_': case '%': case '&': case '#': case '$': case '{': case '}':
+      case '_':
+      case '%':
+      case '&':
+      case '#':
+      case '$':
+      case '{':
+      case '}':
         out += '\\';
         out += c;
         break;
@@ -124,8 +130,8 @@ std::string render_latex(const std::vector<Table>& tables) {
     std::string label;
     for (char c : t.title.substr(0, t.title.find(':'))) label += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
     out << "% " << t.title << "\n% needs \\usepackage{booktabs} and \\usepackage{graphicx}\n"
-        << "\\begin{table}[htbp]\n\\centering\n\\caption{" << latex_escape(t.title) << "}\n\\label{tab:" << label
-        << "-" << t.name << "}\n"
+        << "\\begin{table}[htbp]\n\\centering\n\\caption{" << latex_escape(t.title) << "}\n\\label{tab:" << label << "-"
+        << t.name << "}\n"
         << "\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%\n"
         << "\\begin{tabular}{" << align << "}\n\\toprule\n";
     for (std::size_t k = 0; k < kept.size(); ++k) out << (k ? " & " : "") << t.columns[kept[k]].latex;
@@ -149,6 +155,5 @@ Cell number(double value, const char* format) {
 }
 
 Cell count(std::int64_t value) { return {grouped(value), std::to_string(value)}; }
-
 
 }  // namespace tfw::results

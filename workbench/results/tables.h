@@ -22,7 +22,7 @@ struct Cell {
 };
 
 struct Table {
-  std::string name;   // "results", "ledger", ...
+  std::string name;  // "results", "ledger", ...
   std::string title;
   std::vector<Column> columns;
   std::vector<std::vector<Cell>> rows;

@@ -66,7 +66,9 @@ void put_varint(std::string& out, std::uint64_t v) {
   out.push_back(static_cast<char>(v));
 }
 
-void put_key(std::string& out, int field, int wire) { put_varint(out, (static_cast<std::uint64_t>(field) << 3) | wire); }
+void put_key(std::string& out, int field, int wire) {
+  put_varint(out, (static_cast<std::uint64_t>(field) << 3) | wire);
+}
 
 void put_fixed(std::string& out, const void* bytes, std::size_t n) {  // little-endian hosts only (static_assert below)
   out.append(static_cast<const char*>(bytes), n);
@@ -94,7 +96,7 @@ std::string scalar_value(const std::string& tag, double value) {
   std::string v;
   put_bytes(v, 1, tag);
   const float single = static_cast<float>(value);  // simple_value is a float: TensorBoard's scalars are
-  put_key(v, 2, 5);                                 // float32 in every reader (the data server's too)
+  put_key(v, 2, 5);                                // float32 in every reader (the data server's too)
   put_fixed(v, &single, sizeof single);
   return v;
 }
@@ -124,8 +126,8 @@ bool plain_name(const std::string& name) {
 void require_plain(const std::string& what, const std::string& name) {
   if (!plain_name(name)) {
     throw UsageError(with_hint(fmt::format("{} '{}' cannot be a folder name; nothing was written", what, name),
-                          "names of letters, digits, '.', '_' and '-' (not starting with '.') export; rename "
-                          "the run or export the others"));
+                               "names of letters, digits, '.', '_' and '-' (not starting with '.') export; rename "
+                               "the run or export the others"));
   }
 }
 
@@ -147,9 +149,9 @@ struct ExportRoot {
 };
 
 [[noreturn]] void refuse_link(const fs::path& path) {
-  throw UsageError(with_hint(fmt::format("{} leads outside {} (a symbolic link below it): not written", path.string(),
-                                         t_export_root.string()),
-                             "remove the link, or export into a fresh folder"));
+  throw UsageError(with_hint(
+      fmt::format("{} leads outside {} (a symbolic link below it): not written", path.string(), t_export_root.string()),
+      "remove the link, or export into a fresh folder"));
 }
 
 // The folders down to `dir`, made one at a time below the export's folder: a link on the way
@@ -185,7 +187,9 @@ void write_file(const fs::path& path, std::string_view text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   out.close();
-  if (!out) throw Error(with_hint(fmt::format("cannot write {}", path.string()), "check the folder's permissions and free space"));
+  if (!out)
+    throw Error(
+        with_hint(fmt::format("cannot write {}", path.string()), "check the folder's permissions and free space"));
 }
 
 std::string shortest(double v) { return fmt::format("{}", v); }
@@ -216,9 +220,12 @@ std::vector<const MetricPoint*> steps_of(const std::vector<MetricPoint>& points)
 std::string yaml_quoted(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "''";
-    else if (c == '\n' || c == '\r') out += ' ';
-    else out += c;
+    if (c == '\'')
+      out += "''";
+    else if (c == '\n' || c == '\r')
+      out += ' ';
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -399,8 +406,8 @@ std::vector<std::string> mlflow_write(const ExperimentResults& set, const std::s
              fmt::format("artifact_location: {}\ncreation_time: {}\neffective_trace_archival_retention: null\n"
                          "experiment_id: '{}'\nlast_update_time: {}\nlifecycle_stage: active\nname: {}\n"
                          "trace_location: null\nworkspace: default\n",
-                         yaml_quoted("file://" + (root / exp_id).string()), millis(created), exp_id,
-                         millis(updated), yaml_quoted(experiment)));
+                         yaml_quoted("file://" + (root / exp_id).string()), millis(created), exp_id, millis(updated),
+                         yaml_quoted(experiment)));
   std::vector<std::string> written;
   for (const RunResult& run : set.runs()) {
     if (!run.record) continue;

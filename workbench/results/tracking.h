@@ -19,10 +19,9 @@ namespace tfw::results {
 // TensorBoard event files: DIR/EXPERIMENT/RUN/events.out.tfevents.STARTED.tfw, one per run
 // with points. Every recorded metric is a scalar of its own tag with the run's step, as a
 // float32 (TensorBoard's scalars are float32 in every reader; the exact doubles are in the
-// MLflow export and `--curves`); the event's wall time is the run's start plus the point's elapsed seconds. Two axis tags carry
-// what TensorBoard's x axis cannot: `axis/tokens` (the run's own training tokens at that
-// step) and `axis/cumulative_flops` (the lineage's FLOPs, inherited included). Returns the
-// files written.
+// MLflow export and `--curves`); the event's wall time is the run's start plus the point's elapsed seconds. Two axis
+// tags carry what TensorBoard's x axis cannot: `axis/tokens` (the run's own training tokens at that step) and
+// `axis/cumulative_flops` (the lineage's FLOPs, inherited included). Returns the files written.
 std::vector<std::string> tensorboard_write(const ExperimentResults& set, const std::string& dir);
 
 // MLflow's file store (the `mlruns` layout; MLflow 3 reads it with

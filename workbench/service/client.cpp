@@ -23,7 +23,8 @@ struct Client::Impl {
   void run_for(double seconds, const bool& done) {
     io.restart();
     if (seconds > 0) {
-      io.run_for(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds)));
+      io.run_for(
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds)));
     } else {
       io.run();
     }
@@ -51,7 +52,8 @@ Client::Client(const std::string& address, const std::string& token_file, double
   if (!token_file.empty()) hello["token"] = token_read(token_file);
   send(hello);
   hello_ = receive(timeout_seconds);
-  if (hello_.value("type", "") == "error") throw UsageError(fmt::format("the service refused: {}", hello_.value("error", "")));
+  if (hello_.value("type", "") == "error")
+    throw UsageError(fmt::format("the service refused: {}", hello_.value("error", "")));
 }
 
 Client::~Client() = default;

@@ -17,7 +17,8 @@ void Connection::start() {
 }
 
 void Connection::arm(double seconds, const char* why) {
-  timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds)));
+  timer.expires_after(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds)));
   std::string reason = fmt::format(fmt::runtime(why), seconds);
   timer.async_wait([self = shared_from_this(), reason, seconds](const boost::system::error_code& error) {
     if (error || self->closed) return;
@@ -30,31 +31,33 @@ void Connection::arm(double seconds, const char* why) {
 }
 
 void Connection::read() {
-  asio::async_read_until(socket, input, '\n', [self = shared_from_this()](const boost::system::error_code& error, std::size_t n) {
-    if (self->closed) return;
-    if (error == asio::error::not_found) {
-      self->fail(fmt::format("message longer than {} bytes", kMaxLine));
-      return;
-    }
-    if (error) {  // disconnect (possibly mid-message): forget it
-      self->service.drop(self);
-      return;
-    }
-    std::string line(asio::buffers_begin(self->input.data()), asio::buffers_begin(self->input.data()) + n);
-    self->input.consume(n);
-    if (json_depth(line) > kMaxDepth) {
-      self->fail(fmt::format("malformed message: arrays and objects nested deeper than {} levels", kMaxDepth));
-      return;
-    }
-    json message = json::parse(line, nullptr, false);
-    if (message.is_discarded() || !message.is_object() || !message.contains("type") || !message["type"].is_string()) {
-      self->fail("malformed message: expected one JSON object with a string \"type\" per line");
-      return;
-    }
-    self->arm(self->service.options.idle_timeout, "idle for {:g} s");
-    self->service.handle(self, message);
-    if (!self->closing) self->read();
-  });
+  asio::async_read_until(
+      socket, input, '\n', [self = shared_from_this()](const boost::system::error_code& error, std::size_t n) {
+        if (self->closed) return;
+        if (error == asio::error::not_found) {
+          self->fail(fmt::format("message longer than {} bytes", kMaxLine));
+          return;
+        }
+        if (error) {  // disconnect (possibly mid-message): forget it
+          self->service.drop(self);
+          return;
+        }
+        std::string line(asio::buffers_begin(self->input.data()), asio::buffers_begin(self->input.data()) + n);
+        self->input.consume(n);
+        if (json_depth(line) > kMaxDepth) {
+          self->fail(fmt::format("malformed message: arrays and objects nested deeper than {} levels", kMaxDepth));
+          return;
+        }
+        json message = json::parse(line, nullptr, false);
+        if (message.is_discarded() || !message.is_object() || !message.contains("type") ||
+            !message["type"].is_string()) {
+          self->fail("malformed message: expected one JSON object with a string \"type\" per line");
+          return;
+        }
+        self->arm(self->service.options.idle_timeout, "idle for {:g} s");
+        self->service.handle(self, message);
+        if (!self->closing) self->read();
+      });
 }
 
 void Connection::send(Line line) {
@@ -101,8 +104,10 @@ void Connection::write() {
                       self->service.pending_total -= self->output.front()->size();
                       self->output.pop_front();
                       self->writing = false;
-                      if (!self->output.empty()) self->write();
-                      else if (self->closing) self->service.drop(self);
+                      if (!self->output.empty())
+                        self->write();
+                      else if (self->closing)
+                        self->service.drop(self);
                     });
 }
 
@@ -168,15 +173,19 @@ void Service::Impl::handle(const std::shared_ptr<Connection>& c, const json& mes
       return c->fail(fmt::format("protocol version mismatch: this service speaks version {}", kProtocolVersion));
     }
     if (!token.empty()) {
-      const std::string given = message.contains("token") && message["token"].is_string() ? message["token"].get<std::string>() : "";
+      const std::string given =
+          message.contains("token") && message["token"].is_string() ? message["token"].get<std::string>() : "";
       if (!token_equal(given, token)) {
         return c->fail(given.empty() ? "this service needs a token: pass --token-file FILE"
                                      : "wrong token: check --token-file");
       }
     }
     c->greeted = true;
-    return reply({{"type", "hello"}, {"version", kProtocolVersion}, {"server", std::string("tfw ") + TFW_VERSION},
-                  {"home", home}, {"jobs", options.jobs}});
+    return reply({{"type", "hello"},
+                  {"version", kProtocolVersion},
+                  {"server", std::string("tfw ") + TFW_VERSION},
+                  {"home", home},
+                  {"jobs", options.jobs}});
   }
   try {
     if (type == "submit") return reply(submit(message, c->peer));
@@ -223,8 +232,10 @@ void Service::Impl::handle(const std::shared_ptr<Connection>& c, const json& mes
       }
       return reply(body);
     }
-    return c->fail(fmt::format("unknown message type '{}': use hello, submit, jobs, cancel, watch, summary, runs, "
-                               "history, checkpoints or record*", type));
+    return c->fail(
+        fmt::format("unknown message type '{}': use hello, submit, jobs, cancel, watch, summary, runs, "
+                    "history, checkpoints or record*",
+                    type));
   } catch (const std::exception& e) {
     error(e.what());
   }

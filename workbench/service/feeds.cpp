@@ -61,7 +61,8 @@ void Service::Impl::poll_loop() {
       std::lock_guard<std::mutex> lock(watched_mutex);
       runs = watched;
     }
-    for (auto it = cursors.begin(); it != cursors.end();) it = runs.count(it->first) ? std::next(it) : cursors.erase(it);
+    for (auto it = cursors.begin(); it != cursors.end();)
+      it = runs.count(it->first) ? std::next(it) : cursors.erase(it);
     try {
       for (std::int64_t run : runs) {
         const bool initial = !cursors.count(run);
@@ -71,13 +72,21 @@ void Service::Impl::poll_loop() {
                          [](const MetricPoint& a, const MetricPoint& b) { return a.step < b.step; });
         std::vector<Line> lines;
         for (const MetricPoint& p : news.points) {
-          lines.push_back(make_line({{"type", "metric"}, {"run", run}, {"key", p.key}, {"step", p.step},
-                                     {"tokens", p.tokens}, {"flops", p.flops}, {"wall", p.wall},
+          lines.push_back(make_line({{"type", "metric"},
+                                     {"run", run},
+                                     {"key", p.key},
+                                     {"step", p.step},
+                                     {"tokens", p.tokens},
+                                     {"flops", p.flops},
+                                     {"wall", p.wall},
                                      {"value", std::isfinite(p.value) ? json(p.value) : json(nullptr)}}));
         }
         for (const EventRow& event : news.events) {
           json payload = json::parse(event.payload, nullptr, false);
-          lines.push_back(make_line({{"type", "event"}, {"run", run}, {"kind", event.kind}, {"step", event.step},
+          lines.push_back(make_line({{"type", "event"},
+                                     {"run", run},
+                                     {"kind", event.kind},
+                                     {"step", event.step},
                                      {"payload", payload.is_discarded() ? json(event.payload) : payload}}));
         }
         std::optional<RunRecord> record = source.run(run);

@@ -97,9 +97,10 @@ void job_capability_keep(const std::string& address, std::int64_t job, const std
     return written && !rename_error;
   });
   if (!kept) {
-    std::cerr << fmt::format("tfw: warning: could not keep job {}'s capability in {}: this client cannot cancel the "
-                             "job, nor resubmit its name; its capability is {}\n",
-                             job, path, capability);
+    std::cerr << fmt::format(
+        "tfw: warning: could not keep job {}'s capability in {}: this client cannot cancel the "
+        "job, nor resubmit its name; its capability is {}\n",
+        job, path, capability);
   }
 }
 

@@ -52,9 +52,15 @@ std::vector<std::string> JobQueue::columns() { return detail::column_names(kJobC
 
 std::int64_t JobQueue::create(const JobRow& job) {
   sqlite3* db = store_.connection();
-  Statement s(db, "INSERT INTO jobs (kind, name, file, status, submitted, client, capability) "
-                  "VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6)");
-  s.bind(1, job.kind).bind(2, job.name).bind(3, job.file).bind(4, store_now()).bind(5, job.client).bind(6, job.capability);
+  Statement s(db,
+              "INSERT INTO jobs (kind, name, file, status, submitted, client, capability) "
+              "VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?6)");
+  s.bind(1, job.kind)
+      .bind(2, job.name)
+      .bind(3, job.file)
+      .bind(4, store_now())
+      .bind(5, job.client)
+      .bind(6, job.capability);
   s.step();
   return sqlite3_last_insert_rowid(db);
 }
@@ -67,10 +73,11 @@ void JobQueue::set_file(std::int64_t job, const std::string& file) {
 
 void JobQueue::set_status(std::int64_t job, JobStatus status, std::int64_t exit_code, const std::string& error) {
   // started is set on the way to running, ended on the way to a final state.
-  Statement s(store_.connection(), "UPDATE jobs SET status = ?2, "
-                                   "started = CASE WHEN ?2 = 'running' THEN ?3 ELSE started END, "
-                                   "ended = CASE WHEN ?2 IN ('finished','failed','cancelled') THEN ?3 ELSE NULL END, "
-                                   "exit_code = CASE WHEN ?4 < 0 THEN NULL ELSE ?4 END, error = ?5 WHERE id = ?1");
+  Statement s(store_.connection(),
+              "UPDATE jobs SET status = ?2, "
+              "started = CASE WHEN ?2 = 'running' THEN ?3 ELSE started END, "
+              "ended = CASE WHEN ?2 IN ('finished','failed','cancelled') THEN ?3 ELSE NULL END, "
+              "exit_code = CASE WHEN ?4 < 0 THEN NULL ELSE ?4 END, error = ?5 WHERE id = ?1");
   s.bind(1, job).bind(2, std::string(status_name(status))).bind(3, store_now()).bind(4, exit_code).bind(5, error);
   s.step();
 }
@@ -98,9 +105,15 @@ std::optional<JobRow> JobQueue::first_named(const std::string& name) {
 }
 
 nlohmann::json job_json(const JobRow& j) {
-  return {{"id", j.id}, {"kind", j.kind}, {"name", j.name}, {"status", status_name(j.status)}, {"submitted", j.submitted},
-          {"started", j.started}, {"ended", j.ended},
-          {"exit_code", j.exit_code < 0 ? nlohmann::json(nullptr) : nlohmann::json(j.exit_code)}, {"error", j.error}};
+  return {{"id", j.id},
+          {"kind", j.kind},
+          {"name", j.name},
+          {"status", status_name(j.status)},
+          {"submitted", j.submitted},
+          {"started", j.started},
+          {"ended", j.ended},
+          {"exit_code", j.exit_code < 0 ? nlohmann::json(nullptr) : nlohmann::json(j.exit_code)},
+          {"error", j.error}};
 }
 
 }  // namespace tfw::service

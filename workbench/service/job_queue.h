@@ -38,9 +38,9 @@ struct JobRow {
   std::string file;                 // the experiment file (under TFW_HOME/jobs/ID/)
   JobStatus status = JobStatus::queued;
   double submitted = 0, started = 0, ended = 0;
-  std::int64_t exit_code = -1;      // -1: none yet
+  std::int64_t exit_code = -1;  // -1: none yet
   std::string error;
-  std::string client;               // the peer address that submitted it
+  std::string client;  // the peer address that submitted it
   // Held by the client that submitted it: cancelling it, or submitting again
   // under its name, needs this. Never sent in job lists. "" for jobs from before: held by none.
   std::string capability;

@@ -57,7 +57,7 @@ int Service::Impl::run_job(const JobRow& job, int threads, const std::atomic<boo
     local.program = options.tfw;
     local.slots = 1;
     local.threads = threads;
-    local.cwd = folder.string();  // relative paths in the job resolve in its folder
+    local.cwd = folder.string();                  // relative paths in the job resolve in its folder
     local.environment = {"TFW_CONFINE=" + home};  // every file a run reads must lie in TFW_HOME
     runner::LocalExecutor executor(local);
     runner::BatchOptions batch;

@@ -12,7 +12,7 @@ namespace tfw::service {
 inline constexpr int kProtocolVersion = 1;
 inline constexpr const char* kDefaultAddress = "127.0.0.1:7433";
 inline constexpr std::size_t kMaxLine = 1 << 20;  // bytes per message, newline included
-inline constexpr int kMaxDepth = 64;               // nested arrays and objects per message
+inline constexpr int kMaxDepth = 64;              // nested arrays and objects per message
 
 // How deeply the arrays and objects of a JSON text nest (brackets inside strings do not
 // count), scanning no further than one level past `limit`. A message nested past kMaxDepth

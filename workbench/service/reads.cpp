@@ -119,8 +119,12 @@ json Service::Impl::read_history(const json& message) {
     cursor.last_event = news.events[i].id;
     events.push_back(std::move(item));
   }
-  return {{"type", "history"}, {"run", run}, {"points", std::move(points)}, {"events", std::move(events)},
-          {"cursor", cursor_json(cursor)}, {"more", more}};
+  return {{"type", "history"},
+          {"run", run},
+          {"points", std::move(points)},
+          {"events", std::move(events)},
+          {"cursor", cursor_json(cursor)},
+          {"more", more}};
 }
 
 json Service::Impl::read_checkpoints(const json& message) {

@@ -24,7 +24,9 @@ const json& field(const json& message, const char* key, json::value_t type) {
   const bool number = type == json::value_t::number_integer || type == json::value_t::number_float;
   if (it == message.end() || (number ? !it->is_number() : it->type() != type)) {
     throw BadRequest(fmt::format("{} needs \"{}\" ({})", message.value("type", "record"), key,
-                                 number ? "a number" : type == json::value_t::string ? "a string" : "an array"));
+                                 number                          ? "a number"
+                                 : type == json::value_t::string ? "a string"
+                                                                 : "an array"));
   }
   return *it;
 }
@@ -33,16 +35,19 @@ std::string text(const json& message, const char* key) { return field(message, k
 std::int64_t integer(const json& message, const char* key) {
   return field(message, key, json::value_t::number_integer).get<std::int64_t>();
 }
-double real(const json& message, const char* key) { return field(message, key, json::value_t::number_float).get<double>(); }
+double real(const json& message, const char* key) {
+  return field(message, key, json::value_t::number_float).get<double>();
+}
 
 // A recording client touches only the runs it created: each message about a run carries the
 // capability record_create gave for it (docs/service.md, "Recording runs").
 void require_capability(Store& store, std::int64_t run, const json& message, const std::string& type) {
   const std::string capability = message.value("capability", "");
   if (!store.record_granted(run, capability)) {
-    throw BadRequest(fmt::format("{}: run {} is not held by this client (its \"capability\" {}); a recording "
-                                 "client may write only to the runs it created with record_create",
-                                 type, run, capability.empty() ? "is missing" : "does not match"));
+    throw BadRequest(
+        fmt::format("{}: run {} is not held by this client (its \"capability\" {}); a recording "
+                    "client may write only to the runs it created with record_create",
+                    type, run, capability.empty() ? "is missing" : "does not match"));
   }
 }
 
@@ -79,9 +84,11 @@ json Service::Impl::record_create(const json& message, const std::string& book) 
     const std::string own = runner::run_dir_of(home, record.experiment, record.name);
     std::error_code ec;
     if (fs::weakly_canonical(record.run_dir, ec) != fs::weakly_canonical(own, ec)) {
-      throw BadRequest(fmt::format("record_create: run_dir '{}' is inside this service's home but is not the "
-                                   "folder of run '{}' of experiment '{}' ({}): a client may not claim another "
-                                   "run's folder", record.run_dir, record.name, record.experiment, own));
+      throw BadRequest(
+          fmt::format("record_create: run_dir '{}' is inside this service's home but is not the "
+                      "folder of run '{}' of experiment '{}' ({}): a client may not claim another "
+                      "run's folder",
+                      record.run_dir, record.name, record.experiment, own));
     }
   }
   record.inherited_flops = 0;
@@ -103,10 +110,11 @@ json Service::Impl::record_create(const json& message, const std::string& book) 
                                    ? l["parent_capability"].get<std::string>()
                                    : std::string();
       if (!store->record_granted(parent, held)) {
-        throw BadRequest(fmt::format("record_create: its lineage names run {} as the parent, which is not held by "
-                                     "this client (its \"parent_capability\" {}); a client grows only from runs it "
-                                     "recorded itself",
-                                     parent, held.empty() ? "is missing" : "does not match"));
+        throw BadRequest(
+            fmt::format("record_create: its lineage names run {} as the parent, which is not held by "
+                        "this client (its \"parent_capability\" {}); a client grows only from runs it "
+                        "recorded itself",
+                        parent, held.empty() ? "is missing" : "does not match"));
       }
     }
     id = runner::book_create(*store, record, &source);
@@ -134,7 +142,9 @@ json Service::Impl::record(const json& message) {
   if (type == "record_last_checkpoint") {  // `tfw grow --from-run EXPERIMENT/RUN --record-to`
     const std::optional<RunRecord> r = store->run_in_experiment(text(message, "experiment"), text(message, "name"));
     const std::vector<CheckpointRow> rows = r ? store->checkpoints(r->id) : std::vector<CheckpointRow>{};
-    return {{"type", "record_last_checkpoint"}, {"run", r ? r->id : 0}, {"checkpoint", rows.empty() ? "" : rows.back().path}};
+    return {{"type", "record_last_checkpoint"},
+            {"run", r ? r->id : 0},
+            {"checkpoint", rows.empty() ? "" : rows.back().path}};
   }
   if (type == "record_clear") {
     const std::optional<RunRecord> old = store->run_in_experiment(text(message, "experiment"), text(message, "name"));
@@ -166,7 +176,8 @@ json Service::Impl::record(const json& message) {
     return {{"type", "record_finished"}};
   }
   // Batches and checkpoint rows: applied once per (book, seq).
-  const std::uint64_t seq = message.contains("seq") && message["seq"].is_number_unsigned() ? message["seq"].get<std::uint64_t>() : 0;
+  const std::uint64_t seq =
+      message.contains("seq") && message["seq"].is_number_unsigned() ? message["seq"].get<std::uint64_t>() : 0;
   if (!book.empty() && seq != 0) {
     std::uint64_t& last = record_seq[book];
     if (seq <= last) return {{"type", "recorded"}, {"seq", seq}, {"duplicate", true}};
@@ -177,8 +188,8 @@ json Service::Impl::record(const json& message) {
       store->checkpoint_remove(run, text(message, "removed"));
     } else {
       store->run_set_progress(run, integer(message, "tokens"), real(message, "flops"));
-      store->checkpoint_add({run, integer(message, "step"), integer(message, "bytes"), text(message, "path"),
-                             text(message, "checksum")});
+      store->checkpoint_add(
+          {run, integer(message, "step"), integer(message, "bytes"), text(message, "path"), text(message, "checksum")});
     }
     store->run_heartbeat(run);
     return {{"type", "recorded"}, {"seq", seq}};
@@ -208,9 +219,11 @@ json Service::Impl::record(const json& message) {
     store->run_heartbeat(run);
     return {{"type", "recorded"}, {"seq", seq}};
   }
-  throw BadRequest(fmt::format("unknown message type '{}': the record messages are record, record_resolve, "
-                               "record_clear, record_create, record_resume, record_checkpoint, record_flush and "
-                               "record_finish", type));
+  throw BadRequest(
+      fmt::format("unknown message type '{}': the record messages are record, record_resolve, "
+                  "record_clear, record_create, record_resume, record_checkpoint, record_flush and "
+                  "record_finish",
+                  type));
 }
 
 }  // namespace tfw::service

@@ -62,7 +62,7 @@ void capability_write(const std::string& run_dir, const std::string& capability)
 // One queued item: a message to send as is, or a point/event that is batched.
 struct Item {
   enum Kind { point, event, message } kind = message;
-  json body;            // point: [key, step, tokens, flops, wall, value]; event: [step, kind, payload]; message
+  json body;                 // point: [key, step, tokens, flops, wall, value]; event: [step, kind, payload]; message
   std::uint64_t ticket = 0;  // message: who waits for its reply (0: nobody)
   std::int64_t run = 0;
 };
@@ -101,12 +101,12 @@ class RemoteRunBook final : public runner::RunBook {
     const json reply = call({{"type", "record_resolve"}, {"run", run}});
     const std::string dir = reply.value("run_dir", "");
     if (reply.value("id", std::int64_t{0}) == 0 || !fs::is_directory(dir)) {
-      throw UsageError(with_hint(fmt::format("run '{}' not found: not a run folder here, and the service at {} {}", run,
-                                             address_,
-                                             reply.value("id", std::int64_t{0}) == 0
-                                                 ? "knows no run of that id or name"
-                                                 : "has its folder at " + dir + ", which is not on this machine"),
-                                 "resume with the run's folder (`tfw train --resume DIR --record-to ...`)"));
+      throw UsageError(
+          with_hint(fmt::format("run '{}' not found: not a run folder here, and the service at {} {}", run, address_,
+                                reply.value("id", std::int64_t{0}) == 0
+                                    ? "knows no run of that id or name"
+                                    : "has its folder at " + dir + ", which is not on this machine"),
+                    "resume with the run's folder (`tfw train --resume DIR --record-to ...`)"));
     }
     hold(reply["id"].get<std::int64_t>(), capability_read(dir));
     return {dir, reply["id"].get<std::int64_t>()};
@@ -114,7 +114,9 @@ class RemoteRunBook final : public runner::RunBook {
 
   void clear_name(const std::string& experiment, const std::string& name, const std::string& run_dir,
                   const std::function<void(const std::string&)>& say) override {
-    const json reply = call({{"type", "record_clear"}, {"experiment", experiment}, {"name", name},
+    const json reply = call({{"type", "record_clear"},
+                             {"experiment", experiment},
+                             {"name", name},
                              {"capability", capability_read(run_dir)}});
     if (say && !reply.value("message", "").empty()) say(reply["message"].get<std::string>());
   }
@@ -123,14 +125,20 @@ class RemoteRunBook final : public runner::RunBook {
     json message = {{"type", "record_create"},
                     {"open_id", open_id_},
                     {"record",
-                     {{"experiment", record.experiment}, {"name", record.name}, {"family", record.family},
-                      {"config", record.config}, {"seed", record.seed}, {"git_commit", record.git_commit},
-                      {"host", record.host}, {"parameters", record.parameters}, {"run_dir", record.run_dir}}}};
+                     {{"experiment", record.experiment},
+                      {"name", record.name},
+                      {"family", record.family},
+                      {"config", record.config},
+                      {"seed", record.seed},
+                      {"git_commit", record.git_commit},
+                      {"host", record.host},
+                      {"parameters", record.parameters},
+                      {"run_dir", record.run_dir}}}};
     if (source != nullptr) {
-      message["lineage"] = {{"checkpoint", source->checkpoint}, {"parent_run", source->parent_run},
-                            {"inherited_flops", source->inherited_flops}, {"growth_method", source->growth_method},
-                            {"growth_options", source->growth_options},
-                            {"parent_capability", parent_capability(*source)}};
+      message["lineage"] = {
+          {"checkpoint", source->checkpoint},           {"parent_run", source->parent_run},
+          {"inherited_flops", source->inherited_flops}, {"growth_method", source->growth_method},
+          {"growth_options", source->growth_options},   {"parent_capability", parent_capability(*source)}};
     }
     const json reply = call(message);
     const std::int64_t run = reply.at("run").get<std::int64_t>();
@@ -150,8 +158,9 @@ class RemoteRunBook final : public runner::RunBook {
   }
 
   void metric(const MetricPoint& p) override {
-    enqueue({Item::point, json::array({p.key, p.step, p.tokens, p.flops, p.wall,
-                                       std::isfinite(p.value) ? json(p.value) : json(nullptr)}),
+    enqueue({Item::point,
+             json::array(
+                 {p.key, p.step, p.tokens, p.flops, p.wall, std::isfinite(p.value) ? json(p.value) : json(nullptr)}),
              0, p.run});
   }
 
@@ -163,8 +172,14 @@ class RemoteRunBook final : public runner::RunBook {
 
   void checkpoint_added(const CheckpointRow& row, std::int64_t tokens, double flops) override {
     enqueue({Item::message,
-             json{{"type", "record_checkpoint"}, {"run", row.run}, {"step", row.step}, {"bytes", row.bytes},
-                  {"path", row.path}, {"checksum", row.checksum}, {"tokens", tokens}, {"flops", flops}},
+             json{{"type", "record_checkpoint"},
+                  {"run", row.run},
+                  {"step", row.step},
+                  {"bytes", row.bytes},
+                  {"path", row.path},
+                  {"checksum", row.checksum},
+                  {"tokens", tokens},
+                  {"flops", flops}},
              0, row.run});
   }
 
@@ -176,8 +191,13 @@ class RemoteRunBook final : public runner::RunBook {
               const std::string& error) override {
     beat(run, false);
     wait_for(enqueue({Item::message,
-                      json{{"type", "record_finish"}, {"run", run}, {"status", status_name(status)}, {"tokens", tokens},
-                           {"flops", flops}, {"final_metrics", final_metrics}, {"error", error}},
+                      json{{"type", "record_finish"},
+                           {"run", run},
+                           {"status", status_name(status)},
+                           {"tokens", tokens},
+                           {"flops", flops},
+                           {"final_metrics", final_metrics},
+                           {"error", error}},
                       next_ticket(), run}));
   }
 
@@ -194,8 +214,7 @@ class RemoteRunBook final : public runner::RunBook {
     try {
       const CheckpointMeta meta = checkpoint_read_meta(source.checkpoint);
       if (meta.parent_run != 0 && !meta.parent_checkpoint.empty()) from = meta.parent_checkpoint;
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
     // RUN_DIR/checkpoints/step-N.safetensors: the run's folder is two up.
     std::error_code ec;
     const fs::path run_dir = from.parent_path().parent_path();
@@ -331,10 +350,11 @@ class RemoteRunBook final : public runner::RunBook {
         std::size_t lost = message.contains("points") ? message["points"].size() + message["events"].size() : 1;
         for (const Item& item : queue_) lost += 1;
         queue_.clear();
-        failure_ = fmt::format("{}; {} records (metric points, events, checkpoints) were not recorded there. Every "
-                               "metric is also in the run folder's metrics.jsonl; `tfw train --resume` continues from "
-                               "the last checkpoint whose points the service holds",
-                               failure, lost + unsent_);
+        failure_ = fmt::format(
+            "{}; {} records (metric points, events, checkpoints) were not recorded there. Every "
+            "metric is also in the run folder's metrics.jsonl; `tfw train --resume` continues from "
+            "the last checkpoint whose points the service holds",
+            failure, lost + unsent_);
         std::fprintf(stderr, "tfw: %s; the run stops at its next checkpoint\n", failure.c_str());
         done_.notify_all();
         // Nothing more can be sent: later records are counted, not kept.

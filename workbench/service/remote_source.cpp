@@ -54,8 +54,10 @@ auto decoded(const std::string& address, F&& decode) {
   try {
     return decode();
   } catch (const std::exception& e) {
-    throw Error(fmt::format("the service at {} sent a record this tfw cannot read ({}); are both the same "
-                            "version?", address, e.what()));
+    throw Error(
+        fmt::format("the service at {} sent a record this tfw cannot read ({}); are both the same "
+                    "version?",
+                    address, e.what()));
   }
 }
 

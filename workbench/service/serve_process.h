@@ -60,7 +60,9 @@ class ServeProcess {
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
   ServeProcess(ServeProcess&& other) noexcept
-      : process_(other.process_), folder_(std::move(other.folder_)), first_line_(std::move(other.first_line_)),
+      : process_(other.process_),
+        folder_(std::move(other.folder_)),
+        first_line_(std::move(other.first_line_)),
         address_(std::move(other.address_)) {
     other.process_ = runner::Process();
     other.folder_.clear();

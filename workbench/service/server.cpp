@@ -32,9 +32,9 @@ Service::Service(ServiceOptions options) : impl_(std::make_unique<Impl>()) {
   if (error) throw UsageError(with_hint(fmt::format("'{}' is not an IP address", host), "e.g. 127.0.0.1 or 0.0.0.0"));
   if (!s.options.token_file.empty()) s.token = token_read(s.options.token_file);
   if (!address.is_loopback() && s.token.empty()) {
-    throw UsageError(with_hint(fmt::format("refusing to listen on {} without a token: anyone who reaches it could run jobs",
-                                           s.options.listen),
-                               "pass --token-file FILE (clients then need the same file), or listen on 127.0.0.1"));
+    throw UsageError(with_hint(
+        fmt::format("refusing to listen on {} without a token: anyone who reaches it could run jobs", s.options.listen),
+        "pass --token-file FILE (clients then need the same file), or listen on 127.0.0.1"));
   }
   fs::create_directories(fs::path(s.home) / "jobs");
   // One service per TFW_HOME: two would run the same queued jobs. The lock file names the
@@ -127,7 +127,8 @@ void Service::stop() {
   asio::post(s.io, [&s] {
     boost::system::error_code ignored;
     s.acceptor.close(ignored);
-    for (const auto& c : std::vector<std::shared_ptr<Connection>>(s.connections.begin(), s.connections.end())) s.drop(c);
+    for (const auto& c : std::vector<std::shared_ptr<Connection>>(s.connections.begin(), s.connections.end()))
+      s.drop(c);
     s.io.stop();
   });
 }

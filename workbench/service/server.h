@@ -17,15 +17,15 @@ struct ServiceOptions {
   std::string home;                       // TFW_HOME
   std::string listen = "127.0.0.1:7433";  // any address but loopback needs token_file
   std::string token_file;
-  int jobs = 1;                           // worker slots (the cores are split between them)
-  std::string tfw;                        // the executable jobs run (default: this one)
-  double handshake_timeout = 10;          // seconds for a new connection's hello
-  double idle_timeout = 300;              // seconds without a request (subscribers exempt)
-  double write_timeout = 30;              // a client that takes longer to accept a write is dropped
-  std::size_t max_pending = 16u << 20;    // bytes queued to one client before it counts as too slow
+  int jobs = 1;                                // worker slots (the cores are split between them)
+  std::string tfw;                             // the executable jobs run (default: this one)
+  double handshake_timeout = 10;               // seconds for a new connection's hello
+  double idle_timeout = 300;                   // seconds without a request (subscribers exempt)
+  double write_timeout = 30;                   // a client that takes longer to accept a write is dropped
+  std::size_t max_pending = 16u << 20;         // bytes queued to one client before it counts as too slow
   std::size_t max_pending_total = 256u << 20;  // bytes queued to all clients: the largest queue is dropped
-  double poll_interval = 0.02;            // seconds between store reads for watched runs
-  std::size_t max_connections = 256;      // more are answered with an error and closed
+  double poll_interval = 0.02;                 // seconds between store reads for watched runs
+  std::size_t max_connections = 256;           // more are answered with an error and closed
 };
 
 class Service {

@@ -50,9 +50,9 @@ struct Service::Impl {
   std::string token;  // "" when the service has none (loopback only)
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  std::unique_ptr<Store> store;  // io thread: requests
+  std::unique_ptr<Store> store;                // io thread: requests
   std::unique_ptr<LocalRunSource> run_reader;  // io thread: runs, history, checkpoints (reads.cpp)
-  int lock_fd = -1;              // TFW_HOME/service.lock, held while serving
+  int lock_fd = -1;                            // TFW_HOME/service.lock, held while serving
   std::atomic<bool> stopping{false};
 
   // Live feeds, io thread only.

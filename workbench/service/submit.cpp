@@ -62,7 +62,8 @@ std::string job_capability(Store& store, const std::string& name, const std::str
 json Service::Impl::submit(const json& message, const std::string& client) {
   const bool experiment = message.contains("experiment");
   if (experiment == message.contains("run") || !(experiment ? message["experiment"] : message["run"]).is_string()) {
-    throw UsageError("submit needs exactly one of \"experiment\" (experiment TOML text) or \"run\" (run config TOML text)");
+    throw UsageError(
+        "submit needs exactly one of \"experiment\" (experiment TOML text) or \"run\" (run config TOML text)");
   }
   const std::string text = experiment ? message["experiment"] : message["run"];
   std::string name = message.contains("name") && message["name"].is_string() ? message["name"].get<std::string>() : "";
@@ -70,14 +71,17 @@ json Service::Impl::submit(const json& message, const std::string& client) {
   try {
     table = toml::parse(text, std::string(experiment ? "experiment.toml" : "run.toml"));
   } catch (const toml::parse_error& e) {
-    throw UsageError(fmt::format("submitted TOML does not parse: {} at line {}", e.description(), e.source().begin.line));
+    throw UsageError(
+        fmt::format("submitted TOML does not parse: {} at line {}", e.description(), e.source().begin.line));
   }
   if (experiment && name.empty()) name = table["experiment"]["name"].value_or(std::string());
   if (!experiment && name.empty()) name = table["name"].value_or(std::string());
   if (name.empty()) throw UsageError("give the job a name: \"name\", or experiment.name in the TOML");
   if (!name_ok(name)) {
-    throw UsageError(fmt::format("'{}' is not a usable name: letters, digits and '_', '-', '.', '+', '=', starting "
-                                 "with a letter or digit", name));
+    throw UsageError(
+        fmt::format("'{}' is not a usable name: letters, digits and '_', '-', '.', '+', '=', starting "
+                    "with a letter or digit",
+                    name));
   }
   if (message.contains("capability") && !message["capability"].is_string()) {
     throw UsageError("submit: \"capability\" must be a string (the one a submit of this name replied with)");
@@ -91,21 +95,24 @@ json Service::Impl::submit(const json& message, const std::string& client) {
   // below; and the job itself runs confined to TFW_HOME (TFW_CONFINE), in its job folder.
   std::vector<std::pair<std::string, std::string>> paths;
   if (experiment) {
-    if (auto extends = table["experiment"]["extends"].value<std::string>()) paths.emplace_back("experiment.extends", *extends);
+    if (auto extends = table["experiment"]["extends"].value<std::string>())
+      paths.emplace_back("experiment.extends", *extends);
     if (toml::table* runs = table["runs"].as_table()) {
       for (auto&& [run, node] : *runs) {
         if (!node.is_table()) continue;
         const std::string where = "runs." + std::string(run.str());
-        if (auto config = node.as_table()->get_as<std::string>("config")) paths.emplace_back(where + ".config", config->get());
+        if (auto config = node.as_table()->get_as<std::string>("config"))
+          paths.emplace_back(where + ".config", config->get());
       }
     }
   }
   auto escapes = [&](const std::string& key, const std::string& path) {
     if (path_inside(fs::path(path).is_absolute() ? path : (staging / path).string(), home)) return;
     fs::remove_all(staging);
-    throw UsageError(fmt::format("{} = '{}' escapes TFW_HOME ({}): a submission may only name files inside it "
-                                 "(`tfw submit` inlines config files for you)",
-                                 key, path, home));
+    throw UsageError(
+        fmt::format("{} = '{}' escapes TFW_HOME ({}): a submission may only name files inside it "
+                    "(`tfw submit` inlines config files for you)",
+                    key, path, home));
   };
   for (const auto& [key, path] : paths) escapes(key, path);
   // Planned from the parsed table (no file round trip); the job's file is written once it is
@@ -124,7 +131,8 @@ json Service::Impl::submit(const json& message, const std::string& client) {
   } catch (const std::exception& e) {
     fs::remove_all(staging);
     std::string what = e.what();
-    for (std::size_t at; (at = what.find(staging.string() + "/")) != std::string::npos;) what.erase(at, staging.string().size() + 1);
+    for (std::size_t at; (at = what.find(staging.string() + "/")) != std::string::npos;)
+      what.erase(at, staging.string().size() + 1);
     throw UsageError(what);
   }
   if (experiment && plan.name != name) {
@@ -140,10 +148,10 @@ json Service::Impl::submit(const json& message, const std::string& client) {
       escapes(key, corpus);
       if (!fs::exists(fs::path(corpus).is_absolute() ? fs::path(corpus) : staging / corpus)) {
         fs::remove_all(staging);
-        throw UsageError(with_hint(fmt::format("{} = '{}' is neither a built-in corpus nor a file in TFW_HOME", key,
-                                               corpus),
-                                   "relative paths resolve against the job's folder, TFW_HOME/jobs/ID/ (so "
-                                   "'../../FILE' is TFW_HOME/FILE); copy the text into TFW_HOME first"));
+        throw UsageError(
+            with_hint(fmt::format("{} = '{}' is neither a built-in corpus nor a file in TFW_HOME", key, corpus),
+                      "relative paths resolve against the job's folder, TFW_HOME/jobs/ID/ (so "
+                      "'../../FILE' is TFW_HOME/FILE); copy the text into TFW_HOME first"));
       }
     }
     try {

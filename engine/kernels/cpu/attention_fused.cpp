@@ -100,8 +100,7 @@ template <typename T>
 struct HeadView {
   T* data;
   std::int64_t s0, s1, ld;
-  HeadView(const torch::Tensor& x)
-      : data(x.data_ptr<T>()), s0(x.stride(0)), s1(x.stride(1)), ld(x.stride(2)) {}
+  HeadView(const torch::Tensor& x) : data(x.data_ptr<T>()), s0(x.stride(0)), s1(x.stride(1)), ld(x.stride(2)) {}
   T* at(std::int64_t b, std::int64_t h) const { return data + b * s0 + h * s1; }
 };
 
@@ -227,14 +226,13 @@ bool attention_fused_cpu_applies(const torch::Tensor& q) {
          (type == torch::kFloat32 || type == torch::kFloat64 || type == torch::kBFloat16);
 }
 
-torch::Tensor attention_fused_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  bool causal) {
+torch::Tensor attention_fused_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal) {
   // The kernel reads rows through their strides; only the last axis must be dense. bf16
   // inputs (under autocast q and k may come float32 from the rotation, v bf16) are widened
   // to float32, and the output is bf16 when v is, as the product P·v is under autocast
   // (autograd narrows the gradients back).
-  const bool wide = q.scalar_type() == torch::kFloat64 && k.scalar_type() == torch::kFloat64 &&
-                    v.scalar_type() == torch::kFloat64;
+  const bool wide =
+      q.scalar_type() == torch::kFloat64 && k.scalar_type() == torch::kFloat64 && v.scalar_type() == torch::kFloat64;
   const auto type = wide ? torch::kFloat64 : torch::kFloat32;
   auto ready = [&](const torch::Tensor& x) {
     torch::Tensor y = x.scalar_type() == type ? x : x.to(type);

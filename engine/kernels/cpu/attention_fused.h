@@ -18,7 +18,6 @@ bool attention_fused_cpu_applies(const torch::Tensor& q);
 
 // q, k, v (B, H, T, dh) -> (B, T, H·dh), softmax(q·kᵀ/sqrt(dh))·v per head; with `causal`,
 // position t sees positions <= t. Differentiable in q, k and v.
-torch::Tensor attention_fused_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  bool causal);
+torch::Tensor attention_fused_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal);
 
 }  // namespace tfw

@@ -63,9 +63,9 @@ inline Vec exp_of(const Vec& x_in) {
 // scores divide by small numbers (a form with only an absolute error bound, Hastings', failed
 // the float32 test there). With z = |x|/√2, e^(−z²) = e^(−x²/2) = √(2π) φ(x): GELU and its
 // derivative take one exponential between them.
-constexpr float kErfcxPoly[] = {0.28208447848154794f, 0.282409499879552f,    0.24285403959405347f,
-                                0.20367793661065053f, -0.028973598918065793f, 0.28148207771156514f,
-                                -0.49018969521230504f, 0.28602091299760934f,  -0.059365695513255101f};
+constexpr float kErfcxPoly[] = {0.28208447848154794f,  0.282409499879552f,     0.24285403959405347f,
+                                0.20367793661065053f,  -0.028973598918065793f, 0.28148207771156514f,
+                                -0.49018969521230504f, 0.28602091299760934f,   -0.059365695513255101f};
 struct Gauss {
   Vec cdf;    // Φ(x)
   Vec gauss;  // e^(−x²/2)

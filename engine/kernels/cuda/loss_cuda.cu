@@ -93,8 +93,8 @@ void softmax_cross_entropy(Type type, void* logits, const std::int64_t* targets,
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
   const auto grid = static_cast<unsigned>(std::min<std::int64_t>(rows, 1 << 30));
   if (type == Type::f32) {
-    softmax_cross_entropy_kernel<float><<<grid, kThreads, 0, cuda_stream>>>(
-        static_cast<float*>(logits), targets, row_loss, rows, vocab, valid, scale);
+    softmax_cross_entropy_kernel<float>
+        <<<grid, kThreads, 0, cuda_stream>>>(static_cast<float*>(logits), targets, row_loss, rows, vocab, valid, scale);
   } else {
     softmax_cross_entropy_kernel<__nv_bfloat16><<<grid, kThreads, 0, cuda_stream>>>(
         static_cast<__nv_bfloat16*>(logits), targets, row_loss, rows, vocab, valid, scale);

@@ -121,9 +121,9 @@ __global__ void forward_kernel(const T* __restrict__ s, T* __restrict__ a, doubl
 }
 
 template <typename T>
-__global__ void backward_kernel(const T* __restrict__ saved, const double* __restrict__ stat,
-                                const T* __restrict__ da, T* __restrict__ ds, const double* __restrict__ multiplier,
-                                std::int64_t rows, std::int64_t n, int norm) {
+__global__ void backward_kernel(const T* __restrict__ saved, const double* __restrict__ stat, const T* __restrict__ da,
+                                T* __restrict__ ds, const double* __restrict__ multiplier, std::int64_t rows,
+                                std::int64_t n, int norm) {
   using A = typename Acc<T>::type;
   __shared__ A shared[32];
   const double m = *multiplier;
@@ -155,8 +155,8 @@ __global__ void backward_kernel(const T* __restrict__ saved, const double* __res
         const double statistic = stat[row];
         const bool l2 = norm == 1;
         const A direct = static_cast<A>(l2 ? m * statistic : m / statistic);
-        const A k = static_cast<A>(l2 ? m * statistic * statistic * statistic * total
-                                      : m * total / (statistic * statistic));
+        const A k =
+            static_cast<A>(l2 ? m * statistic * statistic * statistic * total : m * total / (statistic * statistic));
         for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) {
           const A v = load(x + j);
           const A g = gelu<A>(v);
@@ -206,8 +206,7 @@ void forward(Type type, const void* s, void* a, double* stat, const double* mult
       break;
     case Type::bf16:
       forward_kernel<__nv_bfloat16><<<grid_rows(rows), threads, 0, cuda_stream>>>(
-          static_cast<const __nv_bfloat16*>(s), static_cast<__nv_bfloat16*>(a), stat, multiplier, rows, n, norm,
-          eps);
+          static_cast<const __nv_bfloat16*>(s), static_cast<__nv_bfloat16*>(a), stat, multiplier, rows, n, norm, eps);
       break;
   }
   cuda_kernels::launch_check("Pattention forward");
@@ -226,8 +225,8 @@ void backward(Type type, const void* saved, const double* stat, const void* da, 
       break;
     case Type::f64:
       backward_kernel<double><<<grid_rows(rows), threads, 0, cuda_stream>>>(
-          static_cast<const double*>(saved), stat, static_cast<const double*>(da), static_cast<double*>(ds),
-          multiplier, rows, n, norm);
+          static_cast<const double*>(saved), stat, static_cast<const double*>(da), static_cast<double*>(ds), multiplier,
+          rows, n, norm);
       break;
     case Type::bf16:
       backward_kernel<__nv_bfloat16><<<grid_rows(rows), threads, 0, cuda_stream>>>(

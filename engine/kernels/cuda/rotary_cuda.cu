@@ -54,9 +54,9 @@ void rotate(Type type, const void* x, void* y, const float* cos, const float* si
     rotate_kernel<float><<<blocks, threads, 0, cuda_stream>>>(static_cast<const float*>(x), static_cast<float*>(y), cos,
                                                               sin, total, positions, heads, head_dim, dims, sign);
   } else {
-    rotate_kernel<__nv_bfloat16><<<blocks, threads, 0, cuda_stream>>>(
-        static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), cos, sin, total, positions, heads,
-        head_dim, dims, sign);
+    rotate_kernel<__nv_bfloat16><<<blocks, threads, 0, cuda_stream>>>(static_cast<const __nv_bfloat16*>(x),
+                                                                      static_cast<__nv_bfloat16*>(y), cos, sin, total,
+                                                                      positions, heads, head_dim, dims, sign);
   }
   cuda_kernels::launch_check("rotary embedding");
 }
