@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
+#include "engine/config/data_keys.h"
 #include "engine/config/run_config.h"
 #include "engine/config/train_keys.h"
 #include "engine/machine/device.h"
@@ -308,6 +309,80 @@ use = ["first"]
     EXPECT_TRUE(section.find("`" + name + "`") != std::string::npos ||
                 section.find("train." + name + "]") != std::string::npos)
         << "docs/configs.md does not document train." << name;
+  }
+}
+
+// [data]'s keys are declared once (engine/config/data_keys.h), each for its task. A config of
+// each task that sets every one of its keys away from the default writes back exactly that
+// task's keys and reads back to the same config; another task's key is refused as unknown;
+// and docs/configs.md documents every key in the [data] section.
+TEST(Config, EveryDataKeyIsWrittenBackReadBackAndDocumented) {
+  const auto folder = std::filesystem::temp_directory_path() / "tfw-test-config" / "images";
+  std::filesystem::create_directories(folder);
+  const std::string text_every = std::string(kTiny) + R"(
+[data]
+corpus = "kjv"
+tokenizer = "gpt2"
+eval_corpora = ["gcide", "pydoc"]
+)";
+  const std::string image_every = R"(family = "vit"
+[model]
+layers = 1
+d = 8
+heads = 2
+d_ffn = 8
+[data]
+dataset = "images"
+validation = "tuning"
+tuning_size = 500
+crop_pad = 2
+flip = true
+)";
+  for (const auto& [task, text] :
+       {std::pair{Task::language_model, text_every}, {Task::image_classification, image_every}}) {
+    SCOPED_TRACE(text);
+    const RunConfig config = run_config_load(test::plugins(), write_temp("every-data-key.toml", text));
+    ASSERT_EQ(config.data.task, task);
+    std::set<std::string> listed, written;
+    for (const DataKey& key : data_keys()) {
+      if (key.task == task) listed.insert(key.name);
+    }
+    for (const auto& [key, value] : data_to_toml(config.data)) written.insert(std::string(key.str()));
+    EXPECT_EQ(written, listed);
+
+    std::ostringstream again;
+    again << run_config_to_toml(config);
+    const RunConfig reread = run_config_load(test::plugins(), write_temp("every-data-key-again.toml", again.str()));
+    EXPECT_EQ(run_config_text(reread), run_config_text(config));
+  }
+  const RunConfig text_config = run_config_load(test::plugins(), write_temp("every-data-key.toml", text_every));
+  EXPECT_EQ(text_config.data.corpus, "kjv");
+  EXPECT_EQ(text_config.data.tokenizer, "gpt2");
+  EXPECT_EQ(text_config.data.eval_corpora, (std::vector<std::string>{"gcide", "pydoc"}));
+  const RunConfig image_config = run_config_load(test::plugins(), write_temp("every-data-key.toml", image_every));
+  EXPECT_EQ(image_config.data.image.dataset, std::filesystem::absolute(folder).lexically_normal().string());
+  EXPECT_EQ(image_config.data.image.validation, "tuning");
+  EXPECT_EQ(image_config.data.image.tuning_size, 500);
+  EXPECT_EQ(image_config.data.image.crop_pad, 2);
+  EXPECT_TRUE(image_config.data.image.flip);
+
+  // A key of the other task's [data] is unknown here.
+  const std::string message = usage_error([&] {
+    run_config_load(test::plugins(), write_temp("other-task.toml", std::string(kTiny) + "[data]\nflip = true\n"));
+  });
+  EXPECT_NE(message.find("flip"), std::string::npos) << message;
+
+  std::set<std::string> names;
+  for (const DataKey& key : data_keys()) names.insert(key.name);
+  EXPECT_EQ(names.size(), data_keys().size());  // no key listed twice
+  std::ifstream docs(std::string(TFW_SOURCE_DIR) + "/docs/configs.md");
+  const std::string docs_text((std::istreambuf_iterator<char>(docs)), std::istreambuf_iterator<char>());
+  const std::size_t begin = docs_text.find("## `[data]`");
+  ASSERT_NE(begin, std::string::npos);
+  const std::string section = docs_text.substr(begin, docs_text.find("\n## ", begin + 1) - begin);
+  for (const DataKey& key : data_keys()) {
+    EXPECT_NE(section.find("| `" + std::string(key.name) + "` |"), std::string::npos)
+        << "docs/configs.md does not document data." << key.name;
   }
 }
 
