@@ -8,7 +8,7 @@
 
 namespace tfw {
 
-bool cuda_available() { return torch::cuda::is_available(); }
+bool cuda_available() { return cuda_load().loaded && torch::cuda::is_available(); }
 
 torch::Tensor to_device(const torch::Tensor& host, torch::Device device) {
   if (!device.is_cuda() || !host.device().is_cpu()) return host.to(device);
@@ -30,6 +30,12 @@ std::optional<DeviceProblem> device_problem(const std::string& name) {
                     build_description()),
         "set train.device = \"cpu\", or build tfw against PyTorch's CUDA wheel (README, \"Building on a GPU "
         "machine\")"};
+  }
+  if (const CudaLoad& load = cuda_load(); load.wanted && !load.loaded) {
+    return DeviceProblem{
+        fmt::format("\"{}\" asks for CUDA, but LibTorch's CUDA library could not be loaded: {}", name, load.error),
+        "check that libtorch_cuda.so and the CUDA libraries it needs are beside libtorch_cpu.so "
+        "(the same PyTorch wheel), or set train.device = \"cpu\""};
   }
   if (!cuda_available()) {
     return DeviceProblem{fmt::format("\"{}\" asks for CUDA, but there is no CUDA device on this machine (tfw is "

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include <dlfcn.h>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -116,19 +119,60 @@ void cpu_capability_keep(const std::string& recorded) {
 #endif
 const char* torch_cuda_version() { return TFW_TORCH_CUDA; }
 
-// The CUDA hooks are registered by libtorch_cuda when it is loaded: a build whose linker
-// dropped it (--as-needed) has isBuilt() false and never sees a GPU.
-bool torch_has_cuda() { return at::detail::getCUDAHooks().isBuilt(); }
+namespace {
 
-int cuda_device_count() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+bool nvidia_driver_present() {
+  std::error_code ec;
+  return std::filesystem::exists("/dev/nvidiactl", ec) || std::filesystem::exists("/proc/driver/nvidia/version", ec);
+}
+
+// Loads LibTorch's CUDA half where it can be used (runtime.h). dlopen finds it through the
+// engine's RUNPATH, beside libtorch_cpu.so; RTLD_GLOBAL lets its kernels and hooks register
+// themselves with LibTorch as they would have, linked.
+CudaLoad cuda_half_load() {
+  CudaLoad load;
+  const char* asked = std::getenv("TFW_LOAD_CUDA");
+  const std::string mode = asked != nullptr ? asked : "";
+  if (std::string(TFW_TORCH_CUDA).empty() || mode == "0") return load;
+  load.wanted = mode == "1" || nvidia_driver_present();
+  if (load.wanted && dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    const char* error = dlerror();
+    load.error = error != nullptr ? error : "dlopen failed";
+  }
+  // A binary that links it anyway (a program of the user's) has it whatever was wanted.
+  load.loaded = at::detail::getCUDAHooks().isBuilt();
+  return load;
+}
+
+}  // namespace
+
+const CudaLoad& cuda_load() {
+  static const CudaLoad load = cuda_half_load();
+  return load;
+}
+
+namespace {
+// As the engine loads: before anything in this process asks LibTorch about CUDA.
+[[maybe_unused]] const bool cuda_loaded_at_start = (cuda_load(), true);
+}  // namespace
+
+bool torch_has_cuda() { return !std::string(TFW_TORCH_CUDA).empty(); }
+
+int cuda_device_count() {
+  if (!cuda_load().loaded) return 0;
+  return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+}
 
 std::string build_description() {
   std::string text = std::string("LibTorch ") + TORCH_VERSION;
   if (std::string(TFW_TORCH_CUDA).empty()) return text + ", CPU only";
-  if (!torch_has_cuda()) return text + ", CUDA " + TFW_TORCH_CUDA + " (libtorch_cuda not loaded: no CUDA)";
+  const CudaLoad& load = cuda_load();
+  if (load.wanted && !load.loaded) {
+    return text + ", CUDA " + TFW_TORCH_CUDA + " (libtorch_cuda.so not loaded: " + load.error + ")";
+  }
   const int devices = cuda_device_count();
   text += std::string(", CUDA ") + TFW_TORCH_CUDA + ", ";
-  if (devices == 0) return text + "no CUDA device";
+  if (devices == 0) return text + (load.wanted ? "no CUDA device" : "no CUDA device (no NVIDIA driver)");
   return text + std::to_string(devices) + " CUDA device" + (devices == 1 ? "" : "s");
 }
 

@@ -50,12 +50,25 @@ void cpu_capability_keep(const std::string& recorded);
 // The CUDA version that LibTorch was built with, "13.0"; "" for a CPU-only LibTorch.
 const char* torch_cuda_version();
 
-// Whether the linked LibTorch can run CUDA kernels at all (libtorch_cuda is loaded), and the
-// CUDA devices it sees on this machine (0 without a GPU or a driver).
+// LibTorch's CUDA half (libtorch_cuda.so, which brings cuBLAS, cuDNN, NCCL and the rest: about
+// 350 MB mapped and 0.2 s of every start) is not linked: it is loaded as the engine loads, and
+// only on a machine with an NVIDIA driver (/dev/nvidiactl or /proc/driver/nvidia/version).
+// TFW_LOAD_CUDA=1 loads it anyway, TFW_LOAD_CUDA=0 never. It has to be there before LibTorch
+// is first asked about CUDA, which keeps its first answer for the life of the process.
+struct CudaLoad {
+  bool wanted = false;  // this LibTorch has CUDA, and the machine has a driver (or TFW_LOAD_CUDA=1)
+  bool loaded = false;  // its hooks are registered: LibTorch can run CUDA kernels in this process
+  std::string error;    // why it was wanted and not loaded (dlopen's message)
+};
+const CudaLoad& cuda_load();
+
+// Whether the LibTorch tfw was built against has CUDA (a CUDA wheel), loaded here or not; and
+// the CUDA devices it sees on this machine (0 without a GPU, a driver, or its CUDA half loaded).
 bool torch_has_cuda();
 int cuda_device_count();
 
-// One line for tfw --version and reports: "LibTorch 2.11.0, CUDA 13.0, no CUDA device".
+// One line for tfw --version and reports: "LibTorch 2.11.0, CUDA 13.0, no CUDA device", with
+// "(no NVIDIA driver)" where the CUDA half was not loaded for want of one.
 std::string build_description();
 
 // The processor's name as /proc/cpuinfo gives it ("AMD EPYC 9R14 96-Core Processor"), with

@@ -20,6 +20,7 @@
 #include "engine/plugin/registry.h"
 #include "engine/config/run_config.h"
 #include "engine/train/window_loss.h"
+#include "tests/cli/run_command.h"
 #include "tests/support.h"
 
 namespace tfw {
@@ -124,18 +125,43 @@ TEST(Device, NamesOnlyDevicesThisLibTorchHas) {
   EXPECT_THROW(precision_parse("fp16"), UsageError);
 }
 
-// The binary is built against PyTorch's CUDA wheel (issue 32): libtorch_cuda is linked and its
-// hooks registered, so a GPU would be used where there is one. Here, without one, no device.
+// The binary is built against PyTorch's CUDA wheel (issue 32), so a GPU is used where there is
+// one. Its CUDA half (libtorch_cuda.so) is loaded as the engine loads where there is an NVIDIA
+// driver, and is not even mapped where there is none (runtime.h): here, without one, no device.
 TEST(Device, BuiltWithCudaReportsDevices) {
   EXPECT_TRUE(torch_has_cuda()) << build_description();
   EXPECT_FALSE(std::string(torch_cuda_version()).empty());
   EXPECT_NE(build_description().find(std::string("CUDA ") + torch_cuda_version()), std::string::npos);
+  std::ifstream maps("/proc/self/maps");
+  const std::string mapped((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(mapped.find("libtorch_cuda.so") != std::string::npos, cuda_load().wanted) << build_description();
+  EXPECT_EQ(cuda_load().loaded, cuda_load().wanted) << cuda_load().error;
   if (!cuda_available()) {
     EXPECT_EQ(cuda_device_count(), 0);
     EXPECT_NE(build_description().find("no CUDA device"), std::string::npos) << build_description();
   } else {
     EXPECT_GT(cuda_device_count(), 0);
   }
+}
+
+// Loaded after LibTorch's CPU half, by dlopen, the CUDA half still registers its hooks with
+// LibTorch: TFW_LOAD_CUDA=1 loads it on this machine too (without a driver: no device, and no
+// "(no NVIDIA driver)" note), and TFW_LOAD_CUDA=0 never loads it.
+TEST(Device, TheCudaHalfLoadsWhereItCanBeUsedOrWhenAsked) {
+  const bool driver =
+      std::filesystem::exists("/dev/nvidiactl") || std::filesystem::exists("/proc/driver/nvidia/version");
+  const std::string cuda = std::string("CUDA ") + torch_cuda_version();
+  const test::Result forced = test::capture("TFW_LOAD_CUDA=1 " TFW_BINARY " --version");
+  ASSERT_EQ(forced.code, 0) << forced.output;
+  EXPECT_NE(forced.out.find(cuda), std::string::npos) << forced.out;
+  EXPECT_EQ(forced.out.find("not loaded"), std::string::npos) << forced.out;
+  EXPECT_EQ(forced.out.find("(no NVIDIA driver)"), std::string::npos) << forced.out;
+  const test::Result never = test::capture("TFW_LOAD_CUDA=0 " TFW_BINARY " --version");
+  ASSERT_EQ(never.code, 0) << never.output;
+  EXPECT_NE(never.out.find(cuda + ", no CUDA device (no NVIDIA driver)"), std::string::npos) << never.out;
+  const test::Result plain = test::capture("env -u TFW_LOAD_CUDA " TFW_BINARY " --version");
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  EXPECT_EQ(plain.out.find("(no NVIDIA driver)") != std::string::npos, !driver) << plain.out;
 }
 
 // PyTorch's wheel exports its own copies of some libstdc++ functions, and its

@@ -154,7 +154,7 @@ void train_command(TrainArgs& args) {
                 {"build",
                  {{"libtorch", torch_version()},
                   {"cuda", torch_cuda_version()},
-                  {"cuda_linked", torch_has_cuda()},
+                  {"cuda_linked", cuda_load().loaded},
                   {"cuda_devices", cuda_device_count()}}},
                 {"time",
                  {{"step", summary.step_seconds},
