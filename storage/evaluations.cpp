@@ -3,7 +3,10 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "storage/row_columns.h"
 #include "storage/sqlite_statement.h"
 #include "storage/store.h"
 
@@ -11,20 +14,85 @@ namespace tfw {
 
 using detail::Statement;
 
+namespace {
+
+// The columns of evaluations, in the schema's order (a test holds them to it), each with how a
+// row is read from it and written into it. `id` is the database's: read, never written.
+struct EvaluationColumn {
+  const char* name;
+  void (*read)(Statement& s, int column, EvaluationRow& row);
+  void (*write)(Statement& s, int parameter, const EvaluationRow& row);  // null for id
+};
+
+template <auto Member>
+constexpr EvaluationColumn plain(const char* name) {
+  return {name, [](Statement& s, int c, EvaluationRow& row) { detail::column<Member>("").read(s, c, row); },
+          [](Statement& s, int i, const EvaluationRow& row) { s.bind(i, row.*Member); }};
+}
+
+const EvaluationColumn kEvaluationColumns[] = {
+    {"id", [](Statement& s, int c, EvaluationRow& row) { row.id = s.integer(c); }, nullptr},
+    // 0 for a checkpoint the store does not know, stored as NULL.
+    {"run_id", [](Statement& s, int c, EvaluationRow& row) { row.run = s.is_null(c) ? 0 : s.integer(c); },
+     [](Statement& s, int i, const EvaluationRow& row) {
+       if (row.run > 0) s.bind(i, row.run);
+     }},
+    plain<&EvaluationRow::checkpoint>("checkpoint"),
+    plain<&EvaluationRow::step>("step"),
+    plain<&EvaluationRow::corpus>("corpus"),
+    plain<&EvaluationRow::metric>("metric"),
+    // NaN (a metric with no value) stored as NULL.
+    {"value", [](Statement& s, int c, EvaluationRow& row) { row.value = s.is_null(c) ? std::nan("") : s.real(c); },
+     [](Statement& s, int i, const EvaluationRow& row) {
+       if (std::isfinite(row.value)) s.bind(i, row.value);
+     }},
+    plain<&EvaluationRow::windows>("windows"),
+    plain<&EvaluationRow::tokens>("tokens"),
+    plain<&EvaluationRow::mode>("mode"),
+    // A row's own time where it has one (an imported run keeps its evaluations' times), now otherwise.
+    {"created", [](Statement& s, int c, EvaluationRow& row) { row.created = s.real(c); },
+     [](Statement& s, int i, const EvaluationRow& row) { s.bind(i, row.created > 0 ? row.created : store_now()); }},
+    plain<&EvaluationRow::blocks>("blocks"),
+};
+
+std::string insert_sql() {
+  std::string names, parameters;
+  int i = 0;
+  for (const EvaluationColumn& column : kEvaluationColumns) {
+    if (column.write == nullptr) continue;
+    names += (i > 0 ? ", " : "") + std::string(column.name);
+    parameters += (i > 0 ? ", ?" : "?") + std::to_string(i + 1);
+    ++i;
+  }
+  return "INSERT INTO evaluations (" + names + ") VALUES (" + parameters + ")";
+}
+
+std::string select_sql() {
+  std::string sql = "SELECT ";
+  int i = 0;
+  for (const EvaluationColumn& column : kEvaluationColumns) sql += (i++ > 0 ? ", " : "") + std::string(column.name);
+  return sql + " FROM evaluations";
+}
+
+}  // namespace
+
+std::vector<std::string> Store::evaluation_columns() {
+  std::vector<std::string> names;
+  for (const EvaluationColumn& column : kEvaluationColumns) names.emplace_back(column.name);
+  return names;
+}
+
 void Store::evaluations_add(const std::vector<EvaluationRow>& rows) {
   if (rows.empty()) return;
-  // A row's own `created` where it has one (an imported run keeps its evaluations' times), now
-  // otherwise. Inside the caller's transaction when there is one (tfw runs import).
+  // Inside the caller's transaction when there is one (tfw runs import).
   auto insert = [&] {
+    const std::string sql = insert_sql();
     for (const EvaluationRow& row : rows) {
-      Statement s(db_,
-                  "INSERT INTO evaluations (run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, "
-                  "created, blocks) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
-      if (row.run > 0) s.bind(1, row.run);
-      s.bind(2, row.checkpoint).bind(3, row.step).bind(4, row.corpus).bind(5, row.metric);
-      if (std::isfinite(row.value)) s.bind(6, row.value);
-      s.bind(7, row.windows).bind(8, row.tokens).bind(9, row.mode);
-      s.bind(10, row.created > 0 ? row.created : store_now()).bind(11, row.blocks);
+      Statement s(db_, sql.c_str());
+      int i = 0;
+      for (const EvaluationColumn& column : kEvaluationColumns) {
+        if (column.write != nullptr) column.write(s, ++i, row);
+      }
       s.step();
     }
   };
@@ -36,25 +104,16 @@ void Store::evaluations_add(const std::vector<EvaluationRow>& rows) {
 }
 
 std::vector<EvaluationRow> Store::evaluations(std::int64_t run) {
-  Statement s(db_,
-              "SELECT id, run_id, checkpoint, step, corpus, metric, value, windows, tokens, mode, created, blocks "
-              "FROM evaluations WHERE ?1 = 0 OR run_id = ?1 ORDER BY id");
+  Statement s(db_, (select_sql() + " WHERE ?1 = 0 OR run_id = ?1 ORDER BY id").c_str());
   s.bind(1, run);
   std::vector<EvaluationRow> out;
   while (s.step()) {
     EvaluationRow row;
-    row.id = s.integer(0);
-    row.run = s.is_null(1) ? 0 : s.integer(1);
-    row.checkpoint = s.text(2);
-    row.step = s.integer(3);
-    row.corpus = s.text(4);
-    row.metric = s.text(5);
-    row.value = s.is_null(6) ? std::nan("") : s.real(6);
-    row.windows = s.integer(7);
-    row.tokens = s.integer(8);
-    row.mode = s.text(9);
-    row.created = s.real(10);
-    row.blocks = s.text(11);
+    int c = 0;
+    for (const EvaluationColumn& column : kEvaluationColumns) {
+      column.read(s, c, row);
+      ++c;
+    }
     out.push_back(row);
   }
   return out;

@@ -2,8 +2,8 @@
 // live with their layers (the service's jobs, the cluster's jobs): the SELECT's column list
 // and the reading of a row both walk the list, so a column is named once. A NULL leaves the
 // row's field at the struct's default (an exit code of -1, a time of 0). The runs table has
-// its own list, which also writes (run_columns.h). Internal to the store's users, like
-// sqlite_statement.h.
+// its own list, which also writes (run_columns.h), as has evaluations (evaluations.cpp).
+// Internal to the store's users, like sqlite_statement.h.
 #pragma once
 
 #include <cstddef>

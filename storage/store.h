@@ -190,6 +190,7 @@ class Store {
   // `tfw eval` results (v4), in one transaction; of a run, by id.
   void evaluations_add(const std::vector<EvaluationRow>& rows);
   std::vector<EvaluationRow> evaluations(std::int64_t run);  // run 0: every run's
+  static std::vector<std::string> evaluation_columns();      // the table's columns as one list declares them
 
   bool integrity_ok();
   const std::string& path() const { return path_; }

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -217,6 +218,61 @@ TEST(StoreRuns, FiltersSortsAndFindsByIdOrName) {
   EXPECT_EQ(store->run_find("beta")->id, second);
   EXPECT_FALSE(store->run_find("gamma").has_value());
   EXPECT_THROW(store->run_create(run_named("alpha")), StoreError);  // same name, same experiment
+}
+
+// The evaluations' columns are declared once (storage/evaluations.cpp): the list is the
+// schema's, and a row reads back as it was written, with a run the store does not know (0)
+// and a metric without a value (NaN) stored as NULL, and a row without a time given the
+// store's.
+TEST(StoreEvaluations, TheOneListOfColumnsIsTheSchemasAndEveryFieldRoundTrips) {
+  const std::string path = fresh_store("evaluation-columns");
+  auto store = Store::open(path);
+  EXPECT_EQ(Store::evaluation_columns(), test::schema_columns(path, "evaluations"));
+  EXPECT_EQ(Store::evaluation_columns().size(), 12u);
+
+  const std::int64_t run = store->run_create(run_named("evaluated"));
+  EvaluationRow known;
+  known.run = run;
+  known.checkpoint = "/abs/step-40.safetensors";
+  known.step = 40;
+  known.corpus = "kjv";
+  known.metric = "loss";
+  known.value = 2.375;
+  known.windows = 12;
+  known.tokens = 3072;
+  known.mode = "stride:128";
+  known.created = 1700000000.5;
+  known.blocks = "gcide+shared";
+  EvaluationRow unknown = known;
+  unknown.run = 0;
+  unknown.metric = "cloze_accuracy";
+  unknown.value = std::nan("");
+  unknown.created = 0;
+  unknown.blocks = "";
+  const double before = store_now();
+  store->evaluations_add({known, unknown});
+
+  const std::vector<EvaluationRow> back = store->evaluations(0);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_GT(back[0].id, 0);
+  EXPECT_EQ(back[1].id, back[0].id + 1);
+  EXPECT_EQ(back[0].run, run);
+  EXPECT_EQ(back[0].checkpoint, known.checkpoint);
+  EXPECT_EQ(back[0].step, 40);
+  EXPECT_EQ(back[0].corpus, "kjv");
+  EXPECT_EQ(back[0].metric, "loss");
+  EXPECT_EQ(back[0].value, 2.375);
+  EXPECT_EQ(back[0].windows, 12);
+  EXPECT_EQ(back[0].tokens, 3072);
+  EXPECT_EQ(back[0].mode, "stride:128");
+  EXPECT_EQ(back[0].created, 1700000000.5);
+  EXPECT_EQ(back[0].blocks, "gcide+shared");
+  EXPECT_EQ(back[1].run, 0);
+  EXPECT_EQ(back[1].metric, "cloze_accuracy");
+  EXPECT_TRUE(std::isnan(back[1].value));
+  EXPECT_GE(back[1].created, before);
+  EXPECT_EQ(back[1].blocks, "");
+  EXPECT_EQ(store->evaluations(run).size(), 1u);  // the unknown run's row is not this run's
 }
 
 // The runs table's columns are declared once (storage/run_columns.h): the list is the schema's
