@@ -119,12 +119,18 @@ void cpu_capability_keep(const std::string& recorded) {
 #endif
 const char* torch_cuda_version() { return TFW_TORCH_CUDA; }
 
-namespace {
-
-bool nvidia_driver_present() {
+// An NVIDIA driver: its device files (Linux; /dev/dxg under WSL), or its library where a
+// container maps the library without them. The library, once found, stays loaded: LibTorch's
+// CUDA half uses it.
+bool cuda_driver_present() {
   std::error_code ec;
-  return std::filesystem::exists("/dev/nvidiactl", ec) || std::filesystem::exists("/proc/driver/nvidia/version", ec);
+  for (const char* path : {"/dev/nvidiactl", "/proc/driver/nvidia/version", "/dev/dxg"}) {
+    if (std::filesystem::exists(path, ec)) return true;
+  }
+  return dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != nullptr;
 }
+
+namespace {
 
 // Loads LibTorch's CUDA half where it can be used (runtime.h). dlopen finds it through the
 // engine's RUNPATH, beside libtorch_cpu.so; RTLD_GLOBAL lets its kernels and hooks register
@@ -134,7 +140,7 @@ CudaLoad cuda_half_load() {
   const char* asked = std::getenv("TFW_LOAD_CUDA");
   const std::string mode = asked != nullptr ? asked : "";
   if (std::string(TFW_TORCH_CUDA).empty() || mode == "0") return load;
-  load.wanted = mode == "1" || nvidia_driver_present();
+  load.wanted = mode == "1" || cuda_driver_present();
   if (load.wanted && dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL) == nullptr) {
     const char* error = dlerror();
     load.error = error != nullptr ? error : "dlopen failed";

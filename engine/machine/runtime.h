@@ -52,7 +52,8 @@ const char* torch_cuda_version();
 
 // LibTorch's CUDA half (libtorch_cuda.so, which brings cuBLAS, cuDNN, NCCL and the rest: about
 // 350 MB mapped and 0.2 s of every start) is not linked: it is loaded as the engine loads, and
-// only on a machine with an NVIDIA driver (/dev/nvidiactl or /proc/driver/nvidia/version).
+// only on a machine with an NVIDIA driver (/dev/nvidiactl, /proc/driver/nvidia/version or
+// /dev/dxg, or else the driver's libcuda.so.1 where the loader finds it).
 // TFW_LOAD_CUDA=1 loads it anyway, TFW_LOAD_CUDA=0 never. It has to be there before LibTorch
 // is first asked about CUDA, which keeps its first answer for the life of the process.
 struct CudaLoad {
@@ -61,6 +62,8 @@ struct CudaLoad {
   std::string error;    // why it was wanted and not loaded (dlopen's message)
 };
 const CudaLoad& cuda_load();
+// Whether this machine has an NVIDIA driver, by the rule above (TFW_LOAD_CUDA aside).
+bool cuda_driver_present();
 
 // Whether the LibTorch tfw was built against has CUDA (a CUDA wheel), loaded here or not; and
 // the CUDA devices it sees on this machine (0 without a GPU, a driver, or its CUDA half loaded).

@@ -148,8 +148,6 @@ TEST(Device, BuiltWithCudaReportsDevices) {
 // LibTorch: TFW_LOAD_CUDA=1 loads it on this machine too (without a driver: no device, and no
 // "(no NVIDIA driver)" note), and TFW_LOAD_CUDA=0 never loads it.
 TEST(Device, TheCudaHalfLoadsWhereItCanBeUsedOrWhenAsked) {
-  const bool driver =
-      std::filesystem::exists("/dev/nvidiactl") || std::filesystem::exists("/proc/driver/nvidia/version");
   const std::string cuda = std::string("CUDA ") + torch_cuda_version();
   const test::Result forced = test::capture("TFW_LOAD_CUDA=1 " TFW_BINARY " --version");
   ASSERT_EQ(forced.code, 0) << forced.output;
@@ -161,7 +159,7 @@ TEST(Device, TheCudaHalfLoadsWhereItCanBeUsedOrWhenAsked) {
   EXPECT_NE(never.out.find(cuda + ", no CUDA device (no NVIDIA driver)"), std::string::npos) << never.out;
   const test::Result plain = test::capture("env -u TFW_LOAD_CUDA " TFW_BINARY " --version");
   ASSERT_EQ(plain.code, 0) << plain.output;
-  EXPECT_EQ(plain.out.find("(no NVIDIA driver)") != std::string::npos, !driver) << plain.out;
+  EXPECT_EQ(plain.out.find("(no NVIDIA driver)") != std::string::npos, !cuda_driver_present()) << plain.out;
 }
 
 // PyTorch's wheel exports its own copies of some libstdc++ functions, and its
