@@ -16,83 +16,54 @@ using detail::Statement;
 
 namespace {
 
-// The columns of evaluations, in the schema's order (a test holds them to it), each with how a
-// row is read from it and written into it. `id` is the database's: read, never written.
-struct EvaluationColumn {
-  const char* name;
-  void (*read)(Statement& s, int column, EvaluationRow& row);
-  void (*write)(Statement& s, int parameter, const EvaluationRow& row);  // null for id
-};
+using Column = detail::RowColumn<EvaluationRow>;
 
-template <auto Member>
-constexpr EvaluationColumn plain(const char* name) {
-  return {name, [](Statement& s, int c, EvaluationRow& row) { detail::column<Member>("").read(s, c, row); },
-          [](Statement& s, int i, const EvaluationRow& row) { s.bind(i, row.*Member); }};
-}
-
-const EvaluationColumn kEvaluationColumns[] = {
-    {"id", [](Statement& s, int c, EvaluationRow& row) { row.id = s.integer(c); }, nullptr},
-    // 0 for a checkpoint the store does not know, stored as NULL.
-    {"run_id", [](Statement& s, int c, EvaluationRow& row) { row.run = s.is_null(c) ? 0 : s.integer(c); },
+// The columns of evaluations, in the schema's order (a test holds them to it). `id` is the
+// database's: read, never written.
+const Column kEvaluationColumns[] = {
+    {"id", detail::column<&EvaluationRow::id>("id").read, nullptr},
+    // A checkpoint the store does not know (run 0) is stored as NULL.
+    {"run_id", detail::column<&EvaluationRow::run>("run_id").read,
      [](Statement& s, int i, const EvaluationRow& row) {
        if (row.run > 0) s.bind(i, row.run);
      }},
-    plain<&EvaluationRow::checkpoint>("checkpoint"),
-    plain<&EvaluationRow::step>("step"),
-    plain<&EvaluationRow::corpus>("corpus"),
-    plain<&EvaluationRow::metric>("metric"),
-    // NaN (a metric with no value) stored as NULL.
-    {"value", [](Statement& s, int c, EvaluationRow& row) { row.value = s.is_null(c) ? std::nan("") : s.real(c); },
+    detail::column<&EvaluationRow::checkpoint>("checkpoint"),
+    detail::column<&EvaluationRow::step>("step"),
+    detail::column<&EvaluationRow::corpus>("corpus"),
+    detail::column<&EvaluationRow::metric>("metric"),
+    // A metric without a value (NaN) is stored as NULL, and read back as NaN (unread).
+    {"value", detail::column<&EvaluationRow::value>("value").read,
      [](Statement& s, int i, const EvaluationRow& row) {
        if (std::isfinite(row.value)) s.bind(i, row.value);
      }},
-    plain<&EvaluationRow::windows>("windows"),
-    plain<&EvaluationRow::tokens>("tokens"),
-    plain<&EvaluationRow::mode>("mode"),
+    detail::column<&EvaluationRow::windows>("windows"),
+    detail::column<&EvaluationRow::tokens>("tokens"),
+    detail::column<&EvaluationRow::mode>("mode"),
     // A row's own time where it has one (an imported run keeps its evaluations' times), now otherwise.
-    {"created", [](Statement& s, int c, EvaluationRow& row) { row.created = s.real(c); },
+    {"created", detail::column<&EvaluationRow::created>("created").read,
      [](Statement& s, int i, const EvaluationRow& row) { s.bind(i, row.created > 0 ? row.created : store_now()); }},
-    plain<&EvaluationRow::blocks>("blocks"),
+    detail::column<&EvaluationRow::blocks>("blocks"),
 };
 
-std::string insert_sql() {
-  std::string names, parameters;
-  int i = 0;
-  for (const EvaluationColumn& column : kEvaluationColumns) {
-    if (column.write == nullptr) continue;
-    names += (i > 0 ? ", " : "") + std::string(column.name);
-    parameters += (i > 0 ? ", ?" : "?") + std::to_string(i + 1);
-    ++i;
-  }
-  return "INSERT INTO evaluations (" + names + ") VALUES (" + parameters + ")";
-}
-
-std::string select_sql() {
-  std::string sql = "SELECT ";
-  int i = 0;
-  for (const EvaluationColumn& column : kEvaluationColumns) sql += (i++ > 0 ? ", " : "") + std::string(column.name);
-  return sql + " FROM evaluations";
+// What a row holds before a SELECT's columns are read into it: a NULL value stays NaN.
+EvaluationRow unread() {
+  EvaluationRow row;
+  row.value = std::nan("");
+  return row;
 }
 
 }  // namespace
 
-std::vector<std::string> Store::evaluation_columns() {
-  std::vector<std::string> names;
-  for (const EvaluationColumn& column : kEvaluationColumns) names.emplace_back(column.name);
-  return names;
-}
+std::vector<std::string> Store::evaluation_columns() { return detail::column_names(kEvaluationColumns); }
 
 void Store::evaluations_add(const std::vector<EvaluationRow>& rows) {
   if (rows.empty()) return;
   // Inside the caller's transaction when there is one (tfw runs import).
   auto insert = [&] {
-    const std::string sql = insert_sql();
+    const std::string sql = detail::insert_columns(kEvaluationColumns, "evaluations");
     for (const EvaluationRow& row : rows) {
       Statement s(db_, sql.c_str());
-      int i = 0;
-      for (const EvaluationColumn& column : kEvaluationColumns) {
-        if (column.write != nullptr) column.write(s, ++i, row);
-      }
+      detail::row_bind(s, kEvaluationColumns, row);
       s.step();
     }
   };
@@ -104,18 +75,12 @@ void Store::evaluations_add(const std::vector<EvaluationRow>& rows) {
 }
 
 std::vector<EvaluationRow> Store::evaluations(std::int64_t run) {
-  Statement s(db_, (select_sql() + " WHERE ?1 = 0 OR run_id = ?1 ORDER BY id").c_str());
+  const std::string sql =
+      detail::select_columns(kEvaluationColumns, "evaluations") + " WHERE ?1 = 0 OR run_id = ?1 ORDER BY id";
+  Statement s(db_, sql.c_str());
   s.bind(1, run);
   std::vector<EvaluationRow> out;
-  while (s.step()) {
-    EvaluationRow row;
-    int c = 0;
-    for (const EvaluationColumn& column : kEvaluationColumns) {
-      column.read(s, c, row);
-      ++c;
-    }
-    out.push_back(row);
-  }
+  while (s.step()) out.push_back(detail::row_read(s, kEvaluationColumns, unread()));
   return out;
 }
 
