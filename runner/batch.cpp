@@ -50,6 +50,16 @@ std::vector<const ExperimentRun*> batch_select(const Experiment& experiment, con
   return out;
 }
 
+std::vector<const ExperimentRun*> batch_select_unit(const Experiment& experiment, const std::string& unit) {
+  const ExperimentUnit& u = experiment.unit(unit);
+  const std::set<std::string> names(u.runs.begin(), u.runs.end());
+  std::vector<const ExperimentRun*> out;
+  for (const ExperimentRun& run : experiment.runs) {
+    if (names.count(run.name)) out.push_back(&run);
+  }
+  return out;
+}
+
 namespace {
 
 // The error a failed step printed last ("tfw: ..." and its hint), from its log, for the

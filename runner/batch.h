@@ -19,6 +19,9 @@ namespace tfw::runner {
 // Runs matching the glob `only` ("" : all), with their ancestors (a stage needs its parent),
 // in the experiment's order. UsageError when nothing matches.
 std::vector<const ExperimentRun*> batch_select(const Experiment& experiment, const std::string& only);
+// The runs of the file's unit `unit` ([units]), parents first; throws UsageError naming the
+// units when there is no such unit.
+std::vector<const ExperimentRun*> batch_select_unit(const Experiment& experiment, const std::string& unit);
 
 // Where a running run is, read from the store while the batch waits.
 struct RunProgress {

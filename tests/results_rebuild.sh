@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 34: every report in docs/results/ that ships its data is rebuilt from that data, and
-# must match the committed file. For each bundle docs/results/data/STEM.tfwb (runs exported
+# Every report in docs/results/ that ships its data is rebuilt from that data, and must match
+# the committed file. For each bundle docs/results/data/STEM.tfwb (runs exported
 # with `tfw runs export`), `tfw report experiments/mini/STEM.toml --bundle ...` writes the
 # report and its figures into a temporary folder; the report must equal the committed
 # docs/results/NAME.md but for its "Generated on" line (the date and the command), and every
@@ -44,6 +44,37 @@ for bundle in "$data"/*.tfwb; do
     done
     rebuilt=$((rebuilt + 1))
     echo "ok: docs/results/$name.md and its figures rebuilt from docs/results/data/$stem.tfwb"
+  done
+done
+# An experiment built up in units (experiments/gpu/STEM.toml, one bundle a unit): its bundles
+# in docs/results/data/STEM/, read together.
+for folder in "$data"/*/; do
+  stem=$(basename "$folder")
+  units=("$folder"*.tfwb)
+  [ ${#units[@]} -gt 0 ] || continue  # a folder of measurements, not of bundles
+  experiment=$(ls "$root"/experiments/*/"$stem.toml" 2> /dev/null | head -1)
+  if [ -z "$experiment" ]; then
+    echo "FAIL: docs/results/data/$stem/ has no experiment file experiments/*/$stem.toml"; status=1; continue
+  fi
+  args=()
+  for bundle in "${units[@]}"; do args+=(--bundle "docs/results/data/$stem/$(basename "$bundle")"); done
+  if ! (cd "$root" && "$tfw" report "${experiment#$root/}" "${args[@]}" --out "$out/$stem" > "$out/$stem.log" 2>&1); then
+    echo "FAIL: tfw report of $stem:"; sed 's/^/  /' "$out/$stem.log"; status=1; continue
+  fi
+  for report in "$out/$stem"/*.md; do
+    name=$(basename "$report" .md)
+    shipped+=("$name")
+    if ! diff <(grep -v '^Generated on ' "$root/docs/results/$name.md") <(grep -v '^Generated on ' "$report") \
+        > "$out/$name.diff" 2>&1; then
+      echo "FAIL: docs/results/$name.md differs from its rebuild from docs/results/data/$stem/:"
+      head -40 "$out/$name.diff" | sed 's/^/  /'; status=1
+    fi
+    for figure in "$out/$stem/figures/$name"/*; do
+      cmp -s "$figure" "$root/docs/results/figures/$name/$(basename "$figure")" ||
+        { echo "FAIL: docs/results/figures/$name/$(basename "$figure") differs from its rebuild (or is missing)"; status=1; }
+    done
+    rebuilt=$((rebuilt + 1))
+    echo "ok: docs/results/$name.md and its figures rebuilt from the ${#units[@]} bundles of docs/results/data/$stem/"
   done
 done
 # Every other report says at its top that its data does not ship yet.

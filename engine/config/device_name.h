@@ -55,7 +55,23 @@ inline std::optional<DeviceProblem> device_name_problem(const std::string& text)
 // the device; every process that reads a model's config has it, since the model families'
 // plugins link it. A device that passes is one device_name_parse reads.
 using DeviceCheck = std::optional<DeviceProblem> (*)(const std::string& name);
-void device_check_install(DeviceCheck check);
+// Sets the check and returns the one it replaces (nullptr: names are checked for their form
+// alone, as `tfw run --dry-run` reads a GPU experiment on a machine without one).
+DeviceCheck device_check_install(DeviceCheck check);
+
+// While it lives, device names are checked for their form alone: a GPU experiment read on a
+// machine without a GPU, to plan it (`tfw run --dry-run`, whose preflight then names the
+// missing device), or to report or export the runs it brought back.
+class DeviceFormOnly {
+ public:
+  DeviceFormOnly() : saved_(device_check_install(nullptr)) {}
+  ~DeviceFormOnly() { device_check_install(saved_); }
+  DeviceFormOnly(const DeviceFormOnly&) = delete;
+  DeviceFormOnly& operator=(const DeviceFormOnly&) = delete;
+
+ private:
+  DeviceCheck saved_;
+};
 std::optional<DeviceProblem> device_check(const std::string& name);
 
 }  // namespace tfw

@@ -12,6 +12,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/config/experiment_files.h"
 #include "engine/config/experiment_parts.h"
@@ -34,6 +35,7 @@ Experiment experiment_build(const Registry& registry, const toml::table& file, c
   read_header(top, file, source, experiment);
   top.raw_table("defaults");
   top.take("comparisons");  // read after the runs are planned: they name runs
+  top.take("units");        // likewise
   ConfigTable runs = top.sub("runs");
   top.finish();
 
@@ -70,10 +72,22 @@ Experiment experiment_build(const Registry& registry, const toml::table& file, c
     }
   }
   experiment.comparisons = comparisons_read(file, experiment, source.name);
+  experiment.units = units_read(file, experiment, source.name);
   return experiment;
 }
 
 }  // namespace
+
+const ExperimentUnit& Experiment::unit(const std::string& unit_name) const {
+  for (const ExperimentUnit& u : units) {
+    if (u.name == unit_name) return u;
+  }
+  std::vector<std::string> names;
+  for (const ExperimentUnit& u : units) names.push_back(u.name);
+  throw UsageError(with_hint(fmt::format("{} has no unit '{}'", path.empty() ? name : path, unit_name),
+                             units.empty() ? std::string("the file has no [units] table: pick runs with --only PATTERN")
+                                           : fmt::format("its units: {}", fmt::join(names, ", "))));
+}
 
 toml::table experiment_merge(const std::string& path) {
   std::set<std::string> seen;

@@ -47,6 +47,18 @@ struct ComparisonSpec {
   std::string claim, paper;         // for the report: the claim in one line, and where the paper makes it
 };
 
+// [units] of an experiment file (docs/experiments.md): the pieces the experiment is run in,
+// one `tfw run --unit NAME` each, for a machine that is at hand for minutes at a time. Each
+// entry is NAME = "PATTERN", a glob over run names without their seed suffix; it becomes one
+// unit per seed (NAME-sN), which trains the matching runs of that seed and their ancestors.
+// Every run belongs to exactly one unit, so a lineage always runs whole within one unit.
+struct ExperimentUnit {
+  std::string name;               // NAME-sN (NAME when the runs have no seeds)
+  std::string pattern;            // the glob over run names without their seed suffix
+  std::int64_t seed = -1;         // -1: runs without a seed
+  std::vector<std::string> runs;  // what it trains, ancestors included, parents first
+};
+
 // [experiment.eval] (docs/experiments.md): `tfw eval` of every run's last checkpoint once it
 // has trained, kept in the store's evaluations.
 struct ExperimentEval {
@@ -71,10 +83,13 @@ struct Experiment {
   ExperimentEval eval;
   std::vector<ExperimentRun> runs;          // parents before children
   std::vector<ComparisonSpec> comparisons;  // in file order
+  std::vector<ExperimentUnit> units;        // [units]: seed by seed, each seed's in file order
   std::vector<std::int64_t> seeds;          // [experiment] seeds (empty: none set there)
   // [experiment.figures]: figure kind -> the paper figure it mirrors ("" for none), in
   // kFigureKinds order. Absent: loss_vs_flops alone.
   std::vector<std::pair<std::string, std::string>> figures;
+  // The unit named `name`; throws UsageError listing the units when there is none.
+  const ExperimentUnit& unit(const std::string& name) const;
 };
 
 // The figures `tfw export --figures` draws (docs/experiments.md).

@@ -62,6 +62,9 @@ Entry read_entry(const toml::table& file, const std::string& name, const std::ve
 std::vector<ComparisonSpec> comparisons_read(const toml::table& file, const Experiment& experiment,
                                              const std::string& path);
 
+// [units], read after the runs are planned: they name runs. Every run in exactly one unit.
+std::vector<ExperimentUnit> units_read(const toml::table& file, const Experiment& experiment, const std::string& path);
+
 // ---- Planning (experiment_plan.cpp).
 
 // The entry's grid (cartesian) and seeds; `planned` runs exist already, and the total is

@@ -2,6 +2,8 @@
 // comparisons. See experiment_parts.h; the runs are planned in experiment_plan.cpp.
 #include "engine/config/experiment_parts.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -114,6 +116,74 @@ std::vector<ComparisonSpec> comparisons_read(const toml::table& file, const Expe
     specs.push_back(std::move(spec));
   }
   return specs;
+}
+
+std::vector<ExperimentUnit> units_read(const toml::table& file, const Experiment& experiment, const std::string& path) {
+  const toml::node* node = file.get("units");
+  if (node == nullptr) return {};
+  const toml::table* table = node->as_table();
+  const std::string form = "write [units] with one NAME = \"PATTERN\" a unit (docs/experiments.md)";
+  if (table == nullptr) throw UsageError(with_hint(fmt::format("{}: units: expected a table", path), form));
+  std::vector<std::pair<std::string, std::string>> patterns;
+  for (const std::string& key : keys_in_file_order(*table)) {
+    const toml::node& entry = *table->get(key);
+    const auto pattern = entry.value_exact<std::string>();
+    if (!pattern || pattern->empty() || pattern->size() > 200) {
+      throw UsageError(with_hint(
+          fmt::format("{}: units.{}: expected a glob over run names (1 to 200 characters)", config_where(entry), key),
+          form));
+    }
+    name_check(key, "unit name", path + ": units");
+    patterns.emplace_back(key, *pattern);
+  }
+  std::map<std::string, const ExperimentRun*> by_name;
+  std::set<std::int64_t> seeds;
+  for (const ExperimentRun& run : experiment.runs) {
+    by_name[run.name] = &run;
+    seeds.insert(run.seed);
+  }
+  std::map<std::string, std::string> unit_of;  // run -> the unit that trains it
+  std::set<std::string> matched;               // the patterns that matched a run
+  std::vector<ExperimentUnit> units;
+  for (std::int64_t seed : seeds) {
+    for (const auto& [key, pattern] : patterns) {
+      ExperimentUnit unit{seed >= 0 ? fmt::format("{}-s{}", key, seed) : key, pattern, seed, {}};
+      std::set<std::string> keep;
+      for (const ExperimentRun& run : experiment.runs) {
+        if (run.seed != seed || fnmatch(pattern.c_str(), run.variant.c_str(), 0) != 0) continue;
+        for (const ExperimentRun* r = &run; r != nullptr; r = r->parent.empty() ? nullptr : by_name.at(r->parent)) {
+          keep.insert(r->name);
+        }
+      }
+      if (keep.empty()) continue;
+      matched.insert(key);
+      for (const ExperimentRun& run : experiment.runs) {
+        if (!keep.count(run.name)) continue;
+        auto [it, fresh] = unit_of.emplace(run.name, unit.name);
+        if (!fresh) {
+          throw UsageError(with_hint(
+              fmt::format("{}: units: run {} is in two units, {} and {}", path, run.name, it->second, unit.name),
+              "a run belongs to one unit, and a grown run's ancestors to its unit: make the patterns "
+              "disjoint, and name a lineage by its last stage in one unit"));
+        }
+        unit.runs.push_back(run.name);
+      }
+      units.push_back(std::move(unit));
+    }
+  }
+  for (const auto& [key, pattern] : patterns) {
+    if (!matched.count(key)) {
+      throw UsageError(with_hint(fmt::format("{}: units.{}: '{}' matches no run", path, key, pattern),
+                                 "the pattern is a glob over run names without their seed suffix -sN"));
+    }
+  }
+  for (const ExperimentRun& run : experiment.runs) {
+    if (!unit_of.count(run.name)) {
+      throw UsageError(with_hint(fmt::format("{}: units: run {} is in no unit", path, run.name),
+                                 "every run belongs to one unit: add a pattern that matches it"));
+    }
+  }
+  return units;
 }
 
 // [experiment]: name, description, seeds, figures.

@@ -24,7 +24,7 @@ namespace {
 std::atomic<DeviceCheck> installed_device_check{nullptr};
 }  // namespace
 
-void device_check_install(DeviceCheck check) { installed_device_check.store(check); }
+DeviceCheck device_check_install(DeviceCheck check) { return installed_device_check.exchange(check); }
 
 std::optional<DeviceProblem> device_check(const std::string& name) {
   if (std::optional<DeviceProblem> problem = device_name_problem(name)) return problem;

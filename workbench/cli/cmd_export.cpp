@@ -49,6 +49,7 @@ void run_export(const ExportArgs& args) {
   // comparisons) or a name in the store.
   std::unique_ptr<ExperimentResults> set;
   if (fs::is_regular_file(args.experiment)) {
+    const DeviceFormOnly form_only;  // a GPU experiment's runs, exported on any machine
     set = std::make_unique<ExperimentResults>(*store, experiment_load(registry(), args.experiment));
   } else {
     set = std::make_unique<ExperimentResults>(*store, args.experiment);

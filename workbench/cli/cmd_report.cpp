@@ -61,6 +61,7 @@ void run_report(const ReportArgs& args) {
   std::vector<std::unique_ptr<results::ExperimentResults>> sets;
   for (const std::string& e : args.experiments) {
     if (fs::is_regular_file(e)) {
+      const DeviceFormOnly form_only;  // a GPU experiment's runs, reported on any machine
       sets.push_back(std::make_unique<results::ExperimentResults>(*store, experiment_load(registry(), e)));
     } else if (e.size() > 5 && e.substr(e.size() - 5) == ".toml") {
       throw UsageError(with_hint(fmt::format("experiment file {} does not exist", e), "check the path"));
@@ -69,7 +70,9 @@ void run_report(const ReportArgs& args) {
     }
     bool any = false;
     for (const results::RunResult& r : sets.back()->runs()) any = any || r.finished();
-    if (!any) {
+    // An experiment run in units ([units]) is reported as it is built up, from its first unit
+    // on: before it, its report says what is planned and that nothing has run.
+    if (!any && sets.back()->experiment().units.empty()) {
       throw UsageError(with_hint(
           fmt::format("experiment {} has no finished runs in {}", sets.back()->experiment().name, store->path()),
           "run it first: tfw run EXPERIMENT.toml"));

@@ -1,4 +1,4 @@
-// `tfw run EXPERIMENT.toml [--jobs N] [--only PATTERN] [--dry-run]`: plan an experiment file
+// `tfw run EXPERIMENT.toml [--jobs N] [--only PATTERN | --unit NAME] [--dry-run]`: plan an experiment file
 // and execute it through the runner's batch on the local executor (runner/batch.h): each run
 // is a child `tfw train` process (a grown stage is `tfw grow` from its parent's last
 // checkpoint, then `tfw train --init-from`), so runs are isolated and --jobs shares the
@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <iostream>
 
@@ -24,7 +25,6 @@
 #include "engine/core/error.h"
 #include "engine/config/experiment.h"
 #include "engine/core/home.h"
-#include "engine/machine/peak.h"
 #include "engine/plugin/registry.h"
 #include "runner/batch.h"
 #include "runner/executor_local.h"
@@ -33,6 +33,7 @@
 #include "workbench/service/client.h"
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
+#include "workbench/cli/run_plan.h"
 
 namespace tfw::cli {
 
@@ -44,7 +45,7 @@ std::atomic<bool> stop_requested{false};
 extern "C" void on_batch_signal(int) { stop_requested.store(true); }
 
 struct RunArgs {
-  std::string file, only, home;
+  std::string file, only, unit, home;
   int jobs = 1;
   bool dry_run = false, json = false;
   std::string executor = "local";
@@ -54,103 +55,49 @@ struct RunArgs {
   std::string record_to, token_file;  // the runs record to this service
 };
 
-void print_plan(const Experiment& experiment, const std::vector<const ExperimentRun*>& runs, const std::string& home,
-                bool json, const std::vector<std::string>& problems) {
-  // Time estimate: the machine's measured matmul peak at an efficiency typical of these small
-  // models on CPU (the MFU tfw train reports: 25-60% here); 35% is assumed.
-  // Runs already finished in this home are left out: they train nothing. A peak
-  // probed beside busy processes is not used (engine/machine/peak.h): then no estimate is given.
-  const double efficiency = 0.35;
-  const double peak = peak_flops_resolve(home, 0);
-  std::set<std::string> finished;
-  if (std::filesystem::exists(home + "/runs.db")) {
-    RunFilter filter;
-    filter.experiment = experiment.name;
-    filter.status = RunStatus::finished;
-    for (const RunRecord& r : Store::open_readonly(home + "/runs.db")->runs(filter)) finished.insert(r.name);
-  }
-  double total_seconds = 0;
-  nlohmann::json list = nlohmann::json::array();
-  for (const ExperimentRun* run : runs) {
-    const bool done = finished.count(run->name) > 0;
-    const double seconds = done ? 0 : peak > 0 ? run->flops / (peak * efficiency) : std::nan("");
-    total_seconds += seconds;
-    list.push_back({{"name", run->name},
-                    {"parent", run->parent.empty() ? nlohmann::json(nullptr) : nlohmann::json(run->parent)},
-                    {"growth_method", run->growth_method},
-                    {"family", run->config.model.family},
-                    {"parameters", run->config.model.spec->parameter_count()},
-                    {"steps", run->plan.total_steps},
-                    {"tokens", run->plan.total_steps * run->plan.tokens_per_step},
-                    {"training_flops", run->flops},
-                    {"cumulative_flops", run->cumulative_flops},
-                    {"corpus", run->config.data.corpus},
-                    {"finished", done},
-                    {"estimated_seconds", std::isfinite(seconds) ? nlohmann::json(seconds) : nlohmann::json(nullptr)}});
-  }
-  if (json) {
-    print_json({{"experiment", experiment.name},
-                {"file", experiment.path},
-                {"runs", list},
-                {"peak_flops", peak > 0 ? nlohmann::json(peak) : nlohmann::json(nullptr)},
-                {"assumed_mfu", efficiency},
-                {"finished_runs", finished.size()},
-                {"problems", problems},
-                {"estimated_seconds",
-                 std::isfinite(total_seconds) ? nlohmann::json(total_seconds) : nlohmann::json(nullptr)}});
-    return;
-  }
-  std::cout << fmt::format("experiment {} ({}): {} runs\n", experiment.name, experiment.path, runs.size());
-  std::vector<std::vector<std::string>> rows = {
-      {"run", "parent (method)", "family", "parameters", "tokens", "FLOPs", "cum. FLOPs", "est."}};
-  for (const auto& row : list) {
-    std::string parent = row["parent"].is_null() ? "-"
-                                                 : fmt::format("{} ({})", row["parent"].get<std::string>(),
-                                                               row["growth_method"].get<std::string>());
-    rows.push_back({row["name"].get<std::string>(), parent, row["family"].get<std::string>(),
-                    grouped(row["parameters"].get<std::int64_t>()), grouped(row["tokens"].get<std::int64_t>()),
-                    fmt::format("{:.3e}", row["training_flops"].get<double>()),
-                    fmt::format("{:.3e}", row["cumulative_flops"].get<double>()),
-                    row["finished"].get<bool>()          ? std::string("done")
-                    : row["estimated_seconds"].is_null() ? std::string("-")
-                                                         : duration_text(row["estimated_seconds"].get<double>())});
-  }
-  std::cout << text_table(rows, {false, false, false, true, true, true, true, true});
-  const std::size_t left = runs.size() - std::count_if(runs.begin(), runs.end(), [&](const ExperimentRun* r) {
-                             return finished.count(r->name) > 0;
-                           });
-  if (peak > 0) {
-    std::cout << fmt::format(
-        "estimated {} for the {} runs left ({} finished) at an assumed {:.0f}% of this machine's "
-        "matmul peak, {:.3e} FLOP/s, probed idle and cached in {}/machine.toml; the CPU's own "
-        "pace and other work on it move this by a factor of 2 either way\n",
-        duration_text(total_seconds), left, runs.size() - left, 100 * efficiency, peak, home);
-  } else {
-    std::cout << fmt::format(
-        "no time estimate for the {} runs left ({} finished): other processes used the CPUs "
-        "while the matmul peak was probed, and no idle probe is cached in {}/machine.toml yet\n",
-        left, runs.size() - left, home);
-  }
-}
-
 void run_experiment(const RunArgs& args) {
   const std::string home = home_resolve(args.home);
-  Experiment experiment = experiment_load(registry(), args.file);
-  std::vector<const ExperimentRun*> runs = runner::batch_select(experiment, args.only);
+  if (!args.only.empty() && !args.unit.empty()) {
+    throw UsageError(with_hint("--only and --unit both pick runs", "give one of them"));
+  }
+  // The file is read with device names checked for their form alone; a device this machine
+  // lacks is one of the problems found before anything runs (listed after a dry run's plan), so
+  // that a GPU experiment plans on a CPU machine.
+  const Experiment experiment = [&] {
+    const DeviceFormOnly form_only;
+    return experiment_load(registry(), args.file);
+  }();
+  std::vector<const ExperimentRun*> runs = args.unit.empty() ? runner::batch_select(experiment, args.only)
+                                                             : runner::batch_select_unit(experiment, args.unit);
   // Everything a run needs, before any compute, in a dry run and a real one alike: its data
   // (its config was validated as the file was read). A dry run still prints its plan (a paper's
   // file plans on a machine without its corpus), then the problems, and exits 2.
   std::vector<std::string> problems;
+  std::set<std::string> stopped;                                    // the runs that cannot start
+  std::map<std::string, std::vector<std::string>> device_problems;  // the problem -> the runs it stops
+  for (const ExperimentRun* run : runs) {
+    if (const std::optional<DeviceProblem> problem = device_check(run->config.train.device.text())) {
+      device_problems[with_hint("train.device: " + problem->message, problem->hint)].push_back(run->name);
+      stopped.insert(run->name);
+    }
+  }
+  for (const auto& [problem, names] : device_problems) {
+    problems.push_back(
+        fmt::format("{}: {} run{} ({}{}): {}", args.file, names.size(), names.size() == 1 ? "" : "s",
+                    fmt::join(names.begin(), names.begin() + std::min<std::size_t>(names.size(), 3), ", "),
+                    names.size() > 3 ? ", ..." : "", problem));
+  }
   for (const ExperimentRun* run : runs) {
     try {
       data_preflight(run->config, home, fmt::format("{}: runs.{} (run '{}')", args.file, run->group, run->name));
     } catch (const UsageError& e) {
       problems.push_back(e.what());
+      stopped.insert(run->name);
     }
   }
   if (args.dry_run) print_plan(experiment, runs, home, args.json, problems);
   if (!problems.empty()) {
-    throw UsageError(fmt::format("{} of {} runs cannot start; nothing was trained:\n{}", problems.size(), runs.size(),
+    throw UsageError(fmt::format("{} of {} runs cannot start; nothing was trained:\n{}", stopped.size(), runs.size(),
                                  fmt::join(problems, "\n")));
   }
   if (args.dry_run) return;
@@ -283,6 +230,7 @@ void add_run_command(CLI::App& app) {
   command->add_option("--token-file", args->token_file, "with --record-to: the service's token file");
   command->add_flag("--wait", args->wait, "slurm: follow the jobs until they end, instead of returning once submitted");
   command->add_option("--only", args->only, "only runs matching this glob (and their ancestors)");
+  command->add_option("--unit", args->unit, "only the runs of this unit of the file's [units] (docs/experiments.md)");
   command->add_flag("--dry-run", args->dry_run, "print the plan (runs, parents, parameters, tokens, FLOPs, time)");
   add_home_option(command, args->home);
   command->add_flag("--json", args->json, "with --dry-run: the plan as JSON (keys in docs/cli.md)");

@@ -14,13 +14,16 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "engine/core/error.h"
 #include "engine/core/files.h"
+#include "engine/config/run_config.h"
 #include "workbench/common/format.h"
 #include "workbench/results/figures.h"
+#include "workbench/results/pace.h"
 #include "workbench/results/summary.h"
 
 namespace tfw::results {
@@ -225,6 +228,63 @@ std::set<std::string> lineage_provenance(Store& store, const RunRecord& run) {
   return out;
 }
 
+// An experiment built up in units ([units], `tfw run FILE --unit NAME`): which have run, and
+// which are still to run with the GPU time they need at the tokens/s its finished runs measured.
+std::string units_section(const ExperimentResults& results) {
+  const Experiment& e = results.experiment();
+  if (e.units.empty()) return "";
+  GpuPaces paces;
+  for (const RunResult& r : results.runs()) {
+    if (r.finished()) paces.add(*r.record);
+  }
+  std::vector<std::string> done, left;
+  double left_seconds = 0;
+  std::size_t unestimated = 0;
+  std::ostringstream rows;
+  for (const ExperimentUnit& unit : e.units) {
+    std::size_t finished = 0;
+    double wall = 0, needed = 0;
+    for (const std::string& name : unit.runs) {
+      const RunResult* run = results.run(name);
+      if (run != nullptr && run->finished()) {
+        finished += 1;
+        wall += std::max(0.0, run->record->ended - run->record->started);
+      } else if (run != nullptr && run->planned != nullptr) {
+        const ExperimentRun& p = *run->planned;
+        needed += paces.seconds(run_config_to_toml(p.config),
+                                static_cast<double>(p.plan.total_steps * p.plan.tokens_per_step));
+      }
+    }
+    const bool complete = finished == unit.runs.size();
+    (complete ? done : left).push_back(unit.name);
+    if (!complete && std::isfinite(needed)) left_seconds += needed;
+    if (!complete && !std::isfinite(needed)) unestimated += 1;
+    rows << fmt::format("| {} | {} | {} of {} | {} | {} |\n", unit.name, unit.pattern, finished, unit.runs.size(),
+                        finished > 0 ? duration_text(wall) : "-",
+                        complete                ? std::string("-")
+                        : std::isfinite(needed) ? duration_text(needed)
+                                                : std::string("not measured yet"));
+  }
+  std::ostringstream out;
+  out << "## Units\n\n";
+  out << fmt::format(
+      "The experiment runs in {} units, each one command (`tfw run {} --unit NAME`) that trains its runs and the "
+      "ancestors they need. **Measured:** {} of {}{}. **Still to run:** {}{}.\n\n",
+      e.units.size(), e.path, done.size(), e.units.size(),
+      done.empty() ? "" : fmt::format(" ({})", fmt::join(done, ", ")),
+      left.empty() ? std::string("none") : fmt::format("{} ({})", left.size(), fmt::join(left, ", ")),
+      left.empty() ? ""
+      : unestimated == left.size()
+          ? "; no finished run has measured their models' pace yet, so their GPU time is not estimated"
+          : fmt::format("; about {} of GPU time for {} of them, at the tokens/s that finished runs of the same "
+                        "models measured{}",
+                        duration_text(left_seconds), left.size() - unestimated,
+                        unestimated > 0 ? fmt::format(" ({} not measured yet)", unestimated) : std::string()));
+  out << "| unit | runs (pattern) | finished | wall time so far | time still needed |\n|---|---|---|---|---|\n"
+      << rows.str() << "\n";
+  return out.str();
+}
+
 // What produced the numbers, and a warning wherever runs that are averaged or compared
 // were produced differently (another commit, LibTorch, processor, thread count or precision).
 std::string provenance_section(const ExperimentResults& results, const std::vector<ComparisonResult>& comparisons) {
@@ -288,7 +348,17 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
   out << "# " << e.name << (e.description.empty() ? "" : ": " + e.description) << "\n\n";
   out << fmt::format("Generated on {} by `{}` ({}) from {}. Regenerate it with the same command.\n\n", today(),
                      options.command, options.tool_version, options.source);
-  out << measured_section(results);
+  const bool any_finished =
+      std::any_of(results.runs().begin(), results.runs().end(), [](const RunResult& r) { return r.finished(); });
+  if (any_finished) {
+    out << measured_section(results);
+  } else {
+    out << fmt::format(
+        "**No run of this experiment has finished yet**: its data does not ship yet, and every claim below is "
+        "not yet decided. The plan: {} runs (`tfw run {} --dry-run`).\n\n",
+        results.runs().size(), e.path);
+  }
+  out << units_section(results);
   out << setup_section(results);
 
   out << "## Verdict rule\n\n" << verdict_rule() << "\n\n";
@@ -326,7 +396,9 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
                               std::isfinite(c.b[i]) ? value_text(c.log_scale ? std::log10(c.b[i]) : c.b[i], c.log_scale)
                                                     : std::string("not reached"));
     }
-    out << fmt::format("- **Per seed (a against b):** {}. a < b in {} of {}.\n", per_seed, a_less, c.seeds.size());
+    if (!c.seeds.empty()) {
+      out << fmt::format("- **Per seed (a against b):** {}. a < b in {} of {}.\n", per_seed, a_less, c.seeds.size());
+    }
     out << fmt::format("- **Verdict: {}** ({}; claimed: {}).\n", c.verdict, c.verdict_reason, c.spec.expect);
     for (const std::string& note : c.notes) out << "- Note: " << note << ".\n";
     out << "\n";
@@ -335,6 +407,13 @@ std::vector<ClaimLine> report_write(const ExperimentResults& results, const Repo
   if (number == 0)
     out << "This experiment's file names no claims (`claim = \"...\"` in a `[comparisons.NAME]` table).\n\n";
 
+  if (!any_finished) {  // nothing measured: no provenance, figures or tables to show
+    const std::string path = (fs::path(options.out_dir) / file).string();
+    const std::string text = out.str();
+    file_write_durably(path, text.data(), text.size());
+    written.push_back(path);
+    return claims;
+  }
   out << provenance_section(results, comparisons);
 
   // Figures.
@@ -379,8 +458,10 @@ std::string report_index(const std::vector<ClaimLine>& claims, const ReportOptio
                        c.paper.empty() ? "-" : c.paper, c.verdict);
     counts[c.verdict] += 1;
   }
-  out << fmt::format("\n{} claims: {} supported, {} not supported, {} inconclusive.\n", claims.size(),
-                     counts["supported"], counts["not supported"], counts["inconclusive"]);
+  out << fmt::format(
+      "\n{} claims: {} supported, {} not supported, {} inconclusive{}.\n", claims.size(), counts["supported"],
+      counts["not supported"], counts["inconclusive"],
+      counts["not yet decided"] > 0 ? fmt::format(", {} not yet decided", counts["not yet decided"]) : std::string());
   return out.str();
 }
 

@@ -208,7 +208,9 @@ std::string verdict_rule() {
          "of the mean difference lies entirely on the claimed side of 0. **Not supported**: the interval lies "
          "entirely on the other side. **Inconclusive**: otherwise (the interval contains 0, or fewer than 2 pairs). "
          "A target loss that a side never reaches counts as more compute than the other side; when it happens in "
-         "only some seeds there is no interval and the verdict is inconclusive.";
+         "only some seeds there is no interval and the verdict is inconclusive. **Not yet decided (k of n "
+         "seeds)**: the experiment file plans n seeds of both sides and only k pairs have finished; no verdict is "
+         "given until all n have.";
 }
 
 namespace {
@@ -467,11 +469,39 @@ void judge(const ComparisonSpec& spec, ComparisonResult& out, std::size_t finite
   }
 }
 
+// The seeds the experiment file plans for both sides of a comparison (0 when the experiment
+// was read from the store alone, which plans nothing).
+std::size_t planned_pairs(const ExperimentResults& results, const ComparisonSpec& spec) {
+  if (!results.from_file()) return 0;
+  std::array<std::set<std::int64_t>, 2> seeds;
+  for (int s = 0; s < 2; ++s) {
+    for (const RunResult* run : results.variant(side_name(spec, s)).runs) seeds[s].insert(run->seed);
+  }
+  return static_cast<std::size_t>(
+      std::count_if(seeds[0].begin(), seeds[0].end(), [&](std::int64_t seed) { return seeds[1].count(seed) > 0; }));
+}
+
+bool side_finished(const ExperimentResults& results, const ComparisonSpec& spec, int s) {
+  return !results.variant(side_name(spec, s)).finished().empty();
+}
+
 }  // namespace
 
 ComparisonResult compare(const ExperimentResults& results, const ComparisonSpec& spec) {
   ComparisonResult out;
   out.spec = spec;
+  const std::size_t planned = planned_pairs(results, spec);
+  if (planned > 0 && !(side_finished(results, spec, 0) && side_finished(results, spec, 1))) {
+    // An experiment built up a piece at a time: a side has not run yet.
+    describe(spec, out);
+    out.verdict = "not yet decided";
+    const bool a = side_finished(results, spec, 0), b = side_finished(results, spec, 1);
+    out.verdict_reason = fmt::format("0 of {} seeds: {} finished a run yet", planned,
+                                     !a && !b ? "neither side has"
+                                     : a      ? spec.b + " has not"
+                                              : spec.a + " has not");
+    return out;
+  }
   const std::array<SeedRuns, 2> sides = finished_sides(results, spec);
   pair_seeds(sides, spec, out);
   for (std::int64_t seed : out.seeds) {
@@ -482,6 +512,11 @@ ComparisonResult compare(const ExperimentResults& results, const ComparisonSpec&
   }
   describe(spec, out);
   judge(spec, out, summarise(out));
+  if (out.seeds.size() < planned) {
+    out.verdict_reason =
+        fmt::format("{} of {} seeds; so far {}: {}", out.seeds.size(), planned, out.verdict, out.verdict_reason);
+    out.verdict = "not yet decided";
+  }
   return out;
 }
 
