@@ -14,6 +14,7 @@
 #include "engine/core/error.h"
 #include "engine/core/sha256.h"
 #include "runner/bundle_parts.h"
+#include "storage/run_json.h"
 
 namespace tfw::runner {
 
@@ -66,31 +67,13 @@ json run_object(Store& store, const RunRecord& r) {
                                        std::isfinite(e.value) ? json(e.value) : json(nullptr), e.windows, e.tokens,
                                        e.mode, e.created, e.blocks}));
   }
-  json object{{"experiment", r.experiment},
-              {"name", r.name},
-              {"family", r.family},
-              {"config", r.config},
-              {"status", status_name(r.status)},
-              {"heartbeat", r.heartbeat},
-              {"seed", r.seed},
-              {"git_commit", r.git_commit},
-              {"host", r.host},
-              {"started", r.started},
-              {"ended", r.ended},
-              {"parent", parent},
-              {"growth_method", r.growth_method},
-              {"growth_options", r.growth_options},
-              {"stage", r.stage},
-              {"parameters", r.parameters},
-              {"tokens", r.tokens},
-              {"flops", r.flops},
-              {"inherited_flops", r.inherited_flops},
-              {"cumulative_flops", r.cumulative_flops},
-              {"final_metrics", r.final_metrics.text()},
-              {"error", r.error},
-              {"metrics", metrics},
-              {"events", events},
-              {"checkpoints", checkpoints}};
+  json object = run_record_json(r);
+  object["config"] = r.config;
+  object["parent"] = parent;
+  object["final_metrics"] = r.final_metrics.text();
+  object["metrics"] = metrics;
+  object["events"] = events;
+  object["checkpoints"] = checkpoints;
   if (!evaluations.empty()) object["evaluations"] = evaluations;  // bundles of runs without any stay as they were
   return object;
 }

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "storage/run_json.h"
+
 namespace tfw {
 
 nlohmann::json json_or_empty(const std::string& text) {
@@ -15,29 +17,12 @@ nlohmann::json json_or_empty(const std::string& text) {
 }
 
 nlohmann::json run_json(const RunRecord& r) {
-  return {{"id", r.id},
-          {"experiment", r.experiment},
-          {"name", r.name},
-          {"family", r.family},
-          {"status", status_name(r.status)},
-          {"heartbeat", r.heartbeat},
-          {"seed", r.seed},
-          {"git_commit", r.git_commit},
-          {"host", r.host},
-          {"started", r.started},
-          {"ended", r.ended},
-          {"parent", r.parent == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.parent)},
-          {"growth_method", r.growth_method},
-          {"growth_options", r.growth_options},
-          {"stage", r.stage},
-          {"parameters", r.parameters},
-          {"tokens", r.tokens},
-          {"flops", r.flops},
-          {"inherited_flops", r.inherited_flops},
-          {"cumulative_flops", r.cumulative_flops},
-          {"final_metrics", json_or_empty(r.final_metrics.text())},
-          {"error", r.error},
-          {"run_dir", r.run_dir}};
+  nlohmann::json object = run_record_json(r);
+  object["id"] = r.id;
+  object["parent"] = r.parent == 0 ? nlohmann::json(nullptr) : nlohmann::json(r.parent);
+  object["final_metrics"] = json_or_empty(r.final_metrics.text());
+  object["run_dir"] = r.run_dir;
+  return object;
 }
 
 namespace {
