@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -206,6 +208,20 @@ TEST_F(E1Gpu, TwinUnitsMergeAndNoClaimIsDecidedBeforeItsThreeSeeds) {
   EXPECT_EQ(decided_claims, 4u) << full;  // the four Tokenformer-against-Tokenformer claims
   EXPECT_EQ(undecided, 3u) << full;       // the three against the Transformer
   EXPECT_NE(full.find("3 seed pairs (comparison `grown-vs-matched-schedule`)"), std::string::npos) << full;
+
+  // The figure: one colour a lineage. The ladder's three stages share one, and each control
+  // (from scratch: a lineage of its own) has its own. Read from the legend: a line in the
+  // series' colour, then its label's first line (a long label wraps).
+  const std::string svg = read(root_ + "/r3/figures/e1-gpu-twin/loss_vs_flops.svg");
+  std::map<std::string, std::string> colour_of;  // group -> its legend colour
+  const std::regex entry("stroke=\"(#[0-9a-f]{6})\" stroke-width=\"2.5\"[^>]*/>\n<text [^>]*>([a-z0-9-]+) \\(");
+  for (std::sregex_iterator it(svg.begin(), svg.end(), entry), end; it != end; ++it) colour_of[(*it)[2]] = (*it)[1];
+  ASSERT_EQ(colour_of.size(), 8u) << svg.substr(0, 4000);  // the ladder's 3 stages and 5 controls
+  EXPECT_EQ(colour_of["tokenformer-s1"], colour_of["tokenformer-s2"]);
+  EXPECT_EQ(colour_of["tokenformer-s2"], colour_of["tokenformer-s3"]);
+  std::set<std::string> distinct;
+  for (const auto& [group, colour] : colour_of) distinct.insert(colour);
+  EXPECT_EQ(distinct.size(), 6u);  // one for the ladder, five for the controls
 }
 
 }  // namespace test_e1_gpu

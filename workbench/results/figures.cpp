@@ -147,14 +147,53 @@ Figure figure_of(const ExperimentResults& results, std::string id, const std::st
   return f;
 }
 
+// One colour per lineage: a grown group that is its parent group's only grown child takes the
+// parent's colour, so that a ladder of stages reads as one line; a parent grown several ways (a
+// comparison of growth methods) gives each branch a colour of its own. Groups in order.
+std::vector<std::size_t> lineage_colours(const ExperimentResults& results) {
+  const std::vector<Variant>& variants = results.variants();
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < variants.size(); ++i) index[variants[i].name] = i;
+  std::map<std::int64_t, std::string> variant_of_id;  // store id -> group
+  for (const RunResult& run : results.runs()) {
+    if (run.record) variant_of_id[run.record->id] = run.variant;
+  }
+  // Each group's parent group (none: -1), from its first run that has a parent.
+  std::vector<long> parent(variants.size(), -1);
+  std::vector<std::size_t> children(variants.size(), 0);
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    for (const RunResult* run : variants[i].runs) {
+      std::string name;
+      if (run->planned != nullptr && !run->planned->parent.empty()) {
+        if (const RunResult* p = results.run(run->planned->parent)) name = p->variant;
+      } else if (run->record && run->record->parent != 0 && variant_of_id.count(run->record->parent)) {
+        name = variant_of_id[run->record->parent];
+      }
+      if (name.empty() || !index.count(name)) continue;
+      parent[i] = static_cast<long>(index[name]);
+      children[index[name]] += 1;
+      break;
+    }
+  }
+  std::vector<std::size_t> colour(variants.size(), 0);
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    const long p = parent[i];
+    const bool continues = p >= 0 && static_cast<std::size_t>(p) < i && children[p] == 1;
+    colour[i] = continues ? colour[p] : next++;
+  }
+  return colour;
+}
+
 Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirrors) {
   Figure f = figure_of(results, "loss_vs_flops", "validation loss against cumulative training compute",
                        "cumulative training FLOPs (log scale)", loss_label(results));
-  std::size_t colour = 0;
+  const std::vector<std::size_t> colours = lineage_colours(results);
+  std::size_t index = 0;
   bool grown = false, single = false;
   for (const Variant& v : results.variants()) {
     FigureSeries s;
-    s.colour = colour++;
+    s.colour = colours[index++];
     s.dashed = s.colour >= kPaletteSize;  // the palette's second round: told apart by dashes
     s.label = fmt::format("{} (n = {})", v.name, v.finished().size());
     for (const RunResult* run : v.finished()) {
@@ -182,7 +221,9 @@ Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirror
       caption_of(results,
                  std::string("Validation loss of every run (one line per run) against the cumulative FLOPs of "
                              "its lineage; the band spans the seeds' minimum to maximum") +
-                     (grown ? "; circles mark growth points (a grown run's first evaluation)" : "") +
+                     (grown ? "; circles mark growth points (a grown run's first evaluation), and a stage "
+                              "that is its parent's only growth keeps its parent's colour: one colour a lineage"
+                            : "") +
                      (single ? "; a dot is a run with a single evaluation" : "") +
                      (results.corpora().size() > 1 ? ". Each run's loss is on its own training corpus, so a jump at "
                                                      "a growth point can be the change of data"
