@@ -136,7 +136,7 @@ TEST_F(E1Gpu, TheTwinHasTheSameRunsUnitsAndClaimsAndItsOwnMatchedBudget) {
             step);
 }
 
-// Two units in two homes, as two GPU spells would run them; their bundles merge in one
+// Two units in two homes, as two separate GPU machines would run them; their bundles merge in one
 // report; a third home that imports both and runs the other seeds of the Tokenformer units
 // decides the Tokenformer claims and leaves the Transformer ones undecided.
 TEST_F(E1Gpu, TwinUnitsMergeAndNoClaimIsDecidedBeforeItsThreeSeeds) {
