@@ -24,6 +24,7 @@ check "the table ends the output" 'tail -3 "$work/twin.txt" | grep -q "^Total: "
 check "ladder-s0 ran whole: 3 runs, 3 finished" 'grep -q "^| ladder-s0 | 3 | 3 | " "$work/twin.txt"'
 check "its bundle was written" '[ -s "$work/out/ladder-s0.tfwb" ]'
 check "the corpus step is the GPU file's alone" '! grep -q "corpus" "$work/twin.txt"'
+check "the bundles line names the bundle" 'grep -q "^Bundles: .*ladder-s0.tfwb" "$work/twin.txt"'
 "$tfw" runs import "$work/out/ladder-s0.tfwb" --home "$work/fresh" > /dev/null 2>&1
 listed=$("$tfw" runs list --experiment e1-gpu-twin --json --home "$work/fresh" 2> /dev/null |
   "$python" -c 'import json, sys; print(" ".join(sorted(r["name"] for r in json.load(sys.stdin)["runs"])))')
@@ -34,6 +35,11 @@ E1_HOME=$work/home TFW=$tfw TFW_TORCH_PYTHON=$python E1_UNMEASURED_SECONDS=10 \
   bash "$root/scripts/e1-gpu" --out "$work/out2" --experiment "$root/experiments/gpu/e1-bpe-twin.toml" --seconds 12 \
   > "$work/twin2.txt" 2> /dev/null
 check "a second call does not run ladder-s0 again" '! grep -q "^| ladder-s0 " "$work/twin2.txt"'
+# With too little time for any unit: nothing runs, and no bundle is named.
+E1_HOME=$work/home3 TFW=$tfw TFW_TORCH_PYTHON=$python E1_UNMEASURED_SECONDS=600 \
+  bash "$root/scripts/e1-gpu" --out "$work/out3" --experiment "$root/experiments/gpu/e1-bpe-twin.toml" --seconds 5 \
+  > "$work/twin3.txt" 2> /dev/null
+check "with 5 s no unit starts and no bundle is named" 'grep -q "^| ladder-s0 | - | not started " "$work/twin3.txt" && grep -q "^Bundles: none.$" "$work/twin3.txt"'
 
 # The GPU file: the corpus, then no CUDA device (or, on a GPU machine, the units: not here).
 if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then

@@ -136,9 +136,10 @@ TEST_F(E1Gpu, TheTwinHasTheSameRunsUnitsAndClaimsAndItsOwnMatchedBudget) {
             step);
 }
 
-// Two units in two homes, as two separate GPU machines would run them; their bundles merge in one
-// report; a third home that imports both and runs the other seeds of the Tokenformer units
-// decides the Tokenformer claims and leaves the Transformer ones undecided.
+// Two units in two homes, as two separate GPU machines would run them; their bundles merge in
+// one report, also when units ran out of order; a third home that imports the bundles and runs
+// the rest of the Tokenformer units decides the Tokenformer claims and leaves the Transformer
+// ones undecided.
 TEST_F(E1Gpu, TwinUnitsMergeAndNoClaimIsDecidedBeforeItsThreeSeeds) {
   auto unit = [&](const std::string& name, const std::string& home) {
     Result ran = capture(fmt::format("{} run {} --unit {} --home {}", kTfw, kTwin, name, home));
@@ -177,21 +178,34 @@ TEST_F(E1Gpu, TwinUnitsMergeAndNoClaimIsDecidedBeforeItsThreeSeeds) {
   EXPECT_EQ(text.find("**Verdict: supported**"), std::string::npos);
   EXPECT_EQ(text.find("**Verdict: not supported**"), std::string::npos);
 
+  // Units run out of order: the ladder of seed 1 beside the controls of seed 0. Both sides
+  // have finished runs, but no seed on both: still not decided, and said why.
+  unit("ladder-s1", root_ + "/a");
+  Result disjoint =
+      capture(fmt::format("{} report {} --bundle {}/ladder-s1.tfwb --bundle "
+                          "{}/tokenformer-controls-s0.tfwb --out {}/r2",
+                          kTfw, kTwin, root_, root_, root_));
+  ASSERT_EQ(disjoint.code, 0) << disjoint.output;
+  EXPECT_NE(read(root_ + "/r2/e1-gpu-twin.md")
+                .find("- **Verdict: not yet decided** (0 of 3 seeds: no seed has finished on both sides yet"),
+            std::string::npos)
+      << read(root_ + "/r2/e1-gpu-twin.md");
+
   // A third home: both bundles, then the other two seeds of the Tokenformer units.
   const std::string home = root_ + "/c";
-  for (const char* b : {"ladder-s0", "tokenformer-controls-s0"}) {
+  for (const char* b : {"ladder-s0", "ladder-s1", "tokenformer-controls-s0"}) {
     Result imported = capture(fmt::format("{} runs import {}/{}.tfwb --home {}", kTfw, root_, b, home));
     ASSERT_EQ(imported.code, 0) << imported.output;
   }
   Result rest = capture(fmt::format("{} run {} --only 'tokenformer-*' --jobs 2 --home {}", kTfw, kTwin, home));
   ASSERT_EQ(rest.code, 0) << rest.output;
-  // Seed 0 came in the bundles: its 8 runs are skipped, the other 16 trained.
+  // Seed 0's 8 runs and seed 1's ladder came in the bundles: 11 skipped, the other 13 trained.
   std::size_t skipped = 0;
   for (std::size_t at = rest.err.find("finished before, skipped"); at != std::string::npos;
        at = rest.err.find("finished before, skipped", at + 1)) {
     skipped += 1;
   }
-  EXPECT_EQ(skipped, 8u) << rest.err;
+  EXPECT_EQ(skipped, 11u) << rest.err;
   Result decided = capture(fmt::format("{} report {} --out {}/r3 --home {}", kTfw, kTwin, root_, home));
   ASSERT_EQ(decided.code, 0) << decided.output;
   const std::string full = read(root_ + "/r3/e1-gpu-twin.md");

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <sstream>
 
 namespace tfw::results {
@@ -29,15 +28,6 @@ void GpuPaces::add(const RunRecord& record) {
   } catch (const toml::parse_error&) {
     // a config that does not parse measures nothing
   }
-}
-
-GpuPaces GpuPaces::read(const std::string& home) {
-  GpuPaces paces;
-  if (!std::filesystem::exists(home + "/runs.db")) return paces;
-  RunFilter filter;
-  filter.status = RunStatus::finished;
-  for (const RunRecord& r : Store::open_readonly(home + "/runs.db")->runs(filter)) paces.add(r);
-  return paces;
 }
 
 double GpuPaces::seconds(const toml::table& config, double tokens, std::size_t* runs) const {

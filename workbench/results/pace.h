@@ -23,8 +23,6 @@ class GpuPaces {
  public:
   // A finished run's tokens/s, when it trained on a GPU and recorded them; others are passed over.
   void add(const RunRecord& record);
-  // Every finished run of the store at `home`'s runs.db (none when there is no store).
-  static GpuPaces read(const std::string& home);
   // The time `tokens` take with `config`, at the median tokens/s of the runs that measured it;
   // NaN when none did. `runs` (when given) is how many did.
   double seconds(const toml::table& config, double tokens, std::size_t* runs = nullptr) const;

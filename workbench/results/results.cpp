@@ -469,20 +469,21 @@ void judge(const ComparisonSpec& spec, ComparisonResult& out, std::size_t finite
   }
 }
 
-// The seeds the experiment file plans for both sides of a comparison (0 when the experiment
-// was read from the store alone, which plans nothing).
-std::size_t planned_pairs(const ExperimentResults& results, const ComparisonSpec& spec) {
-  if (!results.from_file()) return 0;
+// Each side's seeds: the experiment file's plan of them, or those it has finished.
+std::array<std::set<std::int64_t>, 2> side_seeds(const ExperimentResults& results, const ComparisonSpec& spec,
+                                                 bool finished) {
   std::array<std::set<std::int64_t>, 2> seeds;
   for (int s = 0; s < 2; ++s) {
-    for (const RunResult* run : results.variant(side_name(spec, s)).runs) seeds[s].insert(run->seed);
+    for (const RunResult* run : results.variant(side_name(spec, s)).runs) {
+      if (!finished || run->finished()) seeds[s].insert(run->seed);
+    }
   }
-  return static_cast<std::size_t>(
-      std::count_if(seeds[0].begin(), seeds[0].end(), [&](std::int64_t seed) { return seeds[1].count(seed) > 0; }));
+  return seeds;
 }
 
-bool side_finished(const ExperimentResults& results, const ComparisonSpec& spec, int s) {
-  return !results.variant(side_name(spec, s)).finished().empty();
+std::size_t in_both(const std::array<std::set<std::int64_t>, 2>& seeds) {
+  return static_cast<std::size_t>(
+      std::count_if(seeds[0].begin(), seeds[0].end(), [&](std::int64_t seed) { return seeds[1].count(seed) > 0; }));
 }
 
 }  // namespace
@@ -490,17 +491,22 @@ bool side_finished(const ExperimentResults& results, const ComparisonSpec& spec,
 ComparisonResult compare(const ExperimentResults& results, const ComparisonSpec& spec) {
   ComparisonResult out;
   out.spec = spec;
-  const std::size_t planned = planned_pairs(results, spec);
-  if (planned > 0 && !(side_finished(results, spec, 0) && side_finished(results, spec, 1))) {
-    // An experiment built up a piece at a time: a side has not run yet.
-    describe(spec, out);
-    out.verdict = "not yet decided";
-    const bool a = side_finished(results, spec, 0), b = side_finished(results, spec, 1);
-    out.verdict_reason = fmt::format("0 of {} seeds: {} finished a run yet", planned,
-                                     !a && !b ? "neither side has"
-                                     : a      ? spec.b + " has not"
-                                              : spec.a + " has not");
-    return out;
+  // An experiment read from its file plans its seeds; one built up a piece at a time may not
+  // have finished any seed on both sides yet (a side that has not run, or other seeds on each).
+  std::size_t planned = 0;
+  if (results.from_file()) {
+    planned = in_both(side_seeds(results, spec, false));
+    const std::array<std::set<std::int64_t>, 2> done = side_seeds(results, spec, true);
+    if (planned > 0 && in_both(done) == 0) {
+      describe(spec, out);
+      out.verdict = "not yet decided";
+      out.verdict_reason = fmt::format("0 of {} seeds: {}", planned,
+                                       done[0].empty() && done[1].empty() ? "neither side has finished a run yet"
+                                       : done[1].empty()                  ? spec.b + " has not finished a run yet"
+                                       : done[0].empty()                  ? spec.a + " has not finished a run yet"
+                                                                          : "no seed has finished on both sides yet");
+      return out;
+    }
   }
   const std::array<SeedRuns, 2> sides = finished_sides(results, spec);
   pair_seeds(sides, spec, out);
