@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <map>
 #include <set>
 #include <iostream>
 
@@ -69,31 +68,41 @@ void run_experiment(const RunArgs& args) {
   }();
   std::vector<const ExperimentRun*> runs = args.unit.empty() ? runner::batch_select(experiment, args.only)
                                                              : runner::batch_select_unit(experiment, args.unit);
-  // Everything a run needs, before any compute, in a dry run and a real one alike: its data
-  // (its config was validated as the file was read). A dry run still prints its plan (a paper's
-  // file plans on a machine without its corpus), then the problems, and exits 2.
-  std::vector<std::string> problems;
-  std::set<std::string> stopped;                                    // the runs that cannot start
-  std::map<std::string, std::vector<std::string>> device_problems;  // the problem -> the runs it stops
+  // Everything a run needs, before any compute, in a dry run and a real one alike: a device
+  // this machine has, and its data (its config was validated as the file was read). A dry run
+  // still prints its plan (a paper's file plans on a machine without its corpus, a GPU file on a
+  // machine without a GPU), then the problems, and exits 2. A problem that stops several runs
+  // (36 runs on a corpus not prepared yet) is said once, naming them.
+  std::vector<std::pair<std::string, std::vector<const ExperimentRun*>>> stopping;  // problem -> its runs
+  auto stops = [&](const std::string& problem, const ExperimentRun* run) {
+    auto it = std::find_if(stopping.begin(), stopping.end(), [&](const auto& p) { return p.first == problem; });
+    if (it == stopping.end()) it = stopping.insert(stopping.end(), {problem, {}});
+    it->second.push_back(run);
+  };
   for (const ExperimentRun* run : runs) {
     if (const std::optional<DeviceProblem> problem = device_check(run->config.train.device.text())) {
-      device_problems[with_hint("train.device: " + problem->message, problem->hint)].push_back(run->name);
-      stopped.insert(run->name);
+      stops(with_hint("train.device: " + problem->message, problem->hint), run);
     }
-  }
-  for (const auto& [problem, names] : device_problems) {
-    problems.push_back(
-        fmt::format("{}: {} run{} ({}{}): {}", args.file, names.size(), names.size() == 1 ? "" : "s",
-                    fmt::join(names.begin(), names.begin() + std::min<std::size_t>(names.size(), 3), ", "),
-                    names.size() > 3 ? ", ..." : "", problem));
-  }
-  for (const ExperimentRun* run : runs) {
     try {
-      data_preflight(run->config, home, fmt::format("{}: runs.{} (run '{}')", args.file, run->group, run->name));
+      data_preflight(run->config, home, "");
     } catch (const UsageError& e) {
-      problems.push_back(e.what());
-      stopped.insert(run->name);
+      stops(e.what(), run);
     }
+  }
+  std::vector<std::string> problems;
+  std::set<std::string> stopped;  // the runs that cannot start
+  for (const auto& [problem, stopped_runs] : stopping) {
+    for (const ExperimentRun* run : stopped_runs) stopped.insert(run->name);
+    const ExperimentRun& first = *stopped_runs.front();
+    if (stopped_runs.size() == 1) {
+      problems.push_back(fmt::format("{}: runs.{} (run '{}'): {}", args.file, first.group, first.name, problem));
+      continue;
+    }
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < std::min<std::size_t>(stopped_runs.size(), 3); ++i)
+      names.push_back(stopped_runs[i]->name);
+    problems.push_back(fmt::format("{}: {} runs ({}{}): {}", args.file, stopped_runs.size(), fmt::join(names, ", "),
+                                   stopped_runs.size() > 3 ? ", ..." : "", problem));
   }
   if (args.dry_run) print_plan(experiment, runs, home, args.json, problems);
   if (!problems.empty()) {
