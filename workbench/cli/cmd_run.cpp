@@ -54,25 +54,14 @@ struct RunArgs {
   std::string record_to, token_file;  // the runs record to this service
 };
 
-void run_experiment(const RunArgs& args) {
-  const std::string home = home_resolve(args.home);
-  if (!args.only.empty() && !args.unit.empty()) {
-    throw UsageError(with_hint("--only and --unit both pick runs", "give one of them"));
-  }
-  // The file is read with device names checked for their form alone; a device this machine
-  // lacks is one of the problems found before anything runs (listed after a dry run's plan), so
-  // that a GPU experiment plans on a CPU machine.
-  const Experiment experiment = [&] {
-    const DeviceFormOnly form_only;
-    return experiment_load(registry(), args.file);
-  }();
-  std::vector<const ExperimentRun*> runs = args.unit.empty() ? runner::batch_select(experiment, args.only)
-                                                             : runner::batch_select_unit(experiment, args.unit);
-  // Everything a run needs, before any compute, in a dry run and a real one alike: a device
-  // this machine has, and its data (its config was validated as the file was read). A dry run
-  // still prints its plan (a paper's file plans on a machine without its corpus, a GPU file on a
-  // machine without a GPU), then the problems, and exits 2. A problem that stops several runs
-  // (36 runs on a corpus not prepared yet) is said once, naming them.
+// Everything a run needs, before any compute, in a dry run and a real one alike: a device
+// this machine has, and its data (its config was validated as the file was read). A dry run
+// still prints its plan (a paper's file plans on a machine without its corpus, a GPU file on a
+// machine without a GPU), then the problems, and exits 2. A problem that stops several runs
+// (36 runs on a corpus not prepared yet) is said once, naming them. Returns the problems;
+// `stopped` gets the runs they stop.
+std::vector<std::string> preflight(const std::string& file, const std::vector<const ExperimentRun*>& runs,
+                                   const std::string& home, std::set<std::string>& stopped) {
   std::vector<std::pair<std::string, std::vector<const ExperimentRun*>>> stopping;  // problem -> its runs
   auto stops = [&](const std::string& problem, const ExperimentRun* run) {
     auto it = std::find_if(stopping.begin(), stopping.end(), [&](const auto& p) { return p.first == problem; });
@@ -90,20 +79,38 @@ void run_experiment(const RunArgs& args) {
     }
   }
   std::vector<std::string> problems;
-  std::set<std::string> stopped;  // the runs that cannot start
   for (const auto& [problem, stopped_runs] : stopping) {
     for (const ExperimentRun* run : stopped_runs) stopped.insert(run->name);
     const ExperimentRun& first = *stopped_runs.front();
     if (stopped_runs.size() == 1) {
-      problems.push_back(fmt::format("{}: runs.{} (run '{}'): {}", args.file, first.group, first.name, problem));
+      problems.push_back(fmt::format("{}: runs.{} (run '{}'): {}", file, first.group, first.name, problem));
       continue;
     }
     std::vector<std::string> names;
     for (std::size_t i = 0; i < std::min<std::size_t>(stopped_runs.size(), 3); ++i)
       names.push_back(stopped_runs[i]->name);
-    problems.push_back(fmt::format("{}: {} runs ({}{}): {}", args.file, stopped_runs.size(), fmt::join(names, ", "),
+    problems.push_back(fmt::format("{}: {} runs ({}{}): {}", file, stopped_runs.size(), fmt::join(names, ", "),
                                    stopped_runs.size() > 3 ? ", ..." : "", problem));
   }
+  return problems;
+}
+
+void run_experiment(const RunArgs& args) {
+  const std::string home = home_resolve(args.home);
+  if (!args.only.empty() && !args.unit.empty()) {
+    throw UsageError(with_hint("--only and --unit both pick runs", "give one of them"));
+  }
+  // The file is read with device names checked for their form alone; a device this machine
+  // lacks is one of the problems found before anything runs (listed after a dry run's plan), so
+  // that a GPU experiment plans on a CPU machine.
+  const Experiment experiment = [&] {
+    const DeviceFormOnly form_only;
+    return experiment_load(registry(), args.file);
+  }();
+  std::vector<const ExperimentRun*> runs = args.unit.empty() ? runner::batch_select(experiment, args.only)
+                                                             : runner::batch_select_unit(experiment, args.unit);
+  std::set<std::string> stopped;  // the runs that cannot start
+  const std::vector<std::string> problems = preflight(args.file, runs, home, stopped);
   if (args.dry_run) print_plan(experiment, runs, home, args.json, problems);
   if (!problems.empty()) {
     throw UsageError(fmt::format("{} of {} runs cannot start; nothing was trained:\n{}", stopped.size(), runs.size(),
