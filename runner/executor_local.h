@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "runner/executor.h"
-#include "runner/process.h"
+#include "engine/core/process.h"
 
 namespace tfw::runner {
 

@@ -14,7 +14,7 @@
 
 #include "engine/core/error.h"
 #include "runner/lineage.h"
-#include "runner/process.h"
+#include "engine/core/process.h"
 
 namespace tfw::runner {
 

@@ -18,7 +18,7 @@
 #include "engine/core/error.h"
 #include "engine/plugin/registry.h"
 #include "engine/machine/runtime.h"
-#include "runner/process.h"
+#include "engine/core/process.h"
 
 namespace tfw::runner {
 

@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "runner/executor_slurm.h"
-#include "runner/process.h"
+#include "engine/core/process.h"
 
 #include <filesystem>
 
@@ -47,7 +47,7 @@ std::vector<runner::ClusterJobRow> LocalRunSource::cluster_jobs() {
   bool live = false;
   for (const runner::ClusterJobRow& row : rows) live = live || !runner::slurm_state_final(row.state);
   const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (live && now - slurm_asked_ >= 5 && !runner::program_path("squeue").empty()) {
+  if (live && now - slurm_asked_ >= 5 && !program_path("squeue").empty()) {
     slurm_asked_ = now;
     try {
       std::unique_ptr<Store> writable = Store::open(path_);  // the refresh writes the states it learns

@@ -2,7 +2,7 @@
 # Fails when a folder includes what docs/design/ARCHITECTURE.md forbids it: storage/ never sees torch,
 # only workbench/gui includes ImGui/GLFW, plugins reach nothing past the engine API, and the
 # CLI plumbing stays torch-free (torch lives in engine/ and plugins/), and only
-# runner/process.cpp starts processes.
+# engine/core/process.cpp starts processes.
 set -u
 root=${1:-.}
 cd "$root" || exit 2
@@ -71,11 +71,11 @@ if [ -n "$loose" ]; then
   echo "architecture violation: a source file outside the rooms of engine/:"; echo "$loose" | sed 's/^/  /'; status=1
 fi
 check "bench includes tests" '#include *[<"](tests/|\.\./tests/)' bench
-# Process supervision has one home (runner/process.cpp): nothing else forks, spawns or reaps.
+# Process supervision has one home (engine/core/process.cpp): nothing else forks, spawns or reaps.
 spawners=$(grep -rlE '\b(fork|vfork|posix_spawnp?|waitpid|wait4|execve|execvp?)[[:space:]]*\(' engine storage runner workbench plugins bench \
-             --include='*.cpp' --include='*.h' 2>/dev/null | grep -v '^runner/process\.cpp$')
+             --include='*.cpp' --include='*.h' 2>/dev/null | grep -v '^engine/core/process\.cpp$')
 if [ -n "$spawners" ]; then
-  echo "architecture violation: a process is spawned or reaped outside runner/process.cpp (use runner::Process):"
+  echo "architecture violation: a process is spawned or reaped outside engine/core/process.cpp (use tfw::Process):"
   echo "$spawners" | sed 's/^/  /'; status=1
 fi
 [ $status = 0 ] && echo "architecture arrows: ok"

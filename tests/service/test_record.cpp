@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runner/process.h"
+#include "engine/core/process.h"
 #include "storage/store.h"
 #include "tests/cli/run_command.h"
 #include "tests/service/service_helpers.h"
@@ -45,9 +45,9 @@ std::string sql(const std::string& home, const std::string& query) {
   return test::capture("sqlite3 " + home + "/runs.db \"" + query + "\"").out;
 }
 
-runner::Process train_in_background(const std::string& node, const std::string& name, const std::string& address,
-                                    const std::string& log, std::vector<std::string> extra = {}) {
-  runner::ProcessSpec spec;
+Process train_in_background(const std::string& node, const std::string& name, const std::string& address,
+                            const std::string& log, std::vector<std::string> extra = {}) {
+  ProcessSpec spec;
   spec.argv = {TFW_BINARY,
                "--threads",
                "1",
@@ -66,7 +66,7 @@ runner::Process train_in_background(const std::string& node, const std::string& 
   spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
   spec.log_path = log;
   spec.environment = {"TFW_FIXED_THREADS=1"};
-  return runner::Process::spawn(spec);
+  return Process::spawn(spec);
 }
 
 std::string file_text(const std::string& path) {
@@ -135,7 +135,7 @@ TEST(Record, AnOutageLosesNothingAndGivingUpIsSaidAndResumable) {
     ServeProcess service = serve(home);
     ASSERT_NE(service.address(), "") << service.first_line();
     address = service.address();
-    runner::Process run = train_in_background(node, "outage", address, node + "/outage.log");
+    Process run = train_in_background(node, "outage", address, node + "/outage.log");
     ASSERT_TRUE(wait_for([&] { return fs::exists(node + "/runs/outage/checkpoints/step-00000050.toml"); }, 120));
     service.stop();  // the service goes away while the run trains
     std::this_thread::sleep_for(std::chrono::seconds(3));
@@ -154,10 +154,10 @@ TEST(Record, AnOutageLosesNothingAndGivingUpIsSaidAndResumable) {
   {
     ServeProcess service(TFW_BINARY, {"--listen", address, "--home", home});
     ASSERT_EQ(service.address(), address) << service.first_line();
-    runner::ProcessSpec spec;
-    runner::Process run = [&] {
+    ProcessSpec spec;
+    Process run = [&] {
       setenv("TFW_RECORD_TIMEOUT", "2", 1);
-      runner::Process p = train_in_background(node, "giveup", address, node + "/giveup.log");
+      Process p = train_in_background(node, "giveup", address, node + "/giveup.log");
       unsetenv("TFW_RECORD_TIMEOUT");
       return p;
     }();

@@ -12,7 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/machine/cpu_load.h"
 #include "engine/machine/runtime.h"
-#include "runner/process.h"
+#include "engine/core/process.h"
 #include "storage/store.h"
 #include "workbench/cli/commands.h"
 
@@ -43,7 +43,7 @@ void wait_passively_when_training(int argc, char** argv) {
   tfw::LoadMeter meter;  // a quarter of a second of the other processes' CPU use
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
   const double busy_cores = meter.other_cpu_share() * static_cast<double>(std::thread::hardware_concurrency());
-  if (busy_cores > 0.5) tfw::runner::process_restart_with("OMP_WAIT_POLICY", "PASSIVE", argv);  // on failure, as it is
+  if (busy_cores > 0.5) tfw::process_restart_with("OMP_WAIT_POLICY", "PASSIVE", argv);  // on failure, as it is
 }
 
 // A service runs for days: it keeps no descriptor it was handed beyond stdin, stdout and

@@ -19,7 +19,7 @@
 #include "engine/core/files.h"
 #include "engine/plugin/registry.h"
 #include "engine/config/run_config.h"
-#include "runner/process.h"
+#include "engine/core/process.h"
 #include "workbench/colormap.h"
 #include "workbench/common/format.h"
 #include "workbench/common/plot_math.h"
@@ -557,17 +557,17 @@ std::vector<std::string> figures_write(const ExperimentResults& results, const s
     file_write_durably(svg, text.data(), text.size());
     written.push_back(svg);
     // PNG: Debian's rsvg-convert rasterises the same SVG (twice the size, for screens).
-    const std::string rsvg = runner::program_path("rsvg-convert");
+    const std::string rsvg = program_path("rsvg-convert");
     if (rsvg.empty()) {
       if (!warned)
         std::cerr << "warning: rsvg-convert not found, so no PNGs (install librsvg2-bin); the SVGs are written\n";
       warned = true;
       continue;
     }
-    runner::ProcessSpec spec;
+    ProcessSpec spec;
     spec.argv = {rsvg, "--zoom", "2", "--background-color", "white", "-o", png, svg};
     spec.own_group = false;
-    if (runner::Process::spawn(spec).wait() != 0) {
+    if (Process::spawn(spec).wait() != 0) {
       throw Error(fmt::format("rsvg-convert failed to rasterise {} into {}", svg, png));
     }
     written.push_back(png);

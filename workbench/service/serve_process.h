@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "runner/process.h"
+#include "engine/core/process.h"
 
 namespace tfw::service {
 
@@ -27,12 +27,12 @@ class ServeProcess {
     char folder[] = "/tmp/tfw-serve-XXXXXX";
     if (mkdtemp(folder) == nullptr) return;
     folder_ = folder;
-    runner::ProcessSpec spec;
+    ProcessSpec spec;
     spec.argv = {tfw, "serve"};
     spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
     spec.log_path = folder_ + "/serve.log";
     spec.own_group = false;  // stop() signals the service itself, which stops its runs
-    process_ = runner::Process::spawn(spec);
+    process_ = Process::spawn(spec);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (std::chrono::steady_clock::now() < deadline) {
       std::ifstream in(spec.log_path);
@@ -64,7 +64,7 @@ class ServeProcess {
         folder_(std::move(other.folder_)),
         first_line_(std::move(other.first_line_)),
         address_(std::move(other.address_)) {
-    other.process_ = runner::Process();
+    other.process_ = Process();
     other.folder_.clear();
   }
 
@@ -77,12 +77,12 @@ class ServeProcess {
     if (process_.pid() <= 0) return -1;
     process_.signal(signal);
     const int code = process_.wait();
-    process_ = runner::Process();
+    process_ = Process();
     return code;
   }
 
  private:
-  runner::Process process_;
+  Process process_;
   std::string folder_, first_line_, address_;
 };
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace tfw::runner {
+namespace tfw {
 
 struct ProcessSpec {
   std::vector<std::string> argv;         // argv[0] is the program's path
@@ -62,4 +62,4 @@ class Process {
   std::optional<int> code_;
 };
 
-}  // namespace tfw::runner
+}  // namespace tfw

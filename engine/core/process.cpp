@@ -1,5 +1,5 @@
 // See process.h.
-#include "runner/process.h"
+#include "engine/core/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,7 +20,7 @@
 
 extern char** environ;
 
-namespace tfw::runner {
+namespace tfw {
 
 namespace fs = std::filesystem;
 
@@ -181,4 +181,4 @@ int Process::wait() {
   return *code_;
 }
 
-}  // namespace tfw::runner
+}  // namespace tfw
