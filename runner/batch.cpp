@@ -131,7 +131,8 @@ bool evaluations_missing(Store& store, std::int64_t run_id, const ExperimentEval
 }
 
 // A finished run whose config the file has since changed would be skipped silently, and its
-// old numbers read as the new config's: refused before anything runs.
+// old numbers read as the new config's: refused before anything runs. A grown stage's growth
+// options are part of its config (a growth script's SHA-256 among them).
 void refuse_changed(const BatchRecords& records, const Experiment& experiment,
                     const std::vector<const ExperimentRun*>& runs) {
   std::vector<std::string> changed, keys;
@@ -139,12 +140,29 @@ void refuse_changed(const BatchRecords& records, const Experiment& experiment,
     const RunRecord* record = records.find(run->name);
     if (record == nullptr || record->status != RunStatus::finished) continue;
     try {
-      if (config_identity(toml::parse(record->config)) == config_identity(run->config)) continue;
+      toml::table growth = run->growth_options;
+      growth.is_inline(false);  // as the store writes it: an inline table would print as `{ ... }`
+      std::ostringstream growth_text;
+      growth_text << growth;
+      const bool same_config = config_identity(toml::parse(record->config)) == config_identity(run->config);
+      // (A record that names no growth, from before growths were recorded, has nothing to compare.)
+      const bool same_growth =
+          run->parent.empty() || record->growth_method.empty() ||
+          (record->growth_method == run->growth_method &&
+           config_identity(toml::parse(record->growth_options)) == config_identity(run->growth_options));
+      if (same_config && same_growth) continue;
       changed.push_back(run->name);
       // What differs, as the store has it (the config that ran) against the file's.
-      for (const ConfigDifference& d : config_differences(record->config, run_config_text(run->config))) {
-        keys.push_back(fmt::format("    {}: {} = {} in the store, {} in the file", run->name, d.key,
+      auto name = [&](const ConfigDifference& d, const std::string& prefix) {
+        keys.push_back(fmt::format("    {}: {}{} = {} in the store, {} in the file", run->name, prefix, d.key,
                                    d.a.empty() ? "(absent)" : d.a, d.b.empty() ? "(absent)" : d.b));
+      };
+      for (const ConfigDifference& d : config_differences(record->config, run_config_text(run->config))) name(d, "");
+      if (!same_growth && record->growth_method != run->growth_method)
+        name({"method", record->growth_method, run->growth_method}, "growth.");
+      if (!same_growth) {
+        for (const ConfigDifference& d : config_differences(record->growth_options, growth_text.str()))
+          name(d, "growth.options.");
       }
     } catch (const std::exception&) {
       changed.push_back(run->name);

@@ -36,6 +36,7 @@ constexpr std::size_t kMaxRuns = 4096;
 // One [runs.NAME] entry, read for structure: what it expands to is planned from it.
 struct Entry {
   std::string name, base_config, parent, method, paper;
+  std::string script;  // growth.script: the script of a `script` growth, as the file names it
   toml::table grid;
   std::vector<std::int64_t> seeds;
 };

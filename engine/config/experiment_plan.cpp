@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "engine/config/experiment_files.h"
+#include "engine/config/growth_script.h"
 #include "engine/core/error.h"
 #include "engine/core/home.h"
 #include "engine/plugin/registry.h"
@@ -198,6 +199,11 @@ ExperimentRun plan_run(const Registry& registry, const Source& source, const Ent
     if (const toml::table* options = file["runs"][entry.name]["growth"]["options"].as_table())
       run.growth_options = *options;
     try {
+      if (entry.method == kScriptGrowthMethod) {
+        // The script by absolute path and content: a changed script is a changed config.
+        if (!entry.script.empty()) run.growth_options.insert_or_assign("script", entry.script);
+        growth_script_pin(run.growth_options, source.base_dir);
+      }
       registry.growth_method(entry.method)
           .plan(*parent_run->config.model.spec, *run.config.model.spec, run.growth_options);
     } catch (const UsageError& e) {

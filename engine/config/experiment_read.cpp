@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "engine/config/experiment_files.h"
+#include "engine/config/growth_script.h"
 #include "engine/core/error.h"
 #include "engine/core/home.h"
 #include "engine/plugin/registry.h"
@@ -290,6 +291,12 @@ Entry read_entry(const toml::table& file, const std::string& name, const std::ve
   entry.parent = check.get_string("parent", "");
   ConfigTable growth = check.sub("growth");
   entry.method = growth.get_string("method", "");
+  entry.script = growth.get_string("script", "");
+  if (!entry.script.empty() && entry.method != kScriptGrowthMethod) {
+    growth.fail("script",
+                fmt::format("a script is run by method = \"{}\", not \"{}\"", kScriptGrowthMethod, entry.method),
+                "write growth = { method = \"script\", script = \"grow.py\" }, or drop script");
+  }
   growth.raw_table("options");
   growth.finish();
   entry.grid = check.raw_table("grid");

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/config/growth_script.h"
+
 namespace tfw {
 
 namespace {
@@ -95,6 +97,11 @@ GrowthEvent growth_event_parse(ConfigTable& event_table) {
   event.add_ffn = at_least<std::int64_t>(event_table, "add_ffn", event_table.get_int("add_ffn", 0), 0);
   event.options = event_table.raw_table("options");
   event_table.finish();
+  if (event.method == kScriptGrowthMethod) {
+    // The script by absolute path (read from the folder of the file that names it) and content.
+    const toml::node* script = event_table.raw_self()["options"]["script"].node();
+    growth_script_pin(event.options, script != nullptr ? toml_source_dir(*script) : "");
+  }
   return event;
 }
 

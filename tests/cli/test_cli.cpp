@@ -115,7 +115,7 @@ TEST(Cli, PluginsListsOutOfTreeAndRefusesWrongVersion) {
   for (const auto& plugin : json["plugins"]) names.push_back(plugin["name"]);
   EXPECT_EQ(names,
             (std::vector<std::string>{"tokenformer", "transformer", "vit", "vision_tokenformer", "bigram", "depth_grow",
-                                      "stack", "hypercloning", "net2net", "pattention_grow", "msg"}));
+                                      "stack", "hypercloning", "net2net", "pattention_grow", "script", "msg"}));
   EXPECT_EQ(json["plugins"][0]["origin"], "built-in");
   EXPECT_EQ(json["plugins"][4]["origin"], "TFW_PLUGIN_PATH");
   EXPECT_EQ(json["plugins"][2]["task"], "image_classification");

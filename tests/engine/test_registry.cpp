@@ -26,8 +26,8 @@ TEST(Registry, LoadsInTreeFamiliesAndGrowthMethods) {
   }
   EXPECT_EQ(families, (std::vector<std::string>{"tokenformer", "transformer", "vit", "vision_tokenformer"}));
   // msg is registered by the transformer plugin, whose model it masks.
-  EXPECT_EQ(methods,
-            (std::vector<std::string>{"depth_grow", "stack", "hypercloning", "net2net", "pattention_grow", "msg"}));
+  EXPECT_EQ(methods, (std::vector<std::string>{"depth_grow", "stack", "hypercloning", "net2net", "pattention_grow",
+                                               "script", "msg"}));
   EXPECT_TRUE(registry.rejected().empty());
   EXPECT_EQ(registry.family("transformer").growth_methods(),
             (std::vector<std::string>{"net2net", "hypercloning", "depth_grow", "stack", "msg"}));

@@ -85,6 +85,70 @@ TEST(Service, SubmittedExperimentRunsAndItsMetricsStreamInOrder) {
   EXPECT_GT(summary["run"]["cumulative_flops"].get<double>(), summary["run"]["flops"].get<double>());
 }
 
+// Growth scripts are code: a service runs none that a client names, unless its operator allowed
+// the folder that holds it (docs/security.md, "Growth scripts"); and then the job runs it.
+TEST(Service, GrowthScriptsRunOnlyFromTheFolderTheOperatorAllowed) {
+  const std::string home = fresh_home("scripts");
+  const std::string allowed = home + "-allowed", elsewhere = home + "-elsewhere";
+  for (const std::string& dir : {allowed, elsewhere}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(TFW_SOURCE_DIR "/examples/growth/zero_init_pattention.py", dir + "/grow.py");
+  }
+  fs::create_symlink(elsewhere + "/grow.py", allowed + "/link.py");  // inside by name, outside in fact
+  auto experiment = [](const std::string& name, const std::string& script) {
+    const std::string model = "layers = 1, d = 16, heads = 2, vocab = 256, seq_len = 16";
+    return "[experiment]\nname = \"" + name + "\"\n[runs.small]\nfamily = \"tokenformer\"\nmodel = { " + model +
+           ", n_attn = 8, n_ffn = 8 }\ntrain = { max_steps = 2, batch_size = 2, eval_batches = 1 }\n"
+           "[runs.grown]\nfamily = \"tokenformer\"\nparent = \"small\"\nmodel = { " +
+           model + ", n_attn = 16, n_ffn = 16 }\ntrain = { max_steps = 2, batch_size = 2, eval_batches = 1 }\n" +
+           "growth = { method = \"script\", script = \"" + script + "\" }\n";
+  };
+  auto refused = [](service::Client& client, const json& message, const std::string& expected) {
+    try {
+      client.request(message);
+      ADD_FAILURE() << "a growth script was accepted: " << message.dump();
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  {
+    ServeProcess server = serve(home);  // no folder allowed, whatever the caller's environment says
+    ASSERT_NE(server.address(), "");
+    service::Client client(server.address());
+    refused(client, {{"type", "submit"}, {"experiment", experiment("a", allowed + "/grow.py")}},
+            "growth by script is refused here");
+    const std::string run =
+        "family = \"tokenformer\"\n[model]\nlayers = 1\nd = 16\nheads = 2\nvocab = 256\n"
+        "seq_len = 16\nn_attn = 8\nn_ffn = 8\n[train]\nmax_steps = 4\n[[train.growth]]\n"
+        "at_step = 2\nmethod = \"script\"\nto = { n_attn = 16 }\noptions = { script = \"" +
+        allowed + "/grow.py\" }\n";
+    refused(client, {{"type", "submit"}, {"run", run}, {"name", "b"}}, "growth by script is refused here");
+    EXPECT_TRUE(client.request({{"type", "jobs"}})["jobs"].empty());
+    EXPECT_EQ(server.stop(), 0);
+  }
+  ServeProcess server = serve(home, {"--allow-growth-scripts", allowed});
+  ASSERT_NE(server.address(), "");
+  EXPECT_NE(server.first_line().find("growth scripts from " + allowed), std::string::npos) << server.first_line();
+  service::Client client(server.address());
+  refused(client, {{"type", "submit"}, {"experiment", experiment("c", elsewhere + "/grow.py")}},
+          "resolves outside " + allowed);
+  refused(client, {{"type", "submit"}, {"experiment", experiment("d", allowed + "/link.py")}},
+          "resolves outside " + allowed);
+  const json submitted = client.request({{"type", "submit"}, {"experiment", experiment("e", allowed + "/grow.py")}});
+  const std::int64_t job = submitted["job"];
+  EXPECT_TRUE(wait_for(
+      [&] { return job_status(server.address(), job) != "queued" && job_status(server.address(), job) != "running"; },
+      240));
+  EXPECT_EQ(job_status(server.address(), job), "finished");
+  auto store = Store::open_readonly(home + "/runs.db");
+  const std::optional<RunRecord> grown = store->run_in_experiment("e", "grown");
+  ASSERT_TRUE(grown.has_value());
+  EXPECT_EQ(grown->growth_method, "script");
+  EXPECT_NE(grown->growth_options.find(allowed + "/grow.py"), std::string::npos) << grown->growth_options;
+  EXPECT_EQ(server.stop(), 0);
+}
+
 TEST(Service, TokensAreRequiredWhereConfigured) {
   const std::string home = fresh_home("auth");
   std::ofstream(home + "/token") << "s3cret-token\n";

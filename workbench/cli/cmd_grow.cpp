@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/config/growth_script.h"
 #include "engine/core/error.h"
 #include "engine/commands/grow_offline.h"
 #include "engine/core/home.h"
@@ -30,6 +31,7 @@ struct GrowArgs {
   std::string from_run;               // EXPERIMENT/RUN: its last checkpoint, found when the command runs
   std::string record_to, token_file;  // the store to find it in is a service's
   std::vector<std::string> options;
+  std::string script;  // --script: the script of --method script
   bool json = false;
 };
 
@@ -37,6 +39,15 @@ void run_grow(GrowArgs& args) {
   GrowRequest& request = args.request;
   // Options are --option key=value (TOML values), checked by the method's plan().
   config_apply_overrides(request.options, args.options);
+  if (!args.script.empty() || request.method == kScriptGrowthMethod) {
+    if (request.method != kScriptGrowthMethod) {
+      throw UsageError(with_hint(fmt::format("--script runs with --method script, not --method {}", request.method),
+                                 "tfw grow --method script --script grow.py ..."));
+    }
+    // The script by absolute path and content, as the grown checkpoint's lineage records it.
+    if (!args.script.empty()) request.options.insert_or_assign("script", args.script);
+    growth_script_pin(request.options, fs::current_path().string());
+  }
   const std::string store_path = home_resolve(request.home) + "/runs.db";
   if (args.from_run.empty() == request.from_checkpoint.empty()) {
     throw UsageError(with_hint("tfw grow needs one of --from CHECKPOINT and --from-run EXPERIMENT/RUN",
@@ -86,7 +97,9 @@ void run_grow(GrowArgs& args) {
     nlohmann::json json = {
         {"checkpoint", result.checkpoint},
         {"method", request.method},
-        {"declared_exact", result.plan.exact},
+        // A script declares its exactness as it runs (and an exact claim is checked then).
+        {"declared_exact",
+         request.method == kScriptGrowthMethod ? nlohmann::json(nullptr) : nlohmann::json(result.plan.exact)},
         {"changes", result.plan.changes},
         {"parameters_before", result.parameters_before},
         {"parameters_after", result.parameters_after},
@@ -101,13 +114,20 @@ void run_grow(GrowArgs& args) {
     return;
   }
   std::cout << fmt::format("{}: {} -> {} parameters ({})\n", request.method, grouped(result.parameters_before),
-                           grouped(result.parameters_after), result.plan.exact ? "declared exact" : "not exact");
+                           grouped(result.parameters_after),
+                           request.method == kScriptGrowthMethod ? "exactness as the script declared it, above"
+                           : result.plan.exact                   ? "declared exact"
+                                                                 : "not exact");
   for (const std::string& change : result.plan.changes) std::cout << "  " << change << "\n";
   if (result.checked) {
     std::cout << fmt::format(
         "  check on validation text: max |logit difference| {:.3e} (declared {}), loss {:.4f} "
         "-> {:.4f}\n",
-        result.max_abs_logit_diff, result.plan.exact ? "exact" : "not exact", result.loss_before, result.loss_after);
+        result.max_abs_logit_diff,
+        request.method == kScriptGrowthMethod ? "by the script, above"
+        : result.plan.exact                   ? "exact"
+                                              : "not exact",
+        result.loss_before, result.loss_after);
   }
   // The target's --set overrides go with it: the checkpoint holds the overridden model.
   std::string overrides;
@@ -121,7 +141,12 @@ void run_grow(GrowArgs& args) {
 void add_grow_command(CLI::App& app) {
   auto args = std::make_shared<GrowArgs>();
   CLI::App* command = app.add_subcommand("grow", "Grow a checkpoint's model with a growth method");
-  command->add_option("--method", args->request.method, "pattention_grow, net2net, hypercloning")->required();
+  command
+      ->add_option("--method", args->request.method,
+                   "pattention_grow, net2net, hypercloning, ... (tfw plugins); script: a Python script (--script)")
+      ->required();
+  command->add_option("--script", args->script,
+                      "with --method script: the growth script to run (docs/growth.md, \"Growth by script\")");
   command->add_option("--from", args->request.from_checkpoint,
                       "the checkpoint to grow: a .safetensors file, or a run (folder or name) for its last checkpoint");
   command->add_option("--record-to", args->record_to,

@@ -5,12 +5,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 
 #include <iostream>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "engine/config/growth_script.h"
 #include "engine/core/error.h"
 #include "engine/core/home.h"
 #include "workbench/cli/commands.h"
@@ -18,8 +21,31 @@
 
 namespace tfw::cli {
 
+namespace {
+
+// Growth scripts are code: the service and its jobs run none a client names, except those
+// inside the one folder its operator allows (engine/config/growth_script.h). The setting is
+// this process's environment, which the jobs inherit; one from the caller's shell is dropped.
+std::string allow_growth_scripts(const std::string& folder) {
+  if (folder.empty()) {
+    ::unsetenv(kGrowthScriptsVariable);
+    return "";
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) {
+    throw UsageError(with_hint(fmt::format("--allow-growth-scripts {}: not a folder", folder),
+                               "give the folder that holds the growth scripts jobs may run"));
+  }
+  const std::string canonical = std::filesystem::canonical(folder, ec).string();
+  ::setenv(kGrowthScriptsVariable, canonical.c_str(), 1);
+  return canonical;
+}
+
+}  // namespace
+
 void add_serve_command(CLI::App& app) {
   auto options = std::make_shared<service::ServiceOptions>();
+  auto scripts = std::make_shared<std::string>();
   CLI::App* command = app.add_subcommand("serve", "The engine service: a job queue and live metric streams over TCP");
   command->add_option("--listen", options->listen, "ADDR:PORT to listen on (default 127.0.0.1:7433; port 0: any free)");
   command->add_option("--token-file", options->token_file,
@@ -29,8 +55,12 @@ void add_serve_command(CLI::App& app) {
   add_home_option(command, options->home);
   command->add_option("--idle-timeout", options->idle_timeout, "seconds a client may stay silent (default 300)")
       ->check(CLI::PositiveNumber);
-  command->callback([options] {
+  command->add_option("--allow-growth-scripts", *scripts,
+                      "run growth scripts (method = \"script\") that lie inside this folder; without it, a "
+                      "submission naming one is refused");
+  command->callback([options, scripts] {
     options->home = home_resolve(options->home);
+    const std::string allowed = allow_growth_scripts(*scripts);
     // SIGINT/SIGTERM: the handler only writes to a pipe; a waiting thread stops the service.
     // (A handler rather than a blocked mask: torch's thread pool exists before this point.)
     static int wake[2] = {-1, -1};
@@ -44,8 +74,9 @@ void add_serve_command(CLI::App& app) {
     sigaction(SIGINT, &action, nullptr);
     sigaction(SIGTERM, &action, nullptr);
     service::Service server(*options);
-    fmt::print("tfw serve: listening on {} (TFW_HOME {}, {} job slot{}{})\n", server.address(), options->home,
-               options->jobs, options->jobs == 1 ? "" : "s", options->token_file.empty() ? "" : ", token required");
+    fmt::print("tfw serve: listening on {} (TFW_HOME {}, {} job slot{}{}{})\n", server.address(), options->home,
+               options->jobs, options->jobs == 1 ? "" : "s", options->token_file.empty() ? "" : ", token required",
+               allowed.empty() ? "" : ", growth scripts from " + allowed);
     std::fflush(stdout);
     std::thread waiter([&server] {
       char byte = 0;
