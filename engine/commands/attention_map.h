@@ -25,6 +25,13 @@ struct AttentionImage {
   std::int64_t label = 0, predicted = 0;
 };
 
+// A stage of the lineage that made a model, and how many of a layer's parameter tokens it
+// left: its tokens are the columns from the stage before's count up to this one.
+struct AttentionStage {
+  std::string name;  // the run ("small-s1"), or a growth event inside a run ("grown-s1@500")
+  std::int64_t tokens = 0;
+};
+
 struct AttentionMap {
   std::string label;                // "layers.3.q"
   std::vector<std::string> tokens;  // the input tokens as text (one per row)
@@ -32,6 +39,10 @@ struct AttentionMap {
   // The layer's parameter tokens when it was created; the ones after it were appended by
   // growth (0: not known).
   std::int64_t tokens_at_creation = 0;
+  // The lineage's stages that added tokens to this layer, oldest first, the last one's count
+  // parameter_tokens (set by the caller from the store: runner/token_stages.h; empty when not
+  // known). A boundary lies after each stage but the last.
+  std::vector<AttentionStage> stages;
   std::vector<float> scores;            // tokens.size() × parameter_tokens, row-major, Θ(S)
   bool truncated = false;               // the text was longer than the model's context
   std::optional<AttentionImage> image;  // an image classifier's input (tokens: "cls", "r0c0", ...)
@@ -48,10 +59,32 @@ struct AttentionMap {
     }
     return best;
   }
+  // The stages to mark: `stages`, else the layer's created and appended tokens when it grew
+  // (its own count at creation), else none.
+  std::vector<AttentionStage> marked_stages() const {
+    if (!stages.empty()) return stages;
+    if (tokens_at_creation <= 0 || tokens_at_creation >= parameter_tokens) return {};
+    return {{"created", tokens_at_creation}, {"grown", parameter_tokens}};
+  }
   float at(std::size_t row, std::int64_t column) const {
     return scores[row * static_cast<std::size_t>(parameter_tokens) + static_cast<std::size_t>(column)];
   }
 };
+
+// The stages as a legend, "; stages: small 0-15, grown 16-31" ("" for fewer than two); more
+// than six are counted, not named.
+inline std::string attention_stages_text(const std::vector<AttentionStage>& stages) {
+  if (stages.size() < 2) return "";
+  if (stages.size() > 6) return "; " + std::to_string(stages.size()) + " stages, a line between each two";
+  std::string text = "; stages:";
+  std::int64_t begin = 0;
+  for (const AttentionStage& stage : stages) {
+    text += (begin == 0 ? " " : ", ") + stage.name + " " + std::to_string(begin) + "\u2013" +
+            std::to_string(stage.tokens - 1);
+    begin = stage.tokens;
+  }
+  return text;
+}
 
 // One place in the validation text where a parameter token scored high.
 struct ActivatingContext {

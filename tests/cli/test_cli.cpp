@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <stb_image.h>
 
 #include "engine/config/run_config.h"
 #include "engine/config/schedule.h"
@@ -533,6 +534,64 @@ TEST(Cli, TheSameConfigAndSeedGiveTheSameNumbersBesideBusyProcesses) {
   ASSERT_NE(at, std::string::npos) << second.out;
   const std::string shown = second.out.substr(at + 6, second.out.find('\n', at) - at - 6);
   EXPECT_TRUE(shown.rfind("not measured", 0) == 0 || std::stod(shown) <= 100.0) << shown;
+}
+
+}  // namespace test_cli
+
+namespace test_cli {
+
+// A lineage grown three times (two stages grown offline, then a growth event inside the last
+// run): `tfw attention` names each stage with the parameter tokens it made, and its PNG draws a
+// dashed line after each stage but the last, with the names in the subtitle.
+TEST(Cli, AttentionMarksEveryGrowthBoundaryOfTheLineage) {
+  const std::string home = "/tmp/tfw-test-cli-stages";
+  std::filesystem::remove_all(home);
+  std::filesystem::create_directories(home);
+  const std::string model = "layers = 1, d = 16, heads = 2, vocab = 256, seq_len = 16";
+  std::ofstream(home + "/stages.toml")
+      << "[experiment]\nname = \"stages\"\n[defaults]\ndata = { corpus = \"kjv\" }\n"
+      << "train = { batch_size = 2, eval_batches = 1, max_steps = 2 }\n"
+      << "[runs.small]\nfamily = \"tokenformer\"\nmodel = { " << model << ", n_attn = 16, n_ffn = 32 }\n"
+      << "[runs.grown]\nfamily = \"tokenformer\"\nparent = \"small\"\ngrowth = { method = \"pattention_grow\" }\n"
+      << "model = { " << model << ", n_attn = 32, n_ffn = 64 }\n"
+      << "[runs.grown2]\nfamily = \"tokenformer\"\nparent = \"grown\"\ngrowth = { method = \"pattention_grow\" }\n"
+      << "model = { " << model << ", n_attn = 48, n_ffn = 64 }\n"
+      << "train = { max_steps = 4, growth = [{ at_step = 2, method = \"pattention_grow\", add_attn = 16 }] }\n";
+  Result run = tfw("run " + home + "/stages.toml --home " + home);
+  ASSERT_EQ(run.code, 0) << run.output;
+  auto stages = [&](const std::string& projection) {
+    Result map = tfw_json("attention grown2 --home " + home + " --text 'In the beginning' --layer 0 --proj " +
+                          projection + " --out " + home + "/" + projection + " --json");
+    EXPECT_EQ(map.code, 0) << map.output;
+    return nlohmann::json::parse(map.out);
+  };
+  const nlohmann::json q = stages("q");
+  EXPECT_EQ(q["parameter_tokens"], 64);
+  EXPECT_EQ(q["stages"], nlohmann::json::parse(R"([{"name": "small", "tokens": 16}, {"name": "grown", "tokens": 32},
+      {"name": "grown2", "tokens": 48}, {"name": "grown2@2", "tokens": 64}])"));
+  // The FFN grew once: grown2 and its event left it at 64.
+  const nlohmann::json ffn = stages("ffn");
+  EXPECT_EQ(ffn["stages"],
+            nlohmann::json::parse(R"([{"name": "small", "tokens": 32}, {"name": "grown", "tokens": 64}])"));
+  // The PNG: a dashed, near-white line down each boundary column, none in the cells' middle.
+  int w = 0, h = 0, channels = 0;
+  unsigned char* pixels = stbi_load((home + "/q.png").c_str(), &w, &h, &channels, 3);
+  ASSERT_NE(pixels, nullptr);
+  const int x0 = q["png_layout"]["x"], y0 = q["png_layout"]["y"], cell = q["png_layout"]["cell_width"];
+  const int rows_h = q["png_layout"]["cell_height"].get<int>() * q["input_tokens"].get<int>();
+  auto white_in_column = [&](int x) {
+    int count = 0;
+    for (int y = y0; y < y0 + rows_h && y < h; ++y) {
+      const unsigned char* p = pixels + 3 * (static_cast<std::size_t>(y) * w + x);
+      count += p[0] >= 229 && p[1] >= 229 && p[2] >= 229;
+    }
+    return count;
+  };
+  for (int boundary : {16, 32, 48}) {
+    EXPECT_GT(white_in_column(x0 + boundary * cell), rows_h / 3) << "no line after token " << boundary;
+    EXPECT_LT(white_in_column(x0 + boundary * cell - cell / 2), rows_h / 8) << "a line inside token " << boundary - 1;
+  }
+  stbi_image_free(pixels);
 }
 
 }  // namespace test_cli

@@ -150,7 +150,8 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
   const int heat_w = columns * layout.cell_w, heat_h = rows * layout.cell_h;
   const int left = layout.labelled ? label_width + 14 : 0, top = layout.labelled ? 58 : 0;
   const int bar = layout.labelled ? 90 : 0, bottom = layout.labelled ? 44 : 0;
-  const std::string subtitle = "rows: input tokens \u00b7 columns: parameter tokens \u00b7 colour: \u0398(S)";
+  const std::string subtitle = "rows: input tokens \u00b7 columns: parameter tokens" +
+                               attention_stages_text(map.marked_stages()) + " \u00b7 colour: \u0398(S)";
   const int title_w = layout.labelled ? std::max(font.width(title, title_px), font.width(subtitle, label_px)) + 16 : 0;
   layout.x = left;
   layout.y = top;
@@ -186,16 +187,21 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
     }
     const std::string axis = "parameter token";
     font.draw(canvas, axis, left + (heat_w - font.width(axis, label_px)) / 2, top + heat_h + 24, label_px, kDim);
-    // Grown tokens: a dashed line where they begin.
-    if (map.tokens_at_creation > 0 && map.tokens_at_creation < map.parameter_tokens) {
-      const int x = left + static_cast<int>(map.tokens_at_creation) * layout.cell_w;
-      for (int y = top - 6; y < top + heat_h; ++y) {
-        if ((y / 4) % 2 == 0) canvas.blend(x, y, kMark, 0.9);
+    // Growth: a dashed line after each stage but the last, and each stage's name over its
+    // columns where it fits (all of them in the subtitle).
+    const std::vector<AttentionStage> stages = map.marked_stages();
+    std::int64_t begin = 0;
+    for (std::size_t k = 0; k < stages.size(); ++k) {
+      const int x0 = left + static_cast<int>(begin) * layout.cell_w;
+      const int x1 = left + static_cast<int>(stages[k].tokens) * layout.cell_w;
+      if (k + 1 < stages.size()) {
+        for (int y = top - 6; y < top + heat_h; ++y) {
+          if ((y / 4) % 2 == 0) canvas.blend(x1, y, kMark, 0.9);
+        }
       }
-      font.draw(
-          canvas,
-          fmt::format("grown \u2192 ({} of {})", map.parameter_tokens - map.tokens_at_creation, map.parameter_tokens),
-          x + 4, top - 18, label_px, kText);
+      if (stages.size() > 1 && font.width(stages[k].name, label_px) + 8 <= x1 - x0)
+        font.draw(canvas, stages[k].name, x0 + 4, top - 18, label_px, kText);
+      begin = stages[k].tokens;
     }
     colour_bar(canvas, font, left + heat_w + 14, top, heat_h, low, high);
   }

@@ -15,6 +15,7 @@
 #include "engine/core/home.h"
 #include "engine/plugin/registry.h"
 #include "runner/lineage.h"
+#include "runner/token_stages.h"
 #include "storage/store.h"
 #include "workbench/cli/attention_png.h"
 #include "workbench/cli/commands.h"
@@ -109,6 +110,10 @@ void run_attention(const AttentionArgs& args) {
     json["parameter_tokens"] = map.parameter_tokens;
     json["truncated"] = map.truncated;
     json["tokens_at_creation"] = map.tokens_at_creation;
+    map.stages = runner::attention_stages(home, checkpoint, args.projection, map.parameter_tokens);
+    json["stages"] = nlohmann::json::array();
+    for (const AttentionStage& stage : map.stages)
+      json["stages"].push_back({{"name", stage.name}, {"tokens", stage.tokens}});
     nlohmann::json argmax = nlohmann::json::array();
     for (std::size_t i = 0; i < map.tokens.size(); ++i) {
       std::int64_t best = 0;

@@ -18,6 +18,7 @@
 
 #include "engine/commands/attention_map.h"
 #include "engine/checkpoint/checkpoint_meta.h"
+#include "runner/token_stages.h"
 #include "workbench/colormap.h"
 #include "workbench/gui/app.h"
 
@@ -209,6 +210,7 @@ class AttentionPanel : public LazyPanel {
         result.probe = probe;
         result.map =
             probe->image_model() ? probe->image_map(image, layer, projection) : probe->map(text, layer, projection);
+        result.map.stages = runner::attention_stages(home, checkpoint, projection, result.map.parameter_tokens);
       } catch (const std::exception& e) {
         result.error = e.what();
       }
@@ -256,12 +258,13 @@ class AttentionPanel : public LazyPanel {
   }
 
   void heat_map() {
-    const float row_h = ImGui::GetTextLineHeight() + 2, label_w = 130, header_h = row_h;
+    const std::vector<AttentionStage> stages = map_.marked_stages();
+    // A grown layer's header has a row of stage names above the token indices.
+    const float row_h = ImGui::GetTextLineHeight() + 2, label_w = 130, header_h = row_h * (stages.size() >= 2 ? 2 : 1);
     const int rows = static_cast<int>(map_.tokens.size());
     const std::int64_t columns = map_.parameter_tokens;
-    const bool grown = map_.tokens_at_creation > 0 && map_.tokens_at_creation < columns;
     const std::string appended =
-        grown ? fmt::format(" ({} appended by growth, right of the cyan line)", columns - map_.tokens_at_creation) : "";
+        stages.size() >= 2 ? attention_stages_text(stages) + " (a cyan line after each but the last)" : "";
     ImGui::Text("%s: %d input tokens × %lld parameter tokens%s%s.  Θ(S) from %.4f to %.4f", map_.label.c_str(), rows,
                 static_cast<long long>(columns), appended.c_str(),
                 map_.truncated ? " (text cut to the model's context)" : "", low_, high_);
@@ -293,17 +296,18 @@ class AttentionPanel : public LazyPanel {
         draw->AddRectFilled(ImVec2(x, y), ImVec2(x + cell_w_, y + row_h), heat((map_.at(i, j) - low_) / range));
       }
     }
-    // The boundary between the tokens the layer was created with and those growth appended,
-    // as the CLI's PNG marks it (cmd_attention.cpp).
-    if (map_.tokens_at_creation > 0 && map_.tokens_at_creation < columns && map_.tokens_at_creation >= first &&
-        map_.tokens_at_creation <= last) {
-      const float x = origin.x + static_cast<float>(map_.tokens_at_creation) * cell_w_;
-      draw->AddLine(ImVec2(x, origin.y), ImVec2(x, origin.y + rows * row_h), IM_COL32(90, 220, 255, 255), 2);
-    }
     if (chosen_token_ >= first && chosen_token_ < last) {
       const float x = origin.x + chosen_token_ * cell_w_;
       draw->AddRect(ImVec2(x - 1, origin.y), ImVec2(x + cell_w_ + 1, origin.y + rows * row_h),
                     IM_COL32(255, 80, 80, 255), 0, 0, 2);
+    }
+    // The growth boundaries, after each stage of the lineage but the last, as the CLI's PNG
+    // marks them (attention_png.cpp): drawn after the selection box, which never hides one.
+    for (std::size_t k = 0; k + 1 < stages.size(); ++k) {
+      const std::int64_t boundary = stages[k].tokens;
+      if (boundary < first || boundary > last) continue;
+      const float x = origin.x + static_cast<float>(boundary) * cell_w_;
+      draw->AddLine(ImVec2(x, origin.y), ImVec2(x, origin.y + rows * row_h), IM_COL32(90, 220, 255, 255), 2);
     }
     // Column header: every k-th parameter token index, pinned to the top.
     const float header_y = window.y;
@@ -313,7 +317,15 @@ class AttentionPanel : public LazyPanel {
     for (std::int64_t j = (first / every) * every; j < last; j += every) {
       const float x = origin.x + j * cell_w_;
       if (x < window.x + label_w) continue;
-      draw->AddText(ImVec2(x, header_y + 1), IM_COL32(170, 170, 170, 255), std::to_string(j).c_str());
+      draw->AddText(ImVec2(x, header_y + header_h - row_h + 1), IM_COL32(170, 170, 170, 255),
+                    std::to_string(j).c_str());
+    }
+    // Each stage's name over its first columns, where it fits before the next boundary.
+    for (std::size_t k = 0, begin = 0; stages.size() >= 2 && k < stages.size(); begin = stages[k++].tokens) {
+      const float x0 = std::max(origin.x + static_cast<float>(begin) * cell_w_, window.x + label_w) + 3;
+      const float x1 = origin.x + static_cast<float>(stages[k].tokens) * cell_w_;
+      if (ImGui::CalcTextSize(stages[k].name.c_str()).x + 6 <= x1 - x0)
+        draw->AddText(ImVec2(x0, header_y + 1), IM_COL32(90, 220, 255, 255), stages[k].name.c_str());
     }
     // Row labels: the input tokens, pinned to the left.
     draw->AddRectFilled(ImVec2(window.x, header_y), ImVec2(window.x + label_w, origin.y + rows * row_h),
