@@ -14,11 +14,14 @@ shot() {  # shot NAME ARGS...
   xvfb-run -a -s "-screen 0 1600x1000x24" "$tfw" gui --home "$home" --screenshot "$images/gui-$name.png" "$@"
   echo "wrote $images/gui-$name.png"
 }
-# The e1-mini ladder (a Tokenformer grown twice) against Transformers from scratch.
-e1=$("$tfw" runs list --home "$home" --experiment e1-mini --json | python3 -c \
-  'import json,sys; print(",".join(str(r["id"]) for r in json.load(sys.stdin)["runs"]))')
-grown=$("$tfw" runs list --home "$home" --experiment e1-mini --json | python3 -c \
-  'import json,sys; print([r["id"] for r in json.load(sys.stdin)["runs"] if r["name"]=="tokenformer-s3"][0])')
+# The e1-mini ladder (a Tokenformer grown twice, three seeds: one lineage, one colour) against
+# Tokenformers and Transformers from scratch at the full budgets.
+ids() {  # ids NAME-PATTERN: the e1-mini runs whose names match the regular expression
+  "$tfw" runs list --home "$home" --experiment e1-mini --json | python3 -c \
+    'import json,re,sys; print(",".join(str(r["id"]) for r in json.load(sys.stdin)["runs"] if re.fullmatch(sys.argv[1], r["name"])))' "$1"
+}
+e1=$(ids 'tokenformer-s[123]-s[0-9]+|(tokenformer|transformer)-s[23]-full-s[0-9]+')
+grown=$(ids 'tokenformer-s3-s0')
 shot runs --view runs --select "$e1"
 shot curves --view curves --select "$e1" --x cumulative_flops --smoothing 0.9 --metric train/loss
 shot flops --view flops

@@ -15,19 +15,21 @@ struct Rgb {
   std::uint8_t r = 0, g = 0, b = 0;
 };
 
-// The k-th colour of the qualitative palette that plots cycle through (the GUI's curves and
-// the exported figures): the ten of matplotlib's tab10.
+// The qualitative palette that plots cycle through (the GUI's curves on a dark ground, the
+// exported figures on a white one): Paul Tol's "bright" scheme, distinct to colour-blind eyes
+// and readable on both grounds, in his order, in which neighbours differ in hue and lightness:
+// blue, red, green, yellow, cyan, purple, grey (personal.sron.nl/~pault, "Colour schemes").
+inline constexpr std::size_t kSeriesColours = 7;
+
+// The k-th colour of the palette (k modulo its size).
 inline Rgb series_rgb(std::size_t k) {
-  static constexpr std::array<Rgb, 10> palette = {{{31, 119, 180},
-                                                   {255, 127, 14},
-                                                   {44, 160, 44},
-                                                   {214, 39, 40},
-                                                   {148, 103, 189},
-                                                   {140, 86, 75},
-                                                   {227, 119, 194},
-                                                   {188, 189, 34},
-                                                   {23, 190, 207},
-                                                   {127, 127, 127}}};
+  static constexpr std::array<Rgb, kSeriesColours> palette = {{{68, 119, 170},
+                                                               {238, 102, 119},
+                                                               {34, 136, 51},
+                                                               {204, 187, 68},
+                                                               {102, 204, 238},
+                                                               {170, 51, 119},
+                                                               {187, 187, 187}}};
   return palette[k % palette.size()];
 }
 

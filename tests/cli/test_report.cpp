@@ -223,13 +223,13 @@ TEST_F(Report, FiguresHaveOnePathPerRunAndEveryGroupsColour) {
             std::string::npos)
       << parsed.output;
   EXPECT_NE(parsed.output.find("\n1\n"), std::string::npos) << parsed.output;  // the y-axis label
-  // The PNG (rasterised from the SVG) holds each lineage's colour, tab10's first three: small
-  // and the grown run it is the only growth of share one, baseline and scratch have their own;
-  // a fourth (tab10's red) is nowhere.
+  // The PNG (rasterised from the SVG) holds each lineage's colour, the palette's first three
+  // (workbench/colormap.h: blue, red, green): small and the grown run it is the only growth of
+  // share one, baseline and scratch have their own; a fourth (yellow) is nowhere.
   int w = 0, h = 0, channels = 0;
   unsigned char* pixels = stbi_load((dir + "/loss_vs_flops.png").c_str(), &w, &h, &channels, 3);
   ASSERT_NE(pixels, nullptr);
-  const int colours[4][3] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40}};
+  const int colours[4][3] = {{68, 119, 170}, {238, 102, 119}, {34, 136, 51}, {204, 187, 68}};
   for (int k = 0; k < 4; ++k) {
     const int* c = colours[k];
     int count = 0;
@@ -277,8 +277,9 @@ TEST(Figures, ARunWithASingleEvaluationIsADotNotDropped) {
       "print(sorted(p.get('data-run') for p in r.iter(ns + 'path') if p.get('class') == 'run'))\" " +
       home + "/fig/loss_vs_flops.svg");
   ASSERT_EQ(parsed.code, 0) << parsed.output;
-  // "once" is the first group: tab10's first colour. "often" has a line and no dot.
-  EXPECT_NE(parsed.output.find("[('once', '#1f77b4')]"), std::string::npos) << parsed.output;
+  // "once" is the first group: the palette's first colour (workbench/colormap.h). "often" has
+  // a line and no dot.
+  EXPECT_NE(parsed.output.find("[('once', '#4477aa')]"), std::string::npos) << parsed.output;
   EXPECT_NE(parsed.output.find("['often', 'once']"), std::string::npos) << parsed.output;
   std::ifstream svg(home + "/fig/loss_vs_flops.svg");
   std::stringstream text;

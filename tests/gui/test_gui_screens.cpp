@@ -130,18 +130,26 @@ TEST_F(GuiScreens, RunsViewShowsTheSlurmJobsAndTheirStates) {
   EXPECT_GT(image.count_near(255, 179, 77, 30), orange_before + 15) << kShots << "/runs-slurm.png";
 }
 
-TEST_F(GuiScreens, CurvesViewDrawsEachSelectedRunInItsColour) {
+// The palette's colours (workbench/colormap.h): blue, red, green.
+constexpr int kFirst[3] = {68, 119, 170}, kSecond[3] = {238, 102, 119}, kThird[3] = {34, 136, 51};
+
+std::size_t count_colour(const Image& image, const int (&c)[3], int tolerance, int x0, int y0, int x1, int y1) {
+  return image.count_near(c[0], c[1], c[2], tolerance, x0, y0, x1, y1);
+}
+
+// A grown lineage reads as one line: small and grown (grown from small) share the palette's
+// first colour, and the baseline takes the second; no third colour is drawn.
+TEST_F(GuiScreens, CurvesViewDrawsALineageInOneColourAndEveryOtherRunInItsOwn) {
   Image image = shot("curves", "--select small,grown,baseline --x cumulative_flops --metric train/loss");
   ASSERT_EQ(image.width, 1200);
-  // The plot area (below the controls, right of the y labels) holds the palette's first
-  // three colours: blue, orange, green.
+  // The plot area (below the controls, right of the y labels).
   const int x0 = 80, y0 = 80, x1 = 1180, y1 = 690;
-  EXPECT_GT(image.count_near(31, 119, 180, 40, x0, y0, x1, y1), 100u);
-  EXPECT_GT(image.count_near(255, 127, 14, 40, x0, y0, x1, y1), 100u);
-  EXPECT_GT(image.count_near(44, 160, 44, 40, x0, y0, x1, y1), 100u);
+  EXPECT_GT(count_colour(image, kFirst, 40, x0, y0, x1, y1), 200u) << kShots << "/curves.png";
+  EXPECT_GT(count_colour(image, kSecond, 40, x0, y0, x1, y1), 100u);
+  EXPECT_LT(count_colour(image, kThird, 40, x0, y0, x1, y1), 10u);
   // Without a selection: the empty state, and none of the curve colours.
   Image none = shot("curves", "--select small --metric no/such/metric");
-  EXPECT_LT(none.count_near(31, 119, 180, 20, x0, y0, x1, y1), 60u);
+  EXPECT_LT(count_colour(none, kFirst, 20, x0, y0, x1, y1), 60u);
 }
 
 // Runs that differ only in seed: one line in the first colour (their mean) over a translucent
@@ -158,62 +166,63 @@ TEST_F(GuiScreens, CurvesViewDrawsASeedGroupAsItsMeanOverItsBand) {
   Image each = shot("curves", select + " --each-seed", home);
   fs::remove_all(home);
   const int x0 = 80, y0 = 80, x1 = 1180, y1 = 690;
-  // The band: the blue (31, 119, 180) at alpha 56/255 over the plot's (22, 24, 28).
-  const auto band = [&](const Image& image) { return image.count_near(24, 45, 61, 6, x0, y0, x1, y1); };
-  EXPECT_GT(grouped.count_near(31, 119, 180, 40, x0, y0, x1, y1), 100u) << kShots << "/curves-grouped.png";
-  EXPECT_LT(grouped.count_near(255, 127, 14, 40, x0, y0, x1, y1), 10u);
-  EXPECT_LT(grouped.count_near(44, 160, 44, 40, x0, y0, x1, y1), 10u);
+  // The band: the blue (68, 119, 170) at alpha 56/255 over the plot's (22, 24, 28).
+  const auto band = [&](const Image& image) { return image.count_near(32, 45, 59, 6, x0, y0, x1, y1); };
+  EXPECT_GT(count_colour(grouped, kFirst, 40, x0, y0, x1, y1), 100u) << kShots << "/curves-grouped.png";
+  EXPECT_LT(count_colour(grouped, kSecond, 40, x0, y0, x1, y1), 10u);
+  EXPECT_LT(count_colour(grouped, kThird, 40, x0, y0, x1, y1), 10u);
   EXPECT_GT(band(grouped), 5000u) << kShots << "/curves-grouped.png";  // 19,157 when written
-  EXPECT_GT(each.count_near(255, 127, 14, 40, x0, y0, x1, y1), 100u) << kShots << "/curves.png";
-  EXPECT_GT(each.count_near(44, 160, 44, 40, x0, y0, x1, y1), 100u);
+  EXPECT_GT(count_colour(each, kSecond, 40, x0, y0, x1, y1), 100u) << kShots << "/curves.png";
+  EXPECT_GT(count_colour(each, kThird, 40, x0, y0, x1, y1), 100u);
   EXPECT_LT(band(each), 1000u);  // 208 when written: the edges of the blue line
 }
 
-// The cumulative-tokens axis: `grown` (orange) continues where `small` (blue) ended, so the
-// left half of the plot holds small and the right half grown; on the tokens axis both start at
-// the left. (Both ran 20 steps of the same batch: the same tokens each.)
+// The cumulative-tokens axis: `grown` continues where `small` ended, in small's colour (one
+// lineage, one line), and a growth marker stands at the join; on the tokens axis both start at
+// the left, and so does the marker. (Both ran 20 steps of the same batch: the same tokens each.)
 TEST_F(GuiScreens, CurvesCumulativeTokensContinueAGrownRunWhereItsParentEnded) {
   const std::string select = "--select small,grown --metric train/loss --x ";
   Image cumulative = shot("curves", select + "cumulative_tokens");
   fs::copy_file(kShots + "/curves.png", kShots + "/curves-cumulative-tokens.png", fs::copy_options::overwrite_existing);
   Image tokens = shot("curves", select + "tokens");
-  const int x0 = 80, y0 = 80, x1 = 1180, y1 = 690, middle = (x0 + x1) / 2;
-  const auto orange_left = [&](const Image& image) { return image.count_near(255, 127, 14, 40, x0, y0, middle, y1); };
-  const auto blue_right = [&](const Image& image) { return image.count_near(31, 119, 180, 40, middle, y0, x1, y1); };
-  // Only the legend's swatches (14 × 10 pixels, on one side) are off their side: 140 when
-  // written, against 652 on the tokens axis.
-  EXPECT_LT(orange_left(cumulative) + blue_right(cumulative), 300u) << kShots << "/curves-cumulative-tokens.png";
-  EXPECT_GT(orange_left(tokens) + blue_right(tokens), 450u) << kShots << "/curves.png";
-  // grown's growth marker (a dashed vertical line in grown's orange, translucent and
-  // anti-aliased, so any orange hue) stands where small ended, at 5,120 tokens: blue reaches
-  // it from the left, and grown's own line begins one training step (256 tokens, some 25 px)
-  // to its right. It once stood on grown's first point. Below the legend, which lies at the top.
+  const int x0 = 80, y0 = 80, x1 = 1180, y1 = 690;
+  // The growth marker: a dashed vertical line in the lineage's blue, translucent and
+  // anti-aliased (so any blue hue), below the legend, which lies at the top.
   const int below_legend = y0 + (y1 - y0) / 4;
+  auto blue_in_column = [&](const Image& image, int x) {
+    std::size_t n = 0;
+    for (int y = below_legend; y < y1; ++y) {
+      const unsigned char* p = image.at(x, y);
+      n += p[2] >= 100 && p[2] > p[0] + 40 && p[1] > p[0] + 20;
+    }
+    return n;
+  };
   int marker = -1;
   std::size_t most = 0;
   for (int x = x0; x < x1; ++x) {
-    std::size_t n = 0;
-    for (int y = below_legend; y < y1; ++y) {
-      const unsigned char* p = cumulative.at(x, y);
-      n += p[0] >= 80 && p[0] > p[1] + 30 && p[1] > p[2];
-    }
-    if (n > most) most = n, marker = x;
+    if (const std::size_t n = blue_in_column(cumulative, x); n > most) most = n, marker = x;
   }
   ASSERT_GT(most, 100u) << "no growth marker in " << kShots << "/curves-cumulative-tokens.png";
-  EXPECT_GT(cumulative.count_near(31, 119, 180, 40, marker - 6, below_legend, marker, y1), 0u)
+  // Cumulative: the marker stands where small ended, 5,120 tokens, mid-plot. On the tokens axis
+  // grown starts at 0 tokens, at the axis itself: nothing stands in that column.
+  EXPECT_GT(marker, x0 + (x1 - x0) / 4) << "marker at x " << marker;
+  EXPECT_LT(blue_in_column(tokens, marker), 30u) << kShots << "/curves.png, marker at x " << marker;
+  // small reaches the marker from the left; grown's own line begins one training step (256
+  // tokens, some 25 px) to its right, in the same colour, and nothing is drawn between.
+  EXPECT_GT(count_colour(cumulative, kFirst, 40, marker - 6, below_legend, marker, y1), 0u) << "marker at x " << marker;
+  EXPECT_EQ(count_colour(cumulative, kFirst, 40, marker + 2, below_legend, marker + 12, y1), 0u)
       << "marker at x " << marker;
-  EXPECT_EQ(cumulative.count_near(255, 127, 14, 40, marker + 2, below_legend, marker + 12, y1), 0u)
+  EXPECT_GT(count_colour(cumulative, kFirst, 40, marker + 2, below_legend, marker + 60, y1), 0u)
       << "marker at x " << marker;
-  EXPECT_GT(cumulative.count_near(255, 127, 14, 40, marker + 2, below_legend, marker + 60, y1), 0u)
-      << "marker at x " << marker;
+  EXPECT_LT(count_colour(cumulative, kSecond, 40, x0, y0, x1, y1), 10u);  // one lineage, one colour
 }
 
 TEST_F(GuiScreens, FlopsViewPlotsTheFormulaForEachConfig) {
   Image image =
       shot("flops", "--config " TFW_SOURCE_DIR "/experiments/mini/e2-tokenformer-grown.toml --config " TFW_SOURCE_DIR
                     "/experiments/mini/e2-transformer-grown.toml");
-  EXPECT_GT(image.count_near(31, 119, 180, 40, 300, 80, 1190, 700), 100u);
-  EXPECT_GT(image.count_near(255, 127, 14, 40, 300, 80, 1190, 700), 100u);
+  EXPECT_GT(count_colour(image, kFirst, 40, 300, 80, 1190, 700), 100u);
+  EXPECT_GT(count_colour(image, kSecond, 40, 300, 80, 1190, 700), 100u);
 }
 
 TEST_F(GuiScreens, AttentionViewDrawsTheHeatMapOfACheckpoint) {
@@ -283,8 +292,8 @@ TEST_F(GuiScreens, AttentionViewShowsAnImageWithItsPatchGrid) {
 
 TEST_F(GuiScreens, DesignerViewPredictsAndCharts) {
   Image image = shot("designer", "--config " TFW_SOURCE_DIR "/experiments/mini/quickstart-tokenformer.toml");
-  EXPECT_GT(image.count_near(31, 119, 180, 40, 600, 100, 1190, 740), 100u);  // the schedule line
-  EXPECT_GT(image.count_near(255, 127, 14, 40, 600, 100, 1190, 740), 100u);  // from scratch
+  EXPECT_GT(count_colour(image, kFirst, 40, 600, 100, 1190, 740), 100u);   // the schedule line
+  EXPECT_GT(count_colour(image, kSecond, 40, 600, 100, 1190, 740), 100u);  // from scratch
 }
 
 TEST_F(GuiScreens, EmptyAndNewerStoresRenderTheirStates) {
@@ -340,9 +349,8 @@ TEST_F(GuiScreens, ConnectShowsARemoteServicesRunsFromAHomeItCannotRead) {
   Image remote = hidden_shot("connect-curves", selection);
   ASSERT_EQ(remote.width, 1200);
   const int x0 = 80, y0 = 80, x1 = 1180, y1 = 690;
-  EXPECT_GT(remote.count_near(31, 119, 180, 40, x0, y0, x1, y1), 100u);  // small, blue
-  EXPECT_GT(remote.count_near(255, 127, 14, 40, x0, y0, x1, y1), 100u);  // grown, orange
-  EXPECT_GT(remote.count_near(44, 160, 44, 40, x0, y0, x1, y1), 100u);   // baseline, green
+  EXPECT_GT(count_colour(remote, kFirst, 40, x0, y0, x1, y1), 200u);   // small and grown: one lineage
+  EXPECT_GT(count_colour(remote, kSecond, 40, x0, y0, x1, y1), 100u);  // baseline
   Image local = shot("curves", "--select small,grown,baseline --x cumulative_flops --metric train/loss", remote_home);
   ASSERT_EQ(local.width, remote.width);
   ASSERT_EQ(local.height, remote.height);

@@ -83,13 +83,17 @@ class CurvesPanel : public Panel {
     plot.log_x = log_x_;
     plot.log_y = log_y_;
     plot.empty_text = fmt::format("no '{}' points in the selected runs yet", metric_);
-    std::size_t colour = 0;  // one per line: a group drawn as one takes one
-    for (const SeedGroup& group : seed_groups(app)) {
+    const std::vector<SeedGroup>& groups = seed_groups(app);
+    const std::vector<std::size_t> colours = line_colours(app, groups);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const SeedGroup& group = groups[g];
       if (group.ids.size() >= 2 && !each_seed_.count(group.label)) {
-        add_group(app, group, series_colour(colour++), plot);
+        add_group(app, group, series_colour(colours[g]), plot);
         continue;
       }
-      for (std::int64_t id : group.ids) add_run(app, id, series_colour(colour++), plot);
+      // A group drawn seed by seed: each run in its own colour, from the group's on.
+      for (std::size_t k = 0; k < group.ids.size(); ++k)
+        add_run(app, group.ids[k], series_colour(colours[g] + k), plot);
     }
     plot_draw(plot);
   }
@@ -115,6 +119,38 @@ class CurvesPanel : public Panel {
     std::uint64_t version = 0;
     SeedBand band;
   };
+
+  // The first colour of each group's lines. A grown lineage reads as one line: a group drawn as
+  // one line whose runs were grown from another such group, the only group grown from it,
+  // continues its colour (the growth markers tell the stages apart); every other line takes the
+  // palette's next colour, and a group drawn seed by seed one colour a run.
+  std::vector<std::size_t> line_colours(App& app, const std::vector<SeedGroup>& groups) const {
+    std::map<std::int64_t, std::size_t> group_of;  // run id -> group
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      for (std::int64_t id : groups[g].ids) group_of[id] = g;
+    }
+    auto one_line = [&](std::size_t g) { return groups[g].ids.size() < 2 || !each_seed_.count(groups[g].label); };
+    std::vector<long> parent(groups.size(), -1);
+    std::vector<std::size_t> children(groups.size(), 0);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const RunRecord* record = app.run(groups[g].ids.front());
+      if (record == nullptr || record->parent == 0 || !group_of.count(record->parent)) continue;
+      parent[g] = static_cast<long>(group_of[record->parent]);
+      children[group_of[record->parent]] += 1;
+    }
+    std::vector<std::size_t> colours(groups.size(), 0);
+    std::size_t next = 0;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const long p = parent[g];
+      if (one_line(g) && p >= 0 && static_cast<std::size_t>(p) < g && one_line(p) && children[p] == 1) {
+        colours[g] = colours[p];
+        continue;
+      }
+      colours[g] = next;
+      next += one_line(g) ? 1 : groups[g].ids.size();
+    }
+    return colours;
+  }
 
   // The selected runs grouped by seed, regrouped when the selection changes.
   const std::vector<SeedGroup>& seed_groups(App& app) {

@@ -44,7 +44,7 @@ std::string xml_escape(const std::string& text) {
   return out;
 }
 
-constexpr std::size_t kPaletteSize = 10;  // series_rgb's colours, then again
+constexpr std::size_t kPaletteSize = kSeriesColours;  // series_rgb's colours, then again
 
 std::string hex(std::size_t k) {
   const Rgb c = series_rgb(k);

@@ -185,8 +185,19 @@ std::vector<analysis::CurvePoint> ExperimentResults::curve(const RunResult& run,
 std::vector<SeedGroup> group_by_seed(const std::vector<RunRecord>& runs) {
   std::vector<SeedGroup> groups;
   std::map<std::string, std::size_t> index;
+  std::map<std::int64_t, const RunRecord*> by_id;
+  for (const RunRecord& r : runs) by_id[r.id] = &r;
   for (const RunRecord& r : runs) {
+    // Where a run started is part of what it is: a run grown from another (and how) never
+    // groups with one of the same config trained from scratch, nor with one grown from
+    // another group. The parent is named without its seed, as a group is.
     std::string key = r.experiment + "\n";
+    if (r.parent != 0) {
+      const auto parent = by_id.find(r.parent);
+      key += fmt::format("grown from {} with {} {}\n",
+                         parent != by_id.end() ? split_seed(parent->second->name).first : "a run not among these",
+                         r.growth_method, r.growth_options);
+    }
     try {
       toml::table config = toml::parse(r.config);
       config.erase("name");
