@@ -296,6 +296,18 @@ class ScriptGrowth : public GrowthMethod {
                                              keys.script, e.what(), work.path.string()),
                                  "to.json lists every tensor the target model has, with its dtype and shape"));
     }
+    // A NaN or an infinity trains into NaN: refused, by name, whatever the script declared.
+    for (const auto& [name, tensor] : checkpoint_model_tensors(*grown)) {
+      if (!tensor.is_floating_point()) continue;
+      const std::int64_t bad = tensor.numel() - torch::isfinite(tensor).sum().item<std::int64_t>();
+      if (bad > 0) {
+        throw UsageError(
+            with_hint(fmt::format("growth script {} wrote {} non-finite value{} (NaN or infinite) in {}; its "
+                                  "inputs and output are kept in {}",
+                                  keys.script, bad, bad == 1 ? "" : "s", name, work.path.string()),
+                      "every value of the grown model must be a finite number"));
+      }
+    }
     const torch::Tensor first = model.parameters().front();
     grown->to(first.device());  // where the parent lives (a GPU too)
     if (first.scalar_type() != torch::kFloat32) {

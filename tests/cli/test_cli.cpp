@@ -547,17 +547,7 @@ TEST(Cli, AttentionMarksEveryGrowthBoundaryOfTheLineage) {
   const std::string home = "/tmp/tfw-test-cli-stages";
   std::filesystem::remove_all(home);
   std::filesystem::create_directories(home);
-  const std::string model = "layers = 1, d = 16, heads = 2, vocab = 256, seq_len = 16";
-  std::ofstream(home + "/stages.toml")
-      << "[experiment]\nname = \"stages\"\n[defaults]\ndata = { corpus = \"kjv\" }\n"
-      << "train = { batch_size = 2, eval_batches = 1, max_steps = 2 }\n"
-      << "[runs.small]\nfamily = \"tokenformer\"\nmodel = { " << model << ", n_attn = 16, n_ffn = 32 }\n"
-      << "[runs.grown]\nfamily = \"tokenformer\"\nparent = \"small\"\ngrowth = { method = \"pattention_grow\" }\n"
-      << "model = { " << model << ", n_attn = 32, n_ffn = 64 }\n"
-      << "[runs.grown2]\nfamily = \"tokenformer\"\nparent = \"grown\"\ngrowth = { method = \"pattention_grow\" }\n"
-      << "model = { " << model << ", n_attn = 48, n_ffn = 64 }\n"
-      << "train = { max_steps = 4, growth = [{ at_step = 2, method = \"pattention_grow\", add_attn = 16 }] }\n";
-  Result run = tfw("run " + home + "/stages.toml --home " + home);
+  Result run = tfw("run " TFW_SOURCE_DIR "/tests/data/twice-grown.toml --home " + home);
   ASSERT_EQ(run.code, 0) << run.output;
   auto stages = [&](const std::string& projection) {
     Result map = tfw_json("attention grown2 --home " + home + " --text 'In the beginning' --layer 0 --proj " +

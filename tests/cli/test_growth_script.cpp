@@ -160,10 +160,16 @@ TEST(GrowthScript, AScriptThatBreaksTheProtocolGetsAnErrorNamingWhat) {
        "t = fill(0.0)\nt['embedding'] = np.zeros((3, 3), np.float32)\nsave_file(t, a.out)\n"
        "print(json.dumps({'exact': False}))\n",
        "embedding has shape [3, 3] in the file, [256, 64] in the model"},
+      {"nan.py",
+       "t = fill(0.0)\nt['layers.0.o.values'][1, 2] = np.nan\nsave_file(t, a.out)\nprint(json.dumps({'exact': "
+       "False}))\n",
+       "wrote 1 non-finite value (NaN or infinite) in layers.0.o.values"},
       {"silent.py", "save_file(fill(0.0), a.out)\n", "printed no declaration of exactness"},
       {"fails.py", "print('about to fail', flush=True)\nsys.exit(3)\n", "failed: exit code 3"},
       {"nothing.py", "print(json.dumps({'exact': False}))\n", "exited without writing the grown model"},
   };
+  auto runs_in_store = [&] { return nlohmann::json::parse(tfw("runs list --json --home " + home).out)["runs"].size(); };
+  const std::size_t runs_before = runs_in_store();
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     Result r = grow(script_file(home, c.name, c.source));
@@ -172,6 +178,7 @@ TEST(GrowthScript, AScriptThatBreaksTheProtocolGetsAnErrorNamingWhat) {
     EXPECT_FALSE(fs::exists(home + "/out/step-00000000.safetensors"));
     EXPECT_NE(r.err.find("kept in " + home + "/tmp/tfw-grow-"), std::string::npos) << r.err;
   }
+  EXPECT_EQ(runs_in_store(), runs_before);  // nothing recorded
   // The script's output is shown, tagged with its name.
   Result fails = grow(home + "/fails.py");
   EXPECT_NE(fails.err.find("[fails.py] about to fail"), std::string::npos) << fails.err;

@@ -248,6 +248,28 @@ TEST_F(GuiScreens, AttentionViewDrawsTheHeatMapOfACheckpoint) {
   EXPECT_LT(black, 100u);
 }
 
+// A layer grown three times (twice offline, once by an event inside a run: tests/data/twice-grown.toml):
+// the map draws a cyan line after each stage but the last, 16 tokens apart, and the stage names
+// above the indices. The selection box stands on token 32, right of a boundary, and hides none.
+TEST_F(GuiScreens, AttentionViewMarksEveryGrowthBoundaryOfTheLineage) {
+  const std::string home = "/tmp/tfw-test-gui-stages-" + std::to_string(::getpid());
+  ASSERT_EQ(tfw::test::trained_home(TFW_BINARY " run " TFW_SOURCE_DIR "/tests/data/twice-grown.toml --home $H", home),
+            "");
+  Image image = shot("attention", "--select grown2 --text 'In the beginning' --layer 0 --proj q --token 32", home);
+  fs::copy_file(kShots + "/attention.png", kShots + "/attention-stages.png", fs::copy_options::overwrite_existing);
+  fs::remove_all(home);
+  // The columns that hold a cyan line down the rows (16 input tokens), grouped where adjacent.
+  std::vector<int> lines;
+  for (int x = 0; x < image.width; ++x) {
+    if (image.count_near(90, 220, 255, 30, x, 0, x + 1, image.height) < 150) continue;
+    if (lines.empty() || x > lines.back() + 3) lines.push_back(x);
+  }
+  ASSERT_EQ(lines.size(), 3u) << kShots << "/attention-stages.png";
+  // 16 tokens of 6 px between each two (the default cell width).
+  EXPECT_NEAR(lines[1] - lines[0], 96, 2);
+  EXPECT_NEAR(lines[2] - lines[1], 96, 2);
+}
+
 // A vision Tokenformer's checkpoint (a few steps on Fashion-MNIST): the attention view shows
 // the heat map of its patch tokens, and below it the validation image in grey with the patch
 // grid, and the image under one parameter token's map. `tfw attention --image` writes the

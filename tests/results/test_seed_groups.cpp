@@ -1,6 +1,12 @@
 // Runs that differ only in seed are one group (the GUI's band, `tfw runs list --group`); where a
 // run started is part of what it is: a grown run never groups with a run of the same config
 // trained from scratch.
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "storage/store.h"
@@ -42,6 +48,40 @@ TEST(SeedGroups, AGrownRunNeverGroupsWithTheSameConfigFromScratch) {
   // The parents not among the runs: the grown seeds still group, apart from scratch.
   const std::vector<RunRecord> orphans = {runs[2], runs[3], runs[4], runs[5]};
   EXPECT_EQ(results::group_by_seed(orphans).size(), 2u);
+}
+
+}  // namespace
+}  // namespace tfw
+
+namespace tfw {
+namespace {
+
+// The shipped e1-mini figure (rebuilt byte for byte from its data by tests/results_rebuild.sh): a
+// Tokenformer grown twice (tokenformer-s1 -> s2 -> s3, three seeds) beside eight groups trained
+// from scratch. The lineage is one colour; every other group has a colour (and dash) of its own.
+TEST(LineageColours, ATwoGrowthStudysFigureDrawsItsLineageInOneColour) {
+  std::ifstream in(TFW_SOURCE_DIR "/docs/results/figures/e1-mini/loss_vs_flops.svg");
+  const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(svg.empty());
+  const std::regex path(
+      R"re(<path class="run" data-run="([^"]+)-s[0-9]+" fill="none" stroke="(#[0-9a-f]{6})"([^>]*)>)re");
+  std::map<std::string, std::set<std::string>> looks;  // group -> stroke and dash
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), path); it != std::sregex_iterator(); ++it) {
+    const std::string dashed = (*it)[3].str().find("stroke-dasharray") != std::string::npos ? " dashed" : "";
+    looks[(*it)[1].str()].insert((*it)[2].str() + dashed);
+  }
+  ASSERT_EQ(looks.size(), 11u);
+  for (const auto& [group, look] : looks) EXPECT_EQ(look.size(), 1u) << group << ": one look for its seeds";
+  const std::string lineage = *looks["tokenformer-s1"].begin();
+  EXPECT_EQ(*looks["tokenformer-s2"].begin(), lineage);
+  EXPECT_EQ(*looks["tokenformer-s3"].begin(), lineage);
+  std::set<std::string> others;
+  for (const auto& [group, look] : looks) {
+    if (group == "tokenformer-s1" || group == "tokenformer-s2" || group == "tokenformer-s3") continue;
+    EXPECT_NE(*look.begin(), lineage) << group;
+    others.insert(*look.begin());
+  }
+  EXPECT_EQ(others.size(), 8u);  // the eight groups from scratch, told apart
 }
 
 }  // namespace
