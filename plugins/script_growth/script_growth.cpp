@@ -175,6 +175,25 @@ std::string run_script(const GrowthScriptKeys& keys, const WorkFolder& work, std
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// A checkpoint reader's complaint about G, said to the script's author: the problem alone (not
+// the reader's hint, which is about checkpoints), and dtypes by safetensors' names, as to.json
+// gives them.
+std::string in_script_terms(std::string what) {
+  if (const std::size_t hint = what.find("\n  hint:"); hint != std::string::npos) what.erase(hint);
+  if (const std::size_t fit = what.find("does not fit this model: "); fit != std::string::npos)
+    what.erase(0, fit + std::string("does not fit this model: ").size());
+  auto replace = [&](const std::string& from, const std::string& to) {
+    for (std::size_t at; (at = what.find(from)) != std::string::npos;) what.replace(at, from.size(), to);
+  };
+  for (torch::ScalarType type : {torch::kFloat64, torch::kFloat32, torch::kFloat16, torch::kBFloat16, torch::kInt64,
+                                 torch::kInt32, torch::kBool}) {
+    const std::string name = c10::toString(type), ours = safetensors_dtype(type);
+    replace("is " + name + " in the file", "is " + ours + " in the file");
+    replace("the model holds it as " + name, "to.json asks for " + ours);
+  }
+  return what;
+}
+
 // The script's declaration: its last stdout line that is a JSON object with "exact".
 struct Declaration {
   bool exact = false;
@@ -293,7 +312,7 @@ class ScriptGrowth : public GrowthMethod {
     } catch (const UsageError& e) {
       throw UsageError(with_hint(fmt::format("growth script {} wrote a model that is not the target: {}; its inputs "
                                              "and output are kept in {}",
-                                             keys.script, e.what(), work.path.string()),
+                                             keys.script, in_script_terms(e.what()), work.path.string()),
                                  "to.json lists every tensor the target model has, with its dtype and shape"));
     }
     // A NaN or an infinity trains into NaN: refused, by name, whatever the script declared.

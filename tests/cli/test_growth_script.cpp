@@ -160,6 +160,10 @@ TEST(GrowthScript, AScriptThatBreaksTheProtocolGetsAnErrorNamingWhat) {
        "t = fill(0.0)\nt['embedding'] = np.zeros((3, 3), np.float32)\nsave_file(t, a.out)\n"
        "print(json.dumps({'exact': False}))\n",
        "embedding has shape [3, 3] in the file, [256, 64] in the model"},
+      {"dtype.py",
+       "t = fill(0.0)\nt['layers.0.q.values'] = t['layers.0.q.values'].astype(np.float64)\nsave_file(t, a.out)\n"
+       "print(json.dumps({'exact': False}))\n",
+       "layers.0.q.values is F64 in the file, to.json asks for F32"},
       {"nan.py",
        "t = fill(0.0)\nt['layers.0.o.values'][1, 2] = np.nan\nsave_file(t, a.out)\nprint(json.dumps({'exact': "
        "False}))\n",
@@ -177,6 +181,8 @@ TEST(GrowthScript, AScriptThatBreaksTheProtocolGetsAnErrorNamingWhat) {
     EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(home + "/out/step-00000000.safetensors"));
     EXPECT_NE(r.err.find("kept in " + home + "/tmp/tfw-grow-"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("tfw train --resume"), std::string::npos) << r.err;  // a checkpoint reader's hint
+    EXPECT_EQ(r.err.find("another version of the model family"), std::string::npos) << r.err;
   }
   EXPECT_EQ(runs_in_store(), runs_before);  // nothing recorded
   // The script's output is shown, tagged with its name.

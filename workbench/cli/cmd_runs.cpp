@@ -232,6 +232,12 @@ void run_show(const RunsArgs& args) {
     std::cout << fmt::format(" {} {}({:.3e} FLOPs{})", ancestor.id == lineage.front().id ? "" : "->", ancestor.name,
                              ancestor.flops, ancestor.growth_method.empty() ? "" : ", " + ancestor.growth_method);
   }
+  if (!r.growth_method.empty()) {
+    // How it was grown: the method and its options (a growth script's path and SHA-256).
+    std::string options = r.growth_options;
+    for (std::size_t at; (at = options.find('\n')) != std::string::npos;) options.replace(at, 1, ", ");
+    std::cout << fmt::format("\n  grown with: {}{}", r.growth_method, options.empty() ? "" : " (" + options + ")");
+  }
   std::cout << "\n  checkpoints:\n";
   for (const CheckpointRow& c : checkpoints) {
     std::cout << fmt::format("    step {:>8}  {}  {}  {}\n", c.step, grouped(c.bytes), c.checksum, c.path);

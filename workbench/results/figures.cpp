@@ -286,9 +286,10 @@ Figure token_use(const ExperimentResults& results, const std::string& mirrors) {
   Figure f = figure_of(results, "token_use", "use of the parameter tokens growth appended", "tokens trained (this run)",
                        "share (0 to 1)");
   f.log_x = false;
-  std::size_t colour = 0;
-  for (const Variant& v : results.variants()) {
-    const std::size_t c = colour++;
+  const std::vector<std::size_t> colours = lineage_colours(results);  // as loss_vs_flops colours them
+  for (std::size_t index = 0; index < results.variants().size(); ++index) {
+    const Variant& v = results.variants()[index];
+    const std::size_t c = colours[index];
     const std::pair<const char*, const char*> kinds[] = {{"token_use/appended_mass", "score mass on appended tokens"},
                                                          {"token_use/appended_active", "appended tokens active"}};
     for (std::size_t k = 0; k < 2; ++k) {
