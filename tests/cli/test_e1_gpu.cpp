@@ -224,12 +224,16 @@ TEST_F(E1Gpu, TwinUnitsMergeAndNoClaimIsDecidedBeforeItsThreeSeeds) {
   EXPECT_NE(full.find("3 seed pairs (comparison `grown-vs-matched-schedule`)"), std::string::npos) << full;
 
   // The figure: one colour a lineage. The ladder's three stages share one, and each control
-  // (from scratch: a lineage of its own) has its own. Read from the legend: a line in the
-  // series' colour, then its label's first line (a long label wraps).
+  // (from scratch: a lineage of its own) has its own look: a colour of the palette, dashed in
+  // its second round (every planned group holds its colour, drawn or not yet). Read from the
+  // legend: a line in the series' colour, then its label's first line (a long label wraps).
   const std::string svg = read(root_ + "/r3/figures/e1-gpu-twin/loss_vs_flops.svg");
-  std::map<std::string, std::string> colour_of;  // group -> its legend colour
-  const std::regex entry("stroke=\"(#[0-9a-f]{6})\" stroke-width=\"2.5\"[^>]*/>\n<text [^>]*>([a-z0-9-]+) \\(");
-  for (std::sregex_iterator it(svg.begin(), svg.end(), entry), end; it != end; ++it) colour_of[(*it)[2]] = (*it)[1];
+  std::map<std::string, std::string> colour_of;  // group -> its legend colour and dash
+  const std::regex entry("stroke=\"(#[0-9a-f]{6})\" stroke-width=\"2.5\"([^>]*)/>\n<text [^>]*>([a-z0-9-]+) \\(");
+  for (std::sregex_iterator it(svg.begin(), svg.end(), entry), end; it != end; ++it) {
+    const bool dashed = (*it)[2].str().find("stroke-dasharray") != std::string::npos;
+    colour_of[(*it)[3]] = (*it)[1].str() + (dashed ? " dashed" : "");
+  }
   ASSERT_EQ(colour_of.size(), 8u) << svg.substr(0, 4000);  // the ladder's 3 stages and 5 controls
   EXPECT_EQ(colour_of["tokenformer-s1"], colour_of["tokenformer-s2"]);
   EXPECT_EQ(colour_of["tokenformer-s2"], colour_of["tokenformer-s3"]);
