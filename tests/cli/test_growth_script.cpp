@@ -62,26 +62,42 @@ std::string exported(const std::string& grown_dir, const std::string& out) {
   return read(out + "/model.safetensors");
 }
 
+// Grows `parent` twice with the same arguments `to`: with the built-in `method`, and with the
+// example `script` (and `script_extra`). Returns the script's run and both grown models' exports.
+struct Twins {
+  Result script;
+  std::string builtin_tensors, script_tensors;
+};
+Twins grow_twins(const std::string& home, const std::string& parent, const std::string& method,
+                 const std::string& script, const std::string& to, const std::string& script_extra) {
+  Twins twins;
+  const Result builtin = tfw("grow --method " + method + " --from " + parent + to + " --out " + home + "/builtin");
+  EXPECT_EQ(builtin.code, 0) << builtin.output;
+  twins.script = tfw("grow --method script --script " + kExamples + script + " --from " + parent + to + " --out " +
+                     home + "/script --json " + script_extra);
+  EXPECT_EQ(twins.script.code, 0) << twins.script.output;
+  twins.builtin_tensors = exported(home + "/builtin", home + "/builtin-export");
+  twins.script_tensors = exported(home + "/script", home + "/script-export");
+  return twins;
+}
+
 TEST(GrowthScript, TheZeroInitExampleGrowsWhatPattentionGrowGrowsBitForBit) {
   const std::string home = "/tmp/tfw-test-growth-script-zero";
   const std::string parent = parent_checkpoint(home, "tokenformer");
   ASSERT_NE(parent, "");
   const std::string to = " --to " + kMini + "growth-tokenformer-large.toml --seed 7 --home " + home;
-  Result builtin = tfw("grow --method pattention_grow --from " + parent + to + " --out " + home + "/builtin");
-  ASSERT_EQ(builtin.code, 0) << builtin.output;
-  Result script = tfw("grow --method script --script " + kExamples + "zero_init_pattention.py --from " + parent + to +
-                      " --out " + home + "/script --json");
-  ASSERT_EQ(script.code, 0) << script.output;
+  const Twins twins = grow_twins(home, parent, "pattention_grow", "zero_init_pattention.py", to, "");
+  const Result& script = twins.script;
+  ASSERT_EQ(script.code, 0);
   const nlohmann::json g = nlohmann::json::parse(script.out);
   EXPECT_EQ(g["method"], "script");
   EXPECT_TRUE(g["declared_exact"].is_null()) << script.out;  // the script declares it as it runs
   // The script's own output is shown, and its exact claim was checked.
   EXPECT_NE(script.err.find("[zero_init_pattention.py]"), std::string::npos) << script.err;
   EXPECT_NE(script.err.find("declared exact; checked: max |logit difference|"), std::string::npos) << script.err;
-  const std::string a = exported(home + "/builtin", home + "/builtin-export");
-  const std::string b = exported(home + "/script", home + "/script-export");
-  ASSERT_GT(a.size(), 100000u);
-  EXPECT_TRUE(a == b) << "the script's grown tensors differ from pattention_grow's";
+  ASSERT_GT(twins.builtin_tensors.size(), 100000u);
+  EXPECT_TRUE(twins.builtin_tensors == twins.script_tensors)
+      << "the script's grown tensors differ from pattention_grow's";
   // The lineage is a built-in's: the parent run, the method, and the script pinned by content.
   Result show = tfw("train " + kMini + "growth-tokenformer-large.toml --init-from " + home +
                     "/script/step-00000000.safetensors --name grown --home " + home +
@@ -103,18 +119,15 @@ TEST(GrowthScript, TheHyperCloningExampleGrowsWhatHypercloningGrowsBitForBit) {
   const std::string parent = parent_checkpoint(home, "transformer");
   ASSERT_NE(parent, "");
   const std::string to = " --to " + kMini + "growth-transformer-large.toml --option noise=false --home " + home;
-  Result builtin = tfw("grow --method hypercloning --from " + parent + to + " --out " + home + "/builtin");
-  ASSERT_EQ(builtin.code, 0) << builtin.output;
-  Result script = tfw("grow --method script --script " + kExamples + "hypercloning.py --from " + parent + to +
-                      " --out " + home + "/script --check --json --set train.eval_batches=1");
-  ASSERT_EQ(script.code, 0) << script.output;
+  const Twins twins =
+      grow_twins(home, parent, "hypercloning", "hypercloning.py", to, "--check --set train.eval_batches=1");
+  const Result& script = twins.script;
+  ASSERT_EQ(script.code, 0);
   const nlohmann::json g = nlohmann::json::parse(script.out);
   EXPECT_LT(g["max_abs_logit_diff"].get<double>(), 1e-4);  // --check, on validation text
   EXPECT_NE(script.err.find("width x2, heads x2, FFN width x2"), std::string::npos) << script.err;
-  const std::string a = exported(home + "/builtin", home + "/builtin-export");
-  const std::string b = exported(home + "/script", home + "/script-export");
-  ASSERT_GT(a.size(), 100000u);
-  EXPECT_TRUE(a == b) << "the script's grown tensors differ from hypercloning's";
+  ASSERT_GT(twins.builtin_tensors.size(), 100000u);
+  EXPECT_TRUE(twins.builtin_tensors == twins.script_tensors) << "the script's grown tensors differ from hypercloning's";
 }
 
 // A script in the test's folder, from Python source.
