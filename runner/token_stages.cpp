@@ -28,7 +28,8 @@ struct Step {
   std::int64_t add = 0;
 };
 
-// The growth events of a run config that change `key` ("n_attn" or "n_ffn"), by step.
+// The growth events of a run config that change `key` ("n_attn" or "n_ffn"), by step, that a
+// checkpoint at step `last_step` holds: a checkpoint at step s is written before the growth at s.
 std::vector<Step> growth_steps(const toml::table& config, const std::string& key, std::int64_t last_step) {
   const std::string add_key = key == "n_ffn" ? "add_ffn" : "add_attn";
   std::vector<Step> steps;
@@ -40,7 +41,7 @@ std::vector<Step> growth_steps(const toml::table& config, const std::string& key
       step.at = (*event)["at_step"].value_or(std::int64_t{0});
       step.to = (*event)["to"][key].value<std::int64_t>();
       step.add = (*event)[add_key].value_or(std::int64_t{0});
-      if (step.at <= last_step && (step.to || step.add != 0)) steps.push_back(step);
+      if (step.at < last_step && (step.to || step.add != 0)) steps.push_back(step);
     }
   }
   const toml::node_view<const toml::node> repeat = config["train"]["growth_repeat"];
@@ -50,7 +51,7 @@ std::vector<Step> growth_steps(const toml::table& config, const std::string& key
     const std::int64_t start = std::max<std::int64_t>(repeat["start_step"].value_or(every), 1);
     std::int64_t stop = repeat["stop_step"].value_or(std::int64_t{0});
     if (stop <= 0) stop = last_step;
-    for (std::int64_t at = start; at <= std::min(stop, last_step) && steps.size() < kMaxStages; at += every) {
+    for (std::int64_t at = start; at <= stop && at < last_step && steps.size() < kMaxStages; at += every) {
       steps.push_back({at, std::nullopt, add});
     }
   }
@@ -86,10 +87,15 @@ std::vector<AttentionStage> lineage_token_stages(Store& store, const std::string
     std::optional<std::int64_t> tokens = config["model"][key].value<std::int64_t>();
     if (!tokens) return {};
     reach(runs[i].name, *tokens);
-    // An ancestor trained to its end; the checkpoint's own run up to the checkpoint's step.
-    const std::int64_t last = i + 1 < runs.size() ? std::numeric_limits<std::int64_t>::max() : step;
+    // An ancestor up to the checkpoint its child grew from (its last); the checkpoint's own run
+    // up to the checkpoint's step.
+    std::int64_t last = step;
+    if (i + 1 < runs.size()) {
+      last = 0;
+      for (const CheckpointRow& c : store.checkpoints(runs[i].id)) last = std::max(last, c.step);
+    }
     for (const Step& s : growth_steps(config, key, last)) {
-      tokens = s.to ? *s.to : *tokens + s.add;
+      tokens = (s.to ? *s.to : *tokens) + s.add;  // as a growth event's target: `to`, then add_*
       reach(fmt::format("{}@{}", runs[i].name, s.at), *tokens);
     }
   }

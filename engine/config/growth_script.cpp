@@ -47,7 +47,9 @@ GrowthScriptKeys growth_script_keys(const toml::table& options) {
   return keys;
 }
 
-std::string growth_script_sha256(const std::string& path) {
+std::string growth_script_sha256(const std::string& path) { return sha256_hex(growth_script_text(path)); }
+
+std::string growth_script_text(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     throw UsageError(with_hint(
@@ -56,14 +58,21 @@ std::string growth_script_sha256(const std::string& path) {
         "file that names them)"));
   }
   const std::uintmax_t size = fs::file_size(path, ec);
-  if (ec || size > kGrowthScriptMaxBytes) {
+  if (ec) throw UsageError(fmt::format("growth script '{}' cannot be read: {}", path, ec.message()));
+  if (size > kGrowthScriptMaxBytes) {
     throw UsageError(fmt::format("growth script '{}': {} bytes, more than a growth script may hold ({} bytes)", path,
                                  size, kGrowthScriptMaxBytes));
   }
   std::ifstream in(path, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) throw UsageError(fmt::format("growth script '{}' cannot be read", path));
-  return sha256_hex(text);
+  std::string text(static_cast<std::size_t>(kGrowthScriptMaxBytes) + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw UsageError(fmt::format("growth script '{}' cannot be read", path));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kGrowthScriptMaxBytes) {  // it grew since it was measured
+    throw UsageError(
+        fmt::format("growth script '{}': more than a growth script may hold ({} bytes)", path, kGrowthScriptMaxBytes));
+  }
+  return text;
 }
 
 void growth_script_allowed(const std::string& script) {
@@ -85,9 +94,12 @@ void growth_script_allowed(const std::string& script) {
   }
 }
 
-std::string growth_script_verify(const GrowthScriptKeys& keys) {
+std::string growth_script_verify(const GrowthScriptKeys& keys) { return sha256_hex(growth_script_read(keys)); }
+
+std::string growth_script_read(const GrowthScriptKeys& keys) {
   growth_script_allowed(keys.script);
-  const std::string digest = growth_script_sha256(keys.script);
+  std::string text = growth_script_text(keys.script);
+  const std::string digest = sha256_hex(text);
   if (!keys.sha256.empty() && digest != keys.sha256) {
     throw UsageError(with_hint(fmt::format("growth script '{}' changed since the run was planned: its SHA-256 is {} "
                                            "now, the run's config records {}",
@@ -95,7 +107,7 @@ std::string growth_script_verify(const GrowthScriptKeys& keys) {
                                "put the script back as it was, or plan the run again with the new script (a new "
                                "run name keeps the old run and its numbers)"));
   }
-  return digest;
+  return text;
 }
 
 void growth_script_pin(toml::table& options, const std::string& base_dir) {

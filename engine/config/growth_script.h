@@ -30,8 +30,9 @@ struct GrowthScriptKeys {
 // `timeout_seconds` (1 to 86,400) and the script's own options. UsageError naming the key.
 GrowthScriptKeys growth_script_keys(const toml::table& options);
 
-// The SHA-256 of the script at `path`: UsageError when it is missing, not a regular file, or
-// bigger than kGrowthScriptMaxBytes.
+// The text of the script at `path`, and its SHA-256: UsageError when it is missing, not a
+// regular file, or bigger than kGrowthScriptMaxBytes.
+std::string growth_script_text(const std::string& path);
 std::string growth_script_sha256(const std::string& path);
 
 // The environment variable that allows one folder of growth scripts to a process confined to a
@@ -42,6 +43,10 @@ inline constexpr const char* kGrowthScriptsVariable = "TFW_GROWTH_SCRIPTS";
 // Refuses (UsageError) a script in a confined process (engine/core/home.h) unless
 // TFW_GROWTH_SCRIPTS names a folder that holds it, symbolic links followed. Reads nothing.
 void growth_script_allowed(const std::string& script);
+
+// growth_script_verify's checks, and the text whose digest they checked: a growth runs these
+// bytes (copied), not the file again, so the script cannot change between check and run.
+std::string growth_script_read(const GrowthScriptKeys& keys);
 
 // Checks that the script is allowed, exists and, when the options pin it, that its content is the pinned
 // one (UsageError naming both digests otherwise); returns its digest.

@@ -140,6 +140,10 @@ void growth_repeat_read(ConfigTable& t, const char* key, TrainConfig& c) {
   r.method = repeat.get_string("method", r.method);
   r.options = repeat.raw_table("options");
   repeat.finish();
+  if (r.method == kScriptGrowthMethod) {
+    const toml::node* script = repeat.raw_self()["options"]["script"].node();
+    growth_script_pin(r.options, script != nullptr ? toml_source_dir(*script) : "");
+  }
 }
 
 void growth_repeat_write(const TrainConfig& c, const char* key, toml::table& t) {

@@ -124,10 +124,17 @@ std::string python_program() {
   return found;
 }
 
-// Runs the script to its end or its time limit, showing its output; returns its stdout.
-std::string run_script(const GrowthScriptKeys& keys, const WorkFolder& work, std::uint64_t seed) {
+// The declaration is the last JSON line: the end of stdout is enough, however much came before.
+constexpr std::streamoff kStdoutTail = 64 * 1024;
+
+// Runs the script (`copy`, the checked bytes of keys.script) to its end or its time limit,
+// showing its output; returns the end of its stdout. The script runs in tfw's own process group:
+// a Ctrl-C, or a cancel that signals tfw's group, stops it with tfw.
+std::string run_script(const GrowthScriptKeys& keys, const std::string& copy, const WorkFolder& work,
+                       std::uint64_t seed) {
   ProcessSpec spec;
-  spec.argv = {python_program(), keys.script,
+  spec.own_group = false;
+  spec.argv = {python_program(), copy,
                "--parent",       work.file("parent.safetensors"),
                "--from",         work.file("from.json"),
                "--to",           work.file("to.json"),
@@ -137,7 +144,11 @@ std::string run_script(const GrowthScriptKeys& keys, const WorkFolder& work, std
   spec.log_path = work.file("stdout.txt");
   spec.error_path = work.file("stderr.txt");
   spec.cwd = work.path.string();
-  spec.environment = {"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"};
+  // Modules beside the script stay importable (they are not pinned: docs/growth.md).
+  const char* path = std::getenv("PYTHONPATH");
+  const std::string folder = fs::path(keys.script).parent_path().string();
+  spec.environment = {"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1",
+                      "PYTHONPATH=" + folder + (path != nullptr && *path != '\0' ? std::string(":") + path : "")};
   const std::string tag = fmt::format("  [{}] ", fs::path(keys.script).filename().string());
   std::uintmax_t out_offset = 0, err_offset = 0;
   bool out_line = true, err_line = true;
@@ -171,7 +182,9 @@ std::string run_script(const GrowthScriptKeys& keys, const WorkFolder& work, std
         fmt::format("growth script {} failed: exit code {} (its output is above); {}", keys.script, *code, kept),
         fmt::format("rerun it by hand: cd {} && {}", work.path.string(), fmt::join(spec.argv, " "))));
   }
-  std::ifstream in(spec.log_path, std::ios::binary);
+  std::ifstream in(spec.log_path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - kStdoutTail));
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
@@ -291,14 +304,17 @@ class ScriptGrowth : public GrowthMethod {
   std::shared_ptr<Model> apply(Model& model, const ModelFamily& family, const ModelSpec& from, const ModelSpec& to,
                                const toml::table& options, std::uint64_t seed) const override {
     const GrowthScriptKeys keys = growth_script_keys(options);
-    growth_script_verify(keys);
+    const std::string text = growth_script_read(keys);  // checked against its recorded digest
     WorkFolder work;
+    // The checked bytes run, not the file again: it cannot change between the check and the run.
+    const std::string copy = work.file(fs::path(keys.script).filename().string().c_str());
+    text_file_write(copy, text, "grow");
     std::shared_ptr<Model> grown = family.build(to, seed);  // float32, on the CPU: what G must fill
     model_weights_save(work.file("parent.safetensors"), model, {{"format", "pt"}, {"tfw_format", kModelExportFormat}});
     text_file_write(work.file("from.json"), model_json(from, model).dump(2) + "\n", "grow");
     text_file_write(work.file("to.json"), model_json(to, *grown).dump(2) + "\n", "grow");
     text_file_write(work.file("options.json"), toml_to_json(keys.script_options).dump(2) + "\n", "grow");
-    const Declaration declared = declaration_of(run_script(keys, work, seed), keys.script, work.path.string());
+    const Declaration declared = declaration_of(run_script(keys, copy, work, seed), keys.script, work.path.string());
     const std::string out = work.file("grown.safetensors");
     std::error_code ec;
     if (!fs::is_regular_file(out, ec)) {
@@ -337,7 +353,11 @@ class ScriptGrowth : public GrowthMethod {
     const std::string script = fs::path(keys.script).filename().string();
     for (const std::string& change : declared.changes) std::cerr << fmt::format("  {}: {}\n", script, change);
     if (declared.exact) {
-      const torch::Tensor batch = check_batch(to.shape(), first.device(), seed);
+      // Inputs both models read: the smaller vocabulary and context of the two.
+      ModelShape shape = to.shape();
+      shape.vocab = std::min(shape.vocab, from.shape().vocab);
+      shape.seq_len = std::min(shape.seq_len, from.shape().seq_len);
+      const torch::Tensor batch = check_batch(shape, first.device(), seed);
       const auto [difference, scale] = logit_difference(model, *grown, batch);
       // The built-in methods' tests hold exact growths to 1e-4 relative in float32 (1e-10 in float64).
       const double tolerance = (first.scalar_type() == torch::kFloat64 ? 1e-9 : 1e-4) * std::max(1.0, scale);

@@ -280,6 +280,15 @@ TEST(GrowthScript, AGrowthEventInsideARunRunsTheScriptNamedBesideTheRunFile) {
   const nlohmann::json model = nlohmann::json::parse(read(home + "/export/config.json"))["model"];
   EXPECT_EQ(model["n_attn"].get<std::int64_t>(), 96);
   EXPECT_EQ(model["n_ffn"].get<std::int64_t>(), 256);
+  // [train.growth_repeat] pins its script the same way.
+  std::ofstream(home + "/work/repeat.toml")
+      << read(kMini + "growth-tokenformer-small.toml") << "\n[train.growth_repeat]\nevery_steps = 2\nadd_attn = 16\n"
+      << "method = \"script\"\noptions = { script = \"grow.py\" }\n";
+  Result repeat = tfw("train " + home + "/work/repeat.toml --name repeated --home " + home +
+                      " --set train.max_steps=4 --set train.eval_batches=1 --set train.batch_size=2");
+  ASSERT_EQ(repeat.code, 0) << repeat.output;
+  const std::string repeated = nlohmann::json::parse(tfw("runs show repeated --json --home " + home).out)["config"];
+  EXPECT_NE(repeated.find(digest), std::string::npos) << repeated;
 }
 
 }  // namespace test_growth_script

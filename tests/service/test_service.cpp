@@ -127,6 +127,11 @@ TEST(Service, GrowthScriptsRunOnlyFromTheFolderTheOperatorAllowed) {
     EXPECT_TRUE(client.request({{"type", "jobs"}})["jobs"].empty());
     EXPECT_EQ(server.stop(), 0);
   }
+  // A folder that overlaps TFW_HOME, where clients write files, is refused at the start.
+  const test::Result overlap = test::capture(std::string(TFW_BINARY) + " serve --listen 127.0.0.1:0 --home " + home +
+                                             " --allow-growth-scripts " + home + "/jobs/..");
+  EXPECT_EQ(overlap.code, 2) << overlap.output;
+  EXPECT_NE(overlap.err.find("it overlaps TFW_HOME"), std::string::npos) << overlap.err;
   ServeProcess server = serve(home, {"--allow-growth-scripts", allowed});
   ASSERT_NE(server.address(), "");
   EXPECT_NE(server.first_line().find("growth scripts from " + allowed), std::string::npos) << server.first_line();

@@ -26,7 +26,7 @@ namespace {
 // Growth scripts are code: the service and its jobs run none a client names, except those
 // inside the one folder its operator allows (engine/config/growth_script.h). The setting is
 // this process's environment, which the jobs inherit; one from the caller's shell is dropped.
-std::string allow_growth_scripts(const std::string& folder) {
+std::string allow_growth_scripts(const std::string& folder, const std::string& home) {
   if (folder.empty()) {
     ::unsetenv(kGrowthScriptsVariable);
     return "";
@@ -37,6 +37,14 @@ std::string allow_growth_scripts(const std::string& folder) {
                                "give the folder that holds the growth scripts jobs may run"));
   }
   const std::string canonical = std::filesystem::canonical(folder, ec).string();
+  // Clients write files into TFW_HOME (a job's run.toml is their text): a folder that holds it,
+  // or lies in it, would let them name a script they wrote.
+  if (path_inside(home, canonical) || path_inside(canonical, home)) {
+    throw UsageError(with_hint(fmt::format("--allow-growth-scripts {}: it overlaps TFW_HOME ({}), where clients write "
+                                           "files, so a client could write the script it names",
+                                           canonical, home),
+                               "keep the allowed scripts in a folder of their own, outside TFW_HOME"));
+  }
   ::setenv(kGrowthScriptsVariable, canonical.c_str(), 1);
   return canonical;
 }
@@ -60,7 +68,7 @@ void add_serve_command(CLI::App& app) {
                       "submission naming one is refused");
   command->callback([options, scripts] {
     options->home = home_resolve(options->home);
-    const std::string allowed = allow_growth_scripts(*scripts);
+    const std::string allowed = allow_growth_scripts(*scripts, options->home);
     // SIGINT/SIGTERM: the handler only writes to a pipe; a waiting thread stops the service.
     // (A handler rather than a blocked mask: torch's thread pool exists before this point.)
     static int wake[2] = {-1, -1};
