@@ -33,6 +33,28 @@ std::string layer_label(std::int64_t layer, const std::string& projection) {
   return fmt::format("layers.{}.{}", layer, projection);
 }
 
+// A map of one layer before its input: its label, parameter tokens and count at creation.
+AttentionMap layer_map(std::int64_t layer, const std::string& projection, std::int64_t parameter_tokens,
+                       const std::map<std::string, std::int64_t>& created_with) {
+  AttentionMap result;
+  result.parameter_tokens = parameter_tokens;
+  result.label = layer_label(layer, projection);
+  if (auto created = created_with.find(result.label); created != created_with.end())
+    result.tokens_at_creation = created->second;
+  return result;
+}
+
+// The scores the capture holds for the map's layer, (T, n) row-major, into the map.
+void take_scores(const ScoreCapture& capture, AttentionMap& result) {
+  const torch::Tensor scores = capture.scores()
+                                   .at(result.label)
+                                   .reshape({-1, result.parameter_tokens})
+                                   .to(torch::kFloat32)
+                                   .cpu()
+                                   .contiguous();  // (T, n)
+  result.scores.assign(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
+}
+
 }  // namespace
 
 struct AttentionProbe::State {
@@ -147,12 +169,7 @@ AttentionMap AttentionProbe::image_map(std::int64_t index, std::int64_t layer, c
     throw UsageError(with_hint(fmt::format("image {} does not exist: the validation split has {} images", index, count),
                                fmt::format("pick 0..{}", count - 1)));
   }
-  AttentionMap result;
-  result.parameter_tokens = parameter_tokens(layer, projection);
-  result.label = layer_label(layer, projection);
-  if (auto created = state_->created_with.find(result.label); created != state_->created_with.end()) {
-    result.tokens_at_creation = created->second;
-  }
+  AttentionMap result = layer_map(layer, projection, parameter_tokens(layer, projection), state_->created_with);
   const ImageSplits& splits = *state_->images;
   const ImageSet& set = splits.validation;
   const std::int64_t C = set.channels, H = set.height, W = set.width;
@@ -185,13 +202,7 @@ AttentionMap AttentionProbe::image_map(std::int64_t index, std::int64_t layer, c
   const torch::Tensor parameter = state_->model->parameters().front();
   const torch::Tensor logits = state_->model->forward(input.to(parameter.device(), parameter.scalar_type()));
   image.predicted = logits.argmax(1).item<std::int64_t>();
-  const torch::Tensor scores = capture.scores()
-                                   .at(result.label)
-                                   .reshape({-1, result.parameter_tokens})
-                                   .to(torch::kFloat32)
-                                   .cpu()
-                                   .contiguous();  // (T, n)
-  result.scores.assign(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
+  take_scores(capture, result);
   if (grid.leading > 0) result.tokens.push_back("cls");
   for (std::int64_t r = 0; r < grid.rows; ++r) {
     for (std::int64_t c = 0; c < grid.cols; ++c) result.tokens.push_back(fmt::format("r{}c{}", r, c));
@@ -206,12 +217,7 @@ AttentionMap AttentionProbe::map(const std::string& text, std::int64_t layer, co
         with_hint(fmt::format("{} is an image classifier: its input tokens are an image's patches", state_->checkpoint),
                   "give --image N (an image of the validation split) instead of --text"));
   }
-  AttentionMap result;
-  result.parameter_tokens = parameter_tokens(layer, projection);
-  result.label = layer_label(layer, projection);
-  if (auto created = state_->created_with.find(result.label); created != state_->created_with.end()) {
-    result.tokens_at_creation = created->second;
-  }
+  AttentionMap result = layer_map(layer, projection, parameter_tokens(layer, projection), state_->created_with);
   std::vector<std::uint32_t> ids;
   state_->tokenizer->encode(text, ids);
   if (ids.empty()) throw UsageError(with_hint("the text is empty", "give some text to encode, e.g. --text 'the cat'"));
@@ -225,13 +231,7 @@ AttentionMap AttentionProbe::map(const std::string& text, std::int64_t layer, co
   torch::NoGradGuard no_grad;
   ScoreCapture capture({result.label});
   state_->model->forward(input.to(module_device(*state_->model)));
-  torch::Tensor scores = capture.scores()
-                             .at(result.label)
-                             .reshape({-1, result.parameter_tokens})
-                             .to(torch::kFloat32)
-                             .cpu()
-                             .contiguous();  // (T, n)
-  result.scores.assign(scores.data_ptr<float>(), scores.data_ptr<float>() + scores.numel());
+  take_scores(capture, result);
   for (std::uint32_t id : ids) result.tokens.push_back(state_->tokenizer->decode({id}));
   return result;
 }
