@@ -140,10 +140,6 @@ void refuse_changed(const BatchRecords& records, const Experiment& experiment,
     const RunRecord* record = records.find(run->name);
     if (record == nullptr || record->status != RunStatus::finished) continue;
     try {
-      toml::table growth = run->growth_options;
-      growth.is_inline(false);  // as the store writes it: an inline table would print as `{ ... }`
-      std::ostringstream growth_text;
-      growth_text << growth;
       const bool same_config = config_identity(toml::parse(record->config)) == config_identity(run->config);
       // (A record that names no growth, from before growths were recorded, has nothing to compare.)
       const bool same_growth =
@@ -161,6 +157,10 @@ void refuse_changed(const BatchRecords& records, const Experiment& experiment,
       if (!same_growth && record->growth_method != run->growth_method)
         name({"method", record->growth_method, run->growth_method}, "growth.");
       if (!same_growth) {
+        toml::table growth = run->growth_options;
+        growth.is_inline(false);  // as the store writes it: an inline table would print as `{ ... }`
+        std::ostringstream growth_text;
+        growth_text << growth;
         for (const ConfigDifference& d : config_differences(record->growth_options, growth_text.str()))
           name(d, "growth.options.");
       }

@@ -363,9 +363,11 @@ torch::Tensor tensor_of(const SafetensorsEntry& entry) {
   return tensor;
 }
 
-[[noreturn]] void does_not_fit(const std::string& path, const std::string& why) {
-  throw UsageError(with_hint(fmt::format("checkpoint '{}' does not fit this model: {}", path, why),
-                             "build the model from the checkpoint's own config (tfw train --resume does)"));
+[[noreturn]] void does_not_fit(const std::string& path, const std::string& why,
+                               const std::string& hint =
+                                   "build the model from the checkpoint's own config (tfw "
+                                   "train --resume does)") {
+  throw TensorMismatch(with_hint(fmt::format("checkpoint '{}' does not fit this model: {}", path, why), hint), why);
 }
 
 // Copies the stored tensor into `target` (same name, dtype and shape, else UsageError).
@@ -374,11 +376,10 @@ void load_into(const OpenCheckpoint& open, const std::string& path, const std::s
   if (it == open.by_name.end()) does_not_fit(path, fmt::format("it holds no tensor '{}'", name));
   const SafetensorsEntry& entry = *it->second;
   if (dtype_of(entry.dtype) != target.scalar_type()) {
-    throw UsageError(
-        with_hint(fmt::format("checkpoint '{}' does not fit this model: {} is {} in the file, the "
-                              "model holds it as {}",
-                              path, name, c10::toString(dtype_of(entry.dtype)), c10::toString(target.scalar_type())),
-                  "the checkpoint was written by another version of the model family"));
+    does_not_fit(path,
+                 fmt::format("{} is {} in the file, the model holds it as {}", name, entry.dtype,
+                             dtype_name(target.scalar_type())),
+                 "the checkpoint was written by another version of the model family");
   }
   if (entry.shape != target.sizes().vec()) {
     does_not_fit(path, fmt::format("{} has shape {} in the file, {} in the model", name,
@@ -561,5 +562,7 @@ std::map<std::string, std::string> model_weights_load(const std::string& path, M
   }
   return open.parsed.metadata;
 }
+
+const char* checkpoint_dtype_name(torch::ScalarType type) { return dtype_name(type); }
 
 }  // namespace tfw

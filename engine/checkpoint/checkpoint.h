@@ -17,12 +17,14 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "engine/checkpoint/checkpoint_meta.h"
+#include "engine/core/error.h"
 #include "engine/nn/model.h"
 
 namespace tfw {
@@ -35,6 +37,22 @@ CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::opti
 // config, and sets torch's CPU generator. Verifies first; a missing or extra tensor, or a
 // dtype or shape mismatch, is a UsageError.
 CheckpointMeta checkpoint_load(const std::string& path, Model& model, torch::optim::Optimizer* optimizer);
+
+// A file's tensors that do not fit a model: a missing, extra or misshapen tensor, or one of
+// another dtype. what() is the whole message, with the checkpoint's hint; problem() names the
+// tensor and what differs alone ("embedding has shape [3, 3] in the file, [256, 64] in the
+// model"), for a caller whose file is not a checkpoint (a growth script's output).
+class TensorMismatch : public UsageError {
+ public:
+  TensorMismatch(const std::string& what, std::string problem) : UsageError(what), problem_(std::move(problem)) {}
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string problem_;
+};
+
+// A tensor dtype as safetensors names it ("F32"); Error for one a checkpoint cannot store.
+const char* checkpoint_dtype_name(torch::ScalarType type);
 
 // Every tensor a checkpoint stores of `model`: its parameters, then its buffers, by name.
 std::vector<std::pair<std::string, torch::Tensor>> checkpoint_model_tensors(Model& model);

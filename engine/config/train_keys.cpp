@@ -88,6 +88,14 @@ toml::table mask_to_toml(const MaskConfig& c) {
   return toml::table{{"blocks", std::move(blocks)}, {"use", std::move(use)}};
 }
 
+// A growth by script's options pinned to their script (engine/config/growth_script.h), read
+// from the folder of the file that names it; other methods' options as they are.
+void growth_options_pin(const std::string& method, const ConfigTable& table, toml::table& options) {
+  if (method != kScriptGrowthMethod) return;
+  const toml::node* script = table.raw_self()["options"]["script"].node();
+  growth_script_pin(options, script != nullptr ? toml_source_dir(*script) : "");
+}
+
 GrowthEvent growth_event_parse(ConfigTable& event_table) {
   GrowthEvent event;
   event.at_step = at_least<std::int64_t>(event_table, "at_step", event_table.require_int("at_step"), 1);
@@ -97,11 +105,7 @@ GrowthEvent growth_event_parse(ConfigTable& event_table) {
   event.add_ffn = at_least<std::int64_t>(event_table, "add_ffn", event_table.get_int("add_ffn", 0), 0);
   event.options = event_table.raw_table("options");
   event_table.finish();
-  if (event.method == kScriptGrowthMethod) {
-    // The script by absolute path (read from the folder of the file that names it) and content.
-    const toml::node* script = event_table.raw_self()["options"]["script"].node();
-    growth_script_pin(event.options, script != nullptr ? toml_source_dir(*script) : "");
-  }
+  growth_options_pin(event.method, event_table, event.options);
   return event;
 }
 
@@ -140,10 +144,7 @@ void growth_repeat_read(ConfigTable& t, const char* key, TrainConfig& c) {
   r.method = repeat.get_string("method", r.method);
   r.options = repeat.raw_table("options");
   repeat.finish();
-  if (r.method == kScriptGrowthMethod) {
-    const toml::node* script = repeat.raw_self()["options"]["script"].node();
-    growth_script_pin(r.options, script != nullptr ? toml_source_dir(*script) : "");
-  }
+  growth_options_pin(r.method, repeat, r.options);
 }
 
 void growth_repeat_write(const TrainConfig& c, const char* key, toml::table& t) {

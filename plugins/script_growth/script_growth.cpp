@@ -45,25 +45,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// A tensor's dtype as safetensors names it (what the script writes back).
-std::string safetensors_dtype(torch::ScalarType type) {
-  switch (type) {
-    case torch::kFloat64: return "F64";
-    case torch::kFloat32: return "F32";
-    case torch::kFloat16: return "F16";
-    case torch::kBFloat16: return "BF16";
-    case torch::kInt64: return "I64";
-    case torch::kInt32: return "I32";
-    case torch::kBool: return "BOOL";
-    default: return c10::toString(type);
-  }
-}
-
 // A model's family, [model] table and tensors, as from.json and to.json hold them.
 json model_json(const ModelSpec& spec, Model& model) {
   json tensors = json::object();
   for (const auto& [name, tensor] : checkpoint_model_tensors(model)) {
-    tensors[name] = {{"dtype", safetensors_dtype(tensor.scalar_type())}, {"shape", tensor.sizes().vec()}};
+    tensors[name] = {{"dtype", checkpoint_dtype_name(tensor.scalar_type())}, {"shape", tensor.sizes().vec()}};
   }
   return {{"family", spec.family()},
           {"model", toml_to_json(spec.to_toml())},
@@ -188,25 +174,6 @@ std::string run_script(const GrowthScriptKeys& keys, const std::string& copy, co
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// A checkpoint reader's complaint about G, said to the script's author: the problem alone (not
-// the reader's hint, which is about checkpoints), and dtypes by safetensors' names, as to.json
-// gives them.
-std::string in_script_terms(std::string what) {
-  if (const std::size_t hint = what.find("\n  hint:"); hint != std::string::npos) what.erase(hint);
-  if (const std::size_t fit = what.find("does not fit this model: "); fit != std::string::npos)
-    what.erase(0, fit + std::string("does not fit this model: ").size());
-  auto replace = [&](const std::string& from, const std::string& to) {
-    for (std::size_t at; (at = what.find(from)) != std::string::npos;) what.replace(at, from.size(), to);
-  };
-  for (torch::ScalarType type : {torch::kFloat64, torch::kFloat32, torch::kFloat16, torch::kBFloat16, torch::kInt64,
-                                 torch::kInt32, torch::kBool}) {
-    const std::string name = c10::toString(type), ours = safetensors_dtype(type);
-    replace("is " + name + " in the file", "is " + ours + " in the file");
-    replace("the model holds it as " + name, "to.json asks for " + ours);
-  }
-  return what;
-}
-
 // The script's declaration: its last stdout line that is a JSON object with "exact".
 struct Declaration {
   bool exact = false;
@@ -325,10 +292,10 @@ class ScriptGrowth : public GrowthMethod {
     }
     try {
       model_weights_load(out, *grown);
-    } catch (const UsageError& e) {
+    } catch (const TensorMismatch& e) {  // the problem alone: G is no checkpoint, its reader's hint is not ours
       throw UsageError(with_hint(fmt::format("growth script {} wrote a model that is not the target: {}; its inputs "
                                              "and output are kept in {}",
-                                             keys.script, in_script_terms(e.what()), work.path.string()),
+                                             keys.script, e.problem(), work.path.string()),
                                  "to.json lists every tensor the target model has, with its dtype and shape"));
     }
     // A NaN or an infinity trains into NaN: refused, by name, whatever the script declared.

@@ -176,7 +176,7 @@ TEST(GrowthScript, AScriptThatBreaksTheProtocolGetsAnErrorNamingWhat) {
       {"dtype.py",
        "t = fill(0.0)\nt['layers.0.q.values'] = t['layers.0.q.values'].astype(np.float64)\nsave_file(t, a.out)\n"
        "print(json.dumps({'exact': False}))\n",
-       "layers.0.q.values is F64 in the file, to.json asks for F32"},
+       "layers.0.q.values is F64 in the file, the model holds it as F32"},
       {"nan.py",
        "t = fill(0.0)\nt['layers.0.o.values'][1, 2] = np.nan\nsave_file(t, a.out)\nprint(json.dumps({'exact': "
        "False}))\n",

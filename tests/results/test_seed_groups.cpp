@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "storage/store.h"
+#include "workbench/results/figures.h"
 #include "workbench/results/results.h"
 
 namespace tfw {
@@ -82,6 +83,22 @@ TEST(LineageColours, ATwoGrowthStudysFigureDrawsItsLineageInOneColour) {
     others.insert(*look.begin());
   }
   EXPECT_EQ(others.size(), 8u);  // the eight groups from scratch, told apart
+}
+
+}  // namespace
+}  // namespace tfw
+
+namespace tfw {
+namespace {
+
+// The colour rule by hand: a ladder is one colour; a parent grown two ways gives each branch
+// its own; a group drawn seed by seed takes a colour a run, and its child does not continue it.
+TEST(LineageColours, TheRuleByHand) {
+  using results::lineage_colour_indices;
+  EXPECT_EQ(lineage_colour_indices({-1, 0, 1, -1}, {1, 1, 1, 1}), (std::vector<std::size_t>{0, 0, 0, 1}));
+  EXPECT_EQ(lineage_colour_indices({-1, 0, 0}, {1, 1, 1}), (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(lineage_colour_indices({-1, 0, -1}, {3, 1, 1}), (std::vector<std::size_t>{0, 3, 4}));
+  EXPECT_EQ(lineage_colour_indices({1, -1}, {1, 1}), (std::vector<std::size_t>{0, 1}));  // a parent after its child
 }
 
 }  // namespace

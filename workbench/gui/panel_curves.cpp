@@ -16,6 +16,7 @@
 
 #include "workbench/gui/app.h"
 #include "workbench/gui/plot.h"
+#include "workbench/results/figures.h"
 #include "workbench/results/results.h"
 
 namespace tfw::gui {
@@ -129,27 +130,15 @@ class CurvesPanel : public Panel {
     for (std::size_t g = 0; g < groups.size(); ++g) {
       for (std::int64_t id : groups[g].ids) group_of[id] = g;
     }
-    auto one_line = [&](std::size_t g) { return groups[g].ids.size() < 2 || !each_seed_.count(groups[g].label); };
     std::vector<long> parent(groups.size(), -1);
-    std::vector<std::size_t> children(groups.size(), 0);
+    std::vector<std::size_t> width(groups.size(), 1);
     for (std::size_t g = 0; g < groups.size(); ++g) {
+      if (groups[g].ids.size() >= 2 && each_seed_.count(groups[g].label)) width[g] = groups[g].ids.size();
       const RunRecord* record = app.run(groups[g].ids.front());
-      if (record == nullptr || record->parent == 0 || !group_of.count(record->parent)) continue;
-      parent[g] = static_cast<long>(group_of[record->parent]);
-      children[group_of[record->parent]] += 1;
+      if (record != nullptr && record->parent != 0 && group_of.count(record->parent))
+        parent[g] = static_cast<long>(group_of[record->parent]);
     }
-    std::vector<std::size_t> colours(groups.size(), 0);
-    std::size_t next = 0;
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      const long p = parent[g];
-      if (one_line(g) && p >= 0 && static_cast<std::size_t>(p) < g && one_line(p) && children[p] == 1) {
-        colours[g] = colours[p];
-        continue;
-      }
-      colours[g] = next;
-      next += one_line(g) ? 1 : groups[g].ids.size();
-    }
-    return colours;
+    return results::lineage_colour_indices(parent, width);
   }
 
   // The selected runs grouped by seed, regrouped when the selection changes.

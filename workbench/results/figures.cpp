@@ -160,7 +160,6 @@ std::vector<std::size_t> lineage_colours(const ExperimentResults& results) {
   }
   // Each group's parent group (none: -1), from its first run that has a parent.
   std::vector<long> parent(variants.size(), -1);
-  std::vector<std::size_t> children(variants.size(), 0);
   for (std::size_t i = 0; i < variants.size(); ++i) {
     for (const RunResult* run : variants[i].runs) {
       std::string name;
@@ -171,18 +170,10 @@ std::vector<std::size_t> lineage_colours(const ExperimentResults& results) {
       }
       if (name.empty() || !index.count(name)) continue;
       parent[i] = static_cast<long>(index[name]);
-      children[index[name]] += 1;
       break;
     }
   }
-  std::vector<std::size_t> colour(variants.size(), 0);
-  std::size_t next = 0;
-  for (std::size_t i = 0; i < variants.size(); ++i) {
-    const long p = parent[i];
-    const bool continues = p >= 0 && static_cast<std::size_t>(p) < i && children[p] == 1;
-    colour[i] = continues ? colour[p] : next++;
-  }
-  return colour;
+  return lineage_colour_indices(parent, std::vector<std::size_t>(variants.size(), 1));
 }
 
 Figure loss_vs_flops(const ExperimentResults& results, const std::string& mirrors) {
@@ -402,6 +393,28 @@ AxisMap fit_axis(const Figure& f, bool x_axis) {
 }
 
 }  // namespace
+
+std::vector<std::size_t> lineage_colour_indices(const std::vector<long>& parent,
+                                                const std::vector<std::size_t>& width) {
+  std::vector<std::size_t> children(parent.size(), 0);
+  for (const long p : parent) {
+    if (p >= 0) children[static_cast<std::size_t>(p)] += 1;
+  }
+  std::vector<std::size_t> colour(parent.size(), 0);
+  std::size_t next = 0;
+  for (std::size_t g = 0; g < parent.size(); ++g) {
+    const long p = parent[g];
+    const bool continues = width[g] == 1 && p >= 0 && static_cast<std::size_t>(p) < g &&
+                           width[static_cast<std::size_t>(p)] == 1 && children[static_cast<std::size_t>(p)] == 1;
+    if (continues) {
+      colour[g] = colour[static_cast<std::size_t>(p)];
+      continue;
+    }
+    colour[g] = next;
+    next += width[g];
+  }
+  return colour;
+}
 
 std::vector<Figure> figures_of(const ExperimentResults& results) {
   std::vector<Figure> figures;

@@ -32,6 +32,14 @@ struct Figure {
 // The figures the experiment asks for ([experiment.figures]) from its results.
 std::vector<Figure> figures_of(const ExperimentResults& results);
 
+// One colour a lineage, for the figures and the GUI's curves: groups in order, parent[g] the
+// group g was grown from (-1: none), width[g] the colours g takes (1: drawn as one line; a group
+// drawn seed by seed, one a run). A group drawn as one line that is the only child of a parent
+// drawn as one line before it continues the parent's colour, so that a ladder of stages reads as
+// one line; a parent grown several ways gives each branch its own. Returns each group's first
+// colour index.
+std::vector<std::size_t> lineage_colour_indices(const std::vector<long>& parent, const std::vector<std::size_t>& width);
+
 // titled = false: without the title above and the caption below (for a paper, whose own
 // caption describes the figure; `tfw export --figures DIR --no-title`).
 std::string svg_render(const Figure& figure, bool titled = true);
