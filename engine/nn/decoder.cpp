@@ -1,7 +1,27 @@
 // The shared decoder skeleton. See decoder.h.
 #include "engine/nn/decoder.h"
 
+#include <fmt/format.h>
+
+#include "engine/core/config_table.h"
+
 namespace tfw {
+
+void decoder_sizes_parse(ConfigTable& table, DecoderSpec& spec) {
+  spec.layers = config_size(table, "layers", table.require_int("layers"), kMaxLayers);
+  spec.d = config_size(table, "d", table.require_int("d"));
+  spec.heads = config_size(table, "heads", table.require_int("heads"));
+}
+
+void decoder_context_parse(ConfigTable& table, DecoderSpec& spec) {
+  spec.vocab = config_size(table, "vocab", table.require_int("vocab"));
+  spec.seq_len = config_size(table, "seq_len", table.get_int("seq_len", 1024));
+  spec.rotary_pct = table.get_double("rotary_pct", 0.25);
+  spec.rotary_base = table.get_positive("rotary_base", 10000.0);
+  if (!(spec.rotary_pct >= 0 && spec.rotary_pct <= 1)) {
+    table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec.rotary_pct), "the paper uses 0.25");
+  }
+}
 
 TiedDecoderLM::TiedDecoderLM(const DecoderOptions& options) : options_(options) {
   embedding_ = register_parameter("embedding", torch::randn({options.vocab, options.d}) * options.embedding_std);

@@ -17,6 +17,23 @@ class DecoderBlock : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& x, const RotaryTable& rotary) = 0;
 };
 
+// What both language-model families' specs share (tokenformer, transformer): the sizes, the
+// context, the rotary embedding and the final norm's eps, and what follows from them.
+struct DecoderSpec : ModelSpec {
+  std::int64_t layers = 0, d = 0, heads = 0, vocab = 0, seq_len = 1024;
+  double rotary_pct = 0.25, rotary_base = 10000.0;
+  double layernorm_eps = 1e-5;
+
+  ModelShape shape() const override { return {layers, d, heads, vocab, seq_len}; }
+  std::int64_t embedding_parameter_count() const override { return vocab * d; }  // tied to the logits
+};
+
+// Reads the [model] table's layers, d and heads into `spec`.
+void decoder_sizes_parse(ConfigTable& table, DecoderSpec& spec);
+// Reads vocab, seq_len (default 1024), rotary_pct (in [0, 1], default 0.25) and rotary_base
+// (default 10000).
+void decoder_context_parse(ConfigTable& table, DecoderSpec& spec);
+
 struct DecoderOptions {
   std::int64_t vocab = 0, d = 0;
   double embedding_std = 0.02;

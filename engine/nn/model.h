@@ -4,15 +4,19 @@
 // Shapes: B batch, T sequence length, d width, V vocabulary, C channels, H×W image, K classes.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
+#include "engine/plugin/plugin_api.h"
+#include "engine/plugin/task.h"
+
 namespace tfw {
 
-struct KVCache;   // engine/nn/attention.h
-class ModelSpec;  // engine/plugin/plugin_api.h
+struct KVCache;  // engine/nn/attention.h
 
 class Model : public torch::nn::Module {
  public:
@@ -66,14 +70,38 @@ std::shared_ptr<ImageClassifier> as_image_classifier(const std::shared_ptr<Model
 // Throws the UsageError of a family asked to build another family's spec.
 [[noreturn]] void family_spec_mismatch(const std::string& family, const ModelSpec& spec);
 
-// A ModelFamily::build(): `spec` as the family's own Spec type (else family_spec_mismatch),
-// built by `build` after seeding torch with `seed`, so that a build is deterministic in it.
-template <class Spec, class Build>
-std::shared_ptr<Model> family_build(const std::string& family, const ModelSpec& spec, std::uint64_t seed, Build build) {
-  const auto* own = dynamic_cast<const Spec*>(&spec);
-  if (own == nullptr) family_spec_mismatch(family, spec);
-  torch::manual_seed(seed);
-  return build(*own);
-}
+// A model family's identity, stated once: what `tfw plugins` lists.
+struct FamilyIdentity {
+  std::string name;
+  std::string description;
+  std::vector<std::string> growth_methods;  // the methods that grow its models
+  std::string task = kLanguageModelTask;    // engine/plugin/task.h
+};
+
+// A family whose models are built from its own Spec: a plugin's family derives from
+// FamilyOf<Spec>, states its identity and its build function once, and writes parse().
+// build() takes `spec` as a Spec (else family_spec_mismatch) and builds after seeding torch
+// with `seed`, so that a build is deterministic in it.
+template <class Spec>
+class FamilyOf : public ModelFamily {
+ public:
+  using Build = std::function<std::shared_ptr<Model>(const Spec&)>;
+  FamilyOf(FamilyIdentity identity, Build build) : identity_(std::move(identity)), build_(std::move(build)) {}
+  std::string name() const override { return identity_.name; }
+  std::string version() const override { return TFW_VERSION; }  // the version the plugin was built as
+  std::string description() const override { return identity_.description; }
+  std::string task() const override { return identity_.task; }
+  std::vector<std::string> growth_methods() const override { return identity_.growth_methods; }
+  std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
+    const auto* own = dynamic_cast<const Spec*>(&spec);
+    if (own == nullptr) family_spec_mismatch(name(), spec);
+    torch::manual_seed(seed);
+    return build_(*own);
+  }
+
+ private:
+  FamilyIdentity identity_;
+  Build build_;
+};
 
 }  // namespace tfw

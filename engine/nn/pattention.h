@@ -114,6 +114,48 @@ class PattentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Pattention);
 
+// A Pattention of a Pattention family's spec (tokenformer, vision_tokenformer): d_in -> d_out
+// with `tokens` parameter tokens and the spec's norm, tau, eps and initialisation.
+template <class Spec>
+PattentionOptions pattention_options(const Spec& spec, std::int64_t d_in, std::int64_t d_out, std::int64_t tokens,
+                                     std::string label) {
+  return PattentionOptions(d_in, d_out, tokens)
+      .norm(spec.norm)
+      .tau_mode(spec.tau)
+      .eps(spec.pattention_eps)
+      .key_std(spec.key_std)
+      .value_std(spec.value_init_std())
+      .label(std::move(label));
+}
+
+// The layers of a Tokenformer block, which tokenformer and vision_tokenformer share: two
+// LayerNorms (affine as the spec says) and five d -> d Pattentions, registered on `block` in
+// this order as attn_norm, ffn_norm, q, k, v, o and ffn (the checkpoint's names), each
+// Pattention labelled "layers.<index>.<name>" for score capture.
+struct PattentionBlockLayers {
+  torch::nn::LayerNorm attn_norm{nullptr}, ffn_norm{nullptr};
+  Pattention q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr}, ffn{nullptr};
+};
+
+template <class Spec>
+PattentionBlockLayers pattention_block_layers(torch::nn::Module& block, const Spec& spec, std::int64_t index) {
+  const auto norm =
+      torch::nn::LayerNormOptions({spec.d}).elementwise_affine(spec.layernorm_affine).eps(spec.layernorm_eps);
+  PattentionBlockLayers layers;
+  layers.attn_norm = block.register_module("attn_norm", torch::nn::LayerNorm(norm));
+  layers.ffn_norm = block.register_module("ffn_norm", torch::nn::LayerNorm(norm));
+  auto make = [&](const char* name, std::int64_t tokens) {
+    const std::string label = "layers." + std::to_string(index) + "." + name;
+    return block.register_module(name, Pattention(pattention_options(spec, spec.d, spec.d, tokens, label)));
+  };
+  layers.q = make("q", spec.n_attn);
+  layers.k = make("k", spec.n_attn);
+  layers.v = make("v", spec.n_attn);
+  layers.o = make("o", spec.n_attn);
+  layers.ffn = make("ffn", spec.n_ffn);
+  return layers;
+}
+
 // Captures Θ(S) of Pattention layers during a forward pass on this thread. While a
 // ScoreCapture is alive, every Pattention whose label passes the filter stores its
 // scores (detached) under its label. With no capture alive the cost is one pointer test.

@@ -9,6 +9,7 @@
 // Use the TFW_PLUGIN(registrar) macro below to define both.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -124,6 +125,34 @@ class GrowthMethod {
     (void)step;
     return to.to_toml();
   }
+};
+
+// A growth method's identity, stated once: its name, the families it grows and whether it
+// grows the model in place. A plugin's method derives from NamedGrowthMethod and writes only
+// the growth (declared_exact, plan, apply, and grown_model where it adds state).
+struct GrowthMethodIdentity {
+  std::string name;
+  std::vector<std::string> families;  // family() names them for people, joined by ", "
+  bool in_place = false;
+};
+
+class NamedGrowthMethod : public GrowthMethod {
+ public:
+  explicit NamedGrowthMethod(GrowthMethodIdentity identity) : identity_(std::move(identity)) {}
+  std::string name() const override { return identity_.name; }
+  std::string version() const override { return TFW_VERSION; }  // the version the plugin was built as
+  std::string family() const override {
+    std::string out;
+    for (const std::string& family : identity_.families) out += (out.empty() ? "" : ", ") + family;
+    return out;
+  }
+  bool grows(const std::string& family) const override {
+    return std::find(identity_.families.begin(), identity_.families.end(), family) != identity_.families.end();
+  }
+  bool in_place() const override { return identity_.in_place; }
+
+ private:
+  GrowthMethodIdentity identity_;
 };
 
 // The part of the registry a plugin sees.

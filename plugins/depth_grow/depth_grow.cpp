@@ -75,19 +75,14 @@ void follow(Model& grown, Model& source) {
 }
 
 // What both depth methods share: both families, a new model (not in place).
-class DepthMethod : public GrowthMethod {
+class DepthMethod : public NamedGrowthMethod {
  public:
-  std::string version() const override { return TFW_VERSION; }
-  std::string family() const override { return "tokenformer, transformer"; }
-  bool grows(const std::string& family) const override {
-    return std::find(kFamilies.begin(), kFamilies.end(), family) != kFamilies.end();
-  }
-  bool in_place() const override { return false; }
+  explicit DepthMethod(std::string name) : NamedGrowthMethod({std::move(name), kFamilies, /*in_place=*/false}) {}
 };
 
 class DepthGrow : public DepthMethod {
  public:
-  std::string name() const override { return "depth_grow"; }
+  DepthGrow() : DepthMethod("depth_grow") {}
   bool declared_exact(const toml::table& options) const override {
     options_parse(options);
     return true;
@@ -183,7 +178,7 @@ class DepthGrow : public DepthMethod {
 
 class Stack : public DepthMethod {
  public:
-  std::string name() const override { return "stack"; }
+  Stack() : DepthMethod("stack") {}
   bool declared_exact(const toml::table& options) const override {
     ConfigTable(options, "options").finish();
     return false;

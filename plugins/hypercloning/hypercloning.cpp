@@ -85,12 +85,9 @@ torch::Tensor clone_matrix(const torch::Tensor& w, std::int64_t r, std::int64_t 
   return grown;
 }
 
-class HyperCloning : public GrowthMethod {
+class HyperCloning : public NamedGrowthMethod {
  public:
-  std::string name() const override { return "hypercloning"; }
-  std::string version() const override { return TFW_VERSION; }
-  std::string family() const override { return "transformer"; }
-  bool in_place() const override { return false; }
+  HyperCloning() : NamedGrowthMethod({"hypercloning", {"transformer"}, /*in_place=*/false}) {}
   bool declared_exact(const toml::table& table) const override {
     options_parse(table);
     return true;  // with or without noise: the noise cancels

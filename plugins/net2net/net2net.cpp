@@ -101,12 +101,9 @@ void consumer_noise(torch::Tensor& w, const std::vector<std::int64_t>& g, std::i
   }
 }
 
-class Net2Net : public GrowthMethod {
+class Net2Net : public NamedGrowthMethod {
  public:
-  std::string name() const override { return "net2net"; }
-  std::string version() const override { return TFW_VERSION; }
-  std::string family() const override { return "transformer"; }
-  bool in_place() const override { return false; }
+  Net2Net() : NamedGrowthMethod({"net2net", {"transformer"}, /*in_place=*/false}) {}
   bool declared_exact(const toml::table& table) const override {
     return options_parse(table).noise != "gaussian";  // and the hidden width rule: see plan()
   }

@@ -41,15 +41,9 @@ Options options_parse(const toml::table& table) {
   return o;
 }
 
-class PattentionGrow : public GrowthMethod {
+class PattentionGrow : public NamedGrowthMethod {
  public:
-  std::string name() const override { return "pattention_grow"; }
-  std::string version() const override { return TFW_VERSION; }
-  std::string family() const override { return "tokenformer, vision_tokenformer"; }
-  bool grows(const std::string& family) const override {
-    return family == "tokenformer" || family == "vision_tokenformer";
-  }
-  bool in_place() const override { return true; }
+  PattentionGrow() : NamedGrowthMethod({"pattention_grow", {"tokenformer", "vision_tokenformer"}, /*in_place=*/true}) {}
 
   bool declared_exact(const toml::table& table) const override {
     Options o = options_parse(table);

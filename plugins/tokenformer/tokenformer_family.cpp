@@ -48,33 +48,24 @@ std::string TokenformerSpec::summary() const {
 
 namespace {
 
-class TokenformerFamily : public ModelFamily {
+class TokenformerFamily : public FamilyOf<TokenformerSpec> {
  public:
-  std::string name() const override { return "tokenformer"; }
-  std::string version() const override { return TFW_VERSION; }
-  std::string description() const override {
-    return "Tokenformer LM: Pattention projections, parameter-free block norms, tied logits";
-  }
-  std::vector<std::string> growth_methods() const override { return {"pattention_grow", "depth_grow", "stack"}; }
+  TokenformerFamily()
+      : FamilyOf({"tokenformer",
+                  "Tokenformer LM: Pattention projections, parameter-free block norms, tied logits",
+                  {"pattention_grow", "depth_grow", "stack"}},
+                 tokenformer_build) {}
 
   std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
     auto spec = std::make_shared<TokenformerSpec>();
-    spec->layers = config_size(table, "layers", table.require_int("layers"), kMaxLayers);
-    spec->d = config_size(table, "d", table.require_int("d"));
-    spec->heads = config_size(table, "heads", table.require_int("heads"));
+    decoder_sizes_parse(table, *spec);
     spec->n_attn = config_size(table, "n_attn", table.require_int("n_attn"));
     spec->n_ffn = config_size(table, "n_ffn", table.require_int("n_ffn"));
-    spec->vocab = config_size(table, "vocab", table.require_int("vocab"));
-    spec->seq_len = config_size(table, "seq_len", table.get_int("seq_len", 1024));
-    spec->rotary_pct = table.get_double("rotary_pct", 0.25);
-    spec->rotary_base = table.get_positive("rotary_base", 10000.0);
     if (spec->d % spec->heads != 0) {
       table.fail("heads", fmt::format("d = {} is not divisible by heads = {}", spec->d, spec->heads),
                  "choose heads that divide d (head width dh = d / heads)");
     }
-    if (!(spec->rotary_pct >= 0 && spec->rotary_pct <= 1)) {
-      table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct), "the paper uses 0.25");
-    }
+    decoder_context_parse(table, *spec);
     pattention_blocks_parse(table, *spec);
     ConfigTable init = table.sub("init");
     spec->key_std = init.get_nonnegative("key_std", 0.02);
@@ -82,10 +73,6 @@ class TokenformerFamily : public ModelFamily {
     spec->embedding_std = init.get_nonnegative("embedding_std", 0.02);
     init.finish();
     return spec;
-  }
-
-  std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
-    return family_build<TokenformerSpec>(name(), spec, seed, tokenformer_build);
   }
 };
 

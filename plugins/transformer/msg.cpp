@@ -55,12 +55,9 @@ std::vector<std::int64_t> old_positions(std::int64_t L0, std::int64_t L, const s
   return positions;
 }
 
-class Msg : public GrowthMethod {
+class Msg : public NamedGrowthMethod {
  public:
-  std::string name() const override { return "msg"; }
-  std::string version() const override { return TFW_VERSION; }
-  std::string family() const override { return "transformer"; }
-  bool in_place() const override { return false; }
+  Msg() : NamedGrowthMethod({"msg", {"transformer"}, /*in_place=*/false}) {}
   bool declared_exact(const toml::table& table) const override {
     options_parse(table);
     return true;

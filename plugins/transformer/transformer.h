@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/nn/model.h"
+#include "engine/nn/decoder.h"
 #include "engine/plugin/plugin_api.h"
 
 namespace tfw::transformer {
@@ -27,19 +27,15 @@ struct MsgRamp {
   double value(std::int64_t step) const;     // c(step)
 };
 
-struct TransformerSpec : ModelSpec {
-  std::int64_t layers = 0, d = 0, heads = 0, head_dim = 0, d_ffn = 0, vocab = 0, seq_len = 1024;
-  double rotary_pct = 0.25, rotary_base = 10000.0;
-  double layernorm_eps = 1e-5;
+struct TransformerSpec : DecoderSpec {
+  std::int64_t head_dim = 0, d_ffn = 0;
   bool bias = false;
   double init_std = 0.02;
   MsgRamp msg;
 
   std::int64_t d_attn() const { return heads * head_dim; }
   std::string family() const override { return "transformer"; }
-  ModelShape shape() const override { return {layers, d, heads, vocab, seq_len}; }
   std::int64_t parameter_count() const override;
-  std::int64_t embedding_parameter_count() const override { return vocab * d; }
   FlopsPerToken flops_per_token(std::int64_t T) const override;
   toml::table to_toml() const override;
   std::string summary() const override;

@@ -64,35 +64,24 @@ std::string TransformerSpec::summary() const {
 
 namespace {
 
-class TransformerFamily : public ModelFamily {
+class TransformerFamily : public FamilyOf<TransformerSpec> {
  public:
-  std::string name() const override { return "transformer"; }
-  std::string version() const override { return TFW_VERSION; }
-  std::string description() const override {
-    return "baseline Transformer LM: linear projections, GELU FFN, affine LayerNorms, tied logits";
-  }
-  std::vector<std::string> growth_methods() const override {
-    return {"net2net", "hypercloning", "depth_grow", "stack", "msg"};
-  }
+  TransformerFamily()
+      : FamilyOf({"transformer",
+                  "baseline Transformer LM: linear projections, GELU FFN, affine LayerNorms, tied logits",
+                  {"net2net", "hypercloning", "depth_grow", "stack", "msg"}},
+                 transformer_build) {}
 
   std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
     auto spec = std::make_shared<TransformerSpec>();
-    spec->layers = config_size(table, "layers", table.require_int("layers"), kMaxLayers);
-    spec->d = config_size(table, "d", table.require_int("d"));
-    spec->heads = config_size(table, "heads", table.require_int("heads"));
+    decoder_sizes_parse(table, *spec);
     if (!table.has("head_dim") && spec->d % spec->heads != 0) {
       table.fail("heads", fmt::format("d = {} is not divisible by heads = {}", spec->d, spec->heads),
                  "choose heads that divide d, or set head_dim explicitly");
     }
     spec->head_dim = config_size(table, "head_dim", table.get_int("head_dim", spec->d / spec->heads));
     spec->d_ffn = config_size(table, "d_ffn", table.get_int("d_ffn", 4 * spec->d));
-    spec->vocab = config_size(table, "vocab", table.require_int("vocab"));
-    spec->seq_len = config_size(table, "seq_len", table.get_int("seq_len", 1024));
-    spec->rotary_pct = table.get_double("rotary_pct", 0.25);
-    spec->rotary_base = table.get_positive("rotary_base", 10000.0);
-    if (!(spec->rotary_pct >= 0 && spec->rotary_pct <= 1)) {
-      table.fail("rotary_pct", fmt::format("must be in [0, 1], got {}", spec->rotary_pct), "the paper uses 0.25");
-    }
+    decoder_context_parse(table, *spec);
     ConfigTable layernorm = table.sub("layernorm");
     spec->layernorm_eps = layernorm.get_positive("eps", 1e-5);
     layernorm.finish();
@@ -128,10 +117,6 @@ class TransformerFamily : public ModelFamily {
       msg.finish();
     }
     return spec;
-  }
-
-  std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
-    return family_build<TransformerSpec>(name(), spec, seed, transformer_build);
   }
 };
 

@@ -136,17 +136,14 @@ void image_parse(ConfigTable& table, ImageSpec& spec) {
   }
 }
 
-std::string image_family_version() { return TFW_VERSION; }
-
-class VitFamily : public ModelFamily {
+class VitFamily : public FamilyOf<VitSpec> {
  public:
-  std::string name() const override { return "vit"; }
-  std::string version() const override { return image_family_version(); }
-  std::string description() const override {
-    return "Vision Transformer: patch embedding, class token, learned positions, pre-LN blocks, linear head";
-  }
-  std::string task() const override { return kImageClassificationTask; }
-  std::vector<std::string> growth_methods() const override { return {}; }
+  VitFamily()
+      : FamilyOf({"vit",
+                  "Vision Transformer: patch embedding, class token, learned positions, pre-LN blocks, linear head",
+                  {},
+                  kImageClassificationTask},
+                 vit_build) {}
 
   std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
     auto spec = std::make_shared<VitSpec>();
@@ -160,21 +157,16 @@ class VitFamily : public ModelFamily {
     init.finish();
     return spec;
   }
-
-  std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
-    return family_build<VitSpec>(name(), spec, seed, vit_build);
-  }
 };
 
-class VisionTokenformerFamily : public ModelFamily {
+class VisionTokenformerFamily : public FamilyOf<VisionTokenformerSpec> {
  public:
-  std::string name() const override { return "vision_tokenformer"; }
-  std::string version() const override { return image_family_version(); }
-  std::string description() const override {
-    return "Tokenformer-ViT: the ViT skeleton with Pattention projections and parameter-free block norms";
-  }
-  std::string task() const override { return kImageClassificationTask; }
-  std::vector<std::string> growth_methods() const override { return {"pattention_grow"}; }
+  VisionTokenformerFamily()
+      : FamilyOf({"vision_tokenformer",
+                  "Tokenformer-ViT: the ViT skeleton with Pattention projections and parameter-free block norms",
+                  {"pattention_grow"},
+                  kImageClassificationTask},
+                 vision_tokenformer_build) {}
 
   std::shared_ptr<const ModelSpec> parse(ConfigTable& table) const override {
     auto spec = std::make_shared<VisionTokenformerSpec>();
@@ -201,10 +193,6 @@ class VisionTokenformerFamily : public ModelFamily {
     spec->value_std = init.get_nonnegative("value_std", 0.0);
     init.finish();
     return spec;
-  }
-
-  std::shared_ptr<Model> build(const ModelSpec& spec, std::uint64_t seed) const override {
-    return family_build<VisionTokenformerSpec>(name(), spec, seed, vision_tokenformer_build);
   }
 };
 

@@ -4,8 +4,6 @@
 // (Tokenformer), final_norm.{weight,bias}, head.{weight,bias} (or .{keys,values}).
 #include <cmath>
 
-#include <fmt/format.h>
-
 #include "engine/nn/attention.h"
 #include "plugins/vision/vision.h"
 
@@ -64,45 +62,21 @@ class VitBlock : public Block {
   torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr}, ffn_up_{nullptr}, ffn_down_{nullptr};
 };
 
-PattentionOptions pattention_options(const VisionTokenformerSpec& spec, std::int64_t in, std::int64_t out,
-                                     std::int64_t tokens, const std::string& label) {
-  return PattentionOptions(in, out, tokens)
-      .norm(spec.norm)
-      .tau_mode(spec.tau)
-      .eps(spec.pattention_eps)
-      .key_std(spec.key_std)
-      .value_std(spec.value_init_std())
-      .label(label);
-}
-
 class TokenformerBlock : public Block {
  public:
-  TokenformerBlock(const VisionTokenformerSpec& spec, std::int64_t index) : heads_(spec.heads) {
-    auto norm_options =
-        torch::nn::LayerNormOptions({spec.d}).elementwise_affine(spec.layernorm_affine).eps(spec.layernorm_eps);
-    attn_norm_ = register_module("attn_norm", torch::nn::LayerNorm(norm_options));
-    ffn_norm_ = register_module("ffn_norm", torch::nn::LayerNorm(norm_options));
-    auto make = [&](const char* name, std::int64_t tokens) {
-      return register_module(
-          name, Pattention(pattention_options(spec, spec.d, spec.d, tokens, fmt::format("layers.{}.{}", index, name))));
-    };
-    q_ = make("q", spec.n_attn);
-    k_ = make("k", spec.n_attn);
-    v_ = make("v", spec.n_attn);
-    o_ = make("o", spec.n_attn);
-    ffn_ = make("ffn", spec.n_ffn);
-  }
+  TokenformerBlock(const VisionTokenformerSpec& spec, std::int64_t index)
+      : heads_(spec.heads), layers_(pattention_block_layers(*this, spec, index)) {}
 
   torch::Tensor forward(const torch::Tensor& x) override {
-    const torch::Tensor h = attn_norm_(x);  // (B, T, d)
-    const torch::Tensor y = x + o_(multi_head_attention(q_(h), k_(h), v_(h), heads_));
-    return y + ffn_(ffn_norm_(y));  // (B, T, d)
+    PattentionBlockLayers& l = layers_;
+    const torch::Tensor h = l.attn_norm(x);  // (B, T, d)
+    const torch::Tensor y = x + l.o(multi_head_attention(l.q(h), l.k(h), l.v(h), heads_));
+    return y + l.ffn(l.ffn_norm(y));  // (B, T, d)
   }
 
  private:
   std::int64_t heads_;
-  torch::nn::LayerNorm attn_norm_{nullptr}, ffn_norm_{nullptr};
-  Pattention q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr}, ffn_{nullptr};
+  PattentionBlockLayers layers_;
 };
 
 // The skeleton. The family registers its patch embedding and head (a Linear or a Pattention)
