@@ -55,6 +55,22 @@ double peak_mib(const std::function<void()>& body) {
   return static_cast<double>(status_kb("VmHWM") - before) / 1024.0;
 }
 
+// What one row of a table compares, built from seed 0: a Pattention d -> d with n parameter
+// tokens, and the MLP d -> n -> d (no biases) of the same parameter count.
+struct Contenders {
+  tfw::Pattention layer{nullptr};
+  torch::nn::Linear up{nullptr}, down{nullptr};
+};
+
+Contenders contenders(std::int64_t d, std::int64_t n) {
+  torch::manual_seed(0);
+  Contenders c;
+  c.layer = tfw::Pattention(tfw::PattentionOptions(d, d, n));
+  c.up = torch::nn::Linear(torch::nn::LinearOptions(d, n).bias(false));
+  c.down = torch::nn::Linear(torch::nn::LinearOptions(n, d).bias(false));
+  return c;
+}
+
 void use(tfw::PattentionImplementation implementation) { tfw::pattention_set_implementation(implementation); }
 
 int cuda_part(bool quick, const std::string& precisions) {
@@ -81,10 +97,9 @@ int cuda_part(bool quick, const std::string& precisions) {
   for (tfw::Precision precision : runs) {
     for (std::int64_t d : widths) {
       for (std::int64_t n : tokens) {
-        torch::manual_seed(0);
-        tfw::Pattention layer(tfw::PattentionOptions(d, d, n));
-        torch::nn::Linear up(torch::nn::LinearOptions(d, n).bias(false));
-        torch::nn::Linear down(torch::nn::LinearOptions(n, d).bias(false));
+        Contenders c = contenders(d, n);
+        tfw::Pattention& layer = c.layer;
+        torch::nn::Linear &up = c.up, &down = c.down;
         layer->to(device);
         up->to(device);
         down->to(device);
@@ -177,10 +192,9 @@ int main(int argc, char** argv) {
   for (tfw::Precision precision : runs) {
     for (std::int64_t d : widths) {
       for (std::int64_t n : tokens) {
-        torch::manual_seed(0);
-        tfw::Pattention layer(tfw::PattentionOptions(d, d, n));
-        torch::nn::Linear up(torch::nn::LinearOptions(d, n).bias(false));
-        torch::nn::Linear down(torch::nn::LinearOptions(n, d).bias(false));
+        Contenders c = contenders(d, n);
+        tfw::Pattention& layer = c.layer;
+        torch::nn::Linear &up = c.up, &down = c.down;
         torch::Tensor x = torch::randn({rows, d}, torch::requires_grad());
         torch::Tensor grad = torch::randn({rows, d});
         auto step = [&](const std::function<torch::Tensor()>& forward) {

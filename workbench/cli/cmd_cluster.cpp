@@ -33,17 +33,18 @@ nlohmann::json row_json(const runner::ClusterJobRow& row) {
           {"log", row.log}};
 }
 
+void rows_json_print(const char* key, const std::vector<runner::ClusterJobRow>& rows) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const runner::ClusterJobRow& row : rows) list.push_back(row_json(row));
+  print_json({{key, list}});
+}
+
 }  // namespace
 
 void cluster_jobs_print(const std::string& home, const std::string& experiment, bool json) {
   std::unique_ptr<Store> store = Store::open(home_resolve(home) + "/runs.db");
   const std::vector<runner::ClusterJobRow> rows = runner::slurm_refresh(*store, experiment);
-  if (json) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const runner::ClusterJobRow& row : rows) list.push_back(row_json(row));
-    print_json({{"jobs", list}});
-    return;
-  }
+  if (json) return rows_json_print("jobs", rows);
   if (rows.empty()) {
     std::cout << "(no Slurm jobs" << (experiment.empty() ? "" : " of experiment " + experiment) << ")\n";
     return;
@@ -60,12 +61,7 @@ void cluster_jobs_print(const std::string& home, const std::string& experiment, 
 void cluster_cancel(const std::string& home, const std::string& target, bool json) {
   std::unique_ptr<Store> store = Store::open(home_resolve(home) + "/runs.db");
   const std::vector<runner::ClusterJobRow> cancelled = runner::slurm_cancel(*store, target);
-  if (json) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const runner::ClusterJobRow& row : cancelled) list.push_back(row_json(row));
-    print_json({{"cancelled", list}});
-    return;
-  }
+  if (json) return rows_json_print("cancelled", cancelled);
   for (const runner::ClusterJobRow& row : cancelled) {
     std::cout << fmt::format("scancel {}: run {} of experiment {} (it was {}); a running training checkpoints first\n",
                              row.job_id, row.run, row.experiment, row.state);

@@ -186,10 +186,7 @@ void run_eval(EvalArgs& args) {
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* command = app.add_subcommand("eval", "Evaluate a checkpoint on the validation text of any corpus");
-  command
-      ->add_option("target", args->target,
-                   "a run (id, name or folder), a checkpoint .safetensors, or a `tfw grow` folder")
-      ->required();
+  add_checkpoint_target(command, args->target);
   command->add_option("--corpus", args->request.corpora,
                       "a built-in corpus, a text file or folder, or prepared shards (repeatable; default: the run's)");
   command->add_option("--windows", args->request.windows,

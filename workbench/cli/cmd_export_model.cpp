@@ -48,10 +48,7 @@ void add_export_model_command(CLI::App& app) {
   auto args = std::make_shared<ExportModelArgs>();
   CLI::App* command =
       app.add_subcommand("export-model", "A checkpoint's model as model.safetensors and config.json, for PyTorch");
-  command
-      ->add_option("target", args->target,
-                   "a run (id, name or folder), a checkpoint .safetensors, or a `tfw grow` folder")
-      ->required();
+  add_checkpoint_target(command, args->target);
   command->add_option("--out", args->out, "folder for model.safetensors and config.json (created)")->required();
   add_home_option(command, args->home);
   command->add_flag("--json", args->json, "print JSON (keys in docs/cli.md)");

@@ -66,10 +66,7 @@ void run_sample(SampleArgs& args) {
 void add_sample_command(CLI::App& app) {
   auto args = std::make_shared<SampleArgs>();
   CLI::App* command = app.add_subcommand("sample", "Generate text from a checkpoint, streamed as it is generated");
-  command
-      ->add_option("target", args->target,
-                   "a run (id, name or folder), a checkpoint .safetensors, or a `tfw grow` folder")
-      ->required();
+  add_checkpoint_target(command, args->target);
   command->add_option("--prompt", args->request.prompt, "the text to continue")->required();
   command->add_option("--tokens", args->request.tokens, "tokens to generate (default 200)");
   command->add_option("--temperature", args->request.temperature, "softmax temperature (default 1; 0: greedy)");

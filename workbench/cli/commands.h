@@ -47,6 +47,13 @@ inline void add_home_or_bundle_options(CLI::App* command, std::string& home, std
   command->add_option("--bundle", bundles, "read the runs from this bundle (tfw runs export); repeatable");
 }
 
+// The checkpoint a command reads (eval, sample, export-model), with the one help text all give
+// it; resolved by runner::checkpoint_of.
+inline void add_checkpoint_target(CLI::App* command, std::string& target) {
+  command->add_option("target", target, "a run (id, name or folder), a checkpoint .safetensors, or a `tfw grow` folder")
+      ->required();
+}
+
 // Thrown by a command that stopped early on request (Ctrl-C): exit code 130.
 struct Interrupted {};
 
