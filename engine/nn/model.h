@@ -88,7 +88,7 @@ class FamilyOf : public ModelFamily {
   using Build = std::function<std::shared_ptr<Model>(const Spec&)>;
   FamilyOf(FamilyIdentity identity, Build build) : identity_(std::move(identity)), build_(std::move(build)) {}
   std::string name() const override { return identity_.name; }
-  std::string version() const override { return TFW_VERSION; }  // the version the plugin was built as
+  std::string version() const override { return built_version(); }  // engine/plugin/plugin_api.h
   std::string description() const override { return identity_.description; }
   std::string task() const override { return identity_.task; }
   std::vector<std::string> growth_methods() const override { return identity_.growth_methods; }

@@ -127,6 +127,17 @@ class GrowthMethod {
   }
 };
 
+// The version the including file was built as: TFW_VERSION, which tfw's build defines for every
+// target that links its libraries (engine/CMakeLists.txt); "unversioned" in a file compiled
+// without it (the parsers' fuzz targets, a plugin compiled by hand).
+inline std::string built_version() {
+#ifdef TFW_VERSION
+  return TFW_VERSION;
+#else
+  return "unversioned";
+#endif
+}
+
 // A growth method's identity, stated once: its name, the families it grows and whether it
 // grows the model in place. A plugin's method derives from NamedGrowthMethod and writes only
 // the growth (declared_exact, plan, apply, and grown_model where it adds state).
@@ -140,7 +151,7 @@ class NamedGrowthMethod : public GrowthMethod {
  public:
   explicit NamedGrowthMethod(GrowthMethodIdentity identity) : identity_(std::move(identity)) {}
   std::string name() const override { return identity_.name; }
-  std::string version() const override { return TFW_VERSION; }  // the version the plugin was built as
+  std::string version() const override { return built_version(); }
   std::string family() const override {
     std::string out;
     for (const std::string& family : identity_.families) out += (out.empty() ? "" : ", ") + family;
