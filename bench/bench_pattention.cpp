@@ -55,19 +55,22 @@ double peak_mib(const std::function<void()>& body) {
   return static_cast<double>(status_kb("VmHWM") - before) / 1024.0;
 }
 
-// What one row of a table compares, built from seed 0: a Pattention d -> d with n parameter
-// tokens, and the MLP d -> n -> d (no biases) of the same parameter count.
+// What one row of a table compares, built from seed 0 on `device`: a Pattention d -> d with n
+// parameter tokens, and the MLP d -> n -> d (no biases) of the same parameter count.
 struct Contenders {
   tfw::Pattention layer{nullptr};
   torch::nn::Linear up{nullptr}, down{nullptr};
 };
 
-Contenders contenders(std::int64_t d, std::int64_t n) {
+Contenders contenders(std::int64_t d, std::int64_t n, torch::Device device) {
   torch::manual_seed(0);
   Contenders c;
   c.layer = tfw::Pattention(tfw::PattentionOptions(d, d, n));
   c.up = torch::nn::Linear(torch::nn::LinearOptions(d, n).bias(false));
   c.down = torch::nn::Linear(torch::nn::LinearOptions(n, d).bias(false));
+  c.layer->to(device);
+  c.up->to(device);
+  c.down->to(device);
   return c;
 }
 
@@ -97,12 +100,7 @@ int cuda_part(bool quick, const std::string& precisions) {
   for (tfw::Precision precision : runs) {
     for (std::int64_t d : widths) {
       for (std::int64_t n : tokens) {
-        Contenders c = contenders(d, n);
-        tfw::Pattention& layer = c.layer;
-        torch::nn::Linear &up = c.up, &down = c.down;
-        layer->to(device);
-        up->to(device);
-        down->to(device);
+        Contenders c = contenders(d, n, device);
         torch::Tensor x = torch::randn({rows, d}, torch::TensorOptions().device(device).requires_grad(true));
         torch::Tensor grad = torch::randn({rows, d}, torch::TensorOptions().device(device));
         auto forward = [&](const std::function<torch::Tensor()>& body) {
@@ -118,7 +116,7 @@ int cuda_part(bool quick, const std::string& precisions) {
             torch::cuda::synchronize();
           };
         };
-        auto pattention = [&] { return layer->forward(x); };
+        auto pattention = [&] { return c.layer->forward(x); };
         auto with_kernels = [&](bool fused, const std::function<torch::Tensor()>& body) {
           return [&, fused, body] {
             tfw::pattention_set_cuda_fused(fused);
@@ -127,7 +125,7 @@ int cuda_part(bool quick, const std::string& precisions) {
             return out;
           };
         };
-        auto mlp = [&] { return down->forward(torch::gelu(up->forward(x))); };
+        auto mlp = [&] { return c.down->forward(torch::gelu(c.up->forward(x))); };
         torch::cuda::synchronize();
         std::vector<double> t = tfw::bench::interleaved(
             {timed(with_kernels(true, pattention)), timed(mlp), timed(with_kernels(false, pattention))}, repeats);
@@ -192,9 +190,7 @@ int main(int argc, char** argv) {
   for (tfw::Precision precision : runs) {
     for (std::int64_t d : widths) {
       for (std::int64_t n : tokens) {
-        Contenders c = contenders(d, n);
-        tfw::Pattention& layer = c.layer;
-        torch::nn::Linear &up = c.up, &down = c.down;
+        Contenders c = contenders(d, n, torch::kCPU);
         torch::Tensor x = torch::randn({rows, d}, torch::requires_grad());
         torch::Tensor grad = torch::randn({rows, d});
         auto step = [&](const std::function<torch::Tensor()>& forward) {
@@ -207,14 +203,14 @@ int main(int argc, char** argv) {
         };
         auto fused_step = [&] {
           use(PattentionImplementation::fused);
-          step([&] { return layer->forward(x); });
+          step([&] { return c.layer->forward(x); });
         };
         auto reference_step = [&] {
           use(PattentionImplementation::reference);
-          step([&] { return layer->forward(x); });
+          step([&] { return c.layer->forward(x); });
           use(PattentionImplementation::fused);
         };
-        auto mlp_step = [&] { step([&] { return down->forward(torch::gelu(up->forward(x))); }); };
+        auto mlp_step = [&] { step([&] { return c.down->forward(torch::gelu(c.up->forward(x))); }); };
         std::vector<double> t = tfw::bench::interleaved({fused_step, mlp_step, reference_step}, repeats);
         const double flops = 3.0 * 4.0 * rows * n * d;  // forward 4·T·n·d, backward 2x
         std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.3f} {:>8.3f} {:>10.1f}\n",

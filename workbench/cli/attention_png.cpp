@@ -137,8 +137,8 @@ void colour_bar(Canvas& canvas, const Font& font, int x, int top, int height, do
 HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& title, const std::string& path) {
   const int rows = static_cast<int>(map.tokens.size()), columns = static_cast<int>(map.parameter_tokens);
   HeatmapLayout layout;
-  layout.cell_w = std::max(1, std::min(8, 1600 / std::max(columns, 1)));
-  layout.cell_h = 14;
+  layout.cell_width = std::max(1, std::min(8, 1600 / std::max(columns, 1)));
+  layout.cell_height = 14;
   Font font;
   layout.labelled = font.load();
   const float label_px = 12, title_px = 15;
@@ -147,7 +147,7 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
     for (const std::string& token : map.tokens)
       label_width = std::max(label_width, font.width(token_row_label(token), label_px));
   }
-  const int heat_w = columns * layout.cell_w, heat_h = rows * layout.cell_h;
+  const int heat_w = columns * layout.cell_width, heat_h = rows * layout.cell_height;
   const int left = layout.labelled ? label_width + 14 : 0, top = layout.labelled ? 58 : 0;
   const int bar = layout.labelled ? 90 : 0, bottom = layout.labelled ? 44 : 0;
   const std::string subtitle = "rows: input tokens \u00b7 columns: parameter tokens" +
@@ -165,8 +165,8 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
   for (int i = 0; i < rows; ++i) {
     for (int j = 0; j < columns; ++j) {
       const Rgb colour = heat_colour((map.at(i, j) - low) / range);
-      canvas.fill(left + j * layout.cell_w, top + i * layout.cell_h, left + (j + 1) * layout.cell_w,
-                  top + (i + 1) * layout.cell_h, colour);
+      canvas.fill(left + j * layout.cell_width, top + i * layout.cell_height, left + (j + 1) * layout.cell_width,
+                  top + (i + 1) * layout.cell_height, colour);
     }
   }
   if (layout.labelled) {
@@ -174,12 +174,13 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
     font.draw(canvas, subtitle, 8, 26, label_px, kDim);
     for (int i = 0; i < rows; ++i) {
       const std::string label = token_row_label(map.tokens[i]);
-      font.draw(canvas, label, left - 8 - font.width(label, label_px), top + i * layout.cell_h + 1, label_px, kText);
+      font.draw(canvas, label, left - 8 - font.width(label, label_px), top + i * layout.cell_height + 1, label_px,
+                kText);
     }
     // Column ticks, and the axis title.
     const int step = std::max(1, tick_step(columns, std::max(2, heat_w / 80)));
     for (int j = 0; j <= columns; j += step) {
-      const int x = left + j * layout.cell_w;
+      const int x = left + j * layout.cell_width;
       canvas.fill(x, top + heat_h, x + 1, top + heat_h + 4, kDim);
       const std::string text = std::to_string(j);
       font.draw(canvas, text, std::min(x - font.width(text, label_px) / 2, layout.width - font.width(text, label_px)),
@@ -192,8 +193,8 @@ HeatmapLayout attention_png_write(const AttentionMap& map, const std::string& ti
     const std::vector<AttentionStage> stages = map.marked_stages();
     std::int64_t begin = 0;
     for (std::size_t k = 0; k < stages.size(); ++k) {
-      const int x0 = left + static_cast<int>(begin) * layout.cell_w;
-      const int x1 = left + static_cast<int>(stages[k].tokens) * layout.cell_w;
+      const int x0 = left + static_cast<int>(begin) * layout.cell_width;
+      const int x1 = left + static_cast<int>(stages[k].tokens) * layout.cell_width;
       if (k + 1 < stages.size()) {
         for (int y = top - 6; y < top + heat_h; ++y) {
           if ((y / 4) % 2 == 0) canvas.blend(x1, y, kMark, 0.9);
@@ -223,8 +224,8 @@ HeatmapLayout attention_patches_png_write(const AttentionMap& map, std::int64_t 
   const int top = layout.labelled ? 64 : 0, gap = 24, bar = layout.labelled ? 80 : 0, bottom = layout.labelled ? 24 : 0;
   layout.x = panel_w + gap;
   layout.y = top;
-  layout.cell_w = static_cast<int>(image.patch) * scale;
-  layout.cell_h = layout.cell_w;
+  layout.cell_width = static_cast<int>(image.patch) * scale;
+  layout.cell_height = layout.cell_width;
   const std::string subtitle = fmt::format(
       "validation image {} \u00b7 label {} \u00b7 predicted {} \u00b7 right: \u0398(S) of parameter token {} "
       "over the patches",
@@ -270,11 +271,11 @@ HeatmapLayout attention_patches_png_write(const AttentionMap& map, std::int64_t 
   const Rgb line{90, 160, 255};
   for (int panel : {0, layout.x}) {
     for (std::int64_t r = 0; r <= image.rows; ++r) {
-      const int y = top + std::min(panel_h - 1, static_cast<int>(r) * layout.cell_h);
+      const int y = top + std::min(panel_h - 1, static_cast<int>(r) * layout.cell_height);
       for (int x = 0; x < panel_w; ++x) canvas.blend(panel + x, y, line, 0.8);
     }
     for (std::int64_t c = 0; c <= image.cols; ++c) {
-      const int x = panel + std::min(panel_w - 1, static_cast<int>(c) * layout.cell_w);
+      const int x = panel + std::min(panel_w - 1, static_cast<int>(c) * layout.cell_width);
       for (int y = top; y < top + panel_h; ++y) canvas.blend(x, y, line, 0.8);
     }
   }

@@ -16,7 +16,7 @@ namespace tfw::cli {
 struct HeatmapLayout {
   int width = 0, height = 0;  // the whole image
   int x = 0, y = 0;           // the heat map's top-left
-  int cell_w = 0, cell_h = 0;
+  int cell_width = 0, cell_height = 0;
   bool labelled = false;  // the font was found and the text drawn
 };
 

@@ -25,6 +25,9 @@ namespace fs = std::filesystem;
 
 namespace tfw::cli {
 
+// `png_layout` in `tfw attention --json` (docs/cli.md): every field under its own name.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HeatmapLayout, width, height, x, y, cell_width, cell_height, labelled)
+
 namespace {
 
 struct AttentionArgs {
@@ -147,15 +150,9 @@ void run_attention(const AttentionArgs& args) {
                                       {"height", patches.height},
                                       {"x", patches.x},
                                       {"y", patches.y},
-                                      {"cell", patches.cell_w}};
+                                      {"cell", patches.cell_width}};
       }
-      json["png_layout"] = {{"width", layout.width},
-                            {"height", layout.height},
-                            {"x", layout.x},
-                            {"y", layout.y},
-                            {"cell_width", layout.cell_w},
-                            {"cell_height", layout.cell_h},
-                            {"labelled", layout.labelled}};
+      json["png_layout"] = layout;
     }
     if (!args.json) {
       fmt::print("{}  {}  {} input tokens × {} parameter tokens{}\n", checkpoint, map.label, map.tokens.size(),

@@ -12,6 +12,11 @@
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
+namespace tfw {
+// Prepared shards in `tfw data --json` (docs/cli.md): what they hold, not how they were split.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ShardMeta, corpus, source, tokenizer, vocab_size, dtype, train_tokens, val_tokens)
+}  // namespace tfw
+
 namespace tfw::cli {
 
 namespace {
@@ -26,14 +31,9 @@ struct DataArgs {
 };
 
 nlohmann::json meta_json(const std::string& dir, const ShardMeta& meta) {
-  return {{"path", dir},
-          {"corpus", meta.corpus},
-          {"source", meta.source},
-          {"tokenizer", meta.tokenizer},
-          {"vocab_size", meta.vocab_size},
-          {"dtype", meta.dtype},
-          {"train_tokens", meta.train_tokens},
-          {"val_tokens", meta.val_tokens}};
+  nlohmann::json json = meta;
+  json["path"] = dir;
+  return json;
 }
 
 void run_prepare(const DataArgs& args) {

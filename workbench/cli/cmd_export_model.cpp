@@ -13,6 +13,11 @@
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
+namespace tfw {
+// `tfw export-model --json`: every field of the result under its own name (docs/cli.md).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ModelExport, weights, config, model, parameters, tensors, step)
+}  // namespace tfw
+
 namespace tfw::cli {
 
 namespace {
@@ -26,13 +31,9 @@ void run_export_model(const ExportModelArgs& args) {
   const std::string checkpoint = runner::checkpoint_of(args.target, home_resolve(args.home));
   const ModelExport result = export_model(registry(), checkpoint, args.out);
   if (args.json) {
-    print_json({{"checkpoint", checkpoint},
-                {"weights", result.weights},
-                {"config", result.config},
-                {"model", result.model},
-                {"parameters", result.parameters},
-                {"tensors", result.tensors},
-                {"step", result.step}});
+    nlohmann::json json = result;
+    json["checkpoint"] = checkpoint;  // the one exported
+    print_json(json);
     return;
   }
   std::cout << fmt::format("exported {} tensors of {} ({} parameters) at step {} of {}\n", result.tensors, result.model,

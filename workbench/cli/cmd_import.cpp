@@ -12,6 +12,12 @@
 #include "workbench/cli/commands.h"
 #include "workbench/cli/output.h"
 
+namespace tfw {
+// `tfw import tokenformer --json`: every field of the result under its own name (docs/cli.md).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ImportResult, checkpoint, config, tokenizer, model, parameters, tensors, ignored,
+                                   notes)
+}  // namespace tfw
+
 namespace tfw::cli {
 
 namespace {
@@ -46,14 +52,7 @@ void run_import(const ImportArgs& args) {
   std::cerr << fmt::format("importing {} ...\n", args.request.dir);
   const ImportResult result = import_tokenformer(registry(), args.request);
   if (args.json) {
-    print_json({{"checkpoint", result.checkpoint},
-                {"config", result.config},
-                {"tokenizer", result.tokenizer},
-                {"model", result.model},
-                {"parameters", result.parameters},
-                {"tensors", result.tensors},
-                {"ignored", result.ignored},
-                {"notes", result.notes}});
+    print_json(result);
     return;
   }
   std::cout << fmt::format("imported {} tensors: tokenformer {} ({} parameters)\n", result.tensors, result.model,

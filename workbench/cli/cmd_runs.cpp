@@ -24,6 +24,12 @@
 #include "workbench/common/first_steps.h"
 #include "workbench/common/records_json.h"
 
+namespace tfw {
+// An evaluation in `tfw runs show --json` (docs/cli.md): its fields but the store's ids.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EvaluationRow, step, corpus, metric, value, windows, tokens, mode, blocks,
+                                   checkpoint, created)
+}  // namespace tfw
+
 namespace tfw::cli {
 
 namespace {
@@ -193,16 +199,7 @@ void run_show(const RunsArgs& args) {
     json["events"] = events.size();
     nlohmann::json evaluated = nlohmann::json::array();
     for (const EvaluationRow& e : evaluations) {
-      evaluated.push_back({{"step", e.step},
-                           {"corpus", e.corpus},
-                           {"metric", e.metric},
-                           {"value", std::isfinite(e.value) ? nlohmann::json(e.value) : nlohmann::json(nullptr)},
-                           {"windows", e.windows},
-                           {"tokens", e.tokens},
-                           {"mode", e.mode},
-                           {"blocks", e.blocks},
-                           {"checkpoint", e.checkpoint},
-                           {"created", e.created}});
+      evaluated.push_back(e);  // a NaN value prints as null
     }
     json["evaluations"] = evaluated;
     print_json(json);
