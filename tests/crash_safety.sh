@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Crash safety (issue 13): SIGKILL a training at KILLS random moments (checkpoints every 2
-# steps, so many kills land in checkpoint writes and store commits), resume it each time,
+# Crash safety: SIGKILL a training at up to KILLS random moments (checkpoints every 2 steps,
+# so many kills land in checkpoint writes and store commits; fewer when the training finishes
+# first, and at least half of KILLS must land in a live training), resume it each time,
 # and check after every kill that the store passes SQLite's integrity check; at the end the
 # run's losses must equal an uninterrupted run's, step for step (exactly), and the store's
 # points must equal metrics.jsonl's, point for point (to the 9 digits metrics.jsonl keeps).
@@ -22,8 +23,13 @@ RANDOM=$seed
 "$tfw" --threads 1 train "$config" --home "$work/reference" --name r "${common[@]}" > /dev/null 2>&1
 "$tfw" --threads 1 data prepare kjv --home "$work/crashed" > /dev/null 2>&1
 
-killed=0 integrity=0 started=0
+# A quick machine can finish the 800 steps between two kills: then the kills stop there (a
+# resume of a finished run trains nothing and exits 2), and the checks below hold as they are.
+status_of() { sqlite3 "$work/crashed/runs.db" "SELECT status FROM runs" 2> /dev/null || true; }
+killed=0 integrity=0 started=0 rounds=0
 for ((i = 1; i <= kills; i++)); do
+  [ "$(status_of)" = finished ] && break
+  rounds=$((rounds + 1))
   if [ "$started" = 0 ]; then
     "$tfw" --threads 1 train "$config" --home "$work/crashed" --name r "${common[@]}" > "$work/log" 2>&1 &
   else
@@ -38,11 +44,13 @@ for ((i = 1; i <= kills; i++)); do
   ls "$work/crashed/runs/r/checkpoints/"step-*.toml > /dev/null 2>&1 && started=1
   if [ "$(sqlite3 "$work/crashed/runs.db" 'PRAGMA integrity_check')" = ok ]; then integrity=$((integrity + 1)); fi
 done
-sleep 1.2  # the last kill's heartbeat goes stale: the run shows as crashed, and resumes
-if [ "$started" = 0 ]; then
-  "$tfw" --threads 1 train "$config" --home "$work/crashed" --name r "${common[@]}" > "$work/log" 2>&1
-else
-  "$tfw" --threads 1 train --resume r --home "$work/crashed" > "$work/log" 2>&1
+if [ "$(status_of)" != finished ]; then
+  sleep 1.2  # the last kill's heartbeat goes stale: the run shows as crashed, and resumes
+  if [ "$started" = 0 ]; then
+    "$tfw" --threads 1 train "$config" --home "$work/crashed" --name r "${common[@]}" > "$work/log" 2>&1
+  else
+    "$tfw" --threads 1 train --resume r --home "$work/crashed" > "$work/log" 2>&1 || { cat "$work/log"; exit 1; }
+  fi
 fi
 
 query="SELECT step, value FROM metrics WHERE key = 'train/loss' ORDER BY step"
@@ -66,5 +74,5 @@ EOF
 )
 read -r same logged stored <<< "$jsonl"
 equal=$([ "$reference" = "$crashed" ] && echo yes || echo no)
-echo "crash safety: $killed kills, $integrity/$kills integrity checks ok, final status $status, losses equal to an uninterrupted run: $equal ($(echo "$crashed" | wc -l) steps), store points equal to metrics.jsonl: $same of $logged (store holds $stored)"
-[ "$integrity" = "$kills" ] && [ "$status" = finished ] && [ "$equal" = yes ] && [ "$same" = "$logged" ] && [ "$stored" = "$logged" ]
+echo "crash safety: $killed kills in $rounds rounds, $integrity/$rounds integrity checks ok, final status $status, losses equal to an uninterrupted run: $equal ($(echo "$crashed" | wc -l) steps), store points equal to metrics.jsonl: $same of $logged (store holds $stored)"
+[ "$integrity" = "$rounds" ] && [ "$killed" -ge $((kills / 2)) ] && [ "$status" = finished ] && [ "$equal" = yes ] && [ "$same" = "$logged" ] && [ "$stored" = "$logged" ]
