@@ -196,7 +196,7 @@ struct StepProfiler::State {
 };
 
 StepProfiler::StepProfiler(std::int64_t first, std::int64_t count, bool cuda, std::string dir)
-    : state_(std::make_unique<State>(State{first, count, cuda, std::move(dir)})) {
+    : state_(std::make_unique<State>(State{first, count, cuda, std::move(dir), false, {}, {}})) {
   state_->report.device = cuda ? "cuda" : "cpu";
   state_->report.first_step = first;
   state_->report.last_step = first + count - 1;

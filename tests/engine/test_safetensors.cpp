@@ -121,7 +121,9 @@ TEST(Safetensors, HostileHeadersAreRefusedWithTheReason) {
     const std::string message =
         refusal([&] { safetensors_parse(c.bytes.data(), c.bytes.size(), "hostile.safetensors"); });
     EXPECT_NE(message.find(c.expected), std::string::npos) << c.name << ": " << message;
-    if (!message.empty()) EXPECT_NE(message.find("hostile.safetensors"), std::string::npos) << c.name;
+    if (!message.empty()) {
+      EXPECT_NE(message.find("hostile.safetensors"), std::string::npos) << c.name;
+    }
   }
 }
 

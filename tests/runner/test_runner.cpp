@@ -101,9 +101,9 @@ TEST(LocalExecutor, StepsRunInOrderAndTheFirstFailureEndsTheTask) {
   const std::string home = fresh_home("executor");
   const std::string config = TFW_SOURCE_DIR "/experiments/mini/tiny-tokenformer.toml";
   LocalExecutor executor(local_options(1));
-  executor.submit({"good", {{"params", config}, {"params", config, "--json"}}, home + "/good.log"});
-  executor.submit({"bad", {{"params", home + "/missing.toml"}, {"params", config}}, home + "/bad.log"});
-  executor.submit({"never", {{"params", config}}, home + "/never.log"});
+  executor.submit({"good", {{"params", config}, {"params", config, "--json"}}, home + "/good.log", ""});
+  executor.submit({"bad", {{"params", home + "/missing.toml"}, {"params", config}}, home + "/bad.log", ""});
+  executor.submit({"never", {{"params", config}}, home + "/never.log", ""});
   EXPECT_EQ(executor.capacity(), 1u);
   EXPECT_EQ(executor.active(), 3u);
   executor.cancel("never");  // still pending: it never starts

@@ -200,8 +200,9 @@ TEST(ServiceAttack, TwentyRoundsOfSubmitCancelAndJobsKeepTheStoreWhole) {
     const test::Result fds = test::capture("ls -l /proc/" + std::to_string(server.pid()) + "/fd");
     std::istringstream lines(fds.out);
     for (std::string line; std::getline(lines, line);) {
-      if (line.find(" -> " + home + "/") != std::string::npos)
+      if (line.find(" -> " + home + "/") != std::string::npos) {
         EXPECT_EQ(line.find("(deleted)"), std::string::npos) << line;
+      }
     }
   }
   EXPECT_EQ(server.stop(), 0);

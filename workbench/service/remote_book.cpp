@@ -347,8 +347,8 @@ class RemoteRunBook final : public runner::RunBook {
       last_sent = Clock::now();
       std::unique_lock<std::mutex> lock(mutex_);
       if (!failure.empty()) {
-        std::size_t lost = message.contains("points") ? message["points"].size() + message["events"].size() : 1;
-        for (const Item& item : queue_) lost += 1;
+        const std::size_t lost =
+            (message.contains("points") ? message["points"].size() + message["events"].size() : 1) + queue_.size();
         queue_.clear();
         failure_ = fmt::format(
             "{}; {} records (metric points, events, checkpoints) were not recorded there. Every "
