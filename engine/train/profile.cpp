@@ -187,6 +187,8 @@ std::string profile_category_of(const std::string& name, bool device_kernel) {
 }
 
 struct StepProfiler::State {
+  State(std::int64_t first, std::int64_t count, bool cuda, std::string dir)
+      : first(first), count(count), cuda(cuda), dir(std::move(dir)) {}
   std::int64_t first, count;
   bool cuda;
   std::string dir;
@@ -196,7 +198,7 @@ struct StepProfiler::State {
 };
 
 StepProfiler::StepProfiler(std::int64_t first, std::int64_t count, bool cuda, std::string dir)
-    : state_(std::make_unique<State>(State{first, count, cuda, std::move(dir), false, {}, {}})) {
+    : state_(std::make_unique<State>(first, count, cuda, std::move(dir))) {
   state_->report.device = cuda ? "cuda" : "cpu";
   state_->report.first_step = first;
   state_->report.last_step = first + count - 1;
