@@ -11,9 +11,18 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/dist/distributed.h"
+
+namespace torch {  // this header is also read outside the precompiled one (dist/distributed.cpp)
+namespace nn {
+class Module;
+}  // namespace nn
+namespace optim {
+class Optimizer;
+}  // namespace optim
+}  // namespace torch
 
 namespace tfw {
 

@@ -16,6 +16,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/nn/module.h>
+#include <torch/optim/adamw.h>
 
 #include "engine/dist/dist_group.h"
 #include "engine/core/env_choice.h"

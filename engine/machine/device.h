@@ -8,10 +8,14 @@
 #include <optional>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/config/device_name.h"  // DeviceProblem
 #include "engine/config/precision.h"    // Precision, precision_parse, precision_name
+
+namespace torch::nn {
+class Module;  // torch/nn/module.h: this header is also read outside the precompiled one
+}  // namespace torch::nn
 
 namespace tfw {
 

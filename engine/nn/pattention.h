@@ -16,16 +16,9 @@
 #include <torch/torch.h>
 
 #include "engine/core/config_table.h"
+#include "engine/nn/pattention_norm.h"  // PattentionNorm, TauMode, pattention_scores_normalise
 
 namespace tfw {
-
-enum class PattentionNorm { l2_gelu, gelu_l2, gelu_l1, softmax };
-enum class TauMode { fixed, sqrt_n };
-
-PattentionNorm pattention_norm_parse(const std::string& name);  // throws UsageError
-std::string pattention_norm_name(PattentionNorm norm);
-TauMode tau_mode_parse(const std::string& name);
-std::string tau_mode_name(TauMode mode);
 
 // A family's [model.pattention] table: the score norm, the tau mode and eps (tokenformer,
 // vision_tokenformer; docs/configs.md).
@@ -67,11 +60,6 @@ struct PattentionOptions {
   TORCH_ARG(double, value_std) = 0.02;
   TORCH_ARG(std::string, label) = "";  // e.g. "layers.3.q", the name score capture uses
 };
-
-// Θ applied to scores s (..., n) with multiplier tau (L2 variants) or scale (L1 variants).
-// Exposed for tests and for the parameter-attention maps.
-torch::Tensor pattention_scores_normalise(const torch::Tensor& s, PattentionNorm norm, const torch::Tensor& multiplier,
-                                          double eps);
 
 class PattentionImpl : public torch::nn::Module {
  public:

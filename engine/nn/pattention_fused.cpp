@@ -21,6 +21,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include "engine/kernels/cuda/torch_cuda.h"
 #include "engine/machine/device.h"

@@ -4,9 +4,9 @@
 // the reference; pattention_implementation() chooses which one layers use.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
-#include "engine/nn/pattention.h"
+#include "engine/nn/pattention_norm.h"
 
 namespace tfw {
 

@@ -20,6 +20,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include "engine/kernels/cpu/pattention_kernels.h"
 

@@ -8,7 +8,7 @@
 // The composition in attention.cpp (AttentionKernel::manual) stays the reference.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace tfw {
 
