@@ -1,6 +1,8 @@
 #include "engine/machine/device.h"
 
 #include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
+#include <torch/nn/module.h>
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
