@@ -197,11 +197,7 @@ void run_show(const RunsArgs& args) {
     json["checkpoints"] = saved;
     json["metric_points"] = store->metrics_count(r.id);
     json["events"] = events.size();
-    nlohmann::json evaluated = nlohmann::json::array();
-    for (const EvaluationRow& e : evaluations) {
-      evaluated.push_back(e);  // a NaN value prints as null
-    }
-    json["evaluations"] = evaluated;
+    json["evaluations"] = evaluations;  // an array, [] when none; a NaN value prints as null
     print_json(json);
     return;
   }
