@@ -134,6 +134,7 @@ RunConfig resumed_run_config(const Registry& registry, const RunRequest& request
   // ATen's CPU kernels are chosen at its first kernel, which has not run yet: the run's own,
   // as it keeps its thread count (the trainer says what it got, engine/train/resume.cpp).
   if (!config.train.device.is_cuda()) cpu_capability_keep(latest.cpu_capability);
+  options.micro_batch = latest.micro_batch;  // train.grad_accum = "auto": the split it trains with
   const std::int64_t budget = train_plan(config).total_steps;
   if (done >= budget) {
     throw UsageError(with_hint(fmt::format("run '{}' has trained all {} steps of its budget (its last checkpoint is "

@@ -194,7 +194,8 @@ std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& met
           {"growth_method", meta.growth_method},
           {"growth_options", meta.growth_options},
           {"threads", std::to_string(meta.threads)},
-          {"cpu_capability", meta.cpu_capability}};
+          {"cpu_capability", meta.cpu_capability},
+          {"micro_batch", std::to_string(meta.micro_batch)}};
 }
 
 CheckpointInfo checkpoint_save(const std::string& dir, Model& model, torch::optim::Optimizer* optimizer,
@@ -312,6 +313,7 @@ CheckpointMeta meta_from(const std::map<std::string, std::string>& metadata, con
   meta.growth_options = metadata_text(metadata, path, "growth_options");
   meta.threads = metadata.count("threads") ? metadata_integer(metadata, path, "threads") : 0;
   meta.cpu_capability = metadata.count("cpu_capability") ? metadata_text(metadata, path, "cpu_capability") : "";
+  meta.micro_batch = metadata.count("micro_batch") ? metadata_integer(metadata, path, "micro_batch") : 0;
   // A name ATen gives ("AVX512"), at most 16 capitals, digits or underscores: it is compared,
   // never run, but a forged one is refused here rather than carried into the run's events.
   if (meta.cpu_capability.size() > 16 ||
@@ -327,7 +329,8 @@ CheckpointMeta meta_from(const std::map<std::string, std::string>& metadata, con
                                                    {"tokens", static_cast<double>(meta.tokens)},
                                                    {"flops", meta.flops},
                                                    {"inherited_flops", meta.inherited_flops},
-                                                   {"threads", static_cast<double>(meta.threads)}};
+                                                   {"threads", static_cast<double>(meta.threads)},
+                                                   {"micro_batch", static_cast<double>(meta.micro_batch)}};
   for (const auto& [key, value] : counts) {
     if (!std::isfinite(value) || value < 0) {
       throw UsageError(

@@ -41,6 +41,9 @@ struct CheckpointMeta {
   std::int64_t threads = 0;    // torch threads the run trained with (0: not recorded)
   // ATen's CPU kernels the run trained with ("AVX2"; "": not recorded, or a CUDA run).
   std::string cpu_capability;
+  // train.grad_accum = "auto": the micro-batch the run trains with, kept on resume (0: not
+  // recorded, or the config gives the split).
+  std::int64_t micro_batch = 0;
 };
 
 struct CheckpointInfo {

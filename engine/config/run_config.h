@@ -118,9 +118,16 @@ std::string mask_label(const std::vector<std::string>& use);
 
 struct TrainConfig {
   std::uint64_t seed = 0;
-  std::int64_t batch_size = 16;  // sequences per micro-batch
+  std::int64_t batch_size = 16;  // sequences per micro-batch (with grad_accum_auto: per step)
   std::int64_t grad_accum = 1;   // micro-batches per optimiser step
-  std::int64_t seq_len = 0;      // 0: the model's seq_len
+  // grad_accum = "auto": batch_size is the step's batch, and the trainer splits it into the
+  // fewest micro-batches that fit the memory there is (engine/machine/memory_check.h,
+  // micro_batch_choose); grad_accum stays 1 here, so the plan's examples per step are batch_size.
+  bool grad_accum_auto = false;
+  // The most memory, in GB (1e9 bytes), the memory check lets a training plan for; 0: all the
+  // device has (a GPU's free memory, or the machine's). For a shared GPU, or a test.
+  double memory_limit_gb = 0;
+  std::int64_t seq_len = 0;  // 0: the model's seq_len
   double lr = 6e-4;
   double min_lr_ratio = 0.1;       // cosine decays to min_lr_ratio × lr (0 decays to 0)
   std::int64_t warmup_steps = -1;  // -1: warmup_fraction of the steps

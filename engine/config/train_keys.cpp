@@ -20,6 +20,8 @@ namespace {
 constexpr std::int64_t kMaxEvalBatches = 1000000;
 // A learning rate above this is no learning rate (1e300 overflowed a float in the optimiser).
 constexpr double kMaxLearningRate = 100;
+// train.memory_limit_gb: a million GB (a petabyte), far past any one machine; NaN and inf refused.
+constexpr double kMaxMemoryLimitGb = 1e6;
 
 template <typename T>
 T at_least(ConfigTable& table, const char* key, T value, T minimum) {
@@ -219,7 +221,36 @@ const std::vector<TrainKey> kTrainKeys = {
      },
      [](const C& c, const char* key, toml::table& t) { t.insert(key, static_cast<std::int64_t>(c.seed)); }},
     {"batch_size", size<&C::batch_size>, always<&C::batch_size>},
-    {"grad_accum", size<&C::grad_accum>, always<&C::grad_accum>},
+    {"grad_accum",
+     [](ConfigTable& t, const char* key, C& c) {
+       // A number of micro-batches, or "auto": the fewest that fit (grad_accum_auto).
+       const toml::node* node = t.raw_self().get(key);
+       if (node == nullptr || !node->is_string()) return size<&C::grad_accum>(t, key, c);
+       const std::string given = t.get_string(key, "");
+       if (given != "auto") {
+         t.fail(key, fmt::format("must be a whole number of micro-batches or \"auto\", got \"{}\"", given),
+                "write grad_accum = 4 (a number, without quotes), or grad_accum = \"auto\" to let the memory check "
+                "split train.batch_size into micro-batches that fit");
+       }
+       c.grad_accum_auto = true;
+       c.grad_accum = 1;
+     },
+     [](const C& c, const char* key, toml::table& t) {
+       if (c.grad_accum_auto) {
+         t.insert(key, "auto");
+       } else {
+         t.insert(key, c.grad_accum);
+       }
+     }},
+    {"memory_limit_gb",
+     [](ConfigTable& t, const char* key, C& c) {
+       non_negative<&C::memory_limit_gb>(t, key, c);
+       if (c.memory_limit_gb > kMaxMemoryLimitGb) {
+         t.fail(key, fmt::format("must be at most {:g}, got {:g}", kMaxMemoryLimitGb, c.memory_limit_gb),
+                "give the memory in GB (1e9 bytes): 70 for most of an 80 GB GPU; leave it out for all of it");
+       }
+     },
+     when_set<&C::memory_limit_gb>},
     {"seq_len",
      [](ConfigTable& t, const char* key, C& c) {
        count<&C::seq_len, 0>(t, key, c);

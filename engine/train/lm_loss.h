@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include "engine/config/loss_chunks.h"  // loss_chunked, kChunkRows
 #include "engine/config/precision.h"
 
 namespace tfw {
@@ -35,12 +36,5 @@ void lm_loss_set_cuda_fused(bool fused);
 // The plain loss: the mean cross-entropy of logits (..., V) against targets (...), over the
 // first `valid` columns only.
 torch::Tensor cross_entropy_plain(const torch::Tensor& logits, const torch::Tensor& targets, std::int64_t valid);
-
-// Whether a micro-batch of `rows` rows and a vocabulary of `vocab` takes the chunked loss:
-// when its fp32 logits would pass kChunkedLossBytes (256 MiB). Smaller ones keep the plain
-// loss, and their numbers, bit for bit.
-constexpr std::int64_t kChunkedLossBytes = std::int64_t{256} << 20;
-constexpr std::int64_t kChunkRows = 2048;
-inline bool loss_chunked(std::int64_t rows, std::int64_t vocab) { return rows * vocab * 4 > kChunkedLossBytes; }
 
 }  // namespace tfw

@@ -89,7 +89,7 @@ void Trainer::grow(const GrowthStage& stage) {
   read_back();
   report_progress(false);
   const auto started = Clock::now();
-  const double before = data_->validation_loss(*state_.model, train_.eval_batches, precision_, dist_);
+  const double before = data_->validation_loss(*state_.model, eval_batches_, precision_, dist_);
   state_.model = stage.method->apply(*state_.model, family_, *stage.from, *stage.to, stage.event.options,
                                      train_.seed + static_cast<std::uint64_t>(stage.event.at_step));
   state_.model->to(device_);  // a no-op for growth that keeps the model's tensors
@@ -108,7 +108,7 @@ void Trainer::grow(const GrowthStage& stage) {
   plan_.flops_per_step = static_cast<double>(stage.to->flops_per_token(plan_.seq_len).training_per_example()) *
                          static_cast<double>(plan_.examples_per_step);
   if (stage.restarts_schedule) state_.restart_step = stage.event.at_step;
-  const double after = data_->validation_loss(*state_.model, train_.eval_batches, precision_, dist_);
+  const double after = data_->validation_loss(*state_.model, eval_batches_, precision_, dist_);
   event("growth", state_.step,
         fmt::format(R"({{"method":"{}","from":"{}","to":"{}","parameters":{},"loss_before":{:.9g},)"
                     R"("loss_after":{:.9g},"optimizer":"{}","exact":{}}})",
@@ -125,7 +125,7 @@ void Trainer::grow(const GrowthStage& stage) {
   summary_.growth_seconds += seconds_since(started);
 }
 
-// One optimiser step over train.grad_accum micro-batches (and, data-parallel, the ranks):
+// One optimiser step over accum_ micro-batches (and, data-parallel, the ranks):
 // the update, dropped on the device if the loss is not finite; the counters. Its loss and
 // gradient norm wait in pending_ for the next read-back.
 void Trainer::step(bool stop_here) {
@@ -180,11 +180,11 @@ void Trainer::step(bool stop_here) {
 // the device (summed as the losses' doubles would be on the host).
 torch::Tensor Trainer::forward_backward(double* data_seconds) {
   torch::Tensor loss = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device_));
-  for (std::int64_t micro = 0; micro < train_.grad_accum; ++micro) {
+  for (std::int64_t micro = 0; micro < accum_; ++micro) {
     const auto draw_start = Clock::now();
-    const Batch batch = data_->next(train_.batch_size, first_row_, local_B_);
+    const Batch batch = data_->next(micro_batch_, first_row_, local_B_);
     *data_seconds += seconds_since(draw_start);
-    torch::Tensor micro_loss = data_->loss(*state_.model, batch, precision_) / static_cast<double>(train_.grad_accum);
+    torch::Tensor micro_loss = data_->loss(*state_.model, batch, precision_) / static_cast<double>(accum_);
     micro_loss.backward();
     loss = loss + micro_loss.detach().to(torch::kFloat64);
   }
@@ -263,7 +263,7 @@ double Trainer::evaluate(double wall) {
   TokenUseMeter token_use(*state_.model);  // a grown model: how it uses its appended tokens
   std::optional<ScoreCapture> capture;
   if (!token_use.empty()) capture.emplace(token_use.sink());
-  const std::vector<Metric> results = data_->validate(*state_.model, train_.eval_batches, precision_, dist_);
+  const std::vector<Metric> results = data_->validate(*state_.model, eval_batches_, precision_, dist_);
   capture.reset();
   for (const Metric& m : results) metric("val/" + m.key, m.value, wall);
   for (const Metric& m : token_use.metrics()) metric(m.key, m.value, wall);
@@ -297,6 +297,7 @@ void Trainer::save() {
   state_.config_toml = run_config_text(config_);
   state_.threads = runtime_active_threads();
   state_.cpu_capability = train_.device.is_cuda() ? "" : cpu_capability();
+  state_.micro_batch = train_.grad_accum_auto ? micro_batch_ : 0;
   CheckpointInfo saved = checkpoint_save(checkpoint_dir_, *state_.model, state_.optimizer.get(), state_);
   summary_.last_checkpoint = saved.path;
   observers_.checkpoint({saved.path, saved.step, saved.crc32, saved.size});

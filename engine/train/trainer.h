@@ -41,6 +41,9 @@ struct TrainOptions {
   std::map<std::string, std::string> provenance;
   // `tfw train --profile N`: records N steps after engine/train/profile.h's warm-up (0: none).
   std::int64_t profile_steps = 0;
+  // train.grad_accum = "auto": the micro-batch a resumed run keeps (its checkpoint's); 0: the
+  // trainer chooses one (engine/machine/memory_check.h, micro_batch_choose).
+  std::int64_t micro_batch = 0;
 };
 
 struct TrainSummary {
@@ -66,6 +69,9 @@ struct TrainSummary {
   // held: on CUDA the caching allocator's peak for tensors (memory_peak_of "allocator"), on
   // the CPU the process's peak resident set, LibTorch's own code and data included ("process").
   double memory_estimate_bytes = 0;
+  // How each step's batch was split: grad_accum micro-batches of micro_batch sequences (as
+  // configured, or as train.grad_accum = "auto" chose).
+  std::int64_t micro_batch = 0, grad_accum = 0;
   std::int64_t memory_peak_bytes = 0;
   std::string memory_peak_of;
 };

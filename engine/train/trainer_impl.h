@@ -71,6 +71,7 @@ class Trainer {
 
  private:
   // Setting up (engine/train/trainer_setup.cpp).
+  void split_choose();
   void open_data();
   void restore();
   void resume();
@@ -127,6 +128,11 @@ class Trainer {
   int rank_ = 0, world_ = 1;
   bool writer_ = true;
   std::int64_t local_B_ = 0, first_row_ = 0;
+  // Each step's batch as it is trained: accum_ micro-batches of micro_batch_ sequences, and
+  // validation in eval_batches_ batches of micro_batch_ (the same windows as
+  // train.eval_batches × train.batch_size): train.grad_accum's, or what "auto" chose.
+  std::int64_t micro_batch_ = 0, accum_ = 1, eval_batches_ = 0;
+  std::string split_note_;  // what "auto" chose, said once the observers listen
   std::string checkpoint_dir_;
 
   std::unique_ptr<TaskData> data_;

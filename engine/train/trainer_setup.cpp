@@ -49,7 +49,8 @@ Trainer::Trainer(const Registry& registry, const RunConfig& config, const TrainO
     world_ = dist_->world();
   }
   writer_ = rank_ == 0;
-  const std::int64_t B = train_.batch_size;
+  split_choose();
+  const std::int64_t B = micro_batch_;
   if (B % world_ != 0) {
     throw UsageError(
         with_hint(fmt::format("train.batch_size = {} does not split evenly over {} ranks", B, world_),
@@ -58,6 +59,7 @@ Trainer::Trainer(const Registry& registry, const RunConfig& config, const TrainO
   local_B_ = B / world_;
   first_row_ = rank_ * local_B_;
   observers_.add(options_.observer);
+  if (!split_note_.empty()) say(split_note_);
   open_data();
   state_.model = family_.build(*config_.model.spec, train_.seed);
   state_.model->to(device_);
@@ -68,13 +70,47 @@ Trainer::Trainer(const Registry& registry, const RunConfig& config, const TrainO
   state_.best_val_loss = std::numeric_limits<double>::infinity();
 }
 
+// How each step's batch is split (micro_batch_, accum_, eval_batches_): as train.grad_accum
+// says, or with "auto" the fewest micro-batches that fit the memory there is; a resumed run
+// keeps its checkpoint's micro-batch (options_.micro_batch) whatever memory it finds now, so
+// that it goes on with the same numbers.
+void Trainer::split_choose() {
+  micro_batch_ = train_.batch_size;
+  accum_ = train_.grad_accum;
+  eval_batches_ = train_.eval_batches;
+  if (!train_.grad_accum_auto) return;
+  if (dist_ != nullptr) {
+    throw UsageError(
+        with_hint("train.grad_accum = \"auto\" chooses the micro-batch for one process; ranks could "
+                  "find different memory free and disagree",
+                  "give data-parallel runs a number: train.grad_accum = N (and train.batch_size per step "
+                  "= N × the micro-batch)"));
+  }
+  const std::int64_t B = train_.batch_size, kept = options_.micro_batch;
+  MicroBatch split;
+  std::string why;
+  if (kept > 0 && B % kept == 0) {
+    split = {kept, B / kept, train_memory_bytes(config_, plan_, kept)};
+    why = "kept from its checkpoint";
+  } else {
+    const MemoryAvailable there = train_memory_available(config_);
+    split = micro_batch_choose(config_, plan_, there.bytes, there.where);
+    why = fmt::format("the memory check's estimate, {:.3g} GB a micro-batch; {}", split.need_bytes / 1e9, there.where);
+  }
+  micro_batch_ = split.size;
+  accum_ = split.accum;
+  eval_batches_ = train_.eval_batches * split.accum;
+  split_note_ = fmt::format("train.grad_accum = auto: {} sequences a step as {} micro-batch{} of {} ({})", B,
+                            split.accum, split.accum == 1 ? "" : "es", split.size, why);
+}
+
 // Data (engine/train/task_data.h). Rank 0 prepares it first; the others then find it prepared (in
 // a shared TFW_HOME) or prepare their own copy.
 void Trainer::open_data() {
   if (dist_ != nullptr && !writer_) dist_->barrier("waiting for rank 0 to prepare the data");
   std::function<void(const std::string&)> progress;
   if (writer_) progress = [this](const std::string& message) { say(message); };
-  data_ = task_data_open(config_, options_.home, train_.batch_size, plan_.seq_len, train_.seed, progress);
+  data_ = task_data_open(config_, options_.home, micro_batch_, plan_.seq_len, train_.seed, progress);
   if (dist_ != nullptr && writer_) dist_->barrier("waiting for rank 0 to prepare the data");
 }
 
@@ -235,7 +271,9 @@ TrainSummary Trainer::finish() {
   summary.threads = runtime_active_threads();
   summary.tokens_per_second = times_.tokens_per_second(static_cast<double>(plan_.tokens_per_step), false);
   summary.mfu = times_.mfu(plan_.flops_per_step, summary.peak_flops, false);
-  summary.memory_estimate_bytes = train_memory_bytes(config_, plan_);
+  summary.memory_estimate_bytes = train_memory_bytes(config_, plan_, micro_batch_);
+  summary.micro_batch = micro_batch_;
+  summary.grad_accum = accum_;
   if (device_.is_cuda()) {
     summary.memory_peak_bytes = cuda_peak_allocated_bytes(device_.has_index() ? device_.index() : 0);
     summary.memory_peak_of = "allocator";

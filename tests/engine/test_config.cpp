@@ -237,6 +237,7 @@ TEST(Config, EveryTrainKeyIsWrittenBackReadBackAndDocumented) {
 seed = 7
 batch_size = 3
 grad_accum = 2
+memory_limit_gb = 3.5
 seq_len = 12
 lr = 0.002
 min_lr_ratio = 0.2

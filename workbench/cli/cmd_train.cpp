@@ -146,6 +146,8 @@ void train_command(TrainArgs& args) {
                 {"threads", summary.threads},
                 {"thread_changes", summary.thread_changes},
                 {"world_size", summary.world_size},
+                {"micro_batch", summary.micro_batch},
+                {"grad_accum", summary.grad_accum},
                 {"comm_seconds", summary.comm_seconds},
                 {"memory",
                  {{"estimate_bytes", summary.memory_estimate_bytes},
