@@ -95,8 +95,9 @@ int cuda_part(bool quick, const std::string& precisions) {
       "Pattention (l2_gelu) vs MLP d->n->d on {}, forward+backward, T·B = {}, LibTorch {}; "
       "median of {} interleaved repetitions of {} steps\n",
       tfw::compute_device_name("cuda"), rows, tfw::torch_version(), repeats, steps);
-  std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>11} {:>9}\n", "prec", "d", "n",
-                           "fused ms", "mlp ms", "comp ms", "fused/mlp", "comp/mlp", "fused TF/s", "agree");
+  std::cout << fmt::format("{:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>7} {:>11} {:>9} {:>9}\n",
+                           "prec", "d", "n", "fused ms", "mlp ms", "comp ms", "reg ms", "fused/mlp", "comp/mlp",
+                           "reg/mlp", "fused TF/s", "agree", "reg agree");
   for (tfw::Precision precision : runs) {
     for (std::int64_t d : widths) {
       for (std::int64_t n : tokens) {
@@ -117,31 +118,41 @@ int cuda_part(bool quick, const std::string& precisions) {
           };
         };
         auto pattention = [&] { return c.layer->forward(x); };
-        auto with_kernels = [&](bool fused, const std::function<torch::Tensor()>& body) {
-          return [&, fused, body] {
-            tfw::pattention_set_cuda_fused(fused);
+        // fused: the default kernels; composed: the composition; registers: the kernels that keep
+        // a row in registers (TFW_PATTENTION_CUDA=registers).
+        enum class Way { fused, composed, registers };
+        auto with_kernels = [&](Way way, const std::function<torch::Tensor()>& body) {
+          return [&, way, body] {
+            tfw::pattention_set_cuda_fused(way != Way::composed);
+            tfw::pattention_set_cuda_registers(way == Way::registers);
             const torch::Tensor out = body();
-            tfw::pattention_set_cuda_fused(true);  // the default
+            tfw::pattention_set_cuda_fused(true);  // the defaults
+            tfw::pattention_set_cuda_registers(false);
             return out;
           };
         };
         auto mlp = [&] { return c.down->forward(torch::gelu(c.up->forward(x))); };
         torch::cuda::synchronize();
         std::vector<double> t = tfw::bench::interleaved(
-            {timed(with_kernels(true, pattention)), timed(mlp), timed(with_kernels(false, pattention))}, repeats);
+            {timed(with_kernels(Way::fused, pattention)), timed(mlp), timed(with_kernels(Way::composed, pattention)),
+             timed(with_kernels(Way::registers, pattention))},
+            repeats);
         for (double& seconds : t) seconds /= steps;
-        double agree = 0;
+        double agree = 0, registers_agree = 0;
         {
           torch::NoGradGuard no_grad;
-          const torch::Tensor a = forward(with_kernels(true, pattention)).to(torch::kFloat32);
-          const torch::Tensor b = forward(with_kernels(false, pattention)).to(torch::kFloat32);
+          const torch::Tensor a = forward(with_kernels(Way::fused, pattention)).to(torch::kFloat32);
+          const torch::Tensor b = forward(with_kernels(Way::composed, pattention)).to(torch::kFloat32);
+          const torch::Tensor r = forward(with_kernels(Way::registers, pattention)).to(torch::kFloat32);
           agree = (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+          registers_agree = (r - b).abs().max().item<double>() / b.abs().max().item<double>();
         }
         const double flops = 3.0 * 4.0 * rows * n * d;  // forward 4·T·n·d, backward 2x
         std::cout << fmt::format(
-            "{:>5} {:>5} {:>5} {:>10.3f} {:>10.3f} {:>10.3f} {:>9.3f} {:>8.3f} {:>11.1f} {:>9.1e}\n",
-            tfw::precision_name(precision), d, n, 1e3 * t[0], 1e3 * t[1], 1e3 * t[2], t[0] / t[1], t[2] / t[1],
-            flops / t[0] / 1e12, agree);
+            "{:>5} {:>5} {:>5} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>9.3f} {:>8.3f} {:>7.3f} {:>11.1f} {:>9.1e} "
+            "{:>9.1e}\n",
+            tfw::precision_name(precision), d, n, 1e3 * t[0], 1e3 * t[1], 1e3 * t[2], 1e3 * t[3], t[0] / t[1],
+            t[2] / t[1], t[3] / t[1], flops / t[0] / 1e12, agree, registers_agree);
       }
     }
   }

@@ -1,7 +1,7 @@
 // Settings read from the environment. EnvChoice: a switch read once and shared by every
 // thread, that code may also set (tests and benchmarks compare both sides in one process):
 // TFW_PATTENTION=reference, TFW_PATTENTION_SCALAR=1, TFW_ATTENTION=manual,
-// TFW_PATTENTION_CUDA=composition, TFW_LOSS_CUDA=fused, TFW_ROTARY_CUDA=fused. env_seconds: a
+// TFW_PATTENTION_CUDA=composition or registers, TFW_LOSS_CUDA=fused, TFW_ROTARY_CUDA=fused. env_seconds: a
 // timeout (TFW_DIST_TIMEOUT, TFW_RECORD_TIMEOUT).
 #pragma once
 

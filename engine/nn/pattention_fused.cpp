@@ -36,6 +36,11 @@ namespace {
 
 EnvChoice reference_chosen("TFW_PATTENTION", "reference");
 EnvChoice cuda_composition_chosen("TFW_PATTENTION_CUDA", "composition");
+EnvChoice cuda_registers_chosen("TFW_PATTENTION_CUDA", "registers");
+
+pattention_cuda::Kernel cuda_kernel() {
+  return cuda_registers_chosen.on() ? pattention_cuda::Kernel::registers : pattention_cuda::Kernel::rows;
+}
 
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
@@ -208,7 +213,7 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
     if (s.is_cuda()) {
       pattention_cuda::forward(cuda_type(s), s.data_ptr(), a.data_ptr(), stat.data_ptr<double>(),
                                multiplier.data_ptr<double>(), rows, n, static_cast<int>(which), eps,
-                               cuda_current_stream(s));
+                               cuda_current_stream(s), cuda_kernel());
       return a;
     }
     const double m = multiplier.item<double>();
@@ -243,7 +248,7 @@ class FusedNormalise : public torch::autograd::Function<FusedNormalise> {
       const torch::Tensor grad = da.to(kept.scalar_type());  // a no-op: the gradient of an output of that type
       pattention_cuda::backward(cuda_type(kept), kept.data_ptr(), stat.data_ptr<double>(), grad.data_ptr(),
                                 ds.data_ptr(), multiplier_tensor.data_ptr<double>(), rows, n, static_cast<int>(which),
-                                cuda_current_stream(kept));
+                                cuda_current_stream(kept), cuda_kernel());
       return {ds, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     const double multiplier = multiplier_tensor.item<double>();
@@ -280,6 +285,10 @@ void pattention_set_implementation(PattentionImplementation implementation) {
 bool pattention_cuda_fused() { return !cuda_composition_chosen.on(); }
 
 void pattention_set_cuda_fused(bool fused) { cuda_composition_chosen.set(!fused); }
+
+bool pattention_cuda_registers() { return cuda_registers_chosen.on(); }
+
+void pattention_set_cuda_registers(bool registers) { cuda_registers_chosen.set(registers); }
 
 torch::Tensor pattention_scores_normalise_fused(const torch::Tensor& s, PattentionNorm norm, double multiplier,
                                                 double eps) {

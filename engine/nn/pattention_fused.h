@@ -24,6 +24,14 @@ void pattention_set_implementation(PattentionImplementation implementation);
 bool pattention_cuda_fused();
 void pattention_set_cuda_fused(bool fused);
 
+// Whether the fused CUDA kernels keep each thread's share of a row in registers between the
+// passes (pattention_cuda::Kernel::registers: bf16 pairs read and written as one access, GELU
+// and its derivative once) rather than reading the row again: only with
+// TFW_PATTENTION_CUDA=registers until a GPU run has held them to float64 (tests/gpu) and
+// measured them (bench_pattention --device cuda, its "reg" column).
+bool pattention_cuda_registers();
+void pattention_set_cuda_registers(bool registers);
+
 // Θ(s) like pattention_scores_normalise, fused. s (..., n) float32, float64 or bf16 (computed
 // in float32; on the CPU returned bf16 on the AVX2 kernels and float32 elsewhere, on CUDA
 // returned bf16). `multiplier` is tau (L2 variants) or the token count (L1 variants) and takes

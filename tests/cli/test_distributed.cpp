@@ -140,6 +140,12 @@ TEST(DataParallel, BadInputIsAClearErrorAndRecordsNothing) {
   Result both = tfw(train + " --nproc 2", "RANK=0 WORLD_SIZE=2");
   EXPECT_EQ(both.code, 2) << both.output;
   EXPECT_NE(both.output.find("use one or the other"), std::string::npos) << both.output;
+  // train.grad_accum = "auto" is one process's choice: refused before anything is recorded.
+  Result automatic = tfw(train + " --nproc 2 --set train.grad_accum=auto");
+  EXPECT_EQ(automatic.code, 2) << automatic.output;
+  EXPECT_NE(automatic.output.find("train.grad_accum = \"auto\" chooses the micro-batch for one process"),
+            std::string::npos)
+      << automatic.output;
 
   // A port another program holds.
   const int holder = ::socket(AF_INET, SOCK_STREAM, 0);

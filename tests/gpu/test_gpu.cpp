@@ -184,39 +184,52 @@ TEST(Gpu, PattentionOnCudaIsTheCompositionForEveryNorm) {
 // cannot resolve in any order of operations, and 1 + erf(x) loses most of its digits in
 // float32 for x < −3, which a lone token's L1/L2 norm then divides away (seen on an H100:
 // float32 off by up to 1.4e-2 of the scale at n = 1, within 1e-5 from n = 5 on).
+//
+// Both kernels (pattention_cuda::Kernel): the rows read again in each pass, and the rows kept
+// in registers (TFW_PATTENTION_CUDA=registers), at the sizes above and at even ones where the
+// registers kernel runs (6: three pairs in a warp of 32 threads; 64; 778; 2,304, the 124M
+// model's n_ffn; 8,192: four pairs a thread at 1,024 threads) and falls back (8,194); float64
+// always falls back.
 TEST(Gpu, FusedNormalisationKernelEqualsTheCompositionForEveryNormAndType) {
   TFW_REQUIRE_CUDA();
   const double eps = 1e-6;
-  for (const char* norm_name : {"l2_gelu", "gelu_l2", "gelu_l1", "softmax"})
-    for (const std::int64_t n : {1, 5, 64, 777, 4099})
-      for (const auto type : {torch::kFloat64, torch::kFloat32, torch::kBFloat16}) {
-        if (n == 1 && type != torch::kFloat64) continue;
-        SCOPED_TRACE(fmt::format("{}, n {}, {}", norm_name, n, c10::toString(type)));
-        const PattentionNorm norm = pattention_norm_parse(norm_name);
-        const bool l1 = norm == PattentionNorm::gelu_l1 || norm == PattentionNorm::softmax;
-        const double m = l1 ? static_cast<double>(n) : std::sqrt(static_cast<double>(n));
-        torch::manual_seed(n);
-        // Scores of the size a trained layer sees, and an upstream gradient; rounded to the type.
-        const torch::Tensor s64 = (3 * torch::randn({3, 13, n}, torch::kFloat64)).to(type).to(torch::kFloat64);
-        const torch::Tensor da64 = torch::randn({3, 13, n}, torch::kFloat64).to(type).to(torch::kFloat64);
-        const torch::Tensor s_cpu = s64.clone().requires_grad_(true);
-        const torch::Tensor expected =
-            pattention_scores_normalise(s_cpu, norm, torch::scalar_tensor(m, torch::kFloat64), eps);
-        expected.backward(da64);
-        const torch::Tensor s_gpu = s64.to(cuda(), type).requires_grad_(true);
-        const torch::Tensor multiplier =
-            torch::scalar_tensor(m, torch::TensorOptions().dtype(torch::kFloat64).device(cuda()));
-        const torch::Tensor a = pattention_scores_normalise_fused(s_gpu, norm, multiplier, eps);
-        ASSERT_TRUE(a.is_cuda());
-        EXPECT_EQ(a.scalar_type(), type);
-        a.backward(da64.to(cuda(), type));
-        const double tolerance = type == torch::kFloat64 ? 1e-12 : type == torch::kFloat32 ? 1e-5 : 1e-2;
-        EXPECT_LE(test::max_abs_diff(expected, a.to(torch::kCPU, torch::kFloat64)), tolerance * scale_of(expected))
-            << "forward";
-        const torch::Tensor& g = s_cpu.grad();
-        EXPECT_LE(test::max_abs_diff(g, s_gpu.grad().to(torch::kCPU, torch::kFloat64)), tolerance * scale_of(g))
-            << "gradient of the scores";
-      }
+  struct Restore {
+    ~Restore() { pattention_set_cuda_registers(false); }
+  } restore;
+  for (const bool registers : {false, true})
+    for (const char* norm_name : {"l2_gelu", "gelu_l2", "gelu_l1", "softmax"})
+      for (const std::int64_t n : {1, 5, 6, 64, 777, 778, 2304, 4099, 8192, 8194})
+        for (const auto type : {torch::kFloat64, torch::kFloat32, torch::kBFloat16}) {
+          if (n == 1 && type != torch::kFloat64) continue;
+          if ((n == 6 || n == 778 || n == 2304 || n == 8192 || n == 8194) && !registers) continue;
+          pattention_set_cuda_registers(registers);
+          SCOPED_TRACE(
+              fmt::format("{}, n {}, {}, {}", norm_name, n, c10::toString(type), registers ? "registers" : "rows"));
+          const PattentionNorm norm = pattention_norm_parse(norm_name);
+          const bool l1 = norm == PattentionNorm::gelu_l1 || norm == PattentionNorm::softmax;
+          const double m = l1 ? static_cast<double>(n) : std::sqrt(static_cast<double>(n));
+          torch::manual_seed(n);
+          // Scores of the size a trained layer sees, and an upstream gradient; rounded to the type.
+          const torch::Tensor s64 = (3 * torch::randn({3, 13, n}, torch::kFloat64)).to(type).to(torch::kFloat64);
+          const torch::Tensor da64 = torch::randn({3, 13, n}, torch::kFloat64).to(type).to(torch::kFloat64);
+          const torch::Tensor s_cpu = s64.clone().requires_grad_(true);
+          const torch::Tensor expected =
+              pattention_scores_normalise(s_cpu, norm, torch::scalar_tensor(m, torch::kFloat64), eps);
+          expected.backward(da64);
+          const torch::Tensor s_gpu = s64.to(cuda(), type).requires_grad_(true);
+          const torch::Tensor multiplier =
+              torch::scalar_tensor(m, torch::TensorOptions().dtype(torch::kFloat64).device(cuda()));
+          const torch::Tensor a = pattention_scores_normalise_fused(s_gpu, norm, multiplier, eps);
+          ASSERT_TRUE(a.is_cuda());
+          EXPECT_EQ(a.scalar_type(), type);
+          a.backward(da64.to(cuda(), type));
+          const double tolerance = type == torch::kFloat64 ? 1e-12 : type == torch::kFloat32 ? 1e-5 : 1e-2;
+          EXPECT_LE(test::max_abs_diff(expected, a.to(torch::kCPU, torch::kFloat64)), tolerance * scale_of(expected))
+              << "forward";
+          const torch::Tensor& g = s_cpu.grad();
+          EXPECT_LE(test::max_abs_diff(g, s_gpu.grad().to(torch::kCPU, torch::kFloat64)), tolerance * scale_of(g))
+              << "gradient of the scores";
+        }
 }
 
 // ---- Training through the real binary ----

@@ -48,6 +48,21 @@ TEST(GpuPaces, TheMedianTokensPerSecondOfTheSameShapeOnAGpu) {
   EXPECT_TRUE(std::isnan(paces.seconds(toml::parse(config("cpu", 16)), 4000)));
 }
 
+// train.grad_accum = "auto" (a split the memory chose) paces apart from a batch of 16 in one
+// micro-batch, and from 2 micro-batches given by hand.
+TEST(GpuPaces, AnAutoSplitPacesApartFromTheSplitsGivenByHand) {
+  GpuPaces paces;
+  paces.add(finished(config("cuda", 16) + "grad_accum = \"auto\"\n", 1000));
+  paces.add(finished(config("cuda", 16), 4000));
+  paces.add(finished(config("cuda", 16) + "grad_accum = 2\n", 2000));
+  std::size_t runs = 0;
+  EXPECT_DOUBLE_EQ(paces.seconds(toml::parse(config("cuda", 16) + "grad_accum = \"auto\"\n"), 4000, &runs), 4.0);
+  EXPECT_EQ(runs, 1u);
+  EXPECT_DOUBLE_EQ(paces.seconds(toml::parse(config("cuda", 16) + "grad_accum = 1\n"), 4000, &runs), 1.0);
+  EXPECT_EQ(runs, 1u);
+  EXPECT_DOUBLE_EQ(paces.seconds(toml::parse(config("cuda", 16) + "grad_accum = 2\n"), 4000, &runs), 2.0);
+}
+
 TEST(GpuPaces, ARecordWithoutTokensPerSecondOrWithAnUnreadableConfigMeasuresNothing) {
   GpuPaces paces;
   RunRecord no_rate = finished(config("cuda", 16), 1000);

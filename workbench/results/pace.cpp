@@ -13,7 +13,14 @@ std::string pace_key(const toml::table& config) {
   std::ostringstream key;
   key << config["family"].value_or(std::string()) << '|' << toml::json_formatter{*model} << '|'
       << (*train)["device"].value_or(std::string()) << '|' << (*train)["precision"].value_or(std::string()) << '|'
-      << (*train)["batch_size"].value_or(std::int64_t{0}) << '|' << (*train)["grad_accum"].value_or(std::int64_t{1});
+      << (*train)["batch_size"].value_or(std::int64_t{0}) << '|';
+  // A number of micro-batches, or "auto" (a split the memory chose: not the same pace as 1).
+  const auto accum = (*train)["grad_accum"];
+  if (accum.is_string()) {
+    key << accum.value_or(std::string());
+  } else {
+    key << accum.value_or(std::int64_t{1});
+  }
   return key.str();
 }
 

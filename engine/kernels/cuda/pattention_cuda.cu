@@ -178,6 +178,198 @@ __global__ void backward_kernel(const T* __restrict__ saved, const double* __res
   }
 }
 
+// ---- Rows in registers (Kernel::registers) ----
+// Each thread keeps its share of a row in registers from the first pass to the last: the
+// pairs j = 2(t + k·blockDim), k < kMaxPairs, each read with one 4-byte (bf16) or 8-byte
+// (float) load and written the same way, so a row is read once and written once in each
+// direction; GELU and its derivative share one erf, each computed once an element. Sums
+// accumulate in float32, pairs in the order of a thread's elements, then the tree.
+// 8 elements a thread: n up to 8,192 at 1,024 threads. The backward keeps three rows' shares
+// (48 floats at 16 elements a thread took 128 registers, which 1,024 threads cannot have: an
+// SM holds 65,536); __launch_bounds__ holds the compiler to 64 registers a thread.
+constexpr int kMaxPairs = 4;
+constexpr int kRegistersMaxThreads = 1024;
+
+__device__ __forceinline__ void load2(const float* p, float& a, float& b) {
+  const float2 v = *reinterpret_cast<const float2*>(p);
+  a = v.x;
+  b = v.y;
+}
+__device__ __forceinline__ void load2(const __nv_bfloat16* p, float& a, float& b) {
+  const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+  a = v.x;
+  b = v.y;
+}
+__device__ __forceinline__ void store2(float* p, float a, float b) {
+  *reinterpret_cast<float2*>(p) = make_float2(a, b);
+}
+__device__ __forceinline__ void store2(__nv_bfloat16* p, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
+
+// Φ(x) and x, from which gelu(x) = x Φ(x) and gelu'(x) = Φ(x) + x φ(x).
+__device__ __forceinline__ float gelu_cdf(float x) { return 0.5f * (1.0f + erff(x * static_cast<float>(kInvSqrt2))); }
+__device__ __forceinline__ float gelu_density_term(float x) {
+  return x * static_cast<float>(kInvSqrt2Pi) * expf(-0.5f * x * x);
+}
+
+// Reads this thread's pairs of a row into v (0 past the row's end).
+template <typename T>
+__device__ __forceinline__ void row_load(const T* __restrict__ x, std::int64_t pairs, float (&v)[2 * kMaxPairs]) {
+#pragma unroll
+  for (int k = 0; k < kMaxPairs; ++k) {
+    const std::int64_t p = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
+    if (p < pairs) {
+      load2(x + 2 * p, v[2 * k], v[2 * k + 1]);
+    } else {
+      v[2 * k] = 0.0f;
+      v[2 * k + 1] = 0.0f;
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void row_store(T* __restrict__ y, std::int64_t pairs, const float (&v)[2 * kMaxPairs]) {
+#pragma unroll
+  for (int k = 0; k < kMaxPairs; ++k) {
+    const std::int64_t p = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x;
+    if (p < pairs) store2(y + 2 * p, v[2 * k], v[2 * k + 1]);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRegistersMaxThreads)
+    forward_registers_kernel(const T* __restrict__ s, T* __restrict__ a, double* __restrict__ stat,
+                             const double* __restrict__ multiplier, std::int64_t rows, std::int64_t n, int norm,
+                             double eps) {
+  __shared__ float shared[32];
+  const double m = *multiplier;
+  const std::int64_t pairs = n / 2;
+  constexpr int kCount = 2 * kMaxPairs;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    float v[kCount];
+    row_load(s + row * n, pairs, v);
+    switch (norm) {
+      case 0: {  // l2_gelu
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) sum += v[i] * v[i];
+        const double r = 1.0 / sqrt(static_cast<double>(block_reduce<float, false>(sum, shared)) + eps);
+        if (threadIdx.x == 0) stat[row] = r;
+        const float scale = static_cast<float>(m * r);
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) v[i] = gelu<float>(v[i] * scale);
+        break;
+      }
+      case 1:    // gelu_l2
+      case 2: {  // gelu_l1
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) {
+          v[i] = v[i] * gelu_cdf(v[i]);  // gelu(0) = 0: the padding adds nothing
+          sum += norm == 1 ? v[i] * v[i] : fabsf(v[i]);
+        }
+        const double total = static_cast<double>(block_reduce<float, false>(sum, shared));
+        const double statistic = norm == 1 ? 1.0 / sqrt(total + eps) : total + eps;
+        if (threadIdx.x == 0) stat[row] = statistic;
+        const float scale = static_cast<float>(norm == 1 ? m * statistic : m / statistic);
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) v[i] *= scale;
+        break;
+      }
+      default: {  // softmax
+        float high = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < kMaxPairs; ++k) {
+          if (threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x < pairs)
+            high = fmaxf(high, fmaxf(v[2 * k], v[2 * k + 1]));
+        }
+        high = block_reduce<float, true>(high, shared);
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < kMaxPairs; ++k) {
+          const bool inside = threadIdx.x + static_cast<std::int64_t>(k) * blockDim.x < pairs;
+          v[2 * k] = inside ? expf(v[2 * k] - high) : 0.0f;
+          v[2 * k + 1] = inside ? expf(v[2 * k + 1] - high) : 0.0f;
+          sum += v[2 * k] + v[2 * k + 1];
+        }
+        const float scale = static_cast<float>(m / static_cast<double>(block_reduce<float, false>(sum, shared)));
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) v[i] *= scale;
+        break;
+      }
+    }
+    row_store(a + row * n, pairs, v);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRegistersMaxThreads)
+    backward_registers_kernel(const T* __restrict__ saved, const double* __restrict__ stat, const T* __restrict__ da,
+                              T* __restrict__ ds, const double* __restrict__ multiplier, std::int64_t rows,
+                              std::int64_t n, int norm) {
+  __shared__ float shared[32];
+  const double m = *multiplier;
+  const std::int64_t pairs = n / 2;
+  constexpr int kCount = 2 * kMaxPairs;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    float v[kCount], g[kCount];  // the saved row (s, or a for softmax) and da
+    row_load(saved + row * n, pairs, v);
+    row_load(da + row * n, pairs, g);
+    switch (norm) {
+      case 0: {  // l2_gelu: du = da·gelu'(m r s), c = Σ du·s, ds = m r du − m r³ c s
+        const double r = stat[row];
+        const float scale = static_cast<float>(m * r);
+        float c = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) {
+          const float x = v[i] * scale;
+          g[i] *= gelu_cdf(x) + gelu_density_term(x);  // du
+          c += g[i] * v[i];
+        }
+        const float k = static_cast<float>(m * r * r * r * static_cast<double>(block_reduce<float, false>(c, shared)));
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) g[i] = scale * g[i] - k * v[i];
+        break;
+      }
+      case 1:    // gelu_l2
+      case 2: {  // gelu_l1: c = Σ da·g, ds = gelu'(s)·(direct da − k through(g))
+        float gelu_of[kCount];
+        float c = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) {
+          const float cdf = gelu_cdf(v[i]);
+          gelu_of[i] = v[i] * cdf;
+          v[i] = cdf + gelu_density_term(v[i]);  // from here on v holds gelu'(s)
+          c += g[i] * gelu_of[i];
+        }
+        const double total = static_cast<double>(block_reduce<float, false>(c, shared));
+        const double statistic = stat[row];
+        const bool l2 = norm == 1;
+        const float direct = static_cast<float>(l2 ? m * statistic : m / statistic);
+        const float k = static_cast<float>(l2 ? m * statistic * statistic * statistic * total
+                                              : m * total / (statistic * statistic));
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) {
+          const float through = l2 ? gelu_of[i] : static_cast<float>((gelu_of[i] > 0.0f) - (gelu_of[i] < 0.0f));
+          g[i] = v[i] * (direct * g[i] - k * through);
+        }
+        break;
+      }
+      default: {  // softmax: saved is a; c = Σ da·a, ds = a·(da − c / m)
+        float c = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) c += g[i] * v[i];
+        const float k = static_cast<float>(static_cast<double>(block_reduce<float, false>(c, shared)) / m);
+#pragma unroll
+        for (int i = 0; i < kCount; ++i) g[i] = v[i] * (g[i] - k);
+        break;
+      }
+    }
+    row_store(ds + row * n, pairs, g);
+  }
+}
+
 // Threads a block: about four elements a thread, from 64 to 512.
 int block_threads(std::int64_t n) {
   const std::int64_t warps = (n / 4 + 31) / 32;
@@ -186,14 +378,37 @@ int block_threads(std::int64_t n) {
 
 unsigned grid_rows(std::int64_t rows) { return static_cast<unsigned>(std::min<std::int64_t>(rows, 1 << 30)); }
 
+// The registers kernels: a whole number of pairs (n even, so each pair is aligned), float32
+// or bf16, and at most kMaxPairs pairs a thread at kRegistersMaxThreads threads. Threads a
+// block: kMaxPairs pairs a thread (fewer in the last), in whole warps, from 32 to 1,024.
+bool registers_apply(Type type, std::int64_t n) {
+  return type != Type::f64 && n % 2 == 0 && n / 2 <= std::int64_t{kRegistersMaxThreads} * kMaxPairs;
+}
+int registers_threads(std::int64_t n) {
+  const std::int64_t warps = (n / 2 + kMaxPairs * 32 - 1) / (kMaxPairs * 32);
+  return static_cast<int>(std::clamp<std::int64_t>(warps, 1, kRegistersMaxThreads / 32) * 32);
+}
+
 }  // namespace
 
 bool compiled() { return true; }
 
 void forward(Type type, const void* s, void* a, double* stat, const double* multiplier, std::int64_t rows,
-             std::int64_t n, int norm, double eps, void* stream) {
+             std::int64_t n, int norm, double eps, void* stream, Kernel kernel) {
   if (rows == 0 || n == 0) return;
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
+  if (kernel == Kernel::registers && registers_apply(type, n)) {
+    const int threads = registers_threads(n);
+    if (type == Type::f32) {
+      forward_registers_kernel<float><<<grid_rows(rows), threads, 0, cuda_stream>>>(
+          static_cast<const float*>(s), static_cast<float*>(a), stat, multiplier, rows, n, norm, eps);
+    } else {
+      forward_registers_kernel<__nv_bfloat16><<<grid_rows(rows), threads, 0, cuda_stream>>>(
+          static_cast<const __nv_bfloat16*>(s), static_cast<__nv_bfloat16*>(a), stat, multiplier, rows, n, norm, eps);
+    }
+    cuda_kernels::launch_check("Pattention forward (registers)");
+    return;
+  }
   const int threads = block_threads(n);
   switch (type) {
     case Type::f32:
@@ -213,9 +428,23 @@ void forward(Type type, const void* s, void* a, double* stat, const double* mult
 }
 
 void backward(Type type, const void* saved, const double* stat, const void* da, void* ds, const double* multiplier,
-              std::int64_t rows, std::int64_t n, int norm, void* stream) {
+              std::int64_t rows, std::int64_t n, int norm, void* stream, Kernel kernel) {
   if (rows == 0 || n == 0) return;
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
+  if (kernel == Kernel::registers && registers_apply(type, n)) {
+    const int threads = registers_threads(n);
+    if (type == Type::f32) {
+      backward_registers_kernel<float><<<grid_rows(rows), threads, 0, cuda_stream>>>(
+          static_cast<const float*>(saved), stat, static_cast<const float*>(da), static_cast<float*>(ds), multiplier,
+          rows, n, norm);
+    } else {
+      backward_registers_kernel<__nv_bfloat16><<<grid_rows(rows), threads, 0, cuda_stream>>>(
+          static_cast<const __nv_bfloat16*>(saved), stat, static_cast<const __nv_bfloat16*>(da),
+          static_cast<__nv_bfloat16*>(ds), multiplier, rows, n, norm);
+    }
+    cuda_kernels::launch_check("Pattention backward (registers)");
+    return;
+  }
   const int threads = block_threads(n);
   switch (type) {
     case Type::f32:

@@ -7,12 +7,12 @@ namespace tfw::pattention_cuda {
 
 bool compiled() { return false; }
 
-void forward(Type, const void*, void*, double*, const double*, std::int64_t, std::int64_t, int, double, void*) {
+void forward(Type, const void*, void*, double*, const double*, std::int64_t, std::int64_t, int, double, void*, Kernel) {
   throw Error("this build of tfw has no CUDA kernels: its LibTorch has no CUDA");
 }
 
 void backward(Type, const void*, const double*, const void*, void*, const double*, std::int64_t, std::int64_t, int,
-              void*) {
+              void*, Kernel) {
   throw Error("this build of tfw has no CUDA kernels: its LibTorch has no CUDA");
 }
 
