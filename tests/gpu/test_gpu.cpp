@@ -8,6 +8,7 @@
 // the values. float32 and bf16 are stated at each check.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -230,6 +231,20 @@ TEST(Gpu, FusedNormalisationKernelEqualsTheCompositionForEveryNormAndType) {
           EXPECT_LE(test::max_abs_diff(g, s_gpu.grad().to(torch::kCPU, torch::kFloat64)), tolerance * scale_of(g))
               << "gradient of the scores";
         }
+  // Rows at an odd float's offset (a contiguous view 4 bytes into its storage): the registers
+  // kernels read pairs as 8-byte accesses, so they leave these to the rows kernels, whose
+  // output they equal bit for bit.
+  const torch::Tensor storage = torch::randn({1 + 26 * 64}, torch::TensorOptions().device(cuda()));
+  const torch::Tensor odd = storage.narrow(0, 1, 26 * 64).view({26, 64});
+  const torch::Tensor multiplier =
+      torch::scalar_tensor(8.0, torch::TensorOptions().dtype(torch::kFloat64).device(cuda()));
+  ASSERT_TRUE(odd.is_contiguous());
+  ASSERT_NE(reinterpret_cast<std::uintptr_t>(odd.data_ptr()) % 8, 0u);
+  pattention_set_cuda_registers(true);
+  const torch::Tensor by_registers = pattention_scores_normalise_fused(odd, PattentionNorm::l2_gelu, multiplier, eps);
+  pattention_set_cuda_registers(false);
+  const torch::Tensor by_rows = pattention_scores_normalise_fused(odd, PattentionNorm::l2_gelu, multiplier, eps);
+  EXPECT_TRUE(torch::equal(by_registers, by_rows));
 }
 
 // ---- Training through the real binary ----

@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "engine/kernels/cuda/elements.cuh"
@@ -384,6 +386,16 @@ unsigned grid_rows(std::int64_t rows) { return static_cast<unsigned>(std::min<st
 bool registers_apply(Type type, std::int64_t n) {
   return type != Type::f64 && n % 2 == 0 && n / 2 <= std::int64_t{kRegistersMaxThreads} * kMaxPairs;
 }
+// Each pair is read and written as one access: every row's start (n even) and so each
+// pointer must be aligned to a pair (4 bytes for bf16, 8 for float32). A tensor LibTorch
+// allocates is; a contiguous view at an odd offset is not, and takes the rows kernels.
+bool pairs_aligned(Type type, std::initializer_list<const void*> pointers) {
+  const std::uintptr_t pair = type == Type::bf16 ? 4 : 8;
+  for (const void* p : pointers) {
+    if (reinterpret_cast<std::uintptr_t>(p) % pair != 0) return false;
+  }
+  return true;
+}
 int registers_threads(std::int64_t n) {
   const std::int64_t warps = (n / 2 + kMaxPairs * 32 - 1) / (kMaxPairs * 32);
   return static_cast<int>(std::clamp<std::int64_t>(warps, 1, kRegistersMaxThreads / 32) * 32);
@@ -397,7 +409,7 @@ void forward(Type type, const void* s, void* a, double* stat, const double* mult
              std::int64_t n, int norm, double eps, void* stream, Kernel kernel) {
   if (rows == 0 || n == 0) return;
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
-  if (kernel == Kernel::registers && registers_apply(type, n)) {
+  if (kernel == Kernel::registers && registers_apply(type, n) && pairs_aligned(type, {s, a})) {
     const int threads = registers_threads(n);
     if (type == Type::f32) {
       forward_registers_kernel<float><<<grid_rows(rows), threads, 0, cuda_stream>>>(
@@ -431,7 +443,7 @@ void backward(Type type, const void* saved, const double* stat, const void* da, 
               std::int64_t rows, std::int64_t n, int norm, void* stream, Kernel kernel) {
   if (rows == 0 || n == 0) return;
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
-  if (kernel == Kernel::registers && registers_apply(type, n)) {
+  if (kernel == Kernel::registers && registers_apply(type, n) && pairs_aligned(type, {saved, da, ds})) {
     const int threads = registers_threads(n);
     if (type == Type::f32) {
       backward_registers_kernel<float><<<grid_rows(rows), threads, 0, cuda_stream>>>(

@@ -30,10 +30,10 @@ enum class Type { f32 = 0, f64 = 1, bf16 = 2 };  // of s, a, da and ds alike
 // Which kernels: `rows`, a row read in two or three passes (above; proven on an H100 and an
 // H200), or `registers`, each thread's share of a row kept in registers between the passes,
 // read and written in pairs (one bf16x2 or float2 access), GELU and its derivative each
-// computed once: a row read once and written once in each direction. `registers` serves float32
-// and bf16 rows of an even n up to 8,192 and falls back to `rows` elsewhere; it is chosen with
-// TFW_PATTENTION_CUDA=registers until a GPU run has held it to float64 and measured it
-// (tests/gpu, bench/bench_pattention).
+// computed once: a row read once and written once in each direction. `registers` serves
+// float32 and bf16 rows of an even n up to 8,192, each row aligned to a pair, and falls back
+// to `rows` elsewhere; it is chosen with TFW_PATTENTION_CUDA=registers until a GPU run has
+// held it to float64 and measured it (tests/gpu, bench/bench_pattention).
 enum class Kernel { rows = 0, registers = 1 };
 
 // Whether this build compiled the kernels (its LibTorch has CUDA).
