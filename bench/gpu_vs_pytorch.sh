@@ -66,7 +66,8 @@ last = int(warmup) + int(measured)
 tfw_window = f"steps {max(1, last - 19)}-{last}"  # tfw's summary keeps the last 20 steps' means
 print(f"Mean step over steps {int(warmup) + 1}-{last} (tfw: {tfw_window}); MFU = (6N + 6LCT) x tokens per step / "
       f"step time / {peak:.4g} FLOP/s. The median is of each step's own time (CUDA events on a GPU). Peak GB: the "
-      f"most memory held (on a GPU the caching allocator's peak for tensors; on the CPU the process's resident set).")
+      f"most memory held (on a GPU the caching allocator's peak for tensors; on the CPU the process's resident set); "
+      f"for tfw, in brackets, what its memory check estimated before the run.")
 print()
 print("| model | way | ms a step | median ms | tokens/s | MFU (6N+6LCT) | x compiled PyTorch | peak GB | N |")
 print("|---|---|---|---|---|---|---|---|---|")
@@ -80,6 +81,8 @@ for model in dict.fromkeys(r["model"] for r in rows):
         ratio = f"{compiled / r['seconds']:.2f}x" if compiled else "-"
         count = f"{r['parameters']:,}" + ("" if not r["way"].startswith("tfw") or r["parameters"] == n else f" (PyTorch's {n:,})")
         memory = f"{r['peak_memory'] / 1e9:.2f}" if r.get("peak_memory") else "-"
+        if r.get("estimate_memory"):  # tfw's memory check, beside what was held
+            memory += f" (check: {r['estimate_memory'] / 1e9:.2f})"
         print(f"| {model} | {r['way']} | {1e3 * r['seconds']:.1f} | {median} | {r['tokens_per_step'] / r['seconds']:,.0f} | "
               f"{100 * flops / r['seconds'] / peak:.1f}% | {ratio} | {memory} | {count} |")
 PY
@@ -109,7 +112,8 @@ seconds = r["time"]["recent_step"] + r["time"]["recent_data"]
 tokens = r["tokens"] / r["steps"]
 print(json.dumps({"model": sys.argv[3], "way": sys.argv[4], "seconds": seconds, "median": None,
                   "tokens_per_step": tokens, "parameters": r["parameters"], "layers": m["layers"], "d": m["d"],
-                  "seq_len": m.get("seq_len", 1024), "peak_memory": r.get("memory", {}).get("peak_bytes")}))
+                  "seq_len": m.get("seq_len", 1024), "peak_memory": r.get("memory", {}).get("peak_bytes"),
+                  "estimate_memory": r.get("memory", {}).get("estimate_bytes")}))
 PY
     else
       echo "$way failed on $name (see $out/$run.log)" >&2
