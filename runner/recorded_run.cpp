@@ -103,8 +103,8 @@ void refuse_auto_split_with_ranks(const RunConfig& config, const std::shared_ptr
   throw UsageError(
       with_hint("train.grad_accum = \"auto\" chooses the micro-batch for one process; ranks could find "
                 "different memory free and disagree",
-                "give data-parallel runs a number: train.grad_accum = N (and train.batch_size per step = "
-                "N x the micro-batch)"));
+                "give data-parallel runs a number: train.grad_accum = N, with train.batch_size the "
+                "micro-batch (a step is N x train.batch_size)"));
 }
 
 // A run to resume: its folder, store id and the step of its newest valid checkpoint (into

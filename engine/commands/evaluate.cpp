@@ -16,6 +16,7 @@
 #include "engine/data/stored_paths.h"
 #include "engine/data/tokenizer.h"
 #include "engine/machine/device.h"
+#include "engine/machine/memory_check.h"
 #include "engine/core/error.h"
 #include "engine/core/home.h"
 #include "engine/plugin/registry.h"
@@ -77,7 +78,7 @@ EvalReport evaluate_images(const Registry& registry, const EvalRequest& request,
   model->to(device_resolve(config.train.device.text()));
   checkpoint_load(request.checkpoint, *model, nullptr);
   model->eval();
-  const std::int64_t B = config.train.batch_size;
+  const std::int64_t B = forward_batch(config, meta.micro_batch);  // "auto": the micro-batch it trained with
   std::unique_ptr<TaskData> data = task_data_open(config, request.home, B, 0, config.train.seed, on_message);
   const ImageDataConfig& image = config.data.image;
   const ImageSplits splits = image_splits_load(image);  // for the split's size and name
@@ -378,8 +379,9 @@ EvalReport evaluate_checkpoint(const Registry& registry, const EvalRequest& requ
     return evaluate_images(registry, request, config, meta, on_message);
   const ModelShape shape = config.model.spec->shape();
   const std::int64_t T = window_length(request, config, shape), V = shape.vocab;
-  const std::int64_t B = config.train.batch_size;
-  const std::int64_t N = request.windows > 0 ? request.windows : B * config.train.eval_batches;
+  // The trainer's windows (N), scored a micro-batch at a time ("auto": the one the run trained with).
+  const std::int64_t B = forward_batch(config, meta.micro_batch);
+  const std::int64_t N = request.windows > 0 ? request.windows : config.train.batch_size * config.train.eval_batches;
   const Precision precision = config.train.precision;
   std::shared_ptr<LanguageModel> model = load_language_model(registry, request, config);
   const std::vector<std::string> blocks = request.blocks.value_or(config.train.mask.use);

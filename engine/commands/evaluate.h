@@ -7,8 +7,9 @@
 // - "even" (default): N windows spread evenly over the corpus's validation shard, window w
 //   starting at floor(span · w / (N - 1)) with span = tokens - T - 1, the same windows the
 //   trainer's own evaluation reads (train.batch_size × train.eval_batches of them). They are
-//   evaluated in batches of train.batch_size, so on the run's corpus the loss is the
-//   trainer's val/loss.
+//   evaluated in batches of train.batch_size (with train.grad_accum = "auto", of the
+//   micro-batch the run trained with), so on the run's corpus the loss is the trainer's
+//   val/loss.
 // - "stride:S" (`--stride S`): the whole validation text, windows starting at 0, S, 2S, ...;
 //   the first window scores all T targets, each later one only its last S (the targets the
 //   previous windows did not score), and a last window ending at the text's end scores what

@@ -9,6 +9,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/data/shards.h"
 #include "engine/core/error.h"
+#include "engine/machine/memory_check.h"
 #include "engine/nn/growth.h"
 #include "engine/core/home.h"
 #include "engine/plugin/registry.h"
@@ -51,9 +52,11 @@ GrowResult grow_checkpoint(const Registry& registry, const GrowRequest& request)
     ShardMeta shards = shard_meta_read(shard_dir);
     TokenShard val(shard_dir + "/val.bin", shards.dtype);
     const TrainPlan plan = train_plan(target);
-    const std::int64_t B = target.train.batch_size, T = plan.seq_len, V = target.model.spec->shape().vocab;
+    // The windows of batches × train.batch_size, a micro-batch at a time with "auto".
+    const std::int64_t B = forward_batch(target, 0), T = plan.seq_len, V = target.model.spec->shape().vocab;
     torch::NoGradGuard no_grad;
-    const std::int64_t batches = request.check_batches > 0 ? request.check_batches : target.train.eval_batches;
+    const std::int64_t batches =
+        (request.check_batches > 0 ? request.check_batches : target.train.eval_batches) * (target.train.batch_size / B);
     double before = 0, after = 0, diff = 0;
     for (std::int64_t k = 0; k < batches; ++k) {
       torch::Tensor batch = validation_batch(val, B, T, batches, k);

@@ -32,7 +32,13 @@ double train_memory_bytes(const RunConfig& config, const TrainPlan& plan, std::i
     once = 4 * 3 * static_cast<double>(kChunkRows) * vocab;
   }
   const double per_token = layers * (N / std::max(1.0, layers * d) + 16 * d + attention) + logits;
-  return 16 * parameters + 4 * per_token * tokens + once;
+  const double training = 16 * parameters + 4 * per_token * tokens + once;
+  if (!language_model) return training;
+  // Validation keeps no activations, but builds a micro-batch's full logits: the model's, a
+  // float32 copy (or a copy of the padded vocabulary's first columns) and their log-softmax,
+  // 12 bytes a token and vocabulary entry; beside weights, gradients, AdamW's moments and
+  // autocast's bf16 copies of the weights (18 bytes a parameter).
+  return std::max(training, 18 * parameters + 12 * vocab * tokens);
 }
 
 double train_memory_bytes(const RunConfig& config, const TrainPlan& plan) {
@@ -85,6 +91,14 @@ MicroBatch micro_batch_choose(const RunConfig& config, const TrainPlan& plan, do
                   config.model.name, smallest.need_bytes / 1e9, smallest.size, plan.seq_len, smallest.accum,
                   config.model.spec->summary(), where, kAutoMemoryShare * 100),
       "use a smaller model or a shorter train.seq_len"));
+}
+
+std::int64_t forward_batch(const RunConfig& config, std::int64_t kept) {
+  const std::int64_t B = config.train.batch_size;
+  if (!config.train.grad_accum_auto) return B;
+  if (kept > 0 && B % kept == 0) return kept;
+  const MemoryAvailable there = train_memory_available(config);
+  return micro_batch_choose(config, train_plan(config), there.bytes, there.where).size;
 }
 
 void train_memory_check(const RunConfig& config, const TrainPlan& plan) {

@@ -22,7 +22,9 @@ namespace tfw {
 //     scaled_dot_product_attention's fused kernel, 2·heads (a log-sum-exp a row);
 // and, for a language model, its logits: 2·vocab a token with the plain loss; with the
 // chunked loss (engine/config/loss_chunks.h) 2·d a token (the hidden state and its gradient)
-// and 3·kChunkRows·vocab once (a block's logits, their softmax and a bf16 copy).
+// and 3·kChunkRows·vocab once (a block's logits, their softmax and a bf16 copy). A language
+// model's validation, which keeps no activations but builds the full logits, needs 18 bytes a
+// parameter and 12 a token and vocabulary entry; the estimate is the larger of the two.
 // Coarse by design: it tells 10 GB from 10 TB, and errs high rather than low.
 double train_memory_bytes(const RunConfig& config, const TrainPlan& plan, std::int64_t micro_batch);
 // The same with train.batch_size sequences a micro-batch (as configured, before any "auto").
@@ -52,6 +54,12 @@ struct MicroBatch {
 // the memory there is, when none fits.
 MicroBatch micro_batch_choose(const RunConfig& config, const TrainPlan& plan, double have_bytes,
                               const std::string& where, std::int64_t world = 1);
+
+// The sequences a pass that only reads the model takes at once (tfw eval, tfw grow --check):
+// train.batch_size, or with train.grad_accum = "auto" the micro-batch the run trained with
+// (`kept`, a checkpoint's micro_batch, when it divides the batch), else micro_batch_choose's
+// for the memory there is.
+std::int64_t forward_batch(const RunConfig& config, std::int64_t kept);
 
 // Throws UsageError, with the estimate and the memory there is, when the estimate exceeds the
 // memory there is (train_memory_available): an absurd model fails at once instead of in the

@@ -71,9 +71,10 @@ Trainer::Trainer(const Registry& registry, const RunConfig& config, const TrainO
 }
 
 // How each step's batch is split (micro_batch_, accum_, eval_batches_): as train.grad_accum
-// says, or with "auto" the fewest micro-batches that fit the memory there is; a resumed run
-// keeps its checkpoint's micro-batch (options_.micro_batch) whatever memory it finds now, so
-// that it goes on with the same numbers.
+// says, or with "auto" the fewest micro-batches that fit the memory there is, for the model
+// the run starts with and for every model its growth events make. A resumed run keeps its
+// checkpoint's micro-batch (options_.micro_batch) whatever memory it finds now, so that it
+// goes on with the same numbers, unless that no longer divides the batch or fits at all.
 void Trainer::split_choose() {
   micro_batch_ = train_.batch_size;
   accum_ = train_.grad_accum;
@@ -83,19 +84,37 @@ void Trainer::split_choose() {
     throw UsageError(
         with_hint("train.grad_accum = \"auto\" chooses the micro-batch for one process; ranks could "
                   "find different memory free and disagree",
-                  "give data-parallel runs a number: train.grad_accum = N (and train.batch_size per step "
-                  "= N × the micro-batch)"));
+                  "give data-parallel runs a number: train.grad_accum = N, with train.batch_size the "
+                  "micro-batch (a step is N x train.batch_size)"));
   }
   const std::int64_t B = train_.batch_size, kept = options_.micro_batch;
+  const MemoryAvailable there = train_memory_available(config_);
   MicroBatch split;
   std::string why;
-  if (kept > 0 && B % kept == 0) {
+  if (kept > 0 && B % kept == 0 && (there.bytes <= 0 || train_memory_bytes(config_, plan_, kept) <= there.bytes)) {
     split = {kept, B / kept, train_memory_bytes(config_, plan_, kept)};
     why = "kept from its checkpoint";
   } else {
-    const MemoryAvailable there = train_memory_available(config_);
     split = micro_batch_choose(config_, plan_, there.bytes, there.where);
-    why = fmt::format("the memory check's estimate, {:.3g} GB a micro-batch; {}", split.need_bytes / 1e9, there.where);
+    std::string grown;  // the model a growth event makes, when the split is chosen for it
+    if (!train_.growth.empty() || train_.growth_repeat.every_steps > 0) {
+      for (const GrowthStage& stage : growth_stages(registry_, config_, 0, plan_.total_steps)) {
+        RunConfig after = config_;
+        after.model.spec = stage.to;
+        const MicroBatch fits = micro_batch_choose(after, plan_, there.bytes, there.where);
+        if (fits.size < split.size) {
+          split = fits;
+          grown =
+              fmt::format(", for the model of its growth at step {} ({})", stage.event.at_step, stage.to->summary());
+        }
+      }
+    }
+    why = fmt::format("the memory check's estimate, {:.3g} GB a micro-batch{}; {}", split.need_bytes / 1e9, grown,
+                      there.where);
+    if (kept > 0) {
+      why = fmt::format("its checkpoint's micro-batch of {} {}; {}", kept,
+                        B % kept != 0 ? "does not divide train.batch_size" : "would not fit here", why);
+    }
   }
   micro_batch_ = split.size;
   accum_ = split.accum;

@@ -3,7 +3,8 @@
 // plain loss); train.grad_accum = "auto" choosing the fewest micro-batches that fit (a 124M
 // model on an 80 GB GPU takes at least 32 × 1024 a micro-batch); and, through the real binary
 // on the smallest run config, an auto split trains the same numbers as that split given by
-// hand, and a resumed run keeps it whatever memory it finds.
+// hand, and a resumed run keeps it whatever memory it finds; the estimate counts validation's
+// full logits, and a run that grows chooses a split its grown model fits.
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,6 +21,7 @@
 #include "engine/core/error.h"
 #include "engine/machine/memory_check.h"
 #include "tests/cli/run_command.h"
+#include "tests/engine/trainer_test_support.h"
 #include "tests/scratch.h"
 #include "tests/support.h"
 
@@ -64,6 +66,19 @@ TEST(MemoryCheck, OnAGpuTheFusedAttentionAndTheChunkedLossKeepNeitherTSquaredNor
   EXPECT_DOUBLE_EQ(estimate(gpu, 1), 3447939072.0);
   // The configured batch (16) is what the two-argument form counts.
   EXPECT_DOUBLE_EQ(tfw::train_memory_bytes(gpu, tfw::train_plan(gpu)), estimate(gpu, 16));
+}
+
+// A small width over a large vocabulary: validation's full logits (12 bytes a token and
+// vocabulary entry, beside 18 a parameter) need more than training with the chunked loss,
+// and the estimate is theirs. 128 × 1,024 tokens × 50,304 × 12 B = 79,121,350,656 B
+// (training's: 16,810,319,872 B).
+TEST(MemoryCheck, ALargeVocabularyOverASmallWidthCountsValidationsFullLogits) {
+  const tfw::RunConfig narrow = paper_config("transformer-scaling-124m.toml", true,
+                                             {"model.d=256", "model.layers=4", "model.heads=4", "model.d_ffn=1024"});
+  const double parameters = static_cast<double>(narrow.model.spec->parameter_count());
+  EXPECT_DOUBLE_EQ(estimate(narrow, 128), 18 * parameters + 79121350656.0);
+  // At 124M the activations still count most: the hand-computed values of the test above.
+  EXPECT_DOUBLE_EQ(estimate(paper_config("transformer-scaling-124m.toml", true), 32), 37275918336.0);
 }
 
 TEST(MemoryCheck, AutoSplitsTheStepsBatchIntoTheFewestMicroBatchesThatFit) {
@@ -202,6 +217,13 @@ TEST(MemoryCheck, AnAutoSplitTrainsTheNumbersOfTheSameSplitGivenByHandAndAResume
       capture("sqlite3 " + home + "/runs.db \"SELECT config FROM runs WHERE name = 'auto'\"").out;
   EXPECT_NE(stored.find("grad_accum = 'auto'"), std::string::npos) << stored;
   EXPECT_NE(stored.find("batch_size = 8"), std::string::npos) << stored;
+  // tfw eval reads the trainer's windows (8 a step × 2 batches), a micro-batch at a time: the
+  // trainer's validation loss.
+  Result evaluated = capture(fmt::format("{} --threads 1 eval auto --home {} --json", TFW_BINARY, home));
+  ASSERT_EQ(evaluated.code, 0) << evaluated.output;
+  const nlohmann::json report = nlohmann::json::parse(evaluated.out)["results"][0];
+  EXPECT_EQ(report["windows"], 16);
+  EXPECT_NEAR(report["loss"].get<double>(), tfw::test::trainer_val_loss(home + "/runs/auto"), 1e-6);
   // Resumed to 6 steps with room for the whole batch: the split stays 2 × 4.
   Result resumed =
       capture(fmt::format("{} --threads 1 train --resume auto --home {} --json --extend keep --set "
@@ -211,6 +233,44 @@ TEST(MemoryCheck, AnAutoSplitTrainsTheNumbersOfTheSameSplitGivenByHandAndAResume
   EXPECT_EQ(nlohmann::json::parse(resumed.out)["micro_batch"], 4);
   EXPECT_NE(resumed.err.find("as 2 micro-batches of 4 (kept from its checkpoint)"), std::string::npos) << resumed.err;
   fs::remove_all(home);
+}
+
+// The messages a training says.
+class Messages : public tfw::RunObserver {
+ public:
+  void message(const std::string& line) override { lines += line + "\n"; }
+  std::string lines;
+};
+
+// A run that grows at step 2 to far more parameter tokens: "auto" chooses a split the grown
+// model fits too, and says so; the model it starts with alone would take the whole batch.
+TEST(MemoryCheck, AutoChoosesASplitThatTheModelOfEachGrowthFitsToo) {
+  using namespace tfw::trainer_test;
+  const std::string growing = kTokenformer + R"(
+[[train.growth]]
+at_step = 2
+method = "pattention_grow"
+to = { n_attn = 512, n_ffn = 1024 }
+)";
+  const std::vector<std::string> train = {"train.max_steps=3", "train.checkpoint_every=1000", "train.eval_every=1000",
+                                          "train.grad_accum=\"auto\""};
+  tfw::RunConfig config = config_of(growing, train);
+  const tfw::RunConfig grown = config_of(kTokenformer, {"model.n_attn=512", "model.n_ffn=1024", "train.max_steps=3"});
+  const double small_whole = estimate(config, 8), grown_half = estimate(grown, 4), grown_whole = estimate(grown, 8);
+  ASSERT_LT(std::max(small_whole, grown_half), grown_whole);
+  const double room = (std::max(small_whole, grown_half) + grown_whole) / 2 / tfw::kAutoMemoryShare;
+  config.train.memory_limit_gb = room / 1e9;
+  EXPECT_EQ(tfw::micro_batch_choose(config, tfw::train_plan(config), room, "").size, 8);
+  tfw::TrainOptions options = options_for("auto-split-growth");
+  Messages said;
+  options.observer = &said;
+  const tfw::TrainSummary summary = tfw::train_run(tfw::test::plugins(), config, options);
+  EXPECT_EQ(summary.steps, 3);
+  EXPECT_EQ(summary.micro_batch, 4);
+  EXPECT_EQ(summary.grad_accum, 2);
+  EXPECT_EQ(summary.growth_events, 1);
+  EXPECT_NE(said.lines.find("8 sequences a step as 2 micro-batches of 4"), std::string::npos) << said.lines;
+  EXPECT_NE(said.lines.find("for the model of its growth at step 2"), std::string::npos) << said.lines;
 }
 
 }  // namespace test_memory_check
