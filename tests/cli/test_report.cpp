@@ -288,6 +288,30 @@ TEST(Figures, ARunWithASingleEvaluationIsADotNotDropped) {
   fs::remove_all(home);
 }
 
+// The setup table's batch cell says how a step's batch was split: micro-batches given by hand
+// multiply it; "auto" says the memory split it.
+TEST(Figures, TheSetupTableSaysHowAStepsBatchWasSplit) {
+  const std::string home = (fs::temp_directory_path() / ("tfw-setup-split-" + std::to_string(getpid()))).string();
+  fs::remove_all(home);
+  fs::create_directories(home);
+  const std::string experiment = home + "/split.toml";
+  std::ofstream(experiment) << "[experiment]\nname = \"split\"\n"
+                               "[defaults]\ndata = { corpus = \"kjv\" }\nfamily = \"tokenformer\"\n"
+                               "model = { layers = 1, d = 16, heads = 2, n_attn = 8, n_ffn = 16, vocab = 256, "
+                               "seq_len = 16 }\n"
+                               "[runs.by-hand]\ntrain = { batch_size = 4, grad_accum = 2, max_steps = 2 }\n"
+                               "[runs.fitted]\ntrain = { batch_size = 8, grad_accum = \"auto\", max_steps = 2 }\n";
+  ASSERT_EQ(tfw("run " + experiment + " --home " + home).code, 0);
+  const auto out = tfw("report " + experiment + " --home " + home + " --out " + home + "/report");
+  ASSERT_EQ(out.code, 0) << out.output;
+  std::ifstream in(home + "/report/split.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("| 4 × 16 × 2 micro-batches |"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("| 8 × 16 (in micro-batches that fit) |"), std::string::npos) << text.str();
+  fs::remove_all(home);
+}
+
 TEST_F(Report, NamesEachClaimWithAVerdict) {
   const std::string out_dir = home() + "/report";
   const auto out = tfw("report " + kExperiment + " --home " + home() + " --out " + out_dir);

@@ -142,8 +142,15 @@ std::string setup_section(const ExperimentResults& results) {
     if (corpus.empty()) corpus = text(data["dataset"]);
     const std::string seq = text(train["seq_len"]) == "0" || text(train["seq_len"]).empty() ? text(model["seq_len"])
                                                                                             : text(train["seq_len"]);
-    const std::string batch =
+    std::string batch =
         seq.empty() ? text(train["batch_size"]) : fmt::format("{} × {}", text(train["batch_size"]), seq);
+    // A step's batch: micro-batches given by hand multiply it; "auto" split it to fit.
+    const std::string accum = text(train["grad_accum"]);
+    if (accum == "auto") {
+      batch += " (in micro-batches that fit)";
+    } else if (!accum.empty() && accum != "1") {
+      batch = fmt::format("{} × {} micro-batches", batch, accum);
+    }
     std::string schedule = fmt::format("{}, {} warm-up steps, cosine to {}×", text(train["lr"]),
                                        text(train["warmup_steps"]), text(train["min_lr_ratio"]));
     if (text(train["min_lr_ratio"]) == "1.0")
