@@ -46,6 +46,18 @@ RunConfig train_resume_config(const Registry& registry, const std::string& run_d
   // A changed budget would silently re-stretch the learning-rate schedule (the lr jumps at
   // the resume step): that takes an explicit choice.
   const TrainPlan before = train_plan(stored), after = train_plan(config);
+  // With train.grad_accum = "auto" train.batch_size is a step's batch, with a number a
+  // micro-batch: switching one for the other would change the sequences a step unsaid.
+  if (stored.train.grad_accum_auto != config.train.grad_accum_auto &&
+      before.examples_per_step != after.examples_per_step) {
+    throw UsageError(with_hint(
+        fmt::format("--set train.grad_accum: the run's steps would go from {} to {} sequences (with \"auto\", "
+                    "train.batch_size is a step's batch; with a number, a micro-batch)",
+                    before.examples_per_step, after.examples_per_step),
+        fmt::format("to keep {} a step, set train.batch_size too: {} / N with train.grad_accum = N, or {} with "
+                    "\"auto\"",
+                    before.examples_per_step, before.examples_per_step, before.examples_per_step)));
+  }
   if (after.schedule_steps != before.schedule_steps || after.warmup_steps != before.warmup_steps) {
     const double lr_then = lr_at(stored.train, before, meta.step - 1), lr_now = lr_at(config.train, after, meta.step);
     if (extend.empty()) {

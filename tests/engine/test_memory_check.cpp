@@ -224,6 +224,14 @@ TEST(MemoryCheck, AnAutoSplitTrainsTheNumbersOfTheSameSplitGivenByHandAndAResume
   const nlohmann::json report = nlohmann::json::parse(evaluated.out)["results"][0];
   EXPECT_EQ(report["windows"], 16);
   EXPECT_NEAR(report["loss"].get<double>(), tfw::test::trainer_val_loss(home + "/runs/auto"), 1e-6);
+  // A number in place of "auto" on resume would make the step 2 × 8 sequences: refused, with the fix.
+  Result switched =
+      capture(fmt::format("{} train --resume auto --home {} --extend keep --set train.max_steps=6 "
+                          "--set train.grad_accum=2",
+                          TFW_BINARY, home));
+  EXPECT_EQ(switched.code, 2) << switched.output;
+  EXPECT_NE(switched.err.find("the run's steps would go from 8 to 16 sequences"), std::string::npos) << switched.err;
+  EXPECT_NE(switched.err.find("8 / N with train.grad_accum = N"), std::string::npos) << switched.err;
   // Resumed to 6 steps with room for the whole batch: the split stays 2 × 4.
   Result resumed =
       capture(fmt::format("{} --threads 1 train --resume auto --home {} --json --extend keep --set "
