@@ -91,8 +91,9 @@ void Trainer::split_choose() {
   const MemoryAvailable there = train_memory_available(config_);
   MicroBatch split;
   std::string why;
-  if (kept > 0 && B % kept == 0 && (there.bytes <= 0 || train_memory_bytes(config_, plan_, kept) <= there.bytes)) {
-    split = {kept, B / kept, train_memory_bytes(config_, plan_, kept)};
+  const MicroBatch kept_split{kept, kept > 0 ? B / kept : 0, kept > 0 ? train_memory_bytes(config_, plan_, kept) : 0};
+  if (kept > 0 && B % kept == 0 && (there.bytes <= 0 || kept_split.need_bytes <= there.bytes)) {
+    split = kept_split;
     why = "kept from its checkpoint";
   } else {
     split = micro_batch_choose(config_, plan_, there.bytes, there.where);
