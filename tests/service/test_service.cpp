@@ -346,7 +346,10 @@ TEST(Service, AServiceKilledMidRunResumesTheRunAtItsNextStart) {
   ASSERT_NE(server->address(), "");
   std::ifstream in(TFW_SOURCE_DIR "/experiments/mini/tiny-train-tokenformer.toml");
   std::string config((std::istreambuf_iterator<char>(in)), {});
-  config.replace(config.find("max_steps = 200"), 15, "max_steps = 600");
+  // Long enough to be killed in the middle: the kill comes at step 60 or so (past the first
+  // checkpoint, at 50), and 240 steps leave seconds of training after it. (It had 600, and the
+  // resume trained the rest: 10 s of the suite that no assertion reads.)
+  config.replace(config.find("max_steps = 200"), 15, "max_steps = 240");
   json submitted = service::Client(server->address()).request({{"type", "submit"}, {"run", config}, {"name", "long"}});
   const std::int64_t job = submitted["job"];
   // Kill the service once the run has trained past its first checkpoint.
@@ -358,14 +361,14 @@ TEST(Service, AServiceKilledMidRunResumesTheRunAtItsNextStart) {
     std::vector<MetricPoint> points = store->metrics(run->id, "train/loss");
     return points.empty() ? 0 : points.back().step;
   };
-  ASSERT_TRUE(wait_for([&] { return steps() >= 120; }, 120));
+  ASSERT_TRUE(wait_for([&] { return steps() > 50; }, 120));
   server->stop(SIGKILL);
   server.reset();
   // Its job's `tfw run` gets SIGTERM with it: the run checkpoints and ends killed.
   auto status = [&] { return Store::open_readonly(home + "/runs.db")->run_find("long")->status; };
   ASSERT_TRUE(wait_for([&] { return status() == RunStatus::killed; }, 60)) << status_name(status());
   const std::int64_t id = Store::open_readonly(home + "/runs.db")->run_find("long")->id;
-  EXPECT_LT(steps(), 600);
+  EXPECT_LT(steps(), 240);
 
   server.emplace(serve(home));
   ASSERT_NE(server->address(), "");
@@ -375,7 +378,7 @@ TEST(Service, AServiceKilledMidRunResumesTheRunAtItsNextStart) {
   std::optional<RunRecord> run = store->run_find("long");
   EXPECT_EQ(run->id, id);  // the same run, resumed
   EXPECT_EQ(run->status, RunStatus::finished);
-  EXPECT_EQ(store->metrics(run->id, "train/loss").back().step, 600);
+  EXPECT_EQ(store->metrics(run->id, "train/loss").back().step, 240);
   EXPECT_EQ(store->runs().size(), 1u);
 }
 
