@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
+#include "engine/machine/cores.h"
 
 namespace tfw::runner {
 
@@ -18,8 +18,7 @@ LocalExecutor::LocalExecutor(LocalOptions options) : options_(std::move(options)
   if (options_.slots < 1) options_.slots = 1;
   if (options_.program.empty()) options_.program = self_executable();
   if (options_.threads < 1) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    options_.threads = std::max(1, cores / static_cast<int>(options_.slots));
+    options_.threads = std::max(1, threads_default() / static_cast<int>(options_.slots));
   }
 }
 

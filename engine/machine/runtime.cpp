@@ -1,9 +1,11 @@
 #include "engine/machine/runtime.h"
 
 #include "engine/core/error.h"
+#include "engine/machine/cores.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -27,8 +29,13 @@ bool explicit_threads = false;
 
 void runtime_init(int threads) {
   explicit_threads = threads > 0;
-  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (threads <= 0) threads = 1;
+  if (threads <= 0) {
+    std::string note;
+    threads = threads_default(&note);
+    static bool said = false;  // once a process, however often the default is asked for
+    if (!note.empty() && !said) std::fprintf(stderr, "tfw: %s\n", note.c_str());
+    said = said || !note.empty();
+  }
   torch::set_num_threads(threads);
   current_threads = threads;
   active_threads = threads;

@@ -7,9 +7,9 @@
 
 namespace tfw {
 
-// Sets torch's thread count to `threads`, or to the machine's core count when 0. A count
-// given (threads > 0, e.g. --threads) is explicit: a resumed run then keeps it instead of
-// the count it recorded.
+// Sets torch's thread count to `threads`, or when 0 to threads_default() (engine/machine/cores.h:
+// OMP_NUM_THREADS, else the cores this process may run on). A count given (threads > 0, e.g.
+// --threads) is explicit: a resumed run then keeps it instead of the count it recorded.
 void runtime_init(int threads = 0);
 bool runtime_threads_explicit();
 

@@ -20,6 +20,7 @@
 
 #include "engine/config/run_config.h"
 #include "engine/config/schedule.h"
+#include "engine/machine/cores.h"
 #include "engine/machine/memory_check.h"
 #include "tests/cli/run_command.h"
 #include "tests/support.h"
@@ -507,10 +508,14 @@ TEST(Cli, TheSameConfigAndSeedGiveTheSameNumbersBesideBusyProcesses) {
   const std::string train = kMini +
                             "tiny-train-tokenformer.toml --name r --set train.max_steps=60 "
                             "--set train.eval_every=20 --set train.checkpoint_every=30";
-  Result first = tfw_shell("rm -rf " + a + " " + b + "; " TFW_BINARY " train " + train + " --home " + a);
+  // The default thread count (all the cores; the suite's one thread unset), which busy
+  // processes beside it would slow down unevenly.
+  Result first =
+      tfw_shell("rm -rf " + a + " " + b + "; unset OMP_NUM_THREADS; " TFW_BINARY " train " + train + " --home " + a);
   ASSERT_EQ(first.code, 0) << first.output;
-  Result second = tfw_shell("for i in 1 2; do (while :; do :; done) & done; sleep 0.5; " TFW_BINARY " train " + train +
-                            " --home " + b + "; code=$?; kill $(jobs -p); exit $code");
+  Result second = tfw_shell(
+      "unset OMP_NUM_THREADS; for i in 1 2; do (while :; do :; done) & done; sleep 0.5; " TFW_BINARY " train " + train +
+      " --home " + b + "; code=$?; kill $(jobs -p); exit $code");
   ASSERT_EQ(second.code, 0) << second.output;
   const std::vector<std::string> pa = points_of(a + "/runs/r"), pb = points_of(b + "/runs/r");
   ASSERT_GT(pa.size(), 60u);
@@ -521,8 +526,7 @@ TEST(Cli, TheSameConfigAndSeedGiveTheSameNumbersBesideBusyProcesses) {
                           " -c \"from safetensors import safe_open; print('threads=' + "
                           "safe_open('" +
                           b + "/runs/r/checkpoints/step-00000060.safetensors', 'pt').metadata()['threads'])\"");
-  EXPECT_NE(meta.output.find(fmt::format("threads={}", std::thread::hardware_concurrency())), std::string::npos)
-      << meta.output;
+  EXPECT_NE(meta.output.find(fmt::format("threads={}", tfw::cores_usable())), std::string::npos) << meta.output;
   // Issue 51: beside busy processes the peak probe reads low, and the MFU printed 223%. The
   // stored MFU is absent (not measured) or at most 1, and the summary never shows more than 100%.
   Result mfu = tfw_shell("sqlite3 " + b +
@@ -582,6 +586,60 @@ TEST(Cli, AttentionMarksEveryGrowthBoundaryOfTheLineage) {
     EXPECT_LT(white_in_column(x0 + boundary * cell - cell / 2), rows_h / 8) << "a line inside token " << boundary - 1;
   }
   stbi_image_free(pixels);
+}
+
+}  // namespace test_cli
+
+namespace test_cli {
+
+// The thread count of a run started without --threads: OMP_NUM_THREADS where it is set and
+// usable, else the cores the process may run on (its affinity), as its provenance records.
+// The suite runs with OMP_NUM_THREADS=1 (tests/CMakeLists.txt), so each case sets or unsets it.
+TEST(Cli, TheDefaultThreadCountIsOmpNumThreadsElseTheCoresThisProcessMayUse) {
+  const std::string home = "/tmp/tfw-test-threads-default";
+  std::filesystem::remove_all(home);
+  int n = 0;
+  // Trains one step as `name` with `environment` and `flags` before `train`; its recorded threads.
+  auto threads_of = [&](const std::string& environment, const std::string& flags, std::string* err) -> std::string {
+    const std::string name = fmt::format("t{}", n++);
+    const Result run =
+        capture(fmt::format("env {} {} {} train {}tiny-train-tokenformer.toml --home {} --name {} "
+                            "--set train.max_steps=1",
+                            environment, TFW_BINARY, flags, kMini, home, name));
+    EXPECT_EQ(run.code, 0) << run.output;
+    if (err != nullptr) *err = run.err;
+    return capture(fmt::format("sqlite3 {}/runs.db \"SELECT json_extract(e.payload, '$.threads') FROM events e JOIN "
+                               "runs r ON r.id = e.run_id WHERE r.name = '{}' AND e.kind = 'provenance'\"",
+                               home, name))
+        .out;
+  };
+  const int cores = tfw::cores_usable();
+  std::string err;
+  EXPECT_EQ(threads_of("OMP_NUM_THREADS=3", "", &err), "3\n");
+  EXPECT_EQ(err.find("OMP_NUM_THREADS"), std::string::npos) << err;
+  EXPECT_EQ(threads_of("OMP_NUM_THREADS=2,1", "", nullptr), "2\n");           // the first level's count
+  EXPECT_EQ(threads_of("OMP_NUM_THREADS=3", "--threads 2", nullptr), "2\n");  // --threads chooses
+  EXPECT_EQ(threads_of("-u OMP_NUM_THREADS", "", nullptr), fmt::format("{}\n", cores));
+  // The affinity, not the machine: one core given by taskset.
+  EXPECT_EQ(threads_of("-u OMP_NUM_THREADS taskset -c 0", "", nullptr), "1\n");
+  for (const std::string bad : {"lots", "0", "-2", "5000", "99999999999999999999"}) {
+    EXPECT_EQ(threads_of("OMP_NUM_THREADS=" + bad, "", &err), fmt::format("{}\n", cores)) << bad;
+    EXPECT_NE(err.find(fmt::format("tfw: OMP_NUM_THREADS={} is not a whole number from 1 to 4096; using the {} core",
+                                   bad, cores)),
+              std::string::npos)
+        << err;
+  }
+  // `tfw run --jobs 2` splits the default between its runs: 4 / 2 each.
+  const Result batch =
+      capture(fmt::format("env OMP_NUM_THREADS=4 {} run {}/tests/data/tiny-experiment.toml --jobs 2 "
+                          "--home {}/batch --only baseline",
+                          TFW_BINARY, TFW_SOURCE_DIR, home));
+  EXPECT_EQ(batch.code, 0) << batch.output;
+  EXPECT_EQ(capture(fmt::format("sqlite3 {}/batch/runs.db \"SELECT json_extract(e.payload, '$.threads') FROM events e "
+                                "JOIN runs r ON r.id = e.run_id WHERE r.name = 'baseline' AND e.kind = 'provenance'\"",
+                                home))
+                .out,
+            "2\n");
 }
 
 }  // namespace test_cli

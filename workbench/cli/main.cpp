@@ -66,10 +66,10 @@ int main(int argc, char** argv) {
   // A function: the device count is looked up only when --version is asked for.
   app.set_version_flag("--version",
                        [] { return std::string("tfw ") + TFW_VERSION + " (" + tfw::build_description() + ")"; });
-  tfw::runtime_init();  // all cores; --threads overrides as soon as it is parsed
+  tfw::runtime_init();  // OMP_NUM_THREADS or the usable cores; --threads overrides as soon as it is parsed
   app.add_option_function<int>(
          "--threads", [](const int& threads) { tfw::runtime_init(threads); },
-         "torch intra-op threads (default: all cores)")
+         "torch intra-op threads (default: OMP_NUM_THREADS, else the cores this process may run on)")
       ->check(CLI::PositiveNumber);
   // Before any command runs a kernel: ATen reads the choice at its first one.
   app.add_option_function<std::string>(

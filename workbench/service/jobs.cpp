@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
 #include "engine/config/experiment.h"
+#include "engine/machine/cores.h"
 #include "engine/plugin/registry.h"
 #include "runner/batch.h"
 #include "runner/executor_local.h"
@@ -81,8 +81,7 @@ int Service::Impl::run_job(const JobRow& job, int threads, const std::atomic<boo
 void Service::Impl::worker_loop(int slot) {
   auto writer = Store::open(home + "/runs.db");
   JobQueue jobs(*writer);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = std::max(1, cores / std::max(1, options.jobs));
+  const int threads = std::max(1, threads_default() / std::max(1, options.jobs));
   while (true) {
     std::int64_t id = 0;
     auto stop = std::make_shared<std::atomic<bool>>(false);
