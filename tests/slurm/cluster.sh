@@ -67,7 +67,10 @@ munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.k
 
 free_port() { /usr/bin/python3 -c "import socket; s=socket.socket(); s.bind(('',0)); print(s.getsockname()[1])"; }
 host=$(hostname)
-cpus=$(nproc)
+# The cores this process may run on: nproc, which would print OMP_NUM_THREADS instead where
+# it is set (the suite sets it to 1: tests/CMakeLists.txt), and a 1-CPU node leaves a job of
+# --cpus-per-task 2 pending for ever.
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 cat > "$dir/slurm.conf" << EOF
 # A single-node Slurm for tfw's tests (tests/slurm/cluster.sh).
 ClusterName=tfwtest
