@@ -17,7 +17,7 @@ namespace tfw::runner {
 struct LocalOptions {
   std::string program;                   // the tfw executable (default: this one)
   std::size_t slots = 1;                 // tasks at once
-  int threads = 0;                       // torch threads per step (0: the cores / slots)
+  int threads = 0;                       // torch threads per step (0: threads_default() / slots)
   int nproc = 1;                         // ranks per training (tfw train --nproc), sharing the slot's threads
   std::string cwd;                       // working folder of the steps ("" : ours)
   std::vector<std::string> environment;  // NAME=VALUE for the steps (e.g. TFW_CONFINE)

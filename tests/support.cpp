@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,14 @@
 #include "engine/machine/runtime.h"
 
 namespace tfw::test {
+
+TwoThreads::TwoThreads() {
+  plugins();
+  before_ = torch::get_num_threads();
+  torch::set_num_threads(std::max(2, before_));
+}
+
+TwoThreads::~TwoThreads() { torch::set_num_threads(before_); }
 
 const Registry& plugins() {
   static Registry* instance = [] {

@@ -54,4 +54,19 @@ std::string usage_error(const std::function<void()>& body);
 // Largest absolute elementwise difference.
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b);
 
+// Two torch threads or more for the life of the object, then the count before it: the fused
+// kernels split their rows between threads (at::parallel_for), which the suite's one thread a
+// test (tests/one_thread.cpp) would otherwise leave untested. Loads plugins() first, whose
+// runtime_init() would set the count again.
+class TwoThreads {
+ public:
+  TwoThreads();
+  ~TwoThreads();
+  TwoThreads(const TwoThreads&) = delete;
+  TwoThreads& operator=(const TwoThreads&) = delete;
+
+ private:
+  int before_ = 1;
+};
+
 }  // namespace tfw::test

@@ -13,9 +13,9 @@ int cores_usable();
 
 // The thread count a process uses when none is given (`--threads`): OMP_NUM_THREADS when it is
 // a whole number from 1 to kThreadsMost (the first of its values where it lists one for each
-// level of nesting, "4,2"), as OpenMP and PyTorch read it; else cores_usable(). Where
-// OMP_NUM_THREADS is set but unusable, `note` (when given) gets a line saying so and what was
-// used instead; otherwise it is left empty.
+// level of nesting, "4,2"; blanks and a '+' allowed, as libgomp reads it); else cores_usable().
+// Where OMP_NUM_THREADS is set, not empty and unusable, `note` (when given) gets a line saying
+// so and what was used instead; otherwise it is left empty.
 int threads_default(std::string* note = nullptr);
 
 // The most threads OMP_NUM_THREADS may ask for.

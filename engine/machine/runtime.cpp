@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,23 +24,19 @@ namespace {
 int current_threads = 0;
 int active_threads = 0;
 bool explicit_threads = false;
+std::string default_note;  // why OMP_NUM_THREADS was not used, from the last default taken
 }  // namespace
 
 void runtime_init(int threads) {
   explicit_threads = threads > 0;
-  if (threads <= 0) {
-    std::string note;
-    threads = threads_default(&note);
-    static bool said = false;  // once a process, however often the default is asked for
-    if (!note.empty() && !said) std::fprintf(stderr, "tfw: %s\n", note.c_str());
-    said = said || !note.empty();
-  }
+  if (threads <= 0) threads = threads_default(&default_note);
   torch::set_num_threads(threads);
   current_threads = threads;
   active_threads = threads;
 }
 
 int runtime_threads() { return current_threads; }
+const std::string& runtime_threads_note() { return default_note; }
 bool runtime_threads_explicit() { return explicit_threads; }
 
 void runtime_use_threads(int threads) {

@@ -16,6 +16,11 @@ bool runtime_threads_explicit();
 // The thread count runtime_init() set (0 before it is called): the most a run uses.
 int runtime_threads();
 
+// Where runtime_init() took the default and OMP_NUM_THREADS was set but unusable, the line
+// that says so (threads_default, engine/machine/cores.h); "" otherwise. The CLI says it when
+// no --threads chose instead.
+const std::string& runtime_threads_note();
+
 // Sets torch's thread count for now without changing runtime_threads(): the ThreadGovernor
 // (engine/machine/cpu_load.h) lowers it while other processes are busy. 1 <= threads.
 void runtime_use_threads(int threads);

@@ -3,7 +3,6 @@
 // trainer.h.
 #include <algorithm>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -14,6 +13,7 @@
 #include "engine/core/error.h"
 #include "engine/plugin/registry.h"
 #include "engine/config/run_config.h"
+#include "engine/machine/cores.h"
 #include "engine/machine/runtime.h"
 #include "engine/config/schedule.h"
 #include "engine/train/trainer.h"
@@ -84,11 +84,11 @@ std::vector<std::string> resume_machine_notes(const CheckpointMeta& recorded, bo
   const std::string differ = "so its losses may differ from an uninterrupted run's in the last digits from here on";
   // Threads: another count splits reductions differently. A forged 1024 started 1,026 threads.
   if (recorded.threads > 0 && recorded.threads != runtime_threads() && !runtime_threads_explicit() && !distributed) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    const bool capped = cores > 0 && recorded.threads > cores;
+    const int cores = cores_usable();  // its affinity's: a Slurm task's, not the node's
+    const bool capped = recorded.threads > cores;
     runtime_init(capped ? cores : static_cast<int>(recorded.threads));
-    notes.push_back(capped ? fmt::format("threads: {}, this machine's cores; the run recorded {}, {} (--threads N "
-                                         "chooses)",
+    notes.push_back(capped ? fmt::format("threads: {}, the cores this process may run on; the run recorded {}, {} "
+                                         "(--threads N chooses)",
                                          cores, recorded.threads, differ)
                            : fmt::format("threads: {}, as the run recorded", recorded.threads));
   }

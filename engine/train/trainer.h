@@ -86,7 +86,7 @@ RunConfig train_resume_config(const Registry& registry, const std::string& run_d
                               const std::vector<std::string>& overrides, const std::string& extend = "");
 
 // What a resumed run keeps of the machine it trained on, from its checkpoint's metadata: its
-// thread count (set here, unless --threads chose; capped at this machine's cores; not with
+// thread count (set here, unless --threads chose; capped at the cores this process may run on; not with
 // several ranks) and ATen's CPU kernels (asked for before the process's first kernel by
 // cpu_capability_keep, engine/machine/runtime.h; `cpu` is false for a CUDA run). Returns the lines to
 // say: what it kept, or why it could not, since other threads or kernels round differently.

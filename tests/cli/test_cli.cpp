@@ -616,19 +616,27 @@ TEST(Cli, TheDefaultThreadCountIsOmpNumThreadsElseTheCoresThisProcessMayUse) {
   const int cores = tfw::cores_usable();
   std::string err;
   EXPECT_EQ(threads_of("OMP_NUM_THREADS=3", "", &err), "3\n");
-  EXPECT_EQ(err.find("OMP_NUM_THREADS"), std::string::npos) << err;
-  EXPECT_EQ(threads_of("OMP_NUM_THREADS=2,1", "", nullptr), "2\n");           // the first level's count
-  EXPECT_EQ(threads_of("OMP_NUM_THREADS=3", "--threads 2", nullptr), "2\n");  // --threads chooses
+  EXPECT_EQ(err.find("tfw: OMP_NUM_THREADS"), std::string::npos) << err;            // libgomp may say its own
+  EXPECT_EQ(threads_of("OMP_NUM_THREADS=2,1", "", nullptr), "2\n");                 // the first level's count
+  EXPECT_EQ(threads_of("'OMP_NUM_THREADS= +2 '", "", &err), "2\n");                 // as libgomp reads it
+  EXPECT_EQ(err.find("tfw: OMP_NUM_THREADS"), std::string::npos) << err;            // libgomp may say its own
+  EXPECT_EQ(threads_of("OMP_NUM_THREADS=", "", &err), fmt::format("{}\n", cores));  // empty: as unset
+  EXPECT_EQ(err.find("tfw: OMP_NUM_THREADS"), std::string::npos) << err;            // libgomp may say its own
+  EXPECT_EQ(threads_of("OMP_NUM_THREADS=3", "--threads 2", nullptr), "2\n");        // --threads chooses
   EXPECT_EQ(threads_of("-u OMP_NUM_THREADS", "", nullptr), fmt::format("{}\n", cores));
   // The affinity, not the machine: one core given by taskset.
   EXPECT_EQ(threads_of("-u OMP_NUM_THREADS taskset -c 0", "", nullptr), "1\n");
-  for (const std::string bad : {"lots", "0", "-2", "5000", "99999999999999999999"}) {
+  for (const std::string bad : {"lots", "0", "5000", "99999999999999999999", "4,x"}) {
     EXPECT_EQ(threads_of("OMP_NUM_THREADS=" + bad, "", &err), fmt::format("{}\n", cores)) << bad;
-    EXPECT_NE(err.find(fmt::format("tfw: OMP_NUM_THREADS={} is not a whole number from 1 to 4096; using the {} core",
+    EXPECT_NE(err.find(fmt::format("tfw: OMP_NUM_THREADS={} is not a whole number from 1 to 4096 (or a list of them, "
+                                   "one a level of nesting); using the {} core",
                                    bad, cores)),
               std::string::npos)
         << err;
   }
+  // Given --threads, a bad OMP_NUM_THREADS goes unsaid: it chooses nothing.
+  EXPECT_EQ(threads_of("OMP_NUM_THREADS=lots", "--threads 1", &err), "1\n");
+  EXPECT_EQ(err.find("tfw: OMP_NUM_THREADS"), std::string::npos) << err;  // libgomp may say its own
   // `tfw run --jobs 2` splits the default between its runs: 4 / 2 each.
   const Result batch =
       capture(fmt::format("env OMP_NUM_THREADS=4 {} run {}/tests/data/tiny-experiment.toml --jobs 2 "

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/sha256.h"
+#include "engine/machine/cores.h"
 #include "tests/cli/run_command.h"
 
 namespace test_hostile_files {
@@ -190,9 +191,9 @@ echo "first $?"
 }
 
 // Issue 50 (medium, 10): a checkpoint's thread count was obeyed: 1024 started 1,026 threads on 2
-// cores. A count above the machine's cores is capped, and the run says so.
+// cores. A count above the cores this process may run on is capped, and the run says so.
 TEST_F(HostileFiles, ARecordedThreadCountAboveTheCoresIsCapped) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int cores = tfw::cores_usable();
   const std::string home = kWork + "/threads";
   const Result trained =
       tfw(fmt::format("--threads {} train {}/experiments/mini/tiny-train-tokenformer.toml --home {} "
@@ -201,7 +202,8 @@ TEST_F(HostileFiles, ARecordedThreadCountAboveTheCoresIsCapped) {
   ASSERT_EQ(trained.code, 0) << trained.output;
   const Result resumed = tfw(fmt::format("train --resume many --home {} --set train.max_steps=3 --extend keep", home));
   ASSERT_EQ(resumed.code, 0) << resumed.output;
-  EXPECT_NE(resumed.err.find(fmt::format("threads: {}, this machine's cores; the run recorded {}", cores, 4 * cores)),
+  EXPECT_NE(resumed.err.find(
+                fmt::format("threads: {}, the cores this process may run on; the run recorded {}", cores, 4 * cores)),
             std::string::npos)
       << resumed.err;
 }

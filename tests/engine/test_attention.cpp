@@ -52,6 +52,7 @@ TEST(Rotary, DotProductsDependOnlyOnRelativePosition) {
 class CausalAttentionKernels : public ::testing::TestWithParam<AttentionKernel> {};
 
 TEST_P(CausalAttentionKernels, MatchesLoopReferenceAndIsCausal) {
+  const test::TwoThreads threads;  // the kernels' split between threads, too
   torch::manual_seed(2);
   const int B = 2, H = 3, T = 5, dh = 4;
   torch::Tensor q = torch::randn({B, H, T, dh}, torch::kFloat64);
@@ -101,6 +102,7 @@ AttentionResult attention_with_grads(const torch::Tensor& q0, const torch::Tenso
 }
 
 TEST(FusedCpuAttention, MatchesTheCompositionWithEveryGradientInFloat64) {
+  const test::TwoThreads threads;  // the kernels' split between threads, too
   // Lengths below, on and off the causal row block (32), and over several blocks.
   for (std::int64_t T : {1, 7, 32, 33, 70}) {
     for (bool causal : {true, false}) {
@@ -120,6 +122,7 @@ TEST(FusedCpuAttention, MatchesTheCompositionWithEveryGradientInFloat64) {
 }
 
 TEST(FusedCpuAttention, IsCausalInItsGradients) {
+  const test::TwoThreads threads;  // the kernels' split between threads, too
   // A change to the last position's key or value moves no earlier output: its gradients from
   // an upstream gradient on the earlier positions alone are zero, exactly.
   torch::manual_seed(4);
@@ -136,6 +139,7 @@ TEST(FusedCpuAttention, IsCausalInItsGradients) {
 }
 
 TEST(FusedCpuAttention, Float32IsWithinOneInOneHundredThousandOfFloat64) {
+  const test::TwoThreads threads;  // the kernels' split between threads, too
   torch::manual_seed(5);
   const std::int64_t B = 4, T = 77, W = 48;
   torch::Tensor q = torch::randn({B, T, W}, torch::kFloat64), k = torch::randn({B, T, W}, torch::kFloat64),
@@ -154,6 +158,7 @@ TEST(FusedCpuAttention, Float32IsWithinOneInOneHundredThousandOfFloat64) {
 }
 
 TEST(FusedCpuAttention, Bf16InputsAreComputedInFloat32AndReturnedBf16) {
+  const test::TwoThreads threads;  // the kernels' split between threads, too
   torch::manual_seed(6);
   const std::int64_t B = 2, T = 50, W = 24;
   torch::Tensor q = torch::randn({B, T, W}).to(torch::kBFloat16), k = torch::randn({B, T, W}).to(torch::kBFloat16),
@@ -179,6 +184,7 @@ TEST(FusedCpuAttention, IsWhatAutomaticChoosesOnTheCpuAndRefusedElsewhere) {
 
 #if TORCH_VERSION_MAJOR >= 2
 TEST(CausalAttention, FusedKernelMatchesManual) {
+  const test::TwoThreads threads;  // the kernels' split between threads, too
   torch::manual_seed(3);
   for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
     torch::Tensor q = torch::randn({2, 4, 33, 16}, dtype);

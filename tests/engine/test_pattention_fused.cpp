@@ -45,6 +45,7 @@ Result run(const torch::Tensor& s_in, const torch::Tensor& da, PattentionNorm no
 }
 
 TEST(PattentionFused, MatchesTheReferenceInFloat64) {
+  const test::TwoThreads threads;  // the kernels' split between threads, too
   const torch::Tensor s = scores(torch::kFloat64);
   const torch::Tensor da = torch::randn(s.sizes(), torch::kFloat64);
   for (PattentionNorm norm : kNorms) {
@@ -60,6 +61,7 @@ TEST(PattentionFused, MatchesTheReferenceInFloat64) {
 }
 
 TEST(PattentionFused, GradientMatchesCentralDifferences) {
+  const test::TwoThreads threads;                               // the kernels' split between threads, too
   torch::Tensor s = scores(torch::kFloat64, 6).slice(0, 0, 1);  // (1, 5, 6) incl. the zero row
   const torch::Tensor da = torch::randn(s.sizes(), torch::kFloat64);
   const double h = 1e-6;
@@ -86,6 +88,7 @@ TEST(PattentionFused, GradientMatchesCentralDifferences) {
 }
 
 TEST(PattentionFused, MatchesTheReferenceInFloat32) {
+  const test::TwoThreads threads;  // the kernels' split between threads, too
   // float32 goes through the AVX2 kernels wherever the CPU has them (n 257: 32 vectors and a
   // scalar tail), with Hastings' erf; the second case sweeps GELU's argument over [-8, 8].
   EXPECT_EQ(pattention_fused_vectorised(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));

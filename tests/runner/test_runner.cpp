@@ -128,9 +128,11 @@ TEST(LocalExecutor, StepsRunInOrderAndTheFirstFailureEndsTheTask) {
 
 TEST(Runner, AStoppedBatchCheckpointsItsRunAndResumesItNextTime) {
   const std::string home = fresh_home("stop");
-  // One long run: stopped once it has checkpointed (past step 40, about a second in), then
-  // executed again to its end. 200 steps keep it running seconds past the stop, and the
-  // resume trains what is left (it had 400: 9 s of the suite for steps no assertion reads).
+  // One long run: stopped once it has checkpointed (at 20; its points come ten steps at a
+  // time, and the batch looks twice a second, so the stop lands by step 30 and half a second
+  // more), then executed again to its end. 200 steps keep it running seconds past the stop,
+  // and the resume trains what is left (it had 400, stopped past step 40: 9 s of the suite
+  // for steps no assertion reads).
   const std::string file = home + "/long.toml";
   std::ofstream(file) << "[experiment]\nname = \"long\"\n[runs.long]\nconfig = \"" TFW_SOURCE_DIR
                          "/experiments/mini/tiny-train-tokenformer.toml\"\ntrain = { max_steps = 200, "
@@ -141,7 +143,7 @@ TEST(Runner, AStoppedBatchCheckpointsItsRunAndResumesItNextTime) {
   options.home = home;
   options.stop = &stop;
   options.on_progress = [&](const std::vector<RunProgress>& progress) {
-    if (!progress.empty() && progress.front().phase == "training" && progress.front().step > 40) stop = true;
+    if (!progress.empty() && progress.front().phase == "training" && progress.front().step > 20) stop = true;
   };
   {
     LocalExecutor executor(local_options());

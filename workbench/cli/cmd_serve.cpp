@@ -58,7 +58,7 @@ void add_serve_command(CLI::App& app) {
   command->add_option("--listen", options->listen, "ADDR:PORT to listen on (default 127.0.0.1:7433; port 0: any free)");
   command->add_option("--token-file", options->token_file,
                       "a file holding the secret every client must present (required off loopback)");
-  command->add_option("--jobs", options->jobs, "jobs run at once (default 1; the cores are split)")
+  command->add_option("--jobs", options->jobs, "jobs run at once (default 1; the default thread count is split)")
       ->check(CLI::PositiveNumber);
   add_home_option(command, options->home);
   command->add_option("--idle-timeout", options->idle_timeout, "seconds a client may stay silent (default 300)")

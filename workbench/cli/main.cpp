@@ -31,6 +31,14 @@ std::string command_of(int argc, char** argv) {
   return "";
 }
 
+// Whether --threads was given, anywhere on the line: then OMP_NUM_THREADS chooses nothing.
+bool threads_given(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--threads" || std::string(argv[i]).rfind("--threads=", 0) == 0) return true;
+  }
+  return false;
+}
+
 // OpenMP reads its wait policy once, as its runtime loads (before main). A training that
 // starts beside other busy processes sets a passive one for itself by starting again with
 // it: a thread then sleeps at a barrier instead of spinning, which beside one busy process
@@ -67,6 +75,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version",
                        [] { return std::string("tfw ") + TFW_VERSION + " (" + tfw::build_description() + ")"; });
   tfw::runtime_init();  // OMP_NUM_THREADS or the usable cores; --threads overrides as soon as it is parsed
+  if (!tfw::runtime_threads_note().empty() && !threads_given(argc, argv)) {
+    std::cerr << "tfw: " << tfw::runtime_threads_note() << "\n";
+  }
   app.add_option_function<int>(
          "--threads", [](const int& threads) { tfw::runtime_init(threads); },
          "torch intra-op threads (default: OMP_NUM_THREADS, else the cores this process may run on)")
