@@ -96,17 +96,6 @@ std::string prepare_new_run(const RunRequest& request, const RunConfig& config, 
   return run_dir;
 }
 
-// train.grad_accum = "auto" chooses one process's micro-batch from the memory it finds free;
-// ranks could choose differently. Refused before anything is recorded or replaced.
-void refuse_auto_split_with_ranks(const RunConfig& config, const std::shared_ptr<DistGroup>& dist) {
-  if (!dist || !config.train.grad_accum_auto) return;
-  throw UsageError(
-      with_hint("train.grad_accum = \"auto\" chooses the micro-batch for one process; ranks could find "
-                "different memory free and disagree",
-                "give data-parallel runs a number: train.grad_accum = N, with train.batch_size the "
-                "micro-batch (a step is N x train.batch_size)"));
-}
-
 // A run to resume: its folder, store id and the step of its newest valid checkpoint (into
 // `options`, `run_id` and `done`), and the config it continues with.
 RunConfig resumed_run_config(const Registry& registry, const RunRequest& request, RunBook& book,
@@ -155,7 +144,7 @@ RunConfig resumed_run_config(const Registry& registry, const RunRequest& request
                                "train.max_steps=N --extend keep` (or stretch); to score it, `tfw eval RUN`"));
   }
   if (dist) config = dist_agree_config(*dist, registry, &config);
-  refuse_auto_split_with_ranks(config, dist);
+  refuse_auto_split_with_ranks(config, dist != nullptr);  // before anything is recorded
   options.resume = true;
   return config;
 }
@@ -182,7 +171,7 @@ RunConfig new_run_config(const Registry& registry, const RunRequest& request, Ru
   if (request.config.empty()) throw UsageError("tfw train needs a CONFIG.toml, or --resume RUN");
   RunConfig config = run_config_load(registry, request.config, request.overrides);
   if (dist) config = dist_agree_config(*dist, registry, &config);
-  refuse_auto_split_with_ranks(config, dist);
+  refuse_auto_split_with_ranks(config, dist != nullptr);  // before anything is recorded
   // A config that cannot train (no budget, a model that cannot fit in memory, a corpus that
   // does not exist) is refused before anything is recorded or replaced.
   train_memory_check(config, train_plan(config));

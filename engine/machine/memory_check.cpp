@@ -93,6 +93,15 @@ MicroBatch micro_batch_choose(const RunConfig& config, const TrainPlan& plan, do
       "use a smaller model or a shorter train.seq_len"));
 }
 
+void refuse_auto_split_with_ranks(const RunConfig& config, bool ranks) {
+  if (!ranks || !config.train.grad_accum_auto) return;
+  throw UsageError(
+      with_hint("train.grad_accum = \"auto\" chooses the micro-batch for one process; ranks could find "
+                "different memory free and disagree",
+                "give data-parallel runs a number: train.grad_accum = N, with train.batch_size the "
+                "micro-batch (a step is N x train.batch_size)"));
+}
+
 std::int64_t forward_batch(const RunConfig& config, std::int64_t kept) {
   const std::int64_t B = config.train.batch_size;
   if (!config.train.grad_accum_auto) return B;

@@ -55,6 +55,10 @@ struct MicroBatch {
 MicroBatch micro_batch_choose(const RunConfig& config, const TrainPlan& plan, double have_bytes,
                               const std::string& where, std::int64_t world = 1);
 
+// train.grad_accum = "auto" chooses one process's micro-batch from the memory it finds free,
+// and ranks could choose differently: UsageError for "auto" in a data-parallel run (`ranks`).
+void refuse_auto_split_with_ranks(const RunConfig& config, bool ranks);
+
 // The sequences a pass that only reads the model takes at once (tfw eval, tfw grow --check):
 // train.batch_size, or with train.grad_accum = "auto" the micro-batch the run trained with
 // (`kept`, a checkpoint's micro_batch, when it divides the batch), else micro_batch_choose's

@@ -80,13 +80,7 @@ void Trainer::split_choose() {
   accum_ = train_.grad_accum;
   eval_batches_ = train_.eval_batches;
   if (!train_.grad_accum_auto) return;
-  if (dist_ != nullptr) {
-    throw UsageError(
-        with_hint("train.grad_accum = \"auto\" chooses the micro-batch for one process; ranks could "
-                  "find different memory free and disagree",
-                  "give data-parallel runs a number: train.grad_accum = N, with train.batch_size the "
-                  "micro-batch (a step is N x train.batch_size)"));
-  }
+  refuse_auto_split_with_ranks(config_, dist_ != nullptr);
   const std::int64_t B = train_.batch_size, kept = options_.micro_batch;
   const MemoryAvailable there = train_memory_available(config_);
   MicroBatch split;

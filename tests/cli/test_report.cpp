@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -27,6 +28,12 @@ namespace fs = std::filesystem;
 const std::string kSource = TFW_SOURCE_DIR;
 const std::string kExperiment = kSource + "/tests/data/tiny-seeds.toml";
 const double kT975Df2 = 4.302652729749464;  // Student t, 97.5%, 2 degrees of freedom
+
+// A file's bytes ("" when it cannot be read).
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 tfw::test::Result tfw(const std::string& arguments, bool with_stderr = true) {
   return tfw::test::capture(TFW_BINARY " " + arguments, with_stderr);
@@ -170,11 +177,9 @@ TEST_F(Report, ComputeToReachALossFollowsTheLineageCurves) {
   const std::string curves_file = home() + "/curves.csv";
   ASSERT_EQ(tfw("export " + kExperiment + " --home " + home() + " --curves " + curves_file + " --table groups").code,
             0);
-  std::ifstream in(curves_file);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string curves = file_text(curves_file);
   std::map<std::string, std::vector<std::pair<double, double>>> val;  // run -> (cumulative FLOPs, loss)
-  for (auto& row : csv(text.str())) {
+  for (auto& row : csv(curves)) {
     if (row["key"] == "val/loss")
       val[row["run"]].push_back({std::stod(row["cumulative_flops"]), std::stod(row["value"])});
   }
@@ -281,10 +286,8 @@ TEST(Figures, ARunWithASingleEvaluationIsADotNotDropped) {
   // a line and no dot.
   EXPECT_NE(parsed.output.find("[('once', '#4477aa')]"), std::string::npos) << parsed.output;
   EXPECT_NE(parsed.output.find("['often', 'once']"), std::string::npos) << parsed.output;
-  std::ifstream svg(home + "/fig/loss_vs_flops.svg");
-  std::stringstream text;
-  text << svg.rdbuf();
-  EXPECT_NE(text.str().find("a dot is a run with a single evaluation"), std::string::npos);
+  EXPECT_NE(file_text(home + "/fig/loss_vs_flops.svg").find("a dot is a run with a single evaluation"),
+            std::string::npos);
   fs::remove_all(home);
 }
 
@@ -304,11 +307,9 @@ TEST(Figures, TheSetupTableSaysHowAStepsBatchWasSplit) {
   ASSERT_EQ(tfw("run " + experiment + " --home " + home).code, 0);
   const auto out = tfw("report " + experiment + " --home " + home + " --out " + home + "/report");
   ASSERT_EQ(out.code, 0) << out.output;
-  std::ifstream in(home + "/report/split.md");
-  std::stringstream text;
-  text << in.rdbuf();
-  EXPECT_NE(text.str().find("| 4 × 16 × 2 micro-batches |"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find("| 8 × 16 (in micro-batches that fit) |"), std::string::npos) << text.str();
+  const std::string report = file_text(home + "/report/split.md");
+  EXPECT_NE(report.find("| 4 × 16 × 2 micro-batches |"), std::string::npos) << report;
+  EXPECT_NE(report.find("| 8 × 16 (in micro-batches that fit) |"), std::string::npos) << report;
   fs::remove_all(home);
 }
 
@@ -316,10 +317,7 @@ TEST_F(Report, NamesEachClaimWithAVerdict) {
   const std::string out_dir = home() + "/report";
   const auto out = tfw("report " + kExperiment + " --home " + home() + " --out " + out_dir);
   ASSERT_EQ(out.code, 0) << out.output;
-  std::ifstream in(out_dir + "/tiny-seeds.md");
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string report = text.str();
+  const std::string report = file_text(out_dir + "/tiny-seeds.md");
   for (const char* claim : {"The grown model ends below the same size from scratch",
                             "At the grown lineage's compute, the grown model is below the same size from scratch",
                             "The grown lineage reaches a loss of 4.0 with less compute than the Transformer"}) {
@@ -355,11 +353,8 @@ TEST_F(Report, RunsCompareGroupsRunsThatDifferOnlyInSeed) {
 
 // The experiment file with `extra` appended, in the suite's temp home.
 std::string variant_file(const std::string& home, const std::string& name, const std::string& extra) {
-  std::ifstream in(kExperiment);
-  std::stringstream text;
-  text << in.rdbuf() << "\n" << extra;
   const std::string path = home + "/" + name + ".toml";
-  std::ofstream(path) << text.str();
+  std::ofstream(path) << file_text(kExperiment) << "\n" << extra;
   return path;
 }
 
@@ -386,8 +381,7 @@ TEST_F(Report, BadComparisonsAreClearErrors) {
   // A side the file plans but that has not run is not an error: the claim is not decided yet.
   out = tfw("report " + empty + " --home " + home() + " --out " + home() + "/void");
   EXPECT_EQ(out.code, 0) << out.output;
-  std::ifstream void_report(home() + "/void/tiny-seeds.md");
-  const std::string void_text((std::istreambuf_iterator<char>(void_report)), std::istreambuf_iterator<char>());
+  const std::string void_text = file_text(home() + "/void/tiny-seeds.md");
   EXPECT_NE(void_text.find("| void | never | grown | final val/loss | 0 | - |"), std::string::npos) << void_text;
   EXPECT_NE(void_text.find("| a < b | not yet decided |"), std::string::npos) << void_text;
 
@@ -400,10 +394,7 @@ TEST_F(Report, BadComparisonsAreClearErrors) {
 }
 
 TEST_F(Report, AChangedFinishedRunIsRefusedNotSkipped) {
-  std::ifstream in(kExperiment);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string changed = text.str();
+  std::string changed = file_text(kExperiment);
   const std::string from = "train = { max_steps = 40 }\n\n[runs.baseline]";
   ASSERT_NE(changed.find(from), std::string::npos);
   changed.replace(changed.find(from), from.size(), "train = { max_steps = 41 }\n\n[runs.baseline]");
