@@ -57,9 +57,6 @@ const char* checkpoint_dtype_name(torch::ScalarType type);
 // Every tensor a checkpoint stores of `model`: its parameters, then its buffers, by name.
 std::vector<std::pair<std::string, torch::Tensor>> checkpoint_model_tensors(Model& model);
 
-// The metadata entries checkpoint_save writes for `meta`.
-std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& meta);
-
 // The model's tensors alone (parameters and buffers under the model's own names: no "model."
 // prefix, no optimiser, no generator state) as a safetensors file at `path`, written
 // atomically, with `metadata` as its `__metadata__`: `tfw export-model`'s model.safetensors.
@@ -69,19 +66,5 @@ void model_weights_save(const std::string& path, Model& model, const std::map<st
 // its dtype and shape, and nothing else (else UsageError naming the tensor). Returns the file's
 // metadata.
 std::map<std::string, std::string> model_weights_load(const std::string& path, Model& model);
-
-// checkpoint_verify for a given format version (the upgrade verifies version 1 files).
-void checkpoint_verify_version(const std::string& path, std::int64_t expected);
-
-// The manifest beside a checkpoint archive: step-XXXXXXXX.safetensors -> step-XXXXXXXX.toml.
-std::string checkpoint_manifest_path(const std::string& archive);
-
-// Moves every checkpoint after `step` aside (manifest and archive renamed to *.damaged, kept
-// for inspection), so that a resume from `step` rewrites those steps; returns their archives.
-std::vector<std::string> checkpoint_set_aside_newer(const std::string& dir, std::int64_t step);
-
-// Deletes all but the last `keep` checkpoints and the one with the best val_loss; returns
-// the archives it deleted.
-std::vector<std::string> checkpoint_prune(const std::string& dir, std::int64_t keep);
 
 }  // namespace tfw

@@ -1,5 +1,5 @@
 // The files of a run's checkpoints: listing, verification against the manifest, the newest
-// valid one, pruning, and setting damaged ones aside. See checkpoint.h and checkpoint_meta.h.
+// valid one, pruning, and setting damaged ones aside (checkpoint_meta.h). Torch-free: libtfw_core.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/checkpoint_meta.h"
 #include "engine/core/error.h"
 #include "engine/core/files.h"
 

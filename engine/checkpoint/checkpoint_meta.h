@@ -1,9 +1,10 @@
-// Checkpoint metadata, listing and verification: torch-free, so the CLI and the store
+// Checkpoint metadata, listing, verification and pruning: torch-free (libtfw_core), so the CLI and the store
 // plumbing can read checkpoints' metadata without compiling torch. Saving and loading
 // weights is engine/checkpoint/checkpoint.h.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -80,5 +81,26 @@ CheckpointMeta checkpoint_read_meta(const std::string& path);
 // through (an unknown family: the plugin is not loaded).
 RunConfig checkpoint_run_config(const Registry& registry, const CheckpointMeta& meta, const std::string& where,
                                 const std::string& device = "");
+
+// The metadata entries checkpoint_save writes for `meta`.
+std::map<std::string, std::string> checkpoint_metadata(const CheckpointMeta& meta);
+
+// checkpoint_verify for a given format version (the upgrade verifies version 1 files).
+void checkpoint_verify_version(const std::string& path, std::int64_t expected);
+
+// The manifest beside a checkpoint archive: step-XXXXXXXX.safetensors -> step-XXXXXXXX.toml.
+std::string checkpoint_manifest_path(const std::string& archive);
+
+// Moves every checkpoint after `step` aside (manifest and archive renamed to *.damaged, kept
+// for inspection), so that a resume from `step` rewrites those steps; returns their archives.
+std::vector<std::string> checkpoint_set_aside_newer(const std::string& dir, std::int64_t step);
+
+// Deletes all but the last `keep` checkpoints and the one with the best val_loss; returns
+// the archives it deleted.
+std::vector<std::string> checkpoint_prune(const std::string& dir, std::int64_t keep);
+
+// The CheckpointMeta of a checkpoint's `__metadata__` entries; UsageError naming `path` and
+// the entry where one is missing, not a number, or out of range.
+CheckpointMeta checkpoint_meta_from(const std::map<std::string, std::string>& metadata, const std::string& path);
 
 }  // namespace tfw

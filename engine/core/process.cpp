@@ -33,9 +33,11 @@ std::string self_executable() {
   return exe;
 }
 
+void process_become(const std::string& path, char** argv) { ::execv(path.c_str(), argv); }
+
 void process_restart_with(const std::string& name, const std::string& value, char** argv) {
   ::setenv(name.c_str(), value.c_str(), 1);
-  ::execv(self_executable().c_str(), argv);
+  process_become(self_executable(), argv);
 }
 
 std::string program_path(const std::string& program) {

@@ -26,6 +26,10 @@ struct ProcessSpec {
 // "... (deleted)": the path then names the new build, which is the one to run.
 std::string self_executable();
 
+// Replaces this process with the program at `path`, given `argv` as its arguments (argv[0]
+// included, as given). Returns only when that fails, with errno saying why.
+void process_become(const std::string& path, char** argv);
+
 // Replaces this process with itself, the same arguments, and NAME=VALUE in its environment
 // (for settings a library reads only as it loads, e.g. OMP_WAIT_POLICY). Returns only when
 // that fails, and the caller goes on as it is.

@@ -1,5 +1,6 @@
-// tfw: the Tokenformer Workbench command line. Exit codes: 0 success, 1 runtime failure,
-// 2 usage or configuration error (the message names the file, key and fix).
+// tfw-torch: the Tokenformer Workbench command line with every command, LibTorch loaded.
+// `tfw` (front.cpp) runs the commands that compute nothing with a model itself and hands every
+// other line to this program, unchanged. Exit codes: app.h.
 #include <chrono>
 #include <cstdlib>
 #include <unistd.h>
@@ -9,35 +10,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine/core/error.h"
 #include "engine/machine/cpu_load.h"
 #include "engine/machine/runtime.h"
 #include "engine/core/process.h"
-#include "storage/store.h"
+#include "workbench/cli/app.h"
 #include "workbench/cli/commands.h"
 
 namespace {
-
-// The first word that is not an option or its value: the command.
-std::string command_of(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--threads") {
-      ++i;
-      continue;
-    }
-    if (arg.rfind("-", 0) != 0) return arg;
-  }
-  return "";
-}
-
-// Whether --threads was given, anywhere on the line: then OMP_NUM_THREADS chooses nothing.
-bool threads_given(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--threads" || std::string(argv[i]).rfind("--threads=", 0) == 0) return true;
-  }
-  return false;
-}
 
 // OpenMP reads its wait policy once, as its runtime loads (before main). A training that
 // starts beside other busy processes sets a passive one for itself by starting again with
@@ -47,35 +26,25 @@ bool threads_given(int argc, char** argv) {
 // engine/machine/cpu_load.h). Any other command, or a policy the user set, is left alone.
 void wait_passively_when_training(int argc, char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  if (command_of(argc, argv) != "train") return;
+  if (tfw::cli::command_of(argc, argv) != "train") return;
   tfw::LoadMeter meter;  // a quarter of a second of the other processes' CPU use
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
   const double busy_cores = meter.other_cpu_share() * static_cast<double>(std::thread::hardware_concurrency());
   if (busy_cores > 0.5) tfw::process_restart_with("OMP_WAIT_POLICY", "PASSIVE", argv);  // on failure, as it is
 }
 
-// A service runs for days: it keeps no descriptor it was handed beyond stdin, stdout and
-// stderr (a test runner's log, a shell's file), which would otherwise stay open, and show as
-// "(deleted)" once replaced, for its whole life. Nothing of tfw has opened a file yet here.
-void close_inherited_descriptors_when_serving(int argc, char** argv) {
-  if (command_of(argc, argv) == "serve") close_range(3, ~0U, 0);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  close_inherited_descriptors_when_serving(argc, argv);
+  tfw::cli::close_inherited_descriptors_when_serving(argc, argv);
   wait_passively_when_training(argc, argv);
-  CLI::App app{
-      "tfw: Tokenformer Workbench. Train, grow, record and compare Tokenformer and "
-      "Transformer language models.",
-      "tfw"};
+  CLI::App app{tfw::cli::kAppDescription, "tfw"};
   app.require_subcommand(1);
   // A function: the device count is looked up only when --version is asked for.
   app.set_version_flag("--version",
                        [] { return std::string("tfw ") + TFW_VERSION + " (" + tfw::build_description() + ")"; });
   tfw::runtime_init();  // OMP_NUM_THREADS or the usable cores; --threads overrides as soon as it is parsed
-  if (!tfw::runtime_threads_note().empty() && !threads_given(argc, argv)) {
+  if (!tfw::runtime_threads_note().empty() && !tfw::cli::threads_given(argc, argv)) {
     std::cerr << "tfw: " << tfw::runtime_threads_note() << "\n";
   }
   app.add_option_function<int>(
@@ -111,28 +80,5 @@ int main(int argc, char** argv) {
   tfw::cli::add_serve_command(app);
   tfw::cli::add_remote_commands(app);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "tfw: " << e.what() << "\n  hint: run `tfw --help` or `tfw SUBCOMMAND --help`\n";
-    return 2;
-  } catch (const tfw::cli::Interrupted&) {
-    return 130;
-  } catch (const tfw::StoreError& e) {
-    std::cerr << "tfw: " << e.what() << "\n";
-    return 2;
-  } catch (const tfw::UsageError& e) {
-    std::cerr << "tfw: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "tfw: error: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  return tfw::cli::app_run(app, argc, argv);
 }
