@@ -17,26 +17,34 @@ if [ -z "$command" ] || [ -z "$dir" ]; then
   exit 2
 fi
 
-stop_pid_file() {  # stop_pid_file FILE NAME: SIGTERM the daemon, wait up to 10 s, then SIGKILL
-  local file=$1 name=$2 pid
-  [ -s "$file" ] || return 0
-  pid=$(cat "$file")
-  if kill -0 "$pid" 2> /dev/null; then
+stop_pid_files() {  # stop_pid_files FILE...: SIGTERM each daemon, wait up to 10 s for all, then SIGKILL
+  local file pid pids=()
+  for file in "$@"; do
+    [ -s "$file" ] || continue
+    pid=$(cat "$file")
+    kill -0 "$pid" 2> /dev/null || { rm -f "$file"; continue; }
     kill -TERM "$pid" 2> /dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+    pids+=("$pid")
+  done
+  # Signalled together: each takes about 2 s to stop, so one after the other took 6 s.
+  for _ in $(seq 100); do
+    local alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2> /dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do
     if kill -0 "$pid" 2> /dev/null; then
-      echo "cluster.sh: $name (pid $pid) did not stop on SIGTERM; killing it" >&2
+      echo "cluster.sh: pid $pid did not stop on SIGTERM; killing it" >&2
       kill -KILL "$pid" 2> /dev/null || true
     fi
-  fi
-  rm -f "$file"
+  done
+  rm -f "$@"
 }
 
 case "$command" in
   down)
-    stop_pid_file "$dir/slurmd.pid" slurmd
-    stop_pid_file "$dir/slurmctld.pid" slurmctld
-    stop_pid_file "$dir/munge/munged.pid" munged
+    stop_pid_files "$dir/slurmd.pid" "$dir/slurmctld.pid" "$dir/munge/munged.pid"
     exit 0
     ;;
   up) ;;
