@@ -21,6 +21,7 @@
 #include "engine/interop/neox_config.h"
 #include "engine/interop/torch_pickle.h"
 #include "tests/cli/run_command.h"
+#include "tests/cli/trained_once.h"
 #include "tests/support.h"
 
 namespace tfw {
@@ -30,18 +31,29 @@ namespace fs = std::filesystem;
 
 const std::string kScript = std::string(TFW_SOURCE_DIR) + "/tests/reference/tokenformer_official.py";
 
+// GPT-2's tokenizer.json, written by tests/reference/gpt2_tokenizer_json.py (about 1 s of
+// Python, which every release of these tests paid again) once per build and script
+// (tests/cli/trained_once.h), copied to `to`.
+void copy_gpt2_tokenizer_json(const fs::path& to) {
+  const std::string script = std::string(TFW_SOURCE_DIR) + "/tests/reference/gpt2_tokenizer_json.py";
+  const char* gpt2_dir = std::getenv("TFW_GPT2_DIR");
+  ASSERT_NE(gpt2_dir, nullptr);
+  const auto edited = fs::last_write_time(script).time_since_epoch().count();
+  const fs::path scratch = to.parent_path() / ".gpt2-tokenizer";
+  ASSERT_EQ(test::trained_home("# the script as of " + std::to_string(edited) + "\n" + TFW_PYTHON + " " + script + " " +
+                                   gpt2_dir + " $H/tokenizer.json",
+                               scratch.string()),
+            "");
+  fs::copy_file(scratch / "tokenizer.json", to, fs::copy_options::overwrite_existing);
+  fs::remove_all(scratch);
+}
+
 // A release folder written by the reference script with `flags`, and GPT-2's tokenizer.json.
 std::string write_release(const std::string& name, const std::string& flags) {
   const fs::path dir = fs::temp_directory_path() / ("tfw-test-import-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const std::string gpt2 = std::string(TFW_SOURCE_DIR) + "/tests/reference/gpt2_tokenizer_json.py";
-  const char* gpt2_dir = std::getenv("TFW_GPT2_DIR");
-  EXPECT_NE(gpt2_dir, nullptr);
-  EXPECT_EQ(
-      std::system(
-          (std::string(TFW_PYTHON) + " " + gpt2 + " " + gpt2_dir + " " + (dir / "tokenizer.json").string()).c_str()),
-      0);
+  copy_gpt2_tokenizer_json(dir / "tokenizer.json");
   EXPECT_EQ(std::system((std::string(TFW_PYTHON) + " " + kScript + " " + dir.string() + " " + flags).c_str()), 0);
   return dir.string();
 }
@@ -373,13 +385,7 @@ TEST(Import, TokenizerJsonInRunConfigs) {
   const fs::path dir = fs::temp_directory_path() / "tfw-test-tokenizer-config";
   fs::remove_all(dir);
   fs::create_directories(dir / "sub");
-  const char* gpt2_dir = std::getenv("TFW_GPT2_DIR");
-  ASSERT_NE(gpt2_dir, nullptr);
-  const std::string gpt2 = std::string(TFW_SOURCE_DIR) + "/tests/reference/gpt2_tokenizer_json.py";
-  ASSERT_EQ(
-      std::system(
-          (std::string(TFW_PYTHON) + " " + gpt2 + " " + gpt2_dir + " " + (dir / "sub/tok.json").string()).c_str()),
-      0);
+  copy_gpt2_tokenizer_json(dir / "sub/tok.json");
   fs::copy_file(dir / "sub/tok.json", dir / "copy.json");
   auto write = [&](const std::string& tokenizer) {
     std::ofstream(dir / "run.toml") << "family = \"tokenformer\"\n[model]\nlayers = 1\nd = 16\nheads = 2\nn_attn = 4\n"
