@@ -8,12 +8,14 @@
 # (ctest --output-on-failure). SERIAL names suites that run alone (RUN_SERIAL: they ask
 # whether the machine is idle). COSTS gives the long suites' seconds (alone, on 2 cores), for
 # ctest -j to start them first in a clone without CTestCostData.txt. PROPERTIES are set on
-# every test, as gtest_discover_tests'.
+# every test, as gtest_discover_tests'. A suite passes or fails as a whole: a program whose
+# tests skip themselves (GTEST_SKIP, as the GPU suite's) keeps gtest_discover_tests.
 function(tfw_gtest_suites target)
   cmake_parse_arguments(ARG "" "" "SERIAL;COSTS;PROPERTIES" ${ARGN})
   set(ctest_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_suites.cmake")
-  # The properties, as one argument of `;`-separated items, passed through a file: a value
-  # may hold `;` or `=` (ENVIRONMENT_MODIFICATION's "NAME=set:VALUE").
+  # The properties, one a line, passed through a file (a value may hold `=`, as
+  # ENVIRONMENT_MODIFICATION's "NAME=set:VALUE"; none may hold `;`, a CMake list's separator).
+  # Their hash is on the command line, so that a change of them lists the suites again.
   set(properties_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_suites_properties.txt")
   string(REPLACE ";" "\n" properties_text "${ARG_PROPERTIES}")
   file(GENERATE OUTPUT "${properties_file}" CONTENT "${properties_text}\n")
@@ -24,9 +26,11 @@ function(tfw_gtest_suites target)
     list(APPEND costs "${suite}:${seconds}")
   endwhile()
   string(REPLACE ";" "," costs "${costs}")
+  string(MD5 properties_hash "${properties_text}")
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND ${CMAKE_COMMAND} -D "EXECUTABLE=$<TARGET_FILE:${target}>" -D "OUT=${ctest_file}"
-            -D "PROPERTIES_FILE=${properties_file}" -D "SERIAL=${serial}" -D "COSTS=${costs}"
+            -D "PROPERTIES_FILE=${properties_file}" -D "PROPERTIES_HASH=${properties_hash}" -D "SERIAL=${serial}"
+            -D "COSTS=${costs}"
             -P "${PROJECT_SOURCE_DIR}/cmake/gtest_suites_list.cmake"
     BYPRODUCTS "${ctest_file}"
     VERBATIM)

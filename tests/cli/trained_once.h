@@ -5,7 +5,7 @@
 // home to work in. A home keeps its paths relative to itself (docs/store.md), so a copy is
 // whole. Training is deterministic for a config and seed, so the shared result is the one
 // each case computed before. The cache is keyed by the recipe and by the build (the times of
-// tfw, the engine library and the plugins): a rebuild trains again.
+// tfw, tfw-torch, the core and engine libraries and the plugins): a rebuild trains again.
 #pragma once
 
 #include <sys/file.h>
@@ -34,6 +34,8 @@ inline std::string trained_home(const std::string& recipe, const std::string& ho
     key += "|" + file.string() + "@" + std::to_string(time.time_since_epoch().count());
   };
   stamp(TFW_BINARY);
+  stamp(build / "tfw-torch");  // what trains, grows and evaluates (tfw hands those lines to it)
+  stamp(build / "lib" / "libtfw_core.so");
   stamp(build / "lib" / "libtfw_engine.so");
   for (const auto& plugin : fs::directory_iterator(build / "plugins", ignored)) stamp(plugin.path());
   const fs::path cache = build / "test-cache" / std::to_string(std::hash<std::string>{}(key));

@@ -53,7 +53,7 @@ std::string write_release(const std::string& name, const std::string& flags) {
   const fs::path dir = fs::temp_directory_path() / ("tfw-test-import-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  copy_gpt2_tokenizer_json(dir / "tokenizer.json");
+  EXPECT_NO_FATAL_FAILURE(copy_gpt2_tokenizer_json(dir / "tokenizer.json"));
   EXPECT_EQ(std::system((std::string(TFW_PYTHON) + " " + kScript + " " + dir.string() + " " + flags).c_str()), 0);
   return dir.string();
 }
@@ -385,7 +385,7 @@ TEST(Import, TokenizerJsonInRunConfigs) {
   const fs::path dir = fs::temp_directory_path() / "tfw-test-tokenizer-config";
   fs::remove_all(dir);
   fs::create_directories(dir / "sub");
-  copy_gpt2_tokenizer_json(dir / "sub/tok.json");
+  ASSERT_NO_FATAL_FAILURE(copy_gpt2_tokenizer_json(dir / "sub/tok.json"));
   fs::copy_file(dir / "sub/tok.json", dir / "copy.json");
   auto write = [&](const std::string& tokenizer) {
     std::ofstream(dir / "run.toml") << "family = \"tokenformer\"\n[model]\nlayers = 1\nd = 16\nheads = 2\nn_attn = 4\n"
