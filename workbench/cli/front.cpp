@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <set>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -21,11 +20,15 @@
 
 namespace {
 
-// The commands this program runs itself: the first word of the line, with no option before it.
-bool runs_here(int argc, char** argv) {
-  static const std::set<std::string> kHere = {"runs",  "serve", "submit", "jobs",  "cancel",
-                                              "watch", "data",  "fit",    "export"};
-  return argc > 1 && kHere.count(argv[1]) > 0;
+// Whether this program runs the line itself: its first word, with no option before it, is one
+// of the commands registered on `app`.
+bool runs_here(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return false;
+  const std::string first = argv[1];
+  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (command->check_name(first)) return true;
+  }
+  return false;
 }
 
 // Replaces this process with tfw-torch, the same arguments (argv[0] kept, so that ps and
@@ -42,11 +45,7 @@ int hand_over(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!runs_here(argc, argv)) return hand_over(argv);
   tfw::cli::close_inherited_descriptors_when_serving(argc, argv);
-  std::string note;  // tfw run and tfw serve split this count; say where OMP_NUM_THREADS was not usable
-  tfw::threads_default(&note);
-  if (!note.empty()) std::cerr << "tfw: " << note << "\n";
   CLI::App app{tfw::cli::kAppDescription, "tfw"};
   app.require_subcommand(1);
   tfw::cli::add_runs_command(app);
@@ -54,6 +53,10 @@ int main(int argc, char** argv) {
   tfw::cli::add_export_command(app);
   tfw::cli::add_fit_command(app);
   tfw::cli::add_serve_command(app);
-  tfw::cli::add_remote_commands(app);
+  tfw::cli::add_remote_commands(app);  // submit, jobs, cancel, watch
+  if (!runs_here(app, argc, argv)) return hand_over(argv);
+  std::string note;  // tfw serve splits this count; say where OMP_NUM_THREADS was not usable
+  tfw::threads_default(&note);
+  if (!note.empty()) std::cerr << "tfw: " << note << "\n";
   return tfw::cli::app_run(app, argc, argv);
 }
