@@ -23,7 +23,7 @@ TEST(Cli, TfwHandsWhatNeedsLibTorchToTfwTorchBesideItAndRunsTheRestItself) {
   // (data list), and lines it hands over (--version, and a command that loads a model).
   const std::string home = "/tmp/tfw-test-front-home";
   fs::remove_all(home);
-  for (const std::string line :
+  for (const std::string& line :
        {std::string("data list --json --home ") + home, std::string("--version"),
         fmt::format("params {}/experiments/mini/tiny-train-tokenformer.toml", TFW_SOURCE_DIR)}) {
     const Result a = capture(std::string(TFW_BINARY) + " " + line), b = capture(kTorch + " " + line);
@@ -41,7 +41,7 @@ TEST(Cli, TfwHandsWhatNeedsLibTorchToTfwTorchBesideItAndRunsTheRestItself) {
   const Result list = capture(fmt::format("{}/tfw data list --json --home {}", alone, home));
   EXPECT_EQ(list.code, 0) << list.output;
   EXPECT_EQ(list.out, "{\n  \"prepared\": []\n}\n");
-  for (const std::string line : {std::string("train x.toml"), std::string("--threads 2 runs list"), std::string("")}) {
+  for (const std::string& line : {std::string("train x.toml"), std::string("--threads 2 runs list"), std::string("")}) {
     const Result handed = capture(fmt::format("{}/tfw {}", alone, line));
     EXPECT_EQ(handed.code, 1) << line << "\n" << handed.output;
     EXPECT_NE(handed.err.find(fmt::format("tfw: cannot start {}/tfw-torch (No such file or directory)", alone)),

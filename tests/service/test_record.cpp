@@ -21,7 +21,7 @@
 #include "tests/service/service_helpers.h"
 
 namespace tfw {
-namespace {
+namespace test_record {  // named after the file: the suite compiles in batches (a unity build)
 
 using namespace test::service_helpers;  // fs, json, ServeProcess, serve, wait_for, ...
 
@@ -193,5 +193,5 @@ TEST(Record, AnOutageLosesNothingAndGivingUpIsSaidAndResumable) {
             "200\n");
 }
 
-}  // namespace
+}  // namespace test_record
 }  // namespace tfw

@@ -15,7 +15,7 @@
 #include "tests/service/service_helpers.h"
 
 namespace tfw {
-namespace {
+namespace test_record_rights {  // named after the file: the suite compiles in batches (a unity build)
 
 using namespace test::service_helpers;
 
@@ -186,5 +186,5 @@ TEST(RecordRights, ARecordNeverMakesTheServiceWriteOutsideItsHome) {
   EXPECT_EQ(snapshot(victim), untouched);
 }
 
-}  // namespace
+}  // namespace test_record_rights
 }  // namespace tfw
