@@ -6,7 +6,7 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/plugin/registry.h"
 #include "engine/config/run_config.h"

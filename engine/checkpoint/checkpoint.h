@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/checkpoint/checkpoint_meta.h"
 #include "engine/core/error.h"

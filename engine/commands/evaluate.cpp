@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/data/cloze.h"

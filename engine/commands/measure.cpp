@@ -4,7 +4,7 @@
 #include <chrono>
 #include <vector>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/nn/model.h"
 #include "engine/plugin/registry.h"

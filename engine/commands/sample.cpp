@@ -6,7 +6,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/nn/attention.h"
 #include "engine/checkpoint/checkpoint.h"

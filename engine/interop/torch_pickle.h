@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 namespace tfw {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 namespace tfw::torch_pickle_detail {
 

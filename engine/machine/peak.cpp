@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "engine/machine/cpu_load.h"
 

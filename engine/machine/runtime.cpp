@@ -13,7 +13,9 @@
 #include <dlfcn.h>
 
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 #include <torch/version.h>
 #include <ATen/Version.h>
 #include <ATen/detail/CUDAHooksInterface.h>

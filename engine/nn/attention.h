@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 namespace tfw {
 

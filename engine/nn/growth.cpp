@@ -1,6 +1,7 @@
 #include "engine/nn/growth.h"
 
 #include <fmt/format.h>
+#include <torch/optim/adam.h>  // AdamParamState: a checkpoint written by Adam
 
 #include "engine/core/config_table.h"
 #include "engine/core/error.h"

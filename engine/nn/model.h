@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/plugin/plugin_api.h"
 #include "engine/plugin/task.h"

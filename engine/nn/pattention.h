@@ -13,7 +13,7 @@
 #include <map>
 #include <string>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/core/config_table.h"
 #include "engine/nn/pattention_norm.h"  // PattentionNorm, TauMode, pattention_scores_normalise

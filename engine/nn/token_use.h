@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/nn/model.h"
 #include "engine/nn/pattention.h"

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/config/loss_chunks.h"  // loss_chunked, kChunkRows
 #include "engine/config/precision.h"

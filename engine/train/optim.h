@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/nn/model.h"
 #include "engine/config/run_config.h"

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/data/shards.h"
 #include "engine/core/error.h"

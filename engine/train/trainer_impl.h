@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/machine/cpu_load.h"
 #include "engine/nn/mask.h"

@@ -4,7 +4,7 @@
 // Shapes: B batch, T sequence length, V vocabulary.
 #pragma once
 
-#include <torch/torch.h>
+#include "engine/nn/libtorch.h"
 
 #include "engine/data/shards.h"
 #include "engine/machine/device.h"
