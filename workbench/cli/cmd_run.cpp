@@ -40,8 +40,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::atomic<bool> stop_requested{false};
-extern "C" void on_batch_signal(int) { stop_requested.store(true); }
+std::atomic<bool> batch_stop_requested{false};
+extern "C" void on_batch_signal(int) { batch_stop_requested.store(true); }
 
 struct RunArgs {
   std::string file, only, unit, home;
@@ -171,7 +171,7 @@ void run_experiment(const RunArgs& args) {
                                       {"--token-file", fs::absolute(args.token_file).string()});
     }
   }
-  options.stop = &stop_requested;
+  options.stop = &batch_stop_requested;
   options.on_message = [&](const std::string& line) {
     clear_progress();
     std::cerr << line << "\n";

@@ -27,7 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::atomic<bool> stop_requested{false};
+std::atomic<bool> train_stop_requested{false};
 
 // The headline metrics of an evaluation beside its loss (an image classifier's accuracy):
 // " | accuracy 0.8123" on progress lines, ", accuracy 0.8123" in the summary.
@@ -45,7 +45,7 @@ std::string mfu_text(double mfu, const std::string& missing) {
 }
 
 extern "C" void on_stop_signal(int signal_number) {
-  stop_requested.store(true);
+  train_stop_requested.store(true);
   // A second Ctrl-C ends the process at once. SIGTERM may come more than once (the kernel
   // repeats PR_SET_PDEATHSIG as a dying multi-threaded parent's threads exit, e.g. a killed
   // service): it only asks to stop.
@@ -108,7 +108,7 @@ void train_command(TrainArgs& args) {
   runner::RunOutcome outcome;
   {
     const StopSignals signals(on_stop_signal);
-    outcome = runner::run_parallel(registry(), request, args.nproc, &stop_requested, hooks);
+    outcome = runner::run_parallel(registry(), request, args.nproc, &train_stop_requested, hooks);
   }
   // Ranks other than 0 train quietly: rank 0 reports and records the run.
   if (outcome.rank != 0) {
