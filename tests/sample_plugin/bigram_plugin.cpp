@@ -1,7 +1,7 @@
 // A sample out-of-tree plugin, built by the test suite the way a plugin author would build
 // one (docs/plugins.md): a `bigram` model family whose logits for token t depend only on
-// token t (E[id] · W · Eᵀ). Built twice: once for this engine's API version, once claiming
-// another version, which the registry must refuse without calling into it.
+// token t (E[id] · W · Eᵀ). Its twin that claims another API version, which the registry must
+// refuse without calling into it, is wrong_version_plugin.cpp.
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
@@ -59,12 +59,4 @@ class BigramFamily : public tfw::ModelFamily {
 
 }  // namespace
 
-#ifndef TFW_SAMPLE_WRONG_API_VERSION
 TFW_PLUGIN(registrar) { registrar.add_model_family(std::make_shared<BigramFamily>()); }
-#else
-// Claims a future API version: the registry must refuse it before tfw_plugin_register runs.
-TFW_PLUGIN_EXPORT int tfw_plugin_api_version() { return tfw::kPluginApiVersion + 1; }
-TFW_PLUGIN_EXPORT void tfw_plugin_register(tfw::PluginRegistrar& registrar) {
-  registrar.add_model_family(std::make_shared<BigramFamily>());
-}
-#endif
