@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
@@ -48,13 +50,109 @@ void copy_gpt2_tokenizer_json(const fs::path& to) {
   fs::remove_all(scratch);
 }
 
-// A release folder written by the reference script with `flags`, and GPT-2's tokenizer.json.
-std::string write_release(const std::string& name, const std::string& flags) {
+struct ReleaseCase {
+  const char* name;
+  const char* flags;
+};
+
+// Three variants cover what the importer maps: both key layouts (pipeline and sequential),
+// the three official score norms, parameter-free and affine block norms, a parameter-free
+// final norm, a saved copy of the tied head, and rotary widths of 2, 4 and 8 channels. (With
+// softmax, the keys are smaller: sharp scores make float32 itself 5e-3 off float64.)
+const ReleaseCase kReleases[] = {
+    {"pipe-l2", ""},
+    {"sequential-gelu-l2",
+     "--layout sequential --activation gelu_l2_norm --norm layernorm --final-norm "
+     "layernorm_nonparam --head-copy --rotary-pct 0.5 --heads 2 --seed 1"},
+    {"pipe-softmax", "--activation softmax --heads 1 --layers 3 --qkv 16 --ffn 40 --seed 2 --key-std 0.15"},
+};
+// Releases that must be refused: a tensor missing, one too many, an untied head.
+const ReleaseCase kBadReleases[] = {
+    {"drop", "--drop 3.attention.key.value_param_tokens"},
+    {"extra", "--extra 2.attention.dense.weight"},
+    {"untied", "--untied"},
+};
+
+// Torch writes the files these tests read: the releases above (each with GPT-2's
+// tokenizer.json), the crafted and hostile pickles, a state dict of every dtype, and a weights
+// file in the legacy format. One Python process writes them all, once per process of this
+// suite (tests/reference/run_many.py): each Python start imports PyTorch, about 2 s, and the
+// suite once started twelve. Each test works on a copy of what it changes.
+const char* const kStateScript =
+    "import sys, torch, collections\n"
+    "base = torch.arange(24, dtype=torch.float32).reshape(4, 6)\n"
+    "sd = collections.OrderedDict()\n"
+    "sd['plain'] = base\n"
+    "sd['transposed'] = base.t()\n"
+    "sd['row'] = base[2]\n"
+    "sd['half'] = torch.tensor([1.5, -2.25], dtype=torch.float16)\n"
+    "sd['bf16'] = torch.tensor([3.0, 0.5], dtype=torch.bfloat16)\n"
+    "sd['double'] = torch.tensor([[1e-300, 2.0]], dtype=torch.float64)\n"
+    "sd['long'] = torch.tensor([-7, 2**40])\n"
+    "sd['scalar'] = torch.tensor(4.0)\n"
+    "sd._metadata = {'': {'version': 1}}\n"
+    "torch.save({'module': sd, 'iteration': 7, 'args': {'lr': 0.1, 'name': 'x', 'flag': True, 'none': None}}, "
+    "sys.argv[1])\n";
+const char* const kLegacyScript =
+    "import sys, torch\n"
+    "torch.save({'a': torch.zeros(2)}, sys.argv[1], _use_new_zipfile_serialization=False)\n";
+// The oversized storages: NUMEL floats claimed over a 128-byte record, SIZE of them viewed.
+struct Oversized {
+  const char* file;
+  const char* numel;
+  int size;
+};
+const Oversized kOversized[] = {{"good.pt", "32", 32}, {"huge.pt", "4611686018427387936", 64}, {"short.pt", "33", 33}};
+
+struct Prepared {
+  fs::path dir;
+  std::string error;  // "" when every file was written
+  ~Prepared() {
+    std::error_code ignored;
+    if (!dir.empty()) fs::remove_all(dir, ignored);
+  }
+};
+
+const Prepared& prepared() {
+  static Prepared p;
+  static bool done = false;
+  if (done) return p;
+  done = true;
+  p.dir = fs::temp_directory_path() / ("tfw-test-import-" + std::to_string(::getpid()));
+  fs::remove_all(p.dir);
+  fs::create_directories(p.dir);
+  const std::string reference = std::string(TFW_SOURCE_DIR) + "/tests/reference/";
+  std::string command = std::string(TFW_PYTHON) + " " + reference + "run_many.py";
+  auto job = [&](const std::string& arguments) { command += " :: " + arguments; };
+  copy_gpt2_tokenizer_json(p.dir / "tokenizer.json");
+  for (const auto* cases : {&kReleases, &kBadReleases}) {
+    for (const ReleaseCase& c : *cases) {
+      const fs::path dir = p.dir / c.name;
+      fs::create_directories(dir);
+      fs::copy_file(p.dir / "tokenizer.json", dir / "tokenizer.json");
+      job(reference + "tokenformer_official.py " + dir.string() + " " + c.flags);
+    }
+  }
+  fs::create_directories(p.dir / "oversized");
+  for (const Oversized& o : kOversized) {
+    job(reference + "oversized_storage.py " + (p.dir / "oversized" / o.file).string() + " " + o.numel + " " +
+        std::to_string(o.size));
+  }
+  job(reference + "hostile_pickles.py " + (p.dir / "hostile").string());
+  std::ofstream(p.dir / "state.py") << kStateScript;
+  job((p.dir / "state.py").string() + " " + (p.dir / "state.pt").string());
+  std::ofstream(p.dir / "legacy.py") << kLegacyScript;
+  job((p.dir / "legacy.py").string() + " " + (p.dir / "legacy.bin").string());
+  const test::Result ran = test::capture(command);
+  if (ran.code != 0) p.error = "`" + command + "` exited " + std::to_string(ran.code) + ":\n" + ran.output;
+  return p;
+}
+
+// A copy of the prepared release `variant` in its own folder, for a test to change.
+std::string release(const std::string& variant, const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("tfw-test-import-" + name);
   fs::remove_all(dir);
-  fs::create_directories(dir);
-  EXPECT_NO_FATAL_FAILURE(copy_gpt2_tokenizer_json(dir / "tokenizer.json"));
-  EXPECT_EQ(std::system((std::string(TFW_PYTHON) + " " + kScript + " " + dir.string() + " " + flags).c_str()), 0);
+  fs::copy(prepared().dir / variant, dir, fs::copy_options::recursive);
   return dir.string();
 }
 
@@ -84,29 +182,13 @@ Expected read_expected(const std::string& dir) {
   return e;
 }
 
-struct ReleaseCase {
-  const char* name;
-  const char* flags;
-};
-
-// Three variants cover what the importer maps: both key layouts (pipeline and sequential),
-// the three official score norms, parameter-free and affine block norms, a parameter-free
-// final norm, a saved copy of the tied head, and rotary widths of 2, 4 and 8 channels. (With
-// softmax, the keys are smaller: sharp scores make float32 itself 5e-3 off float64.)
-const ReleaseCase kReleases[] = {
-    {"pipe-l2", ""},
-    {"sequential-gelu-l2",
-     "--layout sequential --activation gelu_l2_norm --norm layernorm --final-norm "
-     "layernorm_nonparam --head-copy --rotary-pct 0.5 --heads 2 --seed 1"},
-    {"pipe-softmax", "--activation softmax --heads 1 --layers 3 --qkv 16 --ffn 40 --seed 2 --key-std 0.15"},
-};
-
 // The imported model computes the official forward pass's logits within 1e-5 (fp32 against
 // float64), read back from the checkpoint the importer wrote.
 TEST(Import, OfficialLayoutGivesTheOfficialLogits) {
+  ASSERT_EQ(prepared().error, "");
   for (const ReleaseCase& c : kReleases) {
     SCOPED_TRACE(c.name);
-    const std::string dir = write_release(c.name, c.flags);
+    const std::string dir = release(c.name, c.name);
     ImportRequest request;
     request.dir = dir;
     request.out_dir = dir + "/imported";
@@ -135,43 +217,30 @@ TEST(Import, OfficialLayoutGivesTheOfficialLogits) {
 // Issue 33, finding 5: a storage claiming 2^62 + 32 floats over a 128-byte record made
 // numel * 4 wrap to 128, and a tensor of 64 of them read past the record. Refused, naming it.
 TEST(Import, AStorageLongerThanItsRecordIsRefused) {
-  const fs::path dir = fs::temp_directory_path() / "tfw-test-oversized-storage";
-  fs::create_directories(dir);
-  const std::string script = std::string(TFW_SOURCE_DIR) + "/tests/reference/oversized_storage.py";
-  auto craft = [&](const std::string& name, const std::string& numel, int size) {
-    const std::string file = (dir / name).string();
-    EXPECT_EQ(
-        std::system(
-            (std::string(TFW_PYTHON) + " " + script + " " + file + " " + numel + " " + std::to_string(size)).c_str()),
-        0);
-    return file;
-  };
-  const auto good = torch_state_dict_read(craft("good.pt", "32", 32));  // the same file, honest: read
+  ASSERT_EQ(prepared().error, "");
+  const fs::path dir = prepared().dir / "oversized";
+  const auto good = torch_state_dict_read((dir / kOversized[0].file).string());  // the same file, honest: read
   ASSERT_EQ(good.size(), 1u);
   EXPECT_EQ(good[0].second.numel(), 32);
-  for (const auto& [numel, size] : std::vector<std::pair<std::string, int>>{{"4611686018427387936", 64}, {"33", 33}}) {
+  for (const Oversized& bad : {kOversized[1], kOversized[2]}) {
     try {
-      torch_state_dict_read(craft("bad.pt", numel, size));
-      ADD_FAILURE() << numel << " floats over 128 bytes were accepted";
+      torch_state_dict_read((dir / bad.file).string());
+      ADD_FAILURE() << bad.numel << " floats over 128 bytes were accepted";
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("storage 0 holds 128 bytes, fewer than " + numel + " elements"),
-                std::string::npos)
+      EXPECT_NE(
+          std::string(e.what()).find(std::string("storage 0 holds 128 bytes, fewer than ") + bad.numel + " elements"),
+          std::string::npos)
           << e.what();
     }
   }
-  fs::remove_all(dir);
 }
 
 // Issue 33: lists nested 100,000 deep crashed the reader's destructors (recursion); a dict of
 // 200,000 keys took over a minute (a linear scan per key); a stride-0 view of one float
 // materialised 2^28 of them (1 GiB) before any shape was checked.
 TEST(Import, HostilePicklesAreReadWithinBounds) {
-  const fs::path dir = fs::temp_directory_path() / "tfw-test-hostile-pickles";
-  fs::remove_all(dir);
-  ASSERT_EQ(
-      std::system(
-          (std::string(TFW_PYTHON) + " " TFW_SOURCE_DIR "/tests/reference/hostile_pickles.py " + dir.string()).c_str()),
-      0);
+  ASSERT_EQ(prepared().error, "");
+  const fs::path dir = prepared().dir / "hostile";
   auto error_of = [&](const std::string& name) -> std::string {
     try {
       torch_state_dict_read((dir / name).string());
@@ -217,33 +286,13 @@ TEST(Import, HostilePicklesAreReadWithinBounds) {
                       "the"),
             std::string::npos)
       << error_of("version-bomb.pt");
-  fs::remove_all(dir);
 }
 
 // The pickle reader keeps values, dtypes, views into a shared storage, non-contiguous strides
 // and storage offsets; a dict holding a state dict under "module" is found.
 TEST(Import, PickleReaderReadsWhatTorchSaveWrites) {
-  const fs::path dir = fs::temp_directory_path() / "tfw-test-pickle";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string file = (dir / "state.pt").string();
-  const std::string script =
-      "import torch, collections\n"
-      "base = torch.arange(24, dtype=torch.float32).reshape(4, 6)\n"
-      "sd = collections.OrderedDict()\n"
-      "sd['plain'] = base\n"
-      "sd['transposed'] = base.t()\n"
-      "sd['row'] = base[2]\n"
-      "sd['half'] = torch.tensor([1.5, -2.25], dtype=torch.float16)\n"
-      "sd['bf16'] = torch.tensor([3.0, 0.5], dtype=torch.bfloat16)\n"
-      "sd['double'] = torch.tensor([[1e-300, 2.0]], dtype=torch.float64)\n"
-      "sd['long'] = torch.tensor([-7, 2**40])\n"
-      "sd['scalar'] = torch.tensor(4.0)\n"
-      "sd._metadata = {'': {'version': 1}}\n"
-      "torch.save({'module': sd, 'iteration': 7, 'args': {'lr': 0.1, 'name': 'x', 'flag': True, 'none': None}}, '" +
-      file + "')\n";
-  std::ofstream(dir / "write.py") << script;
-  ASSERT_EQ(std::system((std::string(TFW_PYTHON) + " " + (dir / "write.py").string()).c_str()), 0);
+  ASSERT_EQ(prepared().error, "");
+  const std::string file = (prepared().dir / "state.pt").string();  // written by kStateScript
   const auto tensors = torch_state_dict_read(file);
   ASSERT_EQ(tensors.size(), 8u);
   std::map<std::string, torch::Tensor> t(tensors.begin(), tensors.end());
@@ -281,16 +330,17 @@ std::string import_error(const std::string& dir, const std::vector<std::string>&
 // a config of another shape or an unsupported setting, a truncated or legacy weights file, no
 // config, no tokenizer.
 TEST(Import, BadReleasesAreClearErrors) {
-  std::string dir = write_release("drop", "--drop 3.attention.key.value_param_tokens");
+  ASSERT_EQ(prepared().error, "");
+  std::string dir = release("drop", "drop");
   EXPECT_NE(import_error(dir).find("3.attention.key.value_param_tokens is missing"), std::string::npos)
       << import_error(dir);
-  dir = write_release("extra", "--extra 2.attention.dense.weight");
+  dir = release("extra", "extra");
   EXPECT_NE(import_error(dir).find("the config's model does not have: 2.attention.dense.weight"), std::string::npos)
       << import_error(dir);
-  dir = write_release("untied", "--untied");
+  dir = release("untied", "untied");
   EXPECT_NE(import_error(dir).find("the model is untied"), std::string::npos) << import_error(dir);
 
-  dir = write_release("config", "");
+  dir = release("pipe-l2", "config");
   const std::string original = dir + "/model_eval.yml";
   std::string text;
   {
@@ -369,10 +419,7 @@ TEST(Import, BadReleasesAreClearErrors) {
   const auto size = fs::file_size(weights);
   fs::resize_file(weights, size / 2);
   EXPECT_NE(import_error(dir).find("corrupt or truncated"), std::string::npos) << import_error(dir);
-  ASSERT_EQ(std::system((std::string(TFW_PYTHON) + " -c \"import torch; torch.save({'a': torch.zeros(2)}, '" + weights +
-                         "', _use_new_zipfile_serialization=False)\"")
-                            .c_str()),
-            0);
+  fs::copy_file(prepared().dir / "legacy.bin", weights, fs::copy_options::overwrite_existing);  // kLegacyScript's
   EXPECT_NE(import_error(dir).find("legacy"), std::string::npos) << import_error(dir);
   fs::remove(dir + "/tokenizer.json");
   EXPECT_NE(import_error(dir).find("no tokenizer.json"), std::string::npos) << import_error(dir);
@@ -417,7 +464,8 @@ TEST(Import, TokenizerJsonInRunConfigs) {
 // attention` and `tfw sample` then work on it with the release's tokenizer (the logits
 // themselves are checked above); bad input exits 2 with the reason.
 TEST(Import, CommandLineImportThenEvalAttentionSample) {
-  const std::string dir = write_release("cli", "");
+  ASSERT_EQ(prepared().error, "");
+  const std::string dir = release("pipe-l2", "cli");
   const std::string home = dir + "/home", out = dir + "/imported";
   auto tfw = [&](const std::string& arguments) {
     return test::capture("TFW_FIXED_THREADS=1 " TFW_BINARY " " + arguments + " --home " + home);

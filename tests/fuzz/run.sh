@@ -4,6 +4,8 @@
 # unit tests, in tests/fuzz/seeds/TARGET/) and for a fixed number of new executions.
 #   bash tests/fuzz/run.sh [RUNS] [TARGET...]     RUNS default 100000 (CI); 0 = until stopped
 #   TFW_FUZZ_SECONDS=600 bash tests/fuzz/run.sh 0  each target for 10 minutes
+#   TFW_FUZZ_BUILD_ONLY=1 bash tests/fuzz/run.sh 0 TARGET...  compile and link, run nothing
+#     (scripts/setup does this while pip downloads, so that the test finds ccache warm)
 # Exit status: 0 when no target crashed, leaked or tripped a sanitizer; the findings are in
 # build/fuzz/TARGET/ (crash-*, the log).
 set -euo pipefail
@@ -83,6 +85,10 @@ for target in "${targets[@]}"; do
     objects+=("$object")
   done
   clang++ "${flags[@]}" "${objects[@]}" -o "$binary" "${libs[@]}"
+  if [ -n "${TFW_FUZZ_BUILD_ONLY:-}" ]; then
+    echo "fuzz $target: built $binary"
+    continue
+  fi
   leaks=1
   [ "$target" = torch_pickle ] && leaks=0  # LibTorch's own start-up allocations are never freed
   seeds="$root/tests/fuzz/seeds/$target"
