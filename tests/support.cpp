@@ -60,31 +60,42 @@ std::string usage_error(const std::function<void()>& body) {
   return "";
 }
 
-std::vector<double> python_reference(const std::string& script, const std::string& dir, nlohmann::json meta,
-                                     torch::nn::Module& model) {
+void python_reference_inputs(const std::string& dir, nlohmann::json meta, torch::nn::Module& model) {
   std::filesystem::create_directories(dir);
   meta["params"] = nlohmann::json::array();
-  {
-    std::ofstream weights(dir + "/weights.bin", std::ios::binary);
-    for (const auto& item : model.named_parameters()) {
-      meta["params"].push_back({{"name", item.key()}, {"shape", item.value().sizes().vec()}});
-      const torch::Tensor flat = item.value().detach().to(torch::kFloat64).contiguous();
-      weights.write(reinterpret_cast<const char*>(flat.data_ptr<double>()),
-                    static_cast<std::streamsize>(flat.numel() * sizeof(double)));
-    }
+  std::ofstream weights(dir + "/weights.bin", std::ios::binary);
+  for (const auto& item : model.named_parameters()) {
+    meta["params"].push_back({{"name", item.key()}, {"shape", item.value().sizes().vec()}});
+    const torch::Tensor flat = item.value().detach().to(torch::kFloat64).contiguous();
+    weights.write(reinterpret_cast<const char*>(flat.data_ptr<double>()),
+                  static_cast<std::streamsize>(flat.numel() * sizeof(double)));
   }
   std::ofstream(dir + "/meta.json") << meta.dump();
-  const std::string command = TFW_PYTHON " " TFW_SOURCE_DIR "/tests/reference/" + script + " " + dir;
+}
+
+std::vector<std::vector<double>> python_references(const std::string& script, const std::vector<std::string>& dirs) {
+  std::string command = TFW_PYTHON " " TFW_SOURCE_DIR "/tests/reference/run_many.py";
+  for (const std::string& dir : dirs) command += " :: " TFW_SOURCE_DIR "/tests/reference/" + script + " " + dir;
   if (std::system(command.c_str()) != 0) {
     ADD_FAILURE() << command;
-    return {};
+    return std::vector<std::vector<double>>(dirs.size());
   }
-  std::ifstream in(dir + "/reference.bin", std::ios::binary | std::ios::ate);
-  const auto bytes = static_cast<std::size_t>(in.tellg());
-  std::vector<double> reference(bytes / sizeof(double));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(reference.data()), static_cast<std::streamsize>(bytes));
-  return reference;
+  std::vector<std::vector<double>> references;
+  for (const std::string& dir : dirs) {
+    std::ifstream in(dir + "/reference.bin", std::ios::binary | std::ios::ate);
+    const auto bytes = static_cast<std::size_t>(in.tellg());
+    std::vector<double> reference(bytes / sizeof(double));
+    in.seekg(0);
+    in.read(reinterpret_cast<char*>(reference.data()), static_cast<std::streamsize>(bytes));
+    references.push_back(std::move(reference));
+  }
+  return references;
+}
+
+std::vector<double> python_reference(const std::string& script, const std::string& dir, nlohmann::json meta,
+                                     torch::nn::Module& model) {
+  python_reference_inputs(dir, std::move(meta), model);
+  return python_references(script, {dir})[0];
 }
 
 void expect_matches_reference(const std::vector<double>& reference, const torch::Tensor& logits,

@@ -41,6 +41,11 @@ nlohmann::json toml_to_json(const toml::table& table);
 // empty result.
 std::vector<double> python_reference(const std::string& script, const std::string& dir, nlohmann::json meta,
                                      torch::nn::Module& model);
+// The two halves of python_reference, for several models and one Python start (each imports
+// PyTorch, about 2 s): write each folder's inputs, then run the script over every folder in
+// one process (tests/reference/run_many.py) and read back each folder's values, in order.
+void python_reference_inputs(const std::string& dir, nlohmann::json meta, torch::nn::Module& model);
+std::vector<std::vector<double>> python_references(const std::string& script, const std::vector<std::string>& dirs);
 
 // Checks a float64 forward and backward against a reference script's output (python_reference):
 // the logits within 1e-10, the loss within 1e-12, then each of `model`'s parameter gradients

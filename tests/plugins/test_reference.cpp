@@ -22,34 +22,53 @@ std::vector<std::vector<std::int64_t>> to_rows(const torch::Tensor& t) {
   return rows;
 }
 
-void check_against_python(const std::string& label, const std::string& config_text) {
-  SCOPED_TRACE(label);
+// One model of `config_text` in float64 with its inputs, and where its reference is written.
+struct Case {
+  std::string label, dir;
+  std::shared_ptr<Model> model;
+  torch::Tensor ids, targets;
+  std::int64_t vocab = 0;
+};
+
+Case reference_case(const std::string& label, const std::string& config_text) {
   ModelConfig config = test::config_from_text(config_text);
-  auto model = test::plugins().family(config.family).build(*config.spec, 3);
-  model->to(torch::kFloat64);
+  Case c;
+  c.label = label;
+  c.dir = (std::filesystem::temp_directory_path() / ("tfw-reference-" + label)).string();
+  c.model = test::plugins().family(config.family).build(*config.spec, 3);
+  c.model->to(torch::kFloat64);
   torch::manual_seed(4);
   {  // Move norms off their 1/0 init so that every parameter matters.
     torch::NoGradGuard no_grad;
-    for (auto& item : model->named_parameters()) {
+    for (auto& item : c.model->named_parameters()) {
       if (item.key().find("norm") != std::string::npos) item.value().add_(torch::randn_like(item.value()) * 0.1);
     }
   }
-  const std::int64_t V = config.spec->shape().vocab;
-  torch::Tensor ids = torch::randint(V, {2, 9}, torch::kInt64);
-  torch::Tensor targets = torch::randint(V, {2, 9}, torch::kInt64);
-
+  c.vocab = config.spec->shape().vocab;
+  c.ids = torch::randint(c.vocab, {2, 9}, torch::kInt64);
+  c.targets = torch::randint(c.vocab, {2, 9}, torch::kInt64);
   const nlohmann::json meta = {{"family", config.family},
                                {"model", test::toml_to_json(config.spec->to_toml())},
-                               {"ids", to_rows(ids)},
-                               {"targets", to_rows(targets)}};
-  const std::string dir = (std::filesystem::temp_directory_path() / ("tfw-reference-" + label)).string();
-  std::vector<double> reference = test::python_reference("model_reference.py", dir, meta, *model);
-  ASSERT_FALSE(reference.empty());
+                               {"ids", to_rows(c.ids)},
+                               {"targets", to_rows(c.targets)}};
+  test::python_reference_inputs(c.dir, meta, *c.model);
+  return c;
+}
 
-  torch::Tensor logits = model->forward(ids);
-  torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));
-  loss.backward();
-  test::expect_matches_reference(reference, logits, loss, *model);
+// The cases' references in one Python process, then each model's forward and backward against its own.
+void check_against_python(const std::vector<Case>& cases) {
+  std::vector<std::string> dirs;
+  for (const Case& c : cases) dirs.push_back(c.dir);
+  const std::vector<std::vector<double>> references = test::python_references("model_reference.py", dirs);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(c.label);
+    ASSERT_FALSE(references[i].empty());
+    torch::Tensor logits = c.model->forward(c.ids);
+    torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, c.vocab}), c.targets.reshape({-1}));
+    loss.backward();
+    test::expect_matches_reference(references[i], logits, loss, *c.model);
+  }
 }
 
 const std::string kTokenformer =
@@ -57,19 +76,19 @@ const std::string kTokenformer =
 const std::string kTransformer = test::TinyModel{"transformer", 16, 2, 30}.toml("[model.init]\nstd = 0.2\n");
 
 TEST(Reference, TokenformerMatchesIndependentPythonImplementation) {
-  check_against_python("tokenformer", kTokenformer);
   check_against_python(
-      "tokenformer-affine-gelu_l1",
-      std::string(kTokenformer) + "[model.layernorm]\naffine = true\n[model.pattention]\nnorm = \"gelu_l1\"\n");
-  check_against_python("tokenformer-softmax", std::string(kTokenformer) + "[model.pattention]\nnorm = \"softmax\"\n");
-  check_against_python("tokenformer-gelu_l2", std::string(kTokenformer) + "[model.pattention]\nnorm = \"gelu_l2\"\n");
+      {reference_case("tokenformer", kTokenformer),
+       reference_case("tokenformer-affine-gelu_l1", std::string(kTokenformer) +
+                                                        "[model.layernorm]\naffine = true\n[model.pattention]\nnorm = "
+                                                        "\"gelu_l1\"\n"),
+       reference_case("tokenformer-softmax", std::string(kTokenformer) + "[model.pattention]\nnorm = \"softmax\"\n"),
+       reference_case("tokenformer-gelu_l2", std::string(kTokenformer) + "[model.pattention]\nnorm = \"gelu_l2\"\n")});
 }
 
 TEST(Reference, TransformerMatchesIndependentPythonImplementation) {
-  check_against_python("transformer", kTransformer);
   std::string wide = kTransformer;
   wide.insert(wide.find("[model.init]"), "head_dim = 12\nd_ffn = 24\n[model.linear]\nbias = true\n");
-  check_against_python("transformer-bias-heads", wide);
+  check_against_python({reference_case("transformer", kTransformer), reference_case("transformer-bias-heads", wide)});
 }
 
 }  // namespace test_reference
