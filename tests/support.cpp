@@ -92,12 +92,6 @@ std::vector<std::vector<double>> python_references(const std::string& script, co
   return references;
 }
 
-std::vector<double> python_reference(const std::string& script, const std::string& dir, nlohmann::json meta,
-                                     torch::nn::Module& model) {
-  python_reference_inputs(dir, std::move(meta), model);
-  return python_references(script, {dir})[0];
-}
-
 void expect_matches_reference(const std::vector<double>& reference, const torch::Tensor& logits,
                               const torch::Tensor& loss, torch::nn::Module& model) {
   std::size_t offset = 0;

@@ -34,20 +34,17 @@ struct TinyModel {
 // A TOML table as JSON (tables, integers, floats, booleans, strings), for reference scripts.
 nlohmann::json toml_to_json(const toml::table& table);
 
-// Runs a float64 reference script (tests/reference/NAME.py DIR) with the venv's python (TFW_PYTHON): writes
-// DIR/meta.json (`meta`, plus "params": the name and shape of each of `model`'s parameters)
-// and DIR/weights.bin (those parameters, float64, in that order), and returns the float64
-// values the script writes to DIR/reference.bin. A failing script is a test failure and an
-// empty result.
-std::vector<double> python_reference(const std::string& script, const std::string& dir, nlohmann::json meta,
-                                     torch::nn::Module& model);
-// The two halves of python_reference, for several models and one Python start (each imports
-// PyTorch, about 2 s): write each folder's inputs, then run the script over every folder in
-// one process (tests/reference/run_many.py) and read back each folder's values, in order.
+// The float64 reference scripts (tests/reference/NAME.py DIR), run with the venv's python
+// (TFW_PYTHON). python_reference_inputs writes DIR/meta.json (`meta`, plus "params": the name
+// and shape of each of `model`'s parameters) and DIR/weights.bin (those parameters, float64,
+// in that order). python_references then runs the script over every folder in one Python
+// process (tests/reference/run_many.py: each start imports PyTorch, about 2 s) and returns,
+// in order, the float64 values each run wrote to DIR/reference.bin. A failing script is a
+// test failure and empty results.
 void python_reference_inputs(const std::string& dir, nlohmann::json meta, torch::nn::Module& model);
 std::vector<std::vector<double>> python_references(const std::string& script, const std::vector<std::string>& dirs);
 
-// Checks a float64 forward and backward against a reference script's output (python_reference):
+// Checks a float64 forward and backward against a reference script's output (python_references):
 // the logits within 1e-10, the loss within 1e-12, then each of `model`'s parameter gradients
 // within 1e-10, in that order, and that nothing is left over.
 void expect_matches_reference(const std::vector<double>& reference, const torch::Tensor& logits,

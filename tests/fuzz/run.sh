@@ -32,9 +32,9 @@ sources_of() {
 }
 # The pickle reader links LibTorch (the project's venv, or TFW_TORCH_PYTHON's): its headers
 # after our fmt (the wheel ships another fmt), libstdc++ first (pytorch/pytorch#133437).
-torch_dir() {
+torch_dir() {  # found without importing it (an import takes 2 s)
   local python=${TFW_TORCH_PYTHON:-$root/.venv/bin/python}
-  "$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))'
+  "$python" -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("torch").origin))'
 }
 extra_flags_of() {
   case "$1" in

@@ -184,23 +184,32 @@ TEST(Vision, ShapesAndAFewStepsReduceTheLossOnAFixedBatch) {
   EXPECT_THROW(as_language_model(vit, "tfw sample"), UsageError);
 }
 
-void check_against_python(const std::string& label, const std::string& text) {
-  SCOPED_TRACE(label);
+// One model of `text` in float64 with its images, and where its reference is written.
+struct Case {
+  std::string label, dir;
+  std::shared_ptr<Model> model;
+  torch::Tensor images, labels;
+};
+
+Case reference_case(const std::string& label, const std::string& text) {
   const RunConfig config = run_config_of(text);
-  auto model = test::plugins().family(config.model.family).build(*config.model.spec, 3);
-  model->to(torch::kFloat64);
+  Case c;
+  c.label = label;
+  c.dir = (fs::temp_directory_path() / ("tfw-vision-reference-" + label)).string();
+  c.model = test::plugins().family(config.model.family).build(*config.model.spec, 3);
+  c.model->to(torch::kFloat64);
   torch::manual_seed(4);
   {  // Move norms off their 1/0 init and biases off 0, so that every parameter matters.
     torch::NoGradGuard no_grad;
-    for (auto& item : model->named_parameters()) {
+    for (auto& item : c.model->named_parameters()) {
       if (item.key().find("norm") != std::string::npos || item.key().find("bias") != std::string::npos) {
         item.value().add_(torch::randn_like(item.value()) * 0.1);
       }
     }
   }
-  const torch::Tensor images = fixed_images(3, 5).to(torch::kFloat64);
-  const torch::Tensor labels = torch::tensor({3, 0, 9}, torch::kInt64);
-  std::vector<double> pixels(images.data_ptr<double>(), images.data_ptr<double>() + images.numel());
+  c.images = fixed_images(3, 5).to(torch::kFloat64);
+  c.labels = torch::tensor({3, 0, 9}, torch::kInt64);
+  std::vector<double> pixels(c.images.data_ptr<double>(), c.images.data_ptr<double>() + c.images.numel());
   nlohmann::json image_rows = nlohmann::json::array();  // (B, 1, 28, 28)
   for (std::int64_t b = 0; b < 3; ++b) {
     nlohmann::json rows = nlohmann::json::array();
@@ -211,33 +220,45 @@ void check_against_python(const std::string& label, const std::string& text) {
   }
   const nlohmann::json meta = {
       {"model", test::toml_to_json(config.model.spec->to_toml())}, {"images", image_rows}, {"labels", {3, 0, 9}}};
-  const std::string dir = (fs::temp_directory_path() / ("tfw-vision-reference-" + label)).string();
-  std::vector<double> reference = test::python_reference("vision_reference.py", dir, meta, *model);
-  ASSERT_FALSE(reference.empty());
+  test::python_reference_inputs(c.dir, meta, *c.model);
+  return c;
+}
 
-  const torch::Tensor logits = model->forward(images);
-  const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);
-  loss.backward();
-  test::expect_matches_reference(reference, logits, loss, *model);
+// The cases' references in one Python process, then each model's forward and backward against its own.
+void check_against_python(const std::vector<Case>& cases) {
+  std::vector<std::string> dirs;
+  for (const Case& c : cases) dirs.push_back(c.dir);
+  const std::vector<std::vector<double>> references = test::python_references("vision_reference.py", dirs);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(c.label);
+    ASSERT_FALSE(references[i].empty());
+    const torch::Tensor logits = c.model->forward(c.images);
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, c.labels);
+    loss.backward();
+    test::expect_matches_reference(references[i], logits, loss, *c.model);
+  }
 }
 
 TEST(Vision, TokenformerMatchesIndependentPythonImplementation) {
   const std::string keys = "[model.init]\nkey_std = 0.3\nvalue_std = 0.3\n";
-  check_against_python("vision-tokenformer", std::string(kTokenformer) + keys);
-  check_against_python("vision-tokenformer-pattention-ends-mean-gelu_l1",
-                       std::string(kTokenformer) +
-                           "patch_embed = \"pattention\"\nn_patch = 30\nhead = \"pattention\"\nn_head = 8\n"
-                           "pool = \"mean\"\n" +
-                           keys + "[model.pattention]\nnorm = \"gelu_l1\"\n[model.layernorm]\naffine = true\n");
-  check_against_python("vision-tokenformer-softmax",
-                       std::string(kTokenformer) + keys + "[model.pattention]\nnorm = \"softmax\"\n");
-  check_against_python("vision-tokenformer-gelu_l2",
-                       std::string(kTokenformer) + keys + "[model.pattention]\nnorm = \"gelu_l2\"\n");
+  check_against_python(
+      {reference_case("vision-tokenformer", std::string(kTokenformer) + keys),
+       reference_case("vision-tokenformer-pattention-ends-mean-gelu_l1",
+                      std::string(kTokenformer) +
+                          "patch_embed = \"pattention\"\nn_patch = 30\nhead = \"pattention\"\nn_head = 8\n"
+                          "pool = \"mean\"\n" +
+                          keys + "[model.pattention]\nnorm = \"gelu_l1\"\n[model.layernorm]\naffine = true\n"),
+       reference_case("vision-tokenformer-softmax",
+                      std::string(kTokenformer) + keys + "[model.pattention]\nnorm = \"softmax\"\n"),
+       reference_case("vision-tokenformer-gelu_l2",
+                      std::string(kTokenformer) + keys + "[model.pattention]\nnorm = \"gelu_l2\"\n")});
 }
 
 TEST(Vision, VitMatchesIndependentPythonImplementation) {
-  check_against_python("vit", std::string(kVit) + "[model.init]\nstd = 0.2\n");
-  check_against_python("vit-mean-patch4", std::string(kVit) + "patch = 4\npool = \"mean\"\n[model.init]\nstd = 0.2\n");
+  check_against_python(
+      {reference_case("vit", std::string(kVit) + "[model.init]\nstd = 0.2\n"),
+       reference_case("vit-mean-patch4", std::string(kVit) + "patch = 4\npool = \"mean\"\n[model.init]\nstd = 0.2\n")});
 }
 
 // pattention_grow adds zero-key tokens to every block's Pattention: the logits do not change
