@@ -4,7 +4,9 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include "engine/nn/libtorch.h"
 
@@ -43,6 +45,19 @@ nlohmann::json toml_to_json(const toml::table& table);
 // test failure and empty results.
 void python_reference_inputs(const std::string& dir, nlohmann::json meta, torch::nn::Module& model);
 std::vector<std::vector<double>> python_references(const std::string& script, const std::vector<std::string>& dirs);
+// python_references over the folders of `cases` (each with a `label` and a `dir`), then
+// `check(case, its reference)` for each, under its label; an empty reference fails the case.
+template <typename Case, typename Check>
+void check_references(const std::string& script, const std::vector<Case>& cases, Check check) {
+  std::vector<std::string> dirs;
+  for (const Case& c : cases) dirs.push_back(c.dir);
+  const std::vector<std::vector<double>> references = python_references(script, dirs);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].label);
+    ASSERT_FALSE(references[i].empty());
+    check(cases[i], references[i]);
+  }
+}
 
 // Checks a float64 forward and backward against a reference script's output (python_references):
 // the logits within 1e-10, the loss within 1e-12, then each of `model`'s parameter gradients

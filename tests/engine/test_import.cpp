@@ -31,8 +31,6 @@ namespace test_import {
 
 namespace fs = std::filesystem;
 
-const std::string kScript = std::string(TFW_SOURCE_DIR) + "/tests/reference/tokenformer_official.py";
-
 // GPT-2's tokenizer.json, written by tests/reference/gpt2_tokenizer_json.py (about 1 s of
 // Python, which every release of these tests paid again) once per build and script
 // (tests/cli/trained_once.h), copied to `to`.
@@ -113,11 +111,7 @@ struct Prepared {
   }
 };
 
-const Prepared& prepared() {
-  static Prepared p;
-  static bool done = false;
-  if (done) return p;
-  done = true;
+void prepare(Prepared& p) {
   p.dir = fs::temp_directory_path() / ("tfw-test-import-" + std::to_string(::getpid()));
   fs::remove_all(p.dir);
   fs::create_directories(p.dir);
@@ -145,6 +139,11 @@ const Prepared& prepared() {
   job((p.dir / "legacy.py").string() + " " + (p.dir / "legacy.bin").string());
   const test::Result ran = test::capture(command);
   if (ran.code != 0) p.error = "`" + command + "` exited " + std::to_string(ran.code) + ":\n" + ran.output;
+}
+
+const Prepared& prepared() {
+  static Prepared p;
+  [[maybe_unused]] static const bool once = (prepare(p), true);
   return p;
 }
 

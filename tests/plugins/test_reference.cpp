@@ -57,18 +57,12 @@ Case reference_case(const std::string& label, const std::string& config_text) {
 
 // The cases' references in one Python process, then each model's forward and backward against its own.
 void check_against_python(const std::vector<Case>& cases) {
-  std::vector<std::string> dirs;
-  for (const Case& c : cases) dirs.push_back(c.dir);
-  const std::vector<std::vector<double>> references = test::python_references("model_reference.py", dirs);
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const Case& c = cases[i];
-    SCOPED_TRACE(c.label);
-    ASSERT_FALSE(references[i].empty());
+  test::check_references("model_reference.py", cases, [](const Case& c, const std::vector<double>& reference) {
     torch::Tensor logits = c.model->forward(c.ids);
     torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, c.vocab}), c.targets.reshape({-1}));
     loss.backward();
-    test::expect_matches_reference(references[i], logits, loss, *c.model);
-  }
+    test::expect_matches_reference(reference, logits, loss, *c.model);
+  });
 }
 
 const std::string kTokenformer =

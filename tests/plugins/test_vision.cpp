@@ -226,18 +226,12 @@ Case reference_case(const std::string& label, const std::string& text) {
 
 // The cases' references in one Python process, then each model's forward and backward against its own.
 void check_against_python(const std::vector<Case>& cases) {
-  std::vector<std::string> dirs;
-  for (const Case& c : cases) dirs.push_back(c.dir);
-  const std::vector<std::vector<double>> references = test::python_references("vision_reference.py", dirs);
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const Case& c = cases[i];
-    SCOPED_TRACE(c.label);
-    ASSERT_FALSE(references[i].empty());
+  test::check_references("vision_reference.py", cases, [](const Case& c, const std::vector<double>& reference) {
     const torch::Tensor logits = c.model->forward(c.images);
     const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, c.labels);
     loss.backward();
-    test::expect_matches_reference(references[i], logits, loss, *c.model);
-  }
+    test::expect_matches_reference(reference, logits, loss, *c.model);
+  });
 }
 
 TEST(Vision, TokenformerMatchesIndependentPythonImplementation) {
