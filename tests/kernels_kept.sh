@@ -3,7 +3,7 @@
 # count. The golden run (tests/data/golden-tokenformer.toml) trains steps 1-10 with
 # `--kernels avx2`, then resumes to step 20 with no choice given: on a processor whose widest
 # kernels are AVX-512, ATen would pick those and the losses would move. Its 20 losses must
-# equal the golden ones (tests/data/golden-tokenformer.losses, an uninterrupted AVX2 run)
+# equal the golden ones (tests/data/golden-tokenformer.VENDOR.losses, an uninterrupted AVX2 run)
 # exactly, both starts must record AVX2, and the resume must say that it kept them. Then
 # `--kernels` names what it refuses.
 #   bash tests/kernels_kept.sh TFW_BINARY
@@ -41,10 +41,13 @@ PY
 if ! grep -q "^starts AVX2 AVX2$" "$home/losses"; then
   echo "kernels_kept: the two starts did not both record AVX2:"; grep starts "$home/losses"; status=1
 fi
-if diff <(grep -v '^kernels' "$root/tests/data/golden-tokenformer.losses") <(grep -v '^starts' "$home/losses"); then
+source "$root/tests/golden_file.sh"
+if [ ! -f "$golden_expected" ]; then
+  echo "kernels_kept: no golden losses for this CPU's vendor ($golden_vendor); tests/golden.sh says how to write them"; status=1
+elif diff <(grep -v '^kernels' "$golden_expected") <(grep -v '^starts' "$home/losses"); then
   echo "kernels_kept: the 20 losses, steps 1-10 then resumed 11-20, equal the uninterrupted AVX2 run's exactly"
 else
-  echo "kernels_kept: the losses differ from tests/data/golden-tokenformer.losses (above: golden < > resumed)"; status=1
+  echo "kernels_kept: the losses differ from ${golden_expected#"$root"/} (above: golden < > resumed)"; status=1
 fi
 # A name ATen does not have, and kernels the processor lacks, are refused before anything runs.
 if out=$("$tfw" --kernels avx9 params "$config" 2>&1); then
