@@ -357,15 +357,18 @@ namespace test_bad_input {
 TEST_F(BadInput, ACheckpointThatRunsCodeWhenLoadedRunsNothing) {
   // Both hostile archives (legacy format 1 and format 2) are crafted in one Python process,
   // and PyTorch's own TorchScript loader, in that process, shows each runs its code when loaded.
-  const std::string reference = std::string(TFW_PYTHON) + " " TFW_SOURCE_DIR "/tests/reference/";
-  const std::string craft = TFW_SOURCE_DIR "/tests/reference/code_running_checkpoint.py ",
-                    load = " :: " TFW_SOURCE_DIR "/tests/reference/load_torchscript.py ";
-  Result made =
-      script("set -e; rm -rf $W/evil; mkdir -p $W/evil/v1 $W/evil/v2; cd $W/evil; " + reference + "run_many.py " +
-             craft + "v1/step-00000005.pt $W/evil/marker 1 :: " + craft + "v2/step-00000005.pt $W/evil/marker 2" +
-             load + "v1/step-00000005.pt $W/evil/marker" + load +
-             "v2/step-00000005.pt $W/evil/marker; "
-             "$T train $M/tiny-train-tokenformer.toml --home $W/evil/home --name r --set train.max_steps=3 >/dev/null");
+  const std::string scripts = TFW_SOURCE_DIR "/tests/reference/";
+  std::string python = std::string(TFW_PYTHON) + " " + scripts + "run_many.py";
+  for (const char* version : {"1", "2"}) {
+    python += fmt::format(" :: {}code_running_checkpoint.py v{}/step-00000005.pt $W/evil/marker {}", scripts, version,
+                          version);
+  }
+  for (const char* version : {"1", "2"}) {
+    python += fmt::format(" :: {}load_torchscript.py v{}/step-00000005.pt $W/evil/marker", scripts, version);
+  }
+  Result made = script("set -e; rm -rf $W/evil; mkdir -p $W/evil/v1 $W/evil/v2; cd $W/evil; " + python +
+                       "; $T train $M/tiny-train-tokenformer.toml --home $W/evil/home --name r "
+                       "--set train.max_steps=3 >/dev/null");
   ASSERT_EQ(made.code, 0) << made.output;
   for (const char* probe : {"v1/step-00000005.pt: 00 00 82 42", "v2/step-00000005.pt: 00 00 82 42"}) {
     ASSERT_NE(made.output.find(probe), std::string::npos) << "the archive did not run its code: " << made.output;
